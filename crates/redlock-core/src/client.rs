@@ -1,0 +1,419 @@
+//! [`Client`]: the connection layer. N ordered byte streams, many concurrent
+//! [`Lock`]s, RESP in and out, reply matching, reconnection, and one timer queue.
+//!
+//! All lock logic is in [`Lock`]; this file only moves requests and replies between locks
+//! and node streams, and wakes locks when their timers are due.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use rand_core::CryptoRng;
+
+use crate::config::{Config, LockOptions, RetryPolicy};
+use crate::error::{NodeFault, UsageError};
+use crate::io::{Event, Input, NodeId, OpId, Output, Transmit};
+use crate::lock::Lock;
+use crate::node::{Link, Node, Pending};
+use crate::resp::Reply;
+use crate::time::TimerQueue;
+use crate::token::{Resource, Token};
+
+/// The sans-IO Redlock client for N nodes: feed it inputs, drain its outputs.
+///
+/// # Methods
+/// - Getters: [`config`](Self::config), [`held`](Self::held), [`is_up`](Self::is_up).
+/// - Input: [`handle_input`](Self::handle_input).
+/// - Mutations: [`acquire`](Self::acquire), [`acquire_with`](Self::acquire_with),
+///   [`try_acquire`](Self::try_acquire), [`extend`](Self::extend),
+///   [`release`](Self::release), [`cancel`](Self::cancel).
+/// - Output: [`poll_output`](Self::poll_output).
+///
+/// # What a driver MUST do
+/// 1. Build the client from a [`Config`] and a cryptographically secure RNG.
+/// 2. Call [`poll_output`](Self::poll_output) until it returns [`Output::Timeout`] or
+///    [`Output::Idle`], before every input and mutation (the client returns
+///    [`UsageError::NotDrained`] otherwise). Write each [`Transmit`] to its node in order,
+///    open a connection on [`Output::Connect`], close it on [`Output::Disconnect`], and hand
+///    each [`Event`] to whoever waits on its [`OpId`].
+/// 3. Wait for exactly one thing: the last `Timeout` deadline, bytes or a connect/disconnect
+///    on some node socket, or a user command; feed it stamped with a fresh `now`.
+/// 4. Pass `now` from one monotonic clock; it MUST NOT go backwards (the client clamps it
+///    to the last value seen, and debug builds assert).
+/// 5. Report every outcome of an [`Output::Connect`]: [`Input::Connected`] or
+///    [`Input::Disconnected`] (also for a connect timeout, which the driver owns).
+/// 6. Report [`Input::Disconnected`] when a connection drops, and feed no bytes from a
+///    connection the client told it to close.
+///
+/// The client never blocks, reads no clock and owns no socket.
+#[derive(Debug)]
+pub struct Client<R> {
+    config: Config,
+    rng: R,
+    nodes: Vec<Node>,
+    locks: HashMap<OpId, Entry>,
+    timers: TimerQueue<Timer>,
+    actions: VecDeque<Output>,
+    events: VecDeque<Event>,
+    next_op: u64,
+    now: Option<Instant>,
+    drained: bool,
+    /// Node to look at first for the next transmit, so no node starves another.
+    transmit_cursor: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    lock: Lock,
+    /// The timer armed for this lock in the queue (others for it are stale).
+    armed: Option<Instant>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Node(NodeId),
+    Op(OpId),
+}
+
+impl<R: CryptoRng> Client<R> {
+    /// A client for the nodes of `config`. The first outputs ask to connect to every node.
+    pub fn new(config: Config, rng: R) -> Self {
+        let nodes: Vec<Node> = config
+            .nodes
+            .iter()
+            .map(|settings| Node::new(&config, settings.clone()))
+            .collect();
+        let actions = (0..nodes.len())
+            .map(|i| Output::Connect(NodeId::new(i)))
+            .collect();
+        Self {
+            config,
+            rng,
+            nodes,
+            locks: HashMap::new(),
+            timers: TimerQueue::new(),
+            actions,
+            events: VecDeque::new(),
+            next_op: 0,
+            now: None,
+            drained: false,
+            transmit_cursor: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The token and deadline of a held lock.
+    pub fn held(&self, op: OpId) -> Option<(&Token, Instant)> {
+        self.locks.get(&op)?.lock.held()
+    }
+
+    /// Whether the node's connection is up.
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.nodes
+            .get(node.index())
+            .is_some_and(|n| n.link == Link::Up)
+    }
+
+    /// Operations not yet finished (acquiring, held, releasing, or cleaning up).
+    pub fn active_ops(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// Feeds one input. Call only when drained (see the type docs).
+    pub fn handle_input(&mut self, input: Input<'_>) -> Result<(), UsageError> {
+        if let Input::Connected { node, .. }
+        | Input::Received { node, .. }
+        | Input::Disconnected { node, .. } = input
+        {
+            self.check_node(node)?;
+        }
+        self.check_drained()?;
+        let now = self.clock(input.now());
+        match input {
+            Input::Connected { node, .. } => {
+                if self.nodes[node.index()].link == Link::Up {
+                    // A second Connected without a Disconnected: the old stream is gone.
+                    self.close(now, node, NodeFault::Disconnected, false);
+                }
+                self.nodes[node.index()].connected();
+            }
+            Input::Received { node, bytes, .. } => self.receive(now, node, bytes),
+            Input::Disconnected { node, .. } => {
+                if !matches!(self.nodes[node.index()].link, Link::Down { .. }) {
+                    self.close(now, node, NodeFault::Disconnected, false);
+                }
+            }
+            Input::Timeout(_) => self.fire_timers(now),
+        }
+        Ok(())
+    }
+
+    /// Starts acquiring `resource` with the configured retry policy.
+    ///
+    /// `now` is `t0` of the first attempt. The outcome comes as [`Event::Acquired`] or
+    /// [`Event::AcquireFailed`] carrying the returned id.
+    pub fn acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        self.acquire_with(now, resource, &LockOptions::default())
+    }
+
+    /// Makes one attempt to acquire `resource`, without retry.
+    pub fn try_acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        let once = RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            ..self.config.retry
+        };
+        self.acquire_with(now, resource, &LockOptions::default().retry(once))
+    }
+
+    /// Starts acquiring `resource` with per-lock options (ttl, token, retry, auto-extension).
+    pub fn acquire_with(
+        &mut self,
+        now: Instant,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<OpId, UsageError> {
+        self.check_drained()?;
+        let now = self.clock(now);
+        let op = OpId::from_raw(self.next_op);
+        let lock = Lock::acquire(now, op, &self.config, resource, options, &mut self.rng)
+            .inspect_err(|_| self.drained = true)?;
+        self.next_op += 1;
+        self.locks.insert(op, Entry { lock, armed: None });
+        self.pump(now, op);
+        Ok(op)
+    }
+
+    /// Extends a held lock by its ttl from `now`; see [`Lock::extend`].
+    pub fn extend(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| lock.extend(now))
+    }
+
+    /// Releases a held lock on all nodes; see [`Lock::release`].
+    pub fn release(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| lock.release(now))
+    }
+
+    /// Cancels an acquisition or releases a held lock; see [`Lock::cancel`].
+    pub fn cancel(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| {
+            lock.cancel(now);
+            Ok(())
+        })
+    }
+
+    /// The next thing the driver must do. Call until `Timeout` or `Idle`.
+    ///
+    /// Connection requests come first, then bytes to write, then events. The result
+    /// changes after any input or mutation.
+    pub fn poll_output(&mut self) -> Output {
+        if let Some(action) = self.actions.pop_front() {
+            return action;
+        }
+        let n = self.nodes.len();
+        for k in 0..n {
+            let i = (self.transmit_cursor + k) % n;
+            if let Some(bytes) = self.nodes[i].take_transmit() {
+                self.transmit_cursor = (i + 1) % n;
+                let node = NodeId::new(i);
+                return Output::Transmit(Transmit { node, bytes });
+            }
+        }
+        if let Some(event) = self.events.pop_front() {
+            return Output::Event(event);
+        }
+        self.drained = true;
+        while let Some((at, timer)) = self.timers.peek() {
+            if self.is_armed(at, timer) {
+                return Output::Timeout(at);
+            }
+            self.timers.pop();
+        }
+        Output::Idle
+    }
+
+    // ---- internals ----
+
+    fn mutate(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        f: impl FnOnce(&mut Lock, Instant) -> Result<(), UsageError>,
+    ) -> Result<(), UsageError> {
+        self.check_drained()?;
+        let now = self.clock(now);
+        let result = match self.locks.get_mut(&op) {
+            Some(entry) => f(&mut entry.lock, now),
+            None => Err(UsageError::UnknownOp(op)),
+        };
+        match result {
+            Ok(()) => self.pump(now, op),
+            // Nothing changed: still drained.
+            Err(_) => self.drained = true,
+        }
+        result
+    }
+
+    fn receive(&mut self, now: Instant, node: NodeId, bytes: &[u8]) {
+        let i = node.index();
+        if self.nodes[i].link != Link::Up {
+            // Bytes from a connection we already gave up on.
+            return;
+        }
+        self.nodes[i].decoder.push(bytes);
+        loop {
+            let reply = match self.nodes[i].decoder.next_reply() {
+                Ok(Some(reply)) => reply,
+                Ok(None) => break,
+                Err(e) => {
+                    let fault = NodeFault::Protocol(e.message().to_owned());
+                    return self.close(now, node, fault, true);
+                }
+            };
+            match self.nodes[i].in_flight.pop_front() {
+                None => {
+                    let fault = NodeFault::Protocol("reply without a request".into());
+                    return self.close(now, node, fault, true);
+                }
+                Some(Pending::Handshake) => {
+                    if let Some(msg) = reply.error_message() {
+                        return self.close(now, node, NodeFault::Handshake(msg), true);
+                    }
+                }
+                Some(Pending::Request { op, id }) => self.deliver(now, op, id, Ok(&reply)),
+            }
+            self.nodes[i].healthy();
+        }
+        if let Err(e) = self.nodes[i].decoder.check_buffer() {
+            self.close(now, node, NodeFault::Protocol(e.message().to_owned()), true);
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        id: crate::RequestId,
+        reply: Result<&Reply, NodeFault>,
+    ) {
+        if let Some(entry) = self.locks.get_mut(&op) {
+            entry.lock.handle_reply(now, id, reply, &mut self.rng);
+            self.pump(now, op);
+        }
+        // Otherwise the lock is finished: a late reply, swallowed.
+    }
+
+    /// Drops a node's connection and fails its requests in flight with `fault`.
+    fn close(&mut self, now: Instant, node: NodeId, fault: NodeFault, tell_driver: bool) {
+        let (retry_at, pending) = self.nodes[node.index()].close(now, &mut self.rng);
+        self.timers.push(retry_at, Timer::Node(node));
+        if tell_driver {
+            self.actions.push_back(Output::Disconnect(node));
+        }
+        for p in pending {
+            if let Pending::Request { op, id } = p {
+                self.deliver(now, op, id, Err(fault.clone()));
+            }
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        // Each due timer is handled once per input: a handler leaves its owner's next timer
+        // after `now` (asserted below), so the bound only matters if that invariant broke.
+        let mut budget = self.timers.len() + 1;
+        while let Some((at, timer)) = self.timers.pop_due(now) {
+            if !self.is_armed(at, timer) {
+                continue;
+            }
+            budget = match budget.checked_sub(1) {
+                Some(b) => b,
+                None => break,
+            };
+            match timer {
+                Timer::Node(node) => {
+                    self.nodes[node.index()].reconnect();
+                    self.actions.push_back(Output::Connect(node));
+                }
+                Timer::Op(op) => {
+                    if let Some(entry) = self.locks.get_mut(&op) {
+                        entry.armed = None;
+                        entry.lock.handle_timeout(now, &mut self.rng);
+                        debug_assert!(
+                            entry.lock.poll_timeout().is_none_or(|t| t > now),
+                            "a lock left a timer due after handling its timeout"
+                        );
+                        self.pump(now, op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves a lock's requests to node streams (failing those to down nodes at once), its
+    /// events to the output queue, and re-arms its timer.
+    fn pump(&mut self, now: Instant, op: OpId) {
+        let Some(entry) = self.locks.get_mut(&op) else {
+            return;
+        };
+        while let Some(req) = entry.lock.poll_request() {
+            let node = &mut self.nodes[req.node.index()];
+            if node.accepts_requests() {
+                node.send(op, req.id, &req.command);
+            } else {
+                // A dead node never delays a decision.
+                let fault = Err(NodeFault::Disconnected);
+                entry.lock.handle_reply(now, req.id, fault, &mut self.rng);
+            }
+        }
+        while let Some(event) = entry.lock.poll_event() {
+            self.events.push_back(event);
+        }
+        if entry.lock.is_finished() {
+            self.locks.remove(&op);
+            return;
+        }
+        let next = entry.lock.poll_timeout();
+        if next != entry.armed {
+            entry.armed = next;
+            if let Some(at) = next {
+                self.timers.push(at, Timer::Op(op));
+            }
+        }
+    }
+
+    fn is_armed(&self, at: Instant, timer: Timer) -> bool {
+        match timer {
+            Timer::Node(node) => self.nodes[node.index()].link == Link::Down { retry_at: at },
+            Timer::Op(op) => self.locks.get(&op).is_some_and(|e| e.armed == Some(at)),
+        }
+    }
+
+    fn check_drained(&mut self) -> Result<(), UsageError> {
+        if self.drained {
+            self.drained = false;
+            Ok(())
+        } else {
+            Err(UsageError::NotDrained)
+        }
+    }
+
+    fn check_node(&self, node: NodeId) -> Result<(), UsageError> {
+        if node.index() < self.nodes.len() {
+            Ok(())
+        } else {
+            Err(UsageError::UnknownNode(node))
+        }
+    }
+
+    /// Clamps `now` so that time never goes backwards inside the core.
+    fn clock(&mut self, now: Instant) -> Instant {
+        let last = self.now.unwrap_or(now);
+        debug_assert!(now >= last, "now went backwards");
+        let now = now.max(last);
+        self.now = Some(now);
+        now
+    }
+}

@@ -1,0 +1,304 @@
+//! The commands a lock sends to one node, and what each node's reply means as a vote.
+//!
+//! `SET key token NX PX ttl` acquires; the release (compare-and-delete) and extend
+//! (compare-and-expire) scripts go out as `EVALSHA`, and as `EVAL` once on `-NOSCRIPT`.
+//! A different acquire command (a fencing-counter script, a multi-key script) is one more
+//! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::NodeFault;
+use crate::resp::{self, Reply};
+use crate::token::{Resource, Token};
+
+/// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Script {
+    /// The script's source, sent with `EVAL` after a `-NOSCRIPT` reply.
+    pub body: &'static str,
+    /// The lowercase hex SHA1 of `body`, sent with `EVALSHA`.
+    pub sha1: &'static str,
+}
+
+/// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
+/// holds another token ([algorithm note](https://valkey.io/topics/distlock/), "Releasing").
+pub const RELEASE_SCRIPT: Script = Script {
+    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end",
+    sha1: "63a5d32a929e2ae5edfa6ed689e1ed3702d55f56",
+};
+
+/// Compare-and-expire: returns 1 if our key's ttl was reset, 0 otherwise. It never creates
+/// a missing key, so an extension cannot resurrect an expired lock.
+pub const EXTEND_SCRIPT: Script = Script {
+    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+    sha1: "3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1",
+};
+
+/// The RedLock.net bug, for the simulation's negative control only: an extension that
+/// re-creates a missing key.
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub const RESURRECTING_EXTEND_SCRIPT: Script = Script {
+    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) elseif v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 else return 0 end",
+    sha1: "b6fa0c0c2cd7bbd10159d8ed8e48b5ed1f5b01ba",
+};
+
+/// One command for one node, as the operation layer hands it out.
+///
+/// Send it with any client: [`args`](Self::args) gives the argument list, or
+/// [`encode`](Self::encode) appends the RESP bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    kind: CommandKind,
+    key: Bytes,
+    token: Token,
+    ttl_ms: u64,
+}
+
+/// Which command, and how its reply is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommandKind {
+    /// `SET key token NX PX ttl`.
+    SetNxPx,
+    /// `EVALSHA sha 1 key token [ttl]`.
+    EvalSha(&'static Script, ScriptUse),
+    /// `EVAL body 1 key token [ttl]`, after `-NOSCRIPT`.
+    Eval(&'static Script, ScriptUse),
+}
+
+/// What a script's integer reply means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScriptUse {
+    Release,
+    Extend,
+}
+
+/// A node's reply read as a vote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Vote {
+    /// Locked / extended / released.
+    Yes,
+    /// Held by another token / not ours.
+    No,
+    /// Release only: the key was already gone.
+    Missing,
+    /// The script is not cached on this node: resend as `EVAL`.
+    NoScript,
+    /// The node failed.
+    Fault(NodeFault),
+}
+
+impl Command {
+    pub(crate) fn set_nx_px(resource: &Resource, token: &Token, ttl_ms: u64) -> Self {
+        Self::new(CommandKind::SetNxPx, resource, token, ttl_ms)
+    }
+
+    pub(crate) fn release(resource: &Resource, token: &Token) -> Self {
+        let kind = CommandKind::EvalSha(&RELEASE_SCRIPT, ScriptUse::Release);
+        Self::new(kind, resource, token, 0)
+    }
+
+    pub(crate) fn extend(resource: &Resource, token: &Token, ttl_ms: u64, resurrect: bool) -> Self {
+        #[cfg(feature = "_mutants")]
+        let script = if resurrect {
+            &RESURRECTING_EXTEND_SCRIPT
+        } else {
+            &EXTEND_SCRIPT
+        };
+        #[cfg(not(feature = "_mutants"))]
+        let script = {
+            debug_assert!(!resurrect, "mutants need the _mutants feature");
+            &EXTEND_SCRIPT
+        };
+        Self::new(
+            CommandKind::EvalSha(script, ScriptUse::Extend),
+            resource,
+            token,
+            ttl_ms,
+        )
+    }
+
+    fn new(kind: CommandKind, resource: &Resource, token: &Token, ttl_ms: u64) -> Self {
+        Self {
+            kind,
+            key: resource.bytes().clone(),
+            token: token.clone(),
+            ttl_ms,
+        }
+    }
+
+    /// The same call as `EVAL`, if this is an `EVALSHA`.
+    pub(crate) fn as_eval(&self) -> Option<Self> {
+        match self.kind {
+            CommandKind::EvalSha(script, usage) => Some(Self {
+                kind: CommandKind::Eval(script, usage),
+                ..self.clone()
+            }),
+            _ => None,
+        }
+    }
+
+    /// The command's arguments, name first, e.g. `["SET", key, token, "NX", "PX", "30000"]`.
+    pub fn args(&self) -> Vec<Bytes> {
+        let mut digits = [0u8; 20];
+        let mut out = Vec::with_capacity(6);
+        self.with_args(&mut digits, |args| {
+            out.extend(args.iter().map(|a| Bytes::copy_from_slice(a)));
+        });
+        out
+    }
+
+    /// Appends the RESP encoding of the command to `buf`.
+    pub fn encode(&self, buf: &mut BytesMut) {
+        let mut digits = [0u8; 20];
+        self.with_args(&mut digits, |args| resp::encode(buf, args));
+    }
+
+    fn with_args(&self, digits: &mut [u8; 20], f: impl FnOnce(&[&[u8]])) {
+        let key = &self.key[..];
+        let token = self.token.as_bytes();
+        let ttl = format_u64(self.ttl_ms, digits);
+        match self.kind {
+            CommandKind::SetNxPx => f(&[b"SET", key, token, b"NX", b"PX", ttl]),
+            CommandKind::EvalSha(script, usage) => {
+                let head: [&[u8]; 5] = [b"EVALSHA", script.sha1.as_bytes(), b"1", key, token];
+                with_ttl(&head, usage, ttl, f);
+            }
+            CommandKind::Eval(script, usage) => {
+                let head: [&[u8]; 5] = [b"EVAL", script.body.as_bytes(), b"1", key, token];
+                with_ttl(&head, usage, ttl, f);
+            }
+        }
+    }
+
+    /// Reads `reply` as this command's vote.
+    pub(crate) fn vote(&self, reply: &Reply) -> Vote {
+        match (self.kind, reply) {
+            (_, Reply::Error(_)) if reply.is_error_with(b"NOSCRIPT") => match self.kind {
+                CommandKind::EvalSha(..) => Vote::NoScript,
+                _ => Vote::Fault(server_fault(reply)),
+            },
+            (_, Reply::Error(_)) => Vote::Fault(server_fault(reply)),
+            (CommandKind::SetNxPx, Reply::Ok) => Vote::Yes,
+            (CommandKind::SetNxPx, Reply::Nil) => Vote::No,
+            (CommandKind::EvalSha(_, usage) | CommandKind::Eval(_, usage), Reply::Integer(i)) => {
+                match (usage, i) {
+                    (_, 1) => Vote::Yes,
+                    (_, 0) => Vote::No,
+                    (ScriptUse::Release, -1) => Vote::Missing,
+                    _ => Vote::Fault(unexpected(reply)),
+                }
+            }
+            _ => Vote::Fault(unexpected(reply)),
+        }
+    }
+}
+
+fn with_ttl(head: &[&[u8]; 5], usage: ScriptUse, ttl: &[u8], f: impl FnOnce(&[&[u8]])) {
+    match usage {
+        ScriptUse::Release => f(head),
+        ScriptUse::Extend => f(&[head[0], head[1], head[2], head[3], head[4], ttl]),
+    }
+}
+
+fn server_fault(reply: &Reply) -> NodeFault {
+    NodeFault::Server(reply.error_message().unwrap_or_default())
+}
+
+fn unexpected(reply: &Reply) -> NodeFault {
+    NodeFault::Protocol(format!("unexpected reply {reply:?}"))
+}
+
+/// Writes `n` in decimal into `buf` and returns the digits.
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sha1::{Digest, Sha1};
+
+    use super::*;
+
+    fn hex_sha1(s: &str) -> String {
+        Sha1::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn script_sha1_constants_match_their_bodies() {
+        assert_eq!(hex_sha1(RELEASE_SCRIPT.body), RELEASE_SCRIPT.sha1);
+        assert_eq!(hex_sha1(EXTEND_SCRIPT.body), EXTEND_SCRIPT.sha1);
+        #[cfg(feature = "_mutants")]
+        assert_eq!(
+            hex_sha1(RESURRECTING_EXTEND_SCRIPT.body),
+            RESURRECTING_EXTEND_SCRIPT.sha1
+        );
+    }
+
+    #[test]
+    fn command_bytes() {
+        let r = Resource::from("res");
+        let t = Token::new("tok").unwrap();
+        let mut buf = BytesMut::new();
+        Command::set_nx_px(&r, &t, 30_000).encode(&mut buf);
+        assert_eq!(
+            &buf[..],
+            b"*6\r\n$3\r\nSET\r\n$3\r\nres\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n"
+        );
+        let release = Command::release(&r, &t);
+        assert_eq!(release.args()[0], "EVALSHA");
+        assert_eq!(release.args()[1], RELEASE_SCRIPT.sha1);
+        assert_eq!(release.args().len(), 5);
+        let eval = release.as_eval().unwrap();
+        assert_eq!(eval.args()[0], "EVAL");
+        assert_eq!(eval.args()[1], RELEASE_SCRIPT.body);
+        assert_eq!(eval.as_eval(), None);
+        let extend = Command::extend(&r, &t, 0, false);
+        assert_eq!(extend.args()[5], "0");
+        let extend = Command::extend(&r, &t, u64::MAX, false);
+        assert_eq!(extend.args()[5], "18446744073709551615");
+    }
+
+    #[test]
+    fn replies_become_votes() {
+        let r = Resource::from("k");
+        let t = Token::new("t").unwrap();
+        let set = Command::set_nx_px(&r, &t, 1);
+        let release = Command::release(&r, &t);
+        let extend = Command::extend(&r, &t, 1, false);
+        assert_eq!(set.vote(&Reply::Ok), Vote::Yes);
+        assert_eq!(set.vote(&Reply::Nil), Vote::No);
+        assert!(matches!(
+            set.vote(&Reply::Integer(1)),
+            Vote::Fault(NodeFault::Protocol(_))
+        ));
+        let noperm = Reply::Error(Bytes::from_static(b"NOPERM no permissions"));
+        assert_eq!(
+            set.vote(&noperm),
+            Vote::Fault(NodeFault::Server("NOPERM no permissions".into()))
+        );
+        assert_eq!(release.vote(&Reply::Integer(1)), Vote::Yes);
+        assert_eq!(release.vote(&Reply::Integer(0)), Vote::No);
+        assert_eq!(release.vote(&Reply::Integer(-1)), Vote::Missing);
+        assert!(matches!(extend.vote(&Reply::Integer(-1)), Vote::Fault(_)));
+        assert!(matches!(release.vote(&Reply::Integer(7)), Vote::Fault(_)));
+        let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT No matching script."));
+        assert_eq!(release.vote(&noscript), Vote::NoScript);
+        assert!(matches!(
+            release.as_eval().unwrap().vote(&noscript),
+            Vote::Fault(NodeFault::Server(_))
+        ));
+        assert_eq!(extend.vote(&Reply::Integer(0)), Vote::No);
+    }
+}

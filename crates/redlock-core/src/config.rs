@@ -1,0 +1,722 @@
+//! [`Config`] and its builder: every number the algorithm uses, validated once, with the
+//! defaults of the [algorithm note](https://valkey.io/topics/distlock/).
+//!
+//! Per-lock overrides live in [`LockOptions`]; they are checked against the same rules when
+//! a lock is requested. Nothing here talks to nodes.
+
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::token::Token;
+
+/// Validated configuration shared by every lock of a [`Client`](crate::Client).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub(crate) nodes: Vec<NodeSettings>,
+    pub(crate) quorum: usize,
+    pub(crate) timing: Timing,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) auto_extend: Option<AutoExtend>,
+    pub(crate) release_timeout: Duration,
+    pub(crate) max_reply_size: usize,
+    pub(crate) max_read_buffer: usize,
+    pub(crate) reconnect_min: Duration,
+    pub(crate) reconnect_max: Duration,
+    #[cfg(feature = "_mutants")]
+    pub(crate) mutant: Option<crate::Mutant>,
+}
+
+/// The time parameters of one lock, derived from the ttl and checked together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Timing {
+    /// Lock time to live, whole milliseconds (what `PX` carries).
+    pub(crate) ttl_ms: u64,
+    pub(crate) drift_factor: f64,
+    pub(crate) drift_floor: Duration,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) min_validity: Duration,
+}
+
+impl Timing {
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
+    /// `ttl * drift_factor + drift_floor`, rounded up to whole microseconds.
+    pub(crate) fn drift(&self) -> Duration {
+        crate::quorum::drift(self.ttl(), self.drift_factor, self.drift_floor)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.ttl_ms == 0 || self.ttl_ms > MAX_TTL_MS {
+            return Err(ConfigError::new(
+                "ttl",
+                format!("must be 1 ms to {MAX_TTL_MS} ms (whole milliseconds, as PX takes)"),
+            ));
+        }
+        if !(0.0..0.5).contains(&self.drift_factor) {
+            return Err(ConfigError::new("drift_factor", "must be in [0, 0.5)"));
+        }
+        if self.drift_floor > self.ttl() {
+            return Err(ConfigError::new("drift_floor", "must not exceed the ttl"));
+        }
+        let usable = self.ttl().saturating_sub(self.drift());
+        if self.attempt_timeout.is_zero() || self.attempt_timeout >= usable {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                format!(
+                    "must be above zero and below ttl - drift ({usable:?} for ttl {:?})",
+                    self.ttl()
+                ),
+            ));
+        }
+        if self.min_validity >= usable {
+            return Err(ConfigError::new(
+                "min_validity",
+                format!("must be below ttl - drift ({usable:?})"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Starts a configuration for `nodes` independent primaries with every default.
+    pub fn builder(nodes: usize) -> ConfigBuilder {
+        ConfigBuilder::new(nodes)
+    }
+
+    /// Number of nodes, N.
+    pub fn nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Votes needed to acquire or extend, q (`N/2 + 1` unless raised).
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// Default lock time to live.
+    pub fn ttl(&self) -> Duration {
+        self.timing.ttl()
+    }
+
+    /// Clock-drift allowance for the default ttl: `ttl * drift_factor + drift_floor`.
+    pub fn drift(&self) -> Duration {
+        self.timing.drift()
+    }
+
+    /// How long each node has to answer one acquire or extend attempt.
+    pub fn attempt_timeout(&self) -> Duration {
+        self.timing.attempt_timeout
+    }
+
+    /// How long each node has to answer a release.
+    pub fn release_timeout(&self) -> Duration {
+        self.release_timeout
+    }
+
+    /// The smallest validity accepted as a successful acquisition (exclusive).
+    pub fn min_validity(&self) -> Duration {
+        self.timing.min_validity
+    }
+
+    /// The retry policy of [`Client::acquire`](crate::Client::acquire).
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// Default auto-extension, if enabled.
+    pub fn auto_extend(&self) -> Option<&AutoExtend> {
+        self.auto_extend.as_ref()
+    }
+
+    /// Connection settings of one node.
+    pub fn node(&self, index: usize) -> Option<&NodeSettings> {
+        self.nodes.get(index)
+    }
+
+    /// Largest single reply accepted from a node, in bytes.
+    pub fn max_reply_size(&self) -> usize {
+        self.max_reply_size
+    }
+
+    /// Most undecoded bytes buffered per node between inputs.
+    pub fn max_read_buffer(&self) -> usize {
+        self.max_read_buffer
+    }
+}
+
+/// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder {
+    nodes: Vec<NodeSettings>,
+    quorum: Option<usize>,
+    ttl: Duration,
+    drift_factor: f64,
+    drift_floor: Duration,
+    attempt_timeout: Option<Duration>,
+    release_timeout: Option<Duration>,
+    min_validity: Duration,
+    retry: RetryPolicy,
+    auto_extend: Option<AutoExtend>,
+    max_reply_size: usize,
+    max_read_buffer: usize,
+    reconnect_min: Duration,
+    reconnect_max: Duration,
+    /// A node index given to [`node`](Self::node) beyond the node count.
+    node_out_of_range: Option<usize>,
+    #[cfg(feature = "_mutants")]
+    mutant: Option<crate::Mutant>,
+}
+
+impl ConfigBuilder {
+    fn new(nodes: usize) -> Self {
+        Self {
+            nodes: vec![NodeSettings::default(); nodes],
+            quorum: None,
+            ttl: DEFAULT_TTL,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            drift_floor: DEFAULT_DRIFT_FLOOR,
+            attempt_timeout: None,
+            release_timeout: None,
+            min_validity: Duration::ZERO,
+            retry: RetryPolicy::default(),
+            auto_extend: None,
+            max_reply_size: DEFAULT_MAX_REPLY_SIZE,
+            max_read_buffer: DEFAULT_MAX_READ_BUFFER,
+            reconnect_min: DEFAULT_RECONNECT_MIN,
+            reconnect_max: DEFAULT_RECONNECT_MAX,
+            node_out_of_range: None,
+            #[cfg(feature = "_mutants")]
+            mutant: None,
+        }
+    }
+
+    /// Votes needed, q. Default `N/2 + 1`; may be raised up to N, never lowered.
+    pub fn quorum(mut self, quorum: usize) -> Self {
+        self.quorum = Some(quorum);
+        self
+    }
+
+    /// Lock time to live (whole milliseconds; sub-millisecond parts are rejected). Default 10 s.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Drift allowance proportional to the ttl, in `[0, 0.5)`. Default 0.01.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Fixed drift allowance added to the proportional one. Default 2 ms.
+    pub fn drift_floor(mut self, floor: Duration) -> Self {
+        self.drift_floor = floor;
+        self
+    }
+
+    /// Time each node has to answer one acquire or extend attempt. Default 5% of the ttl, at
+    /// most 1 s; must be below `ttl - drift`.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Time each node has to answer a release. Default: the attempt timeout.
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = Some(timeout);
+        self
+    }
+
+    /// An acquisition succeeds only with validity above this. Default zero.
+    pub fn min_validity(mut self, min: Duration) -> Self {
+        self.min_validity = min;
+        self
+    }
+
+    /// Retry policy of [`Client::acquire`](crate::Client::acquire).
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Renew every lock automatically. Default off.
+    pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
+        self.auto_extend = auto_extend;
+        self
+    }
+
+    /// Connection settings (AUTH, SELECT) for the node at `index`.
+    pub fn node(mut self, index: usize, settings: NodeSettings) -> Self {
+        match self.nodes.get_mut(index) {
+            Some(slot) => *slot = settings,
+            None => self.node_out_of_range = Some(index),
+        }
+        self
+    }
+
+    /// Largest single reply accepted from a node. Default 64 KiB.
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.max_reply_size = bytes;
+        self
+    }
+
+    /// Most undecoded bytes kept per node between inputs. Default 1 MiB.
+    pub fn max_read_buffer(mut self, bytes: usize) -> Self {
+        self.max_read_buffer = bytes;
+        self
+    }
+
+    /// Reconnect backoff: first delay and cap (doubling, with jitter). Default 50 ms to 2 s.
+    pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_min = min;
+        self.reconnect_max = max;
+        self
+    }
+
+    /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
+    #[cfg(feature = "_mutants")]
+    #[doc(hidden)]
+    pub fn mutant(mut self, mutant: crate::Mutant) -> Self {
+        self.mutant = Some(mutant);
+        self
+    }
+
+    /// Checks every rule and returns the configuration, or the first broken field.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        let n = self.nodes.len();
+        if n == 0 || n > crate::MAX_NODES {
+            return Err(ConfigError::new(
+                "nodes",
+                format!("need 1 to {} nodes", crate::MAX_NODES),
+            ));
+        }
+        if let Some(index) = self.node_out_of_range {
+            return Err(ConfigError::new(
+                "node",
+                format!("settings given for node {index}, but there are only {n} nodes"),
+            ));
+        }
+        let majority = n / 2 + 1;
+        let quorum = self.quorum.unwrap_or(majority);
+        if quorum < majority || quorum > n {
+            return Err(ConfigError::new(
+                "quorum",
+                format!("must be from N/2+1 = {majority} to N = {n}"),
+            ));
+        }
+        if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(ConfigError::new("ttl", "must be whole milliseconds"));
+        }
+        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let attempt_timeout = self
+            .attempt_timeout
+            .unwrap_or_else(|| default_attempt_timeout(self.ttl));
+        let timing = Timing {
+            ttl_ms,
+            drift_factor: self.drift_factor,
+            drift_floor: self.drift_floor,
+            attempt_timeout,
+            min_validity: self.min_validity,
+        };
+        timing.check()?;
+        let release_timeout = self.release_timeout.unwrap_or(attempt_timeout);
+        if release_timeout.is_zero() {
+            return Err(ConfigError::new("release_timeout", "must be above zero"));
+        }
+        self.retry.check()?;
+        if let Some(auto) = &self.auto_extend {
+            auto.check()?;
+        }
+        if self.max_reply_size < MIN_BUFFER || self.max_read_buffer < self.max_reply_size {
+            return Err(ConfigError::new(
+                "max_reply_size",
+                format!("must be at least {MIN_BUFFER} bytes and at most max_read_buffer"),
+            ));
+        }
+        if self.reconnect_min.is_zero() || self.reconnect_max < self.reconnect_min {
+            return Err(ConfigError::new(
+                "reconnect_backoff",
+                "min must be above zero and max at least min",
+            ));
+        }
+        for settings in &self.nodes {
+            settings.check()?;
+        }
+        Ok(Config {
+            nodes: self.nodes,
+            quorum,
+            timing,
+            retry: self.retry,
+            auto_extend: self.auto_extend,
+            release_timeout,
+            max_reply_size: self.max_reply_size,
+            max_read_buffer: self.max_read_buffer,
+            reconnect_min: self.reconnect_min,
+            reconnect_max: self.reconnect_max,
+            #[cfg(feature = "_mutants")]
+            mutant: self.mutant,
+        })
+    }
+}
+
+/// How [`Client::acquire`](crate::Client::acquire) retries after a failed attempt.
+///
+/// At least one bound is required: a number of attempts, an overall wait, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Most attempts in all (1 = no retry). `None`: only the wait bound applies.
+    pub max_attempts: Option<u32>,
+    /// Give up when the next attempt would start this long after the first. `None`: only
+    /// the attempt bound applies.
+    pub max_wait: Option<Duration>,
+    /// Shortest delay between attempts. Default 50 ms.
+    pub delay_min: Duration,
+    /// Longest delay between attempts; the delay is uniform in `[delay_min, delay_max]`,
+    /// drawn from the caller's RNG. Default 250 ms.
+    pub delay_max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: Some(DEFAULT_MAX_ATTEMPTS),
+            max_wait: None,
+            delay_min: DEFAULT_RETRY_DELAY_MIN,
+            delay_max: DEFAULT_RETRY_DELAY_MAX,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A single attempt, no retry.
+    pub fn once() -> Self {
+        Self {
+            max_attempts: Some(1),
+            ..Self::default()
+        }
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.max_attempts.is_none() && self.max_wait.is_none() {
+            return Err(ConfigError::new(
+                "retry",
+                "needs max_attempts, max_wait or both (an unbounded retry never gives up)",
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(ConfigError::new("retry.max_attempts", "must be at least 1"));
+        }
+        if self.delay_max < self.delay_min {
+            return Err(ConfigError::new(
+                "retry.delay_max",
+                "must be at least delay_min",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Automatic renewal of held locks.
+///
+/// At least one bound is required: unbounded renewal would turn a hung holder into a
+/// deadlock (liveness A of the algorithm note).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoExtend {
+    /// Renew when the remaining validity drops below this fraction of the ttl, in (0, 1).
+    /// Default 1/3.
+    pub renew_below: f64,
+    /// Stop after this many renewals.
+    pub max_renewals: Option<u32>,
+    /// Stop renewing once the lock has been held this long.
+    pub max_hold: Option<Duration>,
+}
+
+impl Default for AutoExtend {
+    /// Renew below 1/3 of the ttl, for at most one hour.
+    fn default() -> Self {
+        Self {
+            renew_below: 1.0 / 3.0,
+            max_renewals: None,
+            max_hold: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+impl AutoExtend {
+    fn check(&self) -> Result<(), ConfigError> {
+        if !(self.renew_below > 0.0 && self.renew_below < 1.0) {
+            return Err(ConfigError::new(
+                "auto_extend.renew_below",
+                "must be in (0, 1)",
+            ));
+        }
+        if self.max_renewals.is_none() && self.max_hold.is_none() {
+            return Err(ConfigError::new(
+                "auto_extend",
+                "needs max_renewals, max_hold or both (unbounded renewal breaks liveness)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How to open a session on one node after the connection is up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// `AUTH` user name (Redis 6 ACL); needs a password.
+    pub username: Option<String>,
+    /// `AUTH` password.
+    pub password: Option<String>,
+    /// `SELECT` database index (0 = no `SELECT`).
+    pub db: u32,
+}
+
+impl NodeSettings {
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.username.is_some() && self.password.is_none() {
+            return Err(ConfigError::new(
+                "node.username",
+                "a user name needs a password",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct LockOptions {
+    /// Time to live for this lock.
+    pub ttl: Option<Duration>,
+    /// A caller-supplied token, used for every attempt of this acquisition.
+    pub token: Option<Token>,
+    /// Retry policy for this acquisition.
+    pub retry: Option<RetryPolicy>,
+    /// Auto-extension for this lock: `Some(None)` turns it off, `Some(Some(..))` on.
+    pub auto_extend: Option<Option<AutoExtend>>,
+}
+
+impl LockOptions {
+    /// Sets the ttl.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Sets a caller-supplied token.
+    pub fn token(mut self, token: Token) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Sets the overall wait bound, keeping the rest of the retry policy.
+    pub fn max_wait(mut self, config: &Config, wait: Duration) -> Self {
+        let mut retry = self.retry.unwrap_or(config.retry);
+        retry.max_wait = Some(wait);
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Turns auto-extension on (`Some`) or off (`None`) for this lock.
+    pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
+        self.auto_extend = Some(auto_extend);
+        self
+    }
+
+    /// Resolves the options against `config` into the parameters of one lock.
+    pub(crate) fn resolve(&self, config: &Config) -> Result<LockParams, ConfigError> {
+        let mut timing = config.timing;
+        if let Some(ttl) = self.ttl {
+            if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
+                return Err(ConfigError::new("ttl", "must be whole milliseconds"));
+            }
+            timing.ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            // A shorter ttl gets a proportionally shorter default attempt timeout.
+            if timing.attempt_timeout >= ttl.saturating_sub(timing.drift()) {
+                timing.attempt_timeout = default_attempt_timeout(ttl);
+            }
+            timing.check()?;
+        }
+        let retry = self.retry.unwrap_or(config.retry);
+        retry.check()?;
+        let auto_extend = self.auto_extend.unwrap_or(config.auto_extend);
+        if let Some(auto) = &auto_extend {
+            auto.check()?;
+        }
+        Ok(LockParams {
+            nodes: config.nodes.len(),
+            quorum: config.quorum,
+            timing,
+            retry,
+            auto_extend,
+            release_timeout: config.release_timeout,
+            #[cfg(feature = "_mutants")]
+            mutant: config.mutant,
+        })
+    }
+}
+
+/// Everything one lock's lifecycle needs, copied out of the configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LockParams {
+    pub(crate) nodes: usize,
+    pub(crate) quorum: usize,
+    pub(crate) timing: Timing,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) auto_extend: Option<AutoExtend>,
+    pub(crate) release_timeout: Duration,
+    #[cfg(feature = "_mutants")]
+    pub(crate) mutant: Option<crate::Mutant>,
+}
+
+impl LockParams {
+    /// Whether a test-only mutant is switched on.
+    #[cfg(feature = "_mutants")]
+    pub(crate) fn mutant(&self, m: crate::Mutant) -> bool {
+        self.mutant == Some(m)
+    }
+
+    /// Whether a test-only mutant is switched on (never, without the test feature).
+    #[cfg(not(feature = "_mutants"))]
+    pub(crate) fn mutant(&self, _m: crate::Mutant) -> bool {
+        false
+    }
+}
+
+/// 5% of the ttl, at most 1 s (algorithm note, step 2), at least 1 µs.
+fn default_attempt_timeout(ttl: Duration) -> Duration {
+    (ttl / 20).clamp(Duration::from_micros(1), Duration::from_secs(1))
+}
+
+/// Default lock time to live.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// Default proportional drift allowance ([algorithm note](https://valkey.io/topics/distlock/),
+/// "Safety arguments").
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+/// Default fixed drift allowance (the distlock reference implementation uses 2 ms).
+pub const DEFAULT_DRIFT_FLOOR: Duration = Duration::from_millis(2);
+/// Default attempts per acquisition.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default shortest retry delay.
+pub const DEFAULT_RETRY_DELAY_MIN: Duration = Duration::from_millis(50);
+/// Default longest retry delay.
+pub const DEFAULT_RETRY_DELAY_MAX: Duration = Duration::from_millis(250);
+/// Longest ttl accepted: far beyond any sane lease, and `now + ttl` never overflows a node's
+/// 64-bit millisecond clock.
+pub const MAX_TTL_MS: u64 = 1 << 50;
+/// Default largest reply.
+pub const DEFAULT_MAX_REPLY_SIZE: usize = 64 * 1024;
+/// Default read buffer cap per node.
+pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
+const MIN_BUFFER: usize = 64;
+const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(50);
+const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_the_algorithm_note() {
+        let c = Config::builder(5).build().unwrap();
+        assert_eq!(c.quorum(), 3);
+        assert_eq!(c.ttl(), Duration::from_secs(10));
+        assert_eq!(c.drift(), Duration::from_millis(102));
+        assert_eq!(c.attempt_timeout(), Duration::from_millis(500));
+        assert_eq!(Config::builder(4).build().unwrap().quorum(), 3);
+        assert_eq!(Config::builder(1).build().unwrap().quorum(), 1);
+        let long = Config::builder(3).ttl(Duration::from_secs(60)).build();
+        assert_eq!(long.unwrap().attempt_timeout(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn every_rule_names_its_field() {
+        let field = |b: ConfigBuilder| b.build().unwrap_err().field();
+        assert_eq!(field(Config::builder(0)), "nodes");
+        assert_eq!(field(Config::builder(5).quorum(2)), "quorum");
+        assert_eq!(field(Config::builder(5).quorum(6)), "quorum");
+        assert!(Config::builder(5).quorum(5).build().is_ok());
+        assert_eq!(field(Config::builder(5).ttl(Duration::ZERO)), "ttl");
+        assert_eq!(
+            field(Config::builder(5).ttl(Duration::from_micros(1500))),
+            "ttl"
+        );
+        assert_eq!(
+            field(Config::builder(5).ttl(Duration::from_millis(MAX_TTL_MS + 1))),
+            "ttl"
+        );
+        assert_eq!(field(Config::builder(5).drift_factor(0.5)), "drift_factor");
+        assert_eq!(field(Config::builder(5).drift_factor(-0.1)), "drift_factor");
+        assert_eq!(
+            field(Config::builder(5).drift_factor(f64::NAN)),
+            "drift_factor"
+        );
+        assert_eq!(
+            field(Config::builder(5).attempt_timeout(Duration::from_secs(10))),
+            "attempt_timeout"
+        );
+        // 3 ms ttl: drift is 2.03 ms, so no attempt timeout fits below ttl - drift... but
+        // 0.15 ms does.
+        assert!(
+            Config::builder(5)
+                .ttl(Duration::from_millis(3))
+                .build()
+                .is_ok()
+        );
+        assert_eq!(
+            field(Config::builder(5).ttl(Duration::from_millis(2))),
+            "attempt_timeout"
+        );
+        let retry = RetryPolicy {
+            max_attempts: None,
+            ..RetryPolicy::default()
+        };
+        assert_eq!(field(Config::builder(5).retry(retry)), "retry");
+        let auto = AutoExtend {
+            max_hold: None,
+            ..AutoExtend::default()
+        };
+        assert_eq!(
+            field(Config::builder(5).auto_extend(Some(auto))),
+            "auto_extend"
+        );
+        let user_only = NodeSettings {
+            username: Some("u".into()),
+            ..NodeSettings::default()
+        };
+        assert_eq!(
+            field(Config::builder(2).node(1, user_only)),
+            "node.username"
+        );
+        assert_eq!(
+            field(Config::builder(2).node(2, NodeSettings::default())),
+            "node"
+        );
+        assert_eq!(
+            field(Config::builder(2).max_reply_size(1)),
+            "max_reply_size"
+        );
+    }
+
+    #[test]
+    fn per_lock_ttl_rescales_the_default_attempt_timeout() {
+        let c = Config::builder(3).build().unwrap();
+        let p = LockOptions::default()
+            .ttl(Duration::from_millis(100))
+            .resolve(&c)
+            .unwrap();
+        assert_eq!(p.timing.attempt_timeout, Duration::from_millis(5));
+        let bad = LockOptions::default().ttl(Duration::ZERO).resolve(&c);
+        assert_eq!(bad.unwrap_err().field(), "ttl");
+    }
+}

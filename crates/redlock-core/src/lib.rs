@@ -1,0 +1,267 @@
+//! The Redlock distributed-lock algorithm over N independent Redis or Valkey primaries, as
+//! a pure state machine.
+//!
+//! `redlock-core` does no IO and asks the machine for nothing: no sockets, no threads, no
+//! `async`, no clock reads, no global RNG. The caller hands it the current monotonic time
+//! and whatever arrived from each node; it hands back bytes to write, the next deadline, and
+//! lock events. All quorum, clock-drift, validity, timeout, retry, extension and release
+//! logic lives here once, so every driver (tokio, async-io, blocking) behaves the same.
+//!
+//! The algorithm and its decisions are fixed in the project's algorithm note, which follows
+//! the [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
+//! does not promise (process pauses, clock jumps, node restarts, fencing) is in
+//! `docs/safety.md`; read it before relying on a lock for correctness.
+//!
+//! # Two layers
+//! - **Operation layer**, [`Lock`]: one lock's life as per-node [`Request`]s and reply
+//!   reading. For library authors who own their connections: send each request's
+//!   [`Command`] to its node with any client, hand back the decoded [`Reply`].
+//! - **Connection layer**, [`Client`]: N ordered byte streams and any number of concurrent
+//!   locks. It encodes RESP, pipelines, decodes replies from arbitrarily split chunks,
+//!   matches them in FIFO order, runs the `AUTH`/`SELECT` handshake, fails requests to down
+//!   nodes at once and decides when to reconnect. Drivers use this one.
+//!
+//! # The run loop
+//! Drain outputs, wait for one thing, feed it with a fresh `now`, repeat. The numbered
+//! duties are spelled out with MUST on [`Client`].
+//!
+//! ```no_run
+//! use std::time::Instant;
+//! use redlock_core::{Client, Config, Event, Input, NodeId, Output};
+//! # fn os_rng() -> chacha20::ChaCha20Rng { rand_core::SeedableRng::seed_from_u64(0) }
+//! # enum Wake<'a> { Bytes(NodeId, &'a [u8]), Up(NodeId), Down(NodeId), Timer }
+//! # fn wait_for_one_thing<'a>(_deadline: Option<Instant>) -> Wake<'a> { Wake::Timer }
+//! # fn write(_: NodeId, _: &[u8]) {}
+//! # fn connect(_: NodeId) {}
+//! # fn close(_: NodeId) {}
+//! # fn deliver(_: Event) {}
+//!
+//! // 1. Build the client from a config and a CSPRNG.
+//! let config = Config::builder(5).build()?;
+//! let mut client = Client::new(config, os_rng());
+//! loop {
+//!     // 2. Drain: act on every output until Timeout or Idle.
+//!     let deadline = loop {
+//!         match client.poll_output() {
+//!             Output::Transmit(t) => write(t.node, &t.bytes),
+//!             Output::Connect(node) => connect(node),
+//!             Output::Disconnect(node) => close(node),
+//!             Output::Event(event) => deliver(event),
+//!             Output::Timeout(at) => break Some(at),
+//!             Output::Idle => break None,
+//!             _ => unreachable!("Output has no other variant"),
+//!         }
+//!     };
+//!     // 3. Wait for exactly one thing, then feed it with a fresh `now`.
+//!     let now = Instant::now();
+//!     let input = match wait_for_one_thing(deadline) {
+//!         Wake::Bytes(node, bytes) => Input::Received { now, node, bytes },
+//!         Wake::Up(node) => Input::Connected { now, node },
+//!         Wake::Down(node) => Input::Disconnected { now, node },
+//!         Wake::Timer => Input::Timeout(now),
+//!     };
+//!     client.handle_input(input)?;
+//! }
+//! # #[allow(unreachable_code)]
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # A complete driver over `std::net::TcpStream`
+//! Non-blocking sockets polled in one thread: enough to show the contract, not a production
+//! driver (those are `redlock-tokio`, `redlock-async-std` and `redlock-blocking`).
+//!
+//! ```no_run
+//! use std::io::{ErrorKind, Read, Write};
+//! use std::net::TcpStream;
+//! use std::time::{Duration, Instant};
+//!
+//! use redlock_core::{Client, Config, Event, Input, NodeId, Output, Resource};
+//!
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let addrs = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
+//!     let config = Config::builder(addrs.len()).ttl(Duration::from_secs(10)).build()?;
+//!     // Use an OS-seeded CSPRNG in real code (e.g. getrandom's SysRng).
+//!     let rng: chacha20::ChaCha20Rng = rand_core::SeedableRng::seed_from_u64(42);
+//!     let mut client = Client::new(config, rng);
+//!     let mut socks: Vec<Option<TcpStream>> = addrs.iter().map(|_| None).collect();
+//!     let mut op = None;
+//!     let mut buf = [0u8; 16 * 1024];
+//!     loop {
+//!         // Drain.
+//!         let mut deadline = None;
+//!         let mut events = Vec::new();
+//!         loop {
+//!             match client.poll_output() {
+//!                 Output::Transmit(t) => {
+//!                     let ok = socks[t.node.index()]
+//!                         .as_mut()
+//!                         .is_some_and(|s| write_all(s, &t.bytes).is_ok());
+//!                     if !ok {
+//!                         socks[t.node.index()] = None; // reported below as Disconnected
+//!                     }
+//!                 }
+//!                 Output::Connect(node) => {
+//!                     let sock = TcpStream::connect_timeout(
+//!                         &addrs[node.index()].parse()?,
+//!                         Duration::from_millis(200),
+//!                     );
+//!                     let now = Instant::now();
+//!                     // Reported after the drain, as its own input.
+//!                     events.push(match sock {
+//!                         Ok(s) => {
+//!                             s.set_nodelay(true)?;
+//!                             s.set_nonblocking(true)?;
+//!                             socks[node.index()] = Some(s);
+//!                             (now, node, true)
+//!                         }
+//!                         Err(_) => (now, node, false),
+//!                     });
+//!                 }
+//!                 Output::Disconnect(node) => socks[node.index()] = None,
+//!                 Output::Event(Event::Acquired(a)) => {
+//!                     println!("locked {:?} for {:?}", a.resource, a.validity);
+//!                     client_release_later(&mut op, a.op);
+//!                 }
+//!                 Output::Event(Event::Released { nodes, .. }) => {
+//!                     println!("released: {nodes:?}");
+//!                     return Ok(());
+//!                 }
+//!                 Output::Event(other) => println!("{other:?}"),
+//!                 Output::Timeout(at) => break deadline = Some(at),
+//!                 Output::Idle => break,
+//!                 _ => {}
+//!             }
+//!         }
+//!         // Feed connection outcomes one at a time, draining in between.
+//!         if let Some((now, node, up)) = events.pop() {
+//!             let input = if up {
+//!                 Input::Connected { now, node }
+//!             } else {
+//!                 Input::Disconnected { now, node }
+//!             };
+//!             client.handle_input(input)?;
+//!             continue;
+//!         }
+//!         // A user command: lock once every node had its chance to connect.
+//!         if op.is_none() {
+//!             op = Some(client.acquire(Instant::now(), Resource::from("my-resource"))?);
+//!             continue;
+//!         }
+//!         if let Some(Some(held)) = op.map(|o| client.held(o).map(|_| o)) {
+//!             client.release(Instant::now(), held)?;
+//!             continue;
+//!         }
+//!         // Wait for bytes from any node, or the deadline.
+//!         let mut fed = false;
+//!         for (i, sock) in socks.iter_mut().enumerate() {
+//!             let Some(s) = sock else { continue };
+//!             let node = NodeId::new(i);
+//!             let now = Instant::now();
+//!             match s.read(&mut buf) {
+//!                 Ok(0) => {
+//!                     *sock = None;
+//!                     client.handle_input(Input::Disconnected { now, node })?;
+//!                 }
+//!                 Ok(n) => client.handle_input(Input::Received { now, node, bytes: &buf[..n] })?,
+//!                 Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+//!                 Err(_) => {
+//!                     *sock = None;
+//!                     client.handle_input(Input::Disconnected { now, node })?;
+//!                 }
+//!             }
+//!             fed = true;
+//!             break;
+//!         }
+//!         if !fed {
+//!             let now = Instant::now();
+//!             match deadline {
+//!                 Some(at) if at <= now => client.handle_input(Input::Timeout(now))?,
+//!                 _ => std::thread::sleep(Duration::from_micros(200)),
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! fn write_all(s: &mut TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {
+//!     while !bytes.is_empty() {
+//!         match s.write(bytes) {
+//!             Ok(n) => bytes = &bytes[n..],
+//!             Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+//!             Err(e) => return Err(e),
+//!         }
+//!     }
+//!     Ok(())
+//! }
+//!
+//! fn client_release_later(slot: &mut Option<redlock_core::OpId>, op: redlock_core::OpId) {
+//!     *slot = Some(op);
+//! }
+//! ```
+//!
+//! # Panics
+//! Nothing a node sends can panic the core: replies are decoded defensively, size-capped,
+//! and a malformed stream is a node fault. The `expect`s in the code name the invariant
+//! that makes them unreachable.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod client;
+mod command;
+mod config;
+mod error;
+mod io;
+mod lock;
+mod node;
+mod quorum;
+mod resp;
+mod round;
+mod time;
+mod token;
+
+pub use client::Client;
+pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
+pub use config::{
+    AutoExtend, Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_RETRY_DELAY_MAX,
+    DEFAULT_RETRY_DELAY_MIN, DEFAULT_TTL, LockOptions, MAX_TTL_MS, NodeSettings, RetryPolicy,
+};
+pub use error::{ConfigError, NodeFault, UsageError};
+pub use io::{
+    AcquireFailure, AcquireOutcome, Acquired, Event, Input, LostReason, NodeId, OpId, Output,
+    ReleaseOutcome, Transmit,
+};
+pub use lock::{Lock, Request};
+pub use resp::{Decoder, ProtocolError, Reply};
+pub use round::RequestId;
+pub use token::{MAX_TOKEN_LEN, Resource, TOKEN_RANDOM_BYTES, Token};
+
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub use command::RESURRECTING_EXTEND_SCRIPT;
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub use mutant::Mutant;
+#[cfg(not(feature = "_mutants"))]
+pub(crate) use mutant::Mutant;
+
+#[cfg(test)]
+#[path = "../tests/support/epoch.rs"]
+mod test_epoch;
+
+/// Most nodes a configuration may name (node ids are 16-bit).
+pub const MAX_NODES: usize = 1 << 12;
+
+mod mutant {
+    /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[allow(unreachable_pub, dead_code)]
+    pub enum Mutant {
+        /// Quorum lowered to N/2.
+        QuorumHalf,
+        /// Validity counted from the quorum reply instead of the attempt start.
+        ValidityFromQuorum,
+        /// Extensions sent after the deadline that re-create missing keys (RedLock.net).
+        ResurrectingExtend,
+    }
+}

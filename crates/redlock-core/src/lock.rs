@@ -1,0 +1,633 @@
+//! [`Lock`]: the whole life of one lock (acquire with retries, hold, extend, lose, release)
+//! as per-node requests and reply reading, with no connections.
+//!
+//! This is the operation layer: a library that owns its own Redis connections drives a
+//! `Lock` directly, sending each [`Request`] to its node by any client and handing back the
+//! reply. [`Client`](crate::Client) drives many of them over its own byte streams. The
+//! decision rules are those of the algorithm note; each is cited where it is applied.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use rand_core::CryptoRng;
+
+use crate::Mutant;
+use crate::command::{Command, Vote};
+use crate::config::{Config, LockOptions, LockParams};
+use crate::error::{NodeFault, UsageError};
+use crate::io::{
+    AcquireFailure, AcquireOutcome, Acquired, Event, LostReason, NodeId, OpId, ReleaseOutcome,
+};
+use crate::quorum::{self, Decision};
+use crate::resp::Reply;
+use crate::round::{RequestId, Round, Slot};
+use crate::time;
+use crate::token::{Resource, Token};
+
+/// One lock's life, sans IO. See the [module docs](self) and the crate docs for the loop.
+///
+/// Call order: create with [`acquire`](Self::acquire); then repeatedly drain
+/// [`poll_request`](Self::poll_request) (send each request) and
+/// [`poll_event`](Self::poll_event); wait for a reply or [`poll_timeout`](Self::poll_timeout)
+/// and feed it with [`handle_reply`](Self::handle_reply) or
+/// [`handle_timeout`](Self::handle_timeout). A request to a node you cannot reach MUST be
+/// answered at once with `Err(NodeFault::Disconnected)`, so a dead node never delays a
+/// decision. The lock is over when [`is_finished`](Self::is_finished).
+#[derive(Debug)]
+pub struct Lock {
+    op: OpId,
+    resource: Resource,
+    params: LockParams,
+    supplied_token: Option<Token>,
+    phase: Phase,
+    /// The round the phase is waiting on: an acquire attempt, an extension or the release.
+    main: Option<Round>,
+    /// Releases of failed or cancelled attempts; they report nothing.
+    cleanup: Vec<Round>,
+    next_seq: u32,
+    events: VecDeque<Event>,
+}
+
+/// A request for one node, handed out by [`Lock::poll_request`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Hand this back with the reply.
+    pub id: RequestId,
+    /// The node to send the command to.
+    pub node: NodeId,
+    /// The command.
+    pub command: Command,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Acquiring {
+        attempts: u32,
+        first_start: Instant,
+        retry_at: Option<Instant>,
+        /// The token of the attempt in flight (or of the last one).
+        token: Token,
+    },
+    Held(Held),
+    Releasing,
+    Finished,
+}
+
+#[derive(Debug)]
+struct Held {
+    token: Token,
+    deadline: Instant,
+    acquired_at: Instant,
+    renewals: u32,
+    renew_at: Option<Instant>,
+    retry_at: Option<Instant>,
+    /// Faults of the last failed extension, reported if the deadline passes before the next
+    /// succeeds.
+    last_failure: Option<Vec<(NodeId, NodeFault)>>,
+}
+
+impl Lock {
+    /// Starts acquiring `resource`; the first attempt's requests are ready at once.
+    ///
+    /// `now` is `t0` of the first attempt: take it before sending anything.
+    pub fn acquire<R: CryptoRng + ?Sized>(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+        rng: &mut R,
+    ) -> Result<Self, UsageError> {
+        if resource.as_bytes().is_empty() {
+            return Err(UsageError::EmptyResource);
+        }
+        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let token = match &options.token {
+            Some(t) => t.clone(),
+            None => Token::generate(rng),
+        };
+        let mut lock = Self {
+            op,
+            resource,
+            params,
+            supplied_token: options.token.clone(),
+            phase: Phase::Finished,
+            main: None,
+            cleanup: Vec::new(),
+            next_seq: 0,
+            events: VecDeque::new(),
+        };
+        lock.phase = Phase::Acquiring {
+            attempts: 0,
+            first_start: now,
+            retry_at: None,
+            token,
+        };
+        lock.start_attempt::<R>(now, None);
+        Ok(lock)
+    }
+
+    /// The operation id events carry.
+    pub fn op(&self) -> OpId {
+        self.op
+    }
+
+    /// The resource being locked.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// The token and deadline while the lock is held.
+    pub fn held(&self) -> Option<(&Token, Instant)> {
+        match &self.phase {
+            Phase::Held(h) => Some((&h.token, h.deadline)),
+            _ => None,
+        }
+    }
+
+    /// Nothing more will be sent or reported; the lock can be dropped.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Finished) && self.main.is_none() && self.cleanup.is_empty()
+    }
+
+    /// The next request to send, if any. Drain after every call that changes the lock.
+    pub fn poll_request(&mut self) -> Option<Request> {
+        // Older rounds first, so a node sees a cleanup release before a later attempt.
+        let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
+        for round in rounds {
+            if let Some((id, node, command)) = round.poll_request() {
+                return Some(Request { id, node, command });
+            }
+        }
+        None
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest time at which [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let phase = match &self.phase {
+            Phase::Acquiring { retry_at, .. } => *retry_at,
+            Phase::Held(h) => {
+                let deadline = if self.params.mutant(Mutant::ResurrectingExtend) {
+                    None
+                } else {
+                    Some(h.deadline)
+                };
+                [deadline, h.renew_at, h.retry_at]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            Phase::Releasing | Phase::Finished => None,
+        };
+        let rounds = self.cleanup.iter().chain(&self.main).map(|r| r.deadline);
+        rounds.chain(phase).min()
+    }
+
+    /// Feeds a node's reply (`Ok`) or failure (`Err`) to the request `id`.
+    ///
+    /// Replies to requests that no longer matter (timed out, decided, unknown) are ignored.
+    pub fn handle_reply<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        reply: Result<&Reply, NodeFault>,
+        rng: &mut R,
+    ) {
+        let seq = id.round();
+        let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
+        let Some(round) = rounds.into_iter().find(|r| r.seq == seq) else {
+            return;
+        };
+        let vote = match reply {
+            Ok(reply) => round.command.vote(reply),
+            Err(fault) => Vote::Fault(fault),
+        };
+        round.handle_reply(id.node(), vote);
+        self.progress(now, rng);
+    }
+
+    /// Handles every timer due at `now`: node deadlines, retries, renewals, the lock deadline.
+    pub fn handle_timeout<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        self.cleanup
+            .retain(|r| r.deadline > now && !r.is_complete());
+        if let Phase::Held(h) = &self.phase {
+            // Algorithm note, step 7: past the deadline the lock is lost, whatever is in
+            // flight; a late extension reply can no longer bring it back.
+            if now >= h.deadline && !self.params.mutant(Mutant::ResurrectingExtend) {
+                self.lose(now, Self::deadline_reason(h));
+                return;
+            }
+        }
+        if let Some(round) = self.main.as_mut().filter(|r| r.deadline <= now) {
+            round.expire();
+            self.progress(now, rng);
+        }
+        match &mut self.phase {
+            Phase::Acquiring { retry_at, .. } if retry_at.is_some_and(|t| t <= now) => {
+                *retry_at = None;
+                self.start_attempt(now, Some(rng));
+            }
+            Phase::Held(h) if self.main.is_none() => {
+                let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+                if due(h.renew_at) || due(h.retry_at) {
+                    self.start_extend(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts an extension by the lock's ttl, counted from `now`.
+    ///
+    /// If an extension is already in flight this joins it. If the deadline has passed the
+    /// lock is reported [`Event::Lost`] and nothing is sent (algorithm note, step 7).
+    pub fn extend(&mut self, now: Instant) -> Result<(), UsageError> {
+        match &self.phase {
+            Phase::Held(_) if self.main.is_some() => Ok(()),
+            Phase::Held(_) => {
+                self.start_extend(now);
+                Ok(())
+            }
+            _ => Err(UsageError::NotHeld(self.op)),
+        }
+    }
+
+    /// Releases a held lock on all N nodes; [`Event::Released`] reports each node.
+    pub fn release(&mut self, now: Instant) -> Result<(), UsageError> {
+        match &self.phase {
+            Phase::Held(_) => {
+                self.start_release(now);
+                Ok(())
+            }
+            _ => Err(UsageError::NotHeld(self.op)),
+        }
+    }
+
+    /// Gives up: an acquisition ends with [`AcquireFailure::Cancelled`] and whatever it may
+    /// have set is released; a held lock is released. Does nothing once releasing.
+    pub fn cancel(&mut self, now: Instant) {
+        match &self.phase {
+            Phase::Acquiring { token, .. } => {
+                if self.main.take().is_some() {
+                    // The attempt in flight may have set keys we will never hear about.
+                    let token = token.clone();
+                    self.push_cleanup(now, &token);
+                }
+                self.finish_acquire(AcquireFailure::Cancelled);
+            }
+            Phase::Held(_) => self.start_release(now),
+            Phase::Releasing | Phase::Finished => {}
+        }
+    }
+
+    // ---- lifecycle steps ----
+
+    /// Reads the main round after a vote or expiry, and drops finished cleanup rounds.
+    fn progress<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        self.cleanup.retain(|r| !r.is_complete());
+        let Some(round) = &self.main else {
+            return;
+        };
+        match (&self.phase, round.decision()) {
+            (Phase::Acquiring { .. }, Decision::Reached) => self.on_acquire_quorum(now, rng),
+            (Phase::Acquiring { .. }, Decision::Impossible) => {
+                let reason = Self::acquire_failure(round);
+                self.on_attempt_failed(now, rng, reason);
+            }
+            (Phase::Held(_), Decision::Reached) => self.on_extend_quorum(now, rng),
+            (Phase::Held(_), Decision::Impossible) => self.on_extend_failed(now, rng),
+            (Phase::Releasing, _) if round.is_complete() => self.on_released(),
+            _ => {}
+        }
+    }
+
+    fn start_attempt<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: Option<&mut R>) {
+        let Phase::Acquiring {
+            attempts, token, ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        // A fresh token per attempt: a late release of an earlier attempt can then never
+        // delete this attempt's key. A supplied token is used for every attempt.
+        if let (Some(rng), None) = (rng, &self.supplied_token) {
+            *token = Token::generate(rng);
+        }
+        *attempts += 1;
+        let command = Command::set_nx_px(&self.resource, token, self.params.timing.ttl_ms);
+        // Algorithm note, step 2: one command to all N nodes at once, each with until
+        // t0 + attempt_timeout to answer.
+        let deadline = time::add(now, self.params.timing.attempt_timeout);
+        self.main = Some(self.new_round(command, now, deadline));
+    }
+
+    fn on_acquire_quorum<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        let Some(round) = self.main.take() else {
+            return;
+        };
+        let Phase::Acquiring {
+            attempts, token, ..
+        } = &self.phase
+        else {
+            return;
+        };
+        // Algorithm note, step 4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's
+        // start, and the deadline is t0 + ttl - drift.
+        let deadline = self.deadline_from(round.started, now);
+        match quorum::validity(deadline, now) {
+            Some(validity) if validity > self.params.timing.min_validity => {
+                let token = token.clone();
+                let acquired = Acquired {
+                    op: self.op,
+                    resource: self.resource.clone(),
+                    token: token.clone(),
+                    deadline,
+                    validity,
+                    attempts: *attempts,
+                    nodes: round.slots.iter().map(acquire_outcome).collect(),
+                };
+                let mut held = Held {
+                    token,
+                    deadline,
+                    acquired_at: now,
+                    renewals: 0,
+                    renew_at: None,
+                    retry_at: None,
+                    last_failure: None,
+                };
+                held.renew_at = self.renewal_time(&held, now);
+                self.phase = Phase::Held(held);
+                self.events.push_back(Event::Acquired(acquired));
+            }
+            _ => {
+                self.main = Some(round);
+                self.on_attempt_failed(now, rng, AcquireFailure::ValidityExhausted);
+            }
+        }
+    }
+
+    fn on_attempt_failed<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: &mut R,
+        reason: AcquireFailure,
+    ) {
+        self.main = None;
+        let Phase::Acquiring {
+            attempts,
+            first_start,
+            token,
+            ..
+        } = &self.phase
+        else {
+            return;
+        };
+        let (attempts, first_start, token) = (*attempts, *first_start, token.clone());
+        // Algorithm note, step 5: release on ALL N nodes, also those that did not answer,
+        // since a lost reply can hide a successful SET.
+        self.push_cleanup(now, &token);
+        let retry = self.params.retry;
+        if retry.max_attempts.is_some_and(|max| attempts >= max) {
+            return self.finish_acquire(reason);
+        }
+        let next = time::add(now, time::uniform(rng, retry.delay_min, retry.delay_max));
+        if retry
+            .max_wait
+            .is_some_and(|wait| next > time::add(first_start, wait))
+        {
+            return self.finish_acquire(AcquireFailure::WaitDeadline);
+        }
+        if let Phase::Acquiring { retry_at, .. } = &mut self.phase {
+            *retry_at = Some(next);
+        }
+    }
+
+    fn finish_acquire(&mut self, reason: AcquireFailure) {
+        if let Phase::Acquiring { attempts, .. } = self.phase {
+            self.events.push_back(Event::AcquireFailed {
+                op: self.op,
+                resource: self.resource.clone(),
+                reason,
+                attempts,
+            });
+        }
+        self.phase = Phase::Finished;
+    }
+
+    fn start_extend(&mut self, now: Instant) {
+        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
+        let Phase::Held(h) = &mut self.phase else {
+            return;
+        };
+        if now >= h.deadline && !resurrect {
+            let reason = Self::deadline_reason(h);
+            return self.lose(now, reason);
+        }
+        h.renew_at = None;
+        h.retry_at = None;
+        let timing = &self.params.timing;
+        let command = Command::extend(&self.resource, &h.token, timing.ttl_ms, resurrect);
+        let mut deadline = time::add(now, timing.attempt_timeout);
+        if !resurrect {
+            // Votes after the lock's deadline cannot save it.
+            deadline = deadline.min(h.deadline);
+        }
+        self.main = Some(self.new_round(command, now, deadline));
+    }
+
+    fn on_extend_quorum<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        let Some(round) = self.main.take() else {
+            return;
+        };
+        // Algorithm note, step 7: validity counted from the extension's own t0.
+        let deadline = self.deadline_from(round.started, now);
+        let min = self.params.timing.min_validity;
+        let Some(validity) = quorum::validity(deadline, now).filter(|v| *v > min) else {
+            self.main = Some(round);
+            return self.on_extend_failed(now, rng);
+        };
+        let Phase::Held(h) = &mut self.phase else {
+            return;
+        };
+        h.deadline = deadline;
+        h.renewals += 1;
+        h.last_failure = None;
+        let renew_at = self.renewal_time_of(now);
+        if let Phase::Held(h) = &mut self.phase {
+            h.renew_at = renew_at;
+        }
+        self.events.push_back(Event::Extended {
+            op: self.op,
+            deadline,
+            validity,
+        });
+    }
+
+    fn on_extend_failed<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        let Some(round) = self.main.take() else {
+            return;
+        };
+        let not_ours = round.nodes_voting_no();
+        // Algorithm note, step 7: more than N - q nodes without our key means another
+        // client may hold the lock now.
+        if not_ours.len() > self.params.nodes - self.params.quorum {
+            return self.lose(now, LostReason::NotOwned { nodes: not_ours });
+        }
+        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
+        let retry = self.params.retry;
+        let Phase::Held(h) = &mut self.phase else {
+            return;
+        };
+        h.last_failure = Some(round.faults());
+        // A failed extension does not delete a healthy lock: try again within the
+        // remaining validity. If none is left, the deadline timer reports the loss.
+        let remaining = h.deadline.saturating_duration_since(now);
+        let mut delay = time::uniform(rng, retry.delay_min, retry.delay_max);
+        if !resurrect {
+            delay = delay.min(remaining / 2);
+        }
+        if resurrect || !remaining.is_zero() {
+            h.retry_at = Some(time::add(now, delay));
+        }
+    }
+
+    fn lose(&mut self, now: Instant, reason: LostReason) {
+        self.events.push_back(Event::Lost {
+            op: self.op,
+            reason,
+        });
+        self.start_release(now);
+    }
+
+    fn start_release(&mut self, now: Instant) {
+        let token = match &self.phase {
+            Phase::Held(h) => h.token.clone(),
+            _ => return,
+        };
+        // Algorithm note, step 6: release on ALL N nodes, whatever the votes were. Dropping
+        // an extension in flight is safe: on each connection the release follows it.
+        let command = Command::release(&self.resource, &token);
+        let deadline = time::add(now, self.params.release_timeout);
+        let n = self.params.nodes;
+        self.main = Some(Round::new(self.seq(), command, now, deadline, n, n));
+        self.phase = Phase::Releasing;
+    }
+
+    fn on_released(&mut self) {
+        let Some(round) = self.main.take() else {
+            return;
+        };
+        let nodes = round.slots.iter().map(release_outcome).collect();
+        self.events
+            .push_back(Event::Released { op: self.op, nodes });
+        self.phase = Phase::Finished;
+    }
+
+    fn push_cleanup(&mut self, now: Instant, token: &Token) {
+        let command = Command::release(&self.resource, token);
+        let deadline = time::add(now, self.params.release_timeout);
+        let n = self.params.nodes;
+        let round = Round::new(self.seq(), command, now, deadline, n, n);
+        self.cleanup.push(round);
+    }
+
+    // ---- helpers ----
+
+    fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
+        let n = self.params.nodes;
+        let q = if self.params.mutant(Mutant::QuorumHalf) {
+            (n / 2).max(1)
+        } else {
+            self.params.quorum
+        };
+        Round::new(self.seq(), command, now, deadline, n, q)
+    }
+
+    fn seq(&mut self) -> u32 {
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_seq
+    }
+
+    /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1`.
+    fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
+        let start = if self.params.mutant(Mutant::ValidityFromQuorum) {
+            t1
+        } else {
+            t0
+        };
+        let timing = &self.params.timing;
+        quorum::deadline(start, timing.ttl(), timing.drift())
+    }
+
+    fn renewal_time_of(&self, now: Instant) -> Option<Instant> {
+        match &self.phase {
+            Phase::Held(h) => self.renewal_time(h, now),
+            _ => None,
+        }
+    }
+
+    /// When auto-extension renews next, or `None` if it is off or its bounds are reached.
+    fn renewal_time(&self, h: &Held, now: Instant) -> Option<Instant> {
+        let auto = self.params.auto_extend?;
+        if auto.max_renewals.is_some_and(|max| h.renewals >= max) {
+            return None;
+        }
+        let margin = self.params.timing.ttl().mul_f64(auto.renew_below);
+        let at = h.deadline.checked_sub(margin).unwrap_or(now).max(now);
+        if auto
+            .max_hold
+            .is_some_and(|max_hold| at >= time::add(h.acquired_at, max_hold))
+        {
+            return None;
+        }
+        Some(at)
+    }
+
+    fn deadline_reason(h: &Held) -> LostReason {
+        match &h.last_failure {
+            Some(errors) => LostReason::QuorumUnreachable {
+                errors: errors.clone(),
+            },
+            None => LostReason::DeadlinePassed,
+        }
+    }
+
+    fn acquire_failure(round: &Round) -> AcquireFailure {
+        let held = round.nodes_voting_no();
+        if held.is_empty() {
+            AcquireFailure::QuorumUnreachable {
+                errors: round.faults(),
+            }
+        } else {
+            AcquireFailure::Contended { nodes: held }
+        }
+    }
+}
+
+fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
+    match slot {
+        Slot::Done(Vote::Yes) => AcquireOutcome::Locked,
+        Slot::Done(Vote::No) => AcquireOutcome::Held,
+        Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
+        Slot::Done(other) => {
+            AcquireOutcome::Failed(NodeFault::Protocol(format!("unexpected vote {other:?}")))
+        }
+        _ => AcquireOutcome::Pending,
+    }
+}
+
+fn release_outcome(slot: &Slot) -> ReleaseOutcome {
+    match slot {
+        Slot::Done(Vote::Yes) => ReleaseOutcome::Released,
+        Slot::Done(Vote::No) => ReleaseOutcome::NotHeld,
+        Slot::Done(Vote::Missing) => ReleaseOutcome::AlreadyExpired,
+        Slot::Done(Vote::Fault(f)) => ReleaseOutcome::Failed(f.clone()),
+        // A complete round has every slot done; anything else is reported as a timeout.
+        _ => ReleaseOutcome::Failed(NodeFault::Timeout),
+    }
+}

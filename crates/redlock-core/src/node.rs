@@ -1,0 +1,141 @@
+//! One node's connection as the client sees it: link state, write buffer, reply decoder,
+//! the FIFO of requests in flight, the handshake, and reconnect backoff.
+//!
+//! Replies on a connection come back in request order, so the FIFO is all the matching
+//! there is. This module holds no lock logic; it says which request a reply answers.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use rand_core::Rng;
+
+use crate::command::Command;
+use crate::config::{Config, NodeSettings};
+use crate::io::OpId;
+use crate::resp::{self, Decoder};
+use crate::round::RequestId;
+use crate::time;
+
+/// Whether the node can take requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// The driver was asked to connect. On the first connection ever, requests wait for it
+    /// (bounded by their rounds' deadlines); on a reconnection they fail at once.
+    Connecting { first: bool },
+    /// Connected; requests are written.
+    Up,
+    /// Disconnected; a reconnection is due at `retry_at`.
+    Down { retry_at: Instant },
+}
+
+/// What the next reply on the connection answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pending {
+    /// `AUTH` or `SELECT`.
+    Handshake,
+    /// A lock request.
+    Request { op: OpId, id: RequestId },
+}
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    settings: NodeSettings,
+    pub(crate) link: Link,
+    pub(crate) decoder: Decoder,
+    out: BytesMut,
+    pub(crate) in_flight: VecDeque<Pending>,
+    backoff: Duration,
+    backoff_min: Duration,
+    backoff_max: Duration,
+}
+
+impl Node {
+    pub(crate) fn new(config: &Config, settings: NodeSettings) -> Self {
+        Self {
+            settings,
+            link: Link::Connecting { first: true },
+            decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
+            out: BytesMut::new(),
+            in_flight: VecDeque::new(),
+            backoff: config.reconnect_min,
+            backoff_min: config.reconnect_min,
+            backoff_max: config.reconnect_max,
+        }
+    }
+
+    /// Whether a request written now will be sent (now or once the first connection is up).
+    pub(crate) fn accepts_requests(&self) -> bool {
+        matches!(self.link, Link::Up | Link::Connecting { first: true })
+    }
+
+    /// Queues a request behind everything already written.
+    pub(crate) fn send(&mut self, op: OpId, id: RequestId, command: &Command) {
+        command.encode(&mut self.out);
+        self.in_flight.push_back(Pending::Request { op, id });
+    }
+
+    /// The connection is up: the handshake goes first, before anything queued.
+    pub(crate) fn connected(&mut self) {
+        let mut hello = BytesMut::new();
+        let mut steps = 0;
+        if let Some(password) = &self.settings.password {
+            match &self.settings.username {
+                Some(user) => {
+                    resp::encode(&mut hello, &[b"AUTH", user.as_bytes(), password.as_bytes()])
+                }
+                None => resp::encode(&mut hello, &[b"AUTH", password.as_bytes()]),
+            }
+            steps += 1;
+        }
+        if self.settings.db != 0 {
+            let db = self.settings.db.to_string();
+            resp::encode(&mut hello, &[b"SELECT", db.as_bytes()]);
+            steps += 1;
+        }
+        if steps > 0 {
+            hello.extend_from_slice(&self.out);
+            self.out = hello;
+            for _ in 0..steps {
+                self.in_flight.push_front(Pending::Handshake);
+            }
+        }
+        self.decoder.clear();
+        self.link = Link::Up;
+    }
+
+    /// Bytes to write, if the connection is up and anything is queued.
+    pub(crate) fn take_transmit(&mut self) -> Option<Bytes> {
+        if self.link == Link::Up && !self.out.is_empty() {
+            Some(self.out.split().freeze())
+        } else {
+            None
+        }
+    }
+
+    /// A reply was read in full: the node works, so the next reconnect starts fresh.
+    pub(crate) fn healthy(&mut self) {
+        self.backoff = self.backoff_min;
+    }
+
+    /// Drops the connection: forgets buffers, schedules a reconnection with jittered
+    /// exponential backoff, and returns the requests that will never be answered.
+    pub(crate) fn close<R: Rng + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: &mut R,
+    ) -> (Instant, VecDeque<Pending>) {
+        self.out.clear();
+        self.decoder.clear();
+        let delay = time::uniform(rng, self.backoff / 2, self.backoff + self.backoff / 2);
+        self.backoff = (self.backoff * 2).min(self.backoff_max);
+        let retry_at = time::add(now, delay);
+        self.link = Link::Down { retry_at };
+        (retry_at, std::mem::take(&mut self.in_flight))
+    }
+
+    /// The reconnection is due: the driver is asked to connect.
+    pub(crate) fn reconnect(&mut self) {
+        self.link = Link::Connecting { first: false };
+    }
+}

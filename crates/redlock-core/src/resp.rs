@@ -1,0 +1,252 @@
+//! A thin adapter over the `redis-protocol` crate: encode command arrays, decode node
+//! replies into the small [`Reply`] enum, and enforce the size caps.
+//!
+//! Node bytes are untrusted. Only the reply types our commands can produce are accepted
+//! (simple string, error, integer, bulk string, nil); anything else, malformed input or a
+//! reply above the cap is a [`ProtocolError`], never a panic. Aggregates are refused before
+//! the parser sees them, so no nesting depth can exhaust the stack.
+
+use std::fmt;
+
+use bytes::{Buf, Bytes, BytesMut};
+use redis_protocol::resp2::decode::decode_range;
+use redis_protocol::resp2::encode::extend_encode_borrowed;
+use redis_protocol::resp2::types::{BorrowedFrame, RangeFrame};
+
+/// One decoded reply from a node (RESP2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// `+OK`.
+    Ok,
+    /// Any other simple string.
+    Status(Bytes),
+    /// An error reply, e.g. `-NOSCRIPT No matching script`. Kept as the server sent it.
+    Error(Bytes),
+    /// An integer reply (signed: `-1` is meaningful).
+    Integer(i64),
+    /// A bulk string.
+    Bulk(Bytes),
+    /// The null bulk string `$-1` (RESP2), e.g. `SET NX` on a held key.
+    Nil,
+}
+
+impl Reply {
+    /// The error message, lossily as UTF-8, if this is an error reply.
+    pub fn error_message(&self) -> Option<String> {
+        match self {
+            Self::Error(msg) => Some(String::from_utf8_lossy(msg).into_owned()),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an error reply starting with `prefix` (e.g. `b"NOSCRIPT"`).
+    pub fn is_error_with(&self, prefix: &[u8]) -> bool {
+        matches!(self, Self::Error(msg) if msg.starts_with(prefix))
+    }
+}
+
+/// The bytes from a node could not be read as a reply we accept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(String);
+
+impl ProtocolError {
+    /// What was wrong, in words.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ProtocolError {}
+
+/// Incremental reply decoder for one node's byte stream.
+///
+/// Push bytes as they arrive, in any split; pull whole replies. After an error the stream
+/// cannot be resynchronised: the connection must be dropped.
+#[derive(Debug)]
+pub struct Decoder {
+    buf: BytesMut,
+    max_reply: usize,
+    max_buffer: usize,
+}
+
+impl Decoder {
+    /// A decoder that refuses replies above `max_reply` bytes and never buffers more than
+    /// `max_buffer` undecoded bytes between pushes.
+    pub fn new(max_reply: usize, max_buffer: usize) -> Self {
+        Self {
+            buf: BytesMut::new(),
+            max_reply,
+            max_buffer: max_buffer.max(max_reply),
+        }
+    }
+
+    /// Appends received bytes.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Undecoded bytes held.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Forgets everything buffered (the connection was replaced).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+    }
+
+    /// Decodes the next complete reply, `Ok(None)` if more bytes are needed.
+    pub fn next_reply(&mut self) -> Result<Option<Reply>, ProtocolError> {
+        let Some(&kind) = self.buf.first() else {
+            return Ok(None);
+        };
+        if !matches!(kind, b'+' | b'-' | b':' | b'$') {
+            return Err(ProtocolError(format!(
+                "unexpected reply type byte 0x{kind:02x}"
+            )));
+        }
+        let decoded = decode_range(&self.buf)
+            .map_err(|e| ProtocolError(format!("malformed reply: {}", e.details())))?;
+        let Some((frame, len)) = decoded else {
+            return if self.buf.len() > self.max_reply {
+                Err(ProtocolError(format!(
+                    "reply exceeds {} bytes",
+                    self.max_reply
+                )))
+            } else {
+                Ok(None)
+            };
+        };
+        if len > self.max_reply {
+            return Err(ProtocolError(format!(
+                "reply exceeds {} bytes",
+                self.max_reply
+            )));
+        }
+        let reply = match frame {
+            RangeFrame::SimpleString((start, end)) => match &self.buf[start..end] {
+                b"OK" => Reply::Ok,
+                other => Reply::Status(Bytes::copy_from_slice(other)),
+            },
+            RangeFrame::Error((start, end)) => {
+                Reply::Error(Bytes::copy_from_slice(&self.buf[start..end]))
+            }
+            RangeFrame::Integer(i) => Reply::Integer(i),
+            RangeFrame::BulkString((start, end)) => {
+                Reply::Bulk(Bytes::copy_from_slice(&self.buf[start..end]))
+            }
+            RangeFrame::Null => Reply::Nil,
+            RangeFrame::Array(_) => {
+                return Err(ProtocolError("unexpected array reply".into()));
+            }
+        };
+        self.buf.advance(len);
+        Ok(Some(reply))
+    }
+
+    /// Checks the buffer cap after all complete replies were taken.
+    pub fn check_buffer(&self) -> Result<(), ProtocolError> {
+        if self.buf.len() > self.max_buffer {
+            Err(ProtocolError(format!(
+                "read buffer exceeds {} bytes",
+                self.max_buffer
+            )))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Appends `args` as one RESP command array of bulk strings to `buf`.
+pub(crate) fn encode(buf: &mut BytesMut, args: &[&[u8]]) {
+    let mut frames = [EMPTY; MAX_ARGS];
+    for (slot, arg) in frames.iter_mut().zip(args) {
+        *slot = BorrowedFrame::BulkString(arg);
+    }
+    let frames = &frames[..args.len().min(MAX_ARGS)];
+    // Encoding into a growable buffer cannot fail: the buffer is extended to the exact
+    // encoded length first, and bulk strings have no content restriction.
+    let _ = extend_encode_borrowed(buf, &BorrowedFrame::Array(frames), true);
+}
+
+/// The most arguments a command of ours has (`EVAL body 1 key token ttl` is 6).
+const MAX_ARGS: usize = 8;
+const EMPTY: BorrowedFrame<'static> = BorrowedFrame::Null;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(chunks: &[&[u8]]) -> Result<Vec<Reply>, ProtocolError> {
+        let mut d = Decoder::new(1024, 4096);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            d.push(chunk);
+            while let Some(r) = d.next_reply()? {
+                out.push(r);
+            }
+            d.check_buffer()?;
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn decodes_every_reply_our_commands_get() {
+        let got = decode_all(&[b"+OK\r\n$-1\r\n:1\r\n:-1\r\n:0\r\n-NOSCRIPT No matching script. Please use EVAL.\r\n$3\r\nabc\r\n+QUEUED\r\n"]).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Reply::Ok,
+                Reply::Nil,
+                Reply::Integer(1),
+                Reply::Integer(-1),
+                Reply::Integer(0),
+                Reply::Error(Bytes::from_static(
+                    b"NOSCRIPT No matching script. Please use EVAL."
+                )),
+                Reply::Bulk(Bytes::from_static(b"abc")),
+                Reply::Status(Bytes::from_static(b"QUEUED")),
+            ]
+        );
+        assert!(got[5].is_error_with(b"NOSCRIPT"));
+    }
+
+    #[test]
+    fn split_input_waits_for_the_rest() {
+        assert_eq!(
+            decode_all(&[b"+O", b"K\r", b"\n:4", b"2\r\n"]).unwrap(),
+            vec![Reply::Ok, Reply::Integer(42)]
+        );
+        assert_eq!(decode_all(&[b"$5\r\nab"]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn hostile_input_is_an_error_not_a_panic() {
+        assert!(decode_all(&[b"*1\r\n:1\r\n"]).is_err());
+        assert!(decode_all(&[b"HTTP/1.1 200 OK\r\n"]).is_err());
+        assert!(decode_all(&[b":99999999999999999999999\r\n"]).is_err());
+        assert!(decode_all(&[b"$-7\r\n"]).is_err());
+        // A reply that never ends is cut off at the cap.
+        let long = vec![b'a'; 2000];
+        assert!(decode_all(&[b"+", &long]).is_err());
+        let bulk = decode_all(&[b"$100000\r\n", &long]);
+        assert!(bulk.is_err());
+    }
+
+    #[test]
+    fn encodes_commands_as_bulk_string_arrays() {
+        let mut buf = BytesMut::new();
+        encode(&mut buf, &[b"SET", b"k", b"v", b"NX", b"PX", b"100"]);
+        assert_eq!(
+            &buf[..],
+            b"*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$3\r\n100\r\n"
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! One fan-out: the same command to all N nodes at once, one vote per node, a deadline, and
+//! the decision as early as the votes allow.
+//!
+//! A round knows nothing of locks: acquire, extend and release each read its result. It
+//! resends a script as `EVAL` once per node on `-NOSCRIPT`, and turns every node that has
+//! not voted by the deadline into a [`NodeFault::Timeout`].
+
+use std::time::Instant;
+
+use crate::command::{Command, Vote};
+use crate::error::NodeFault;
+use crate::io::NodeId;
+use crate::quorum::{Decision, Tally};
+
+/// Names one request of the operation layer: which round of the lock, and which node.
+///
+/// Hand it back with the node's reply to [`Lock::handle_reply`](crate::Lock::handle_reply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(u64);
+
+impl RequestId {
+    fn new(round: u32, node: NodeId) -> Self {
+        Self((u64::from(round) << 16) | node.index() as u64)
+    }
+
+    pub(crate) fn round(self) -> u32 {
+        (self.0 >> 16) as u32
+    }
+
+    pub(crate) fn node(self) -> NodeId {
+        NodeId::new((self.0 & 0xffff) as usize)
+    }
+}
+
+/// One node's part in a round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Not handed out yet.
+    Unsent,
+    /// Sent, no vote yet.
+    Pending,
+    /// `-NOSCRIPT` came back; the `EVAL` retry is waiting to be handed out.
+    Resend,
+    /// Resent as `EVAL`, no vote yet.
+    Resent,
+    /// Voted.
+    Done(Vote),
+}
+
+#[derive(Debug)]
+pub(crate) struct Round {
+    pub(crate) seq: u32,
+    pub(crate) command: Command,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Instant,
+    pub(crate) slots: Vec<Slot>,
+    tally: Tally,
+    /// Lowest node index that may still have something to hand out.
+    cursor: usize,
+    open: usize,
+}
+
+impl Round {
+    pub(crate) fn new(
+        seq: u32,
+        command: Command,
+        started: Instant,
+        deadline: Instant,
+        nodes: usize,
+        quorum: usize,
+    ) -> Self {
+        Self {
+            seq,
+            command,
+            started,
+            deadline,
+            slots: vec![Slot::Unsent; nodes],
+            tally: Tally::new(nodes, quorum),
+            cursor: 0,
+            open: nodes,
+        }
+    }
+
+    /// The next request to hand out, in node order: first sends, then `EVAL` resends.
+    pub(crate) fn poll_request(&mut self) -> Option<(RequestId, NodeId, Command)> {
+        while self.cursor < self.slots.len() {
+            let i = self.cursor;
+            let node = NodeId::new(i);
+            match self.slots[i] {
+                Slot::Unsent => {
+                    self.slots[i] = Slot::Pending;
+                    self.cursor += 1;
+                    return Some((RequestId::new(self.seq, node), node, self.command.clone()));
+                }
+                Slot::Resend => {
+                    self.slots[i] = Slot::Resent;
+                    self.cursor += 1;
+                    // Only script commands can get here (see `handle_reply`).
+                    let eval = self.command.as_eval()?;
+                    return Some((RequestId::new(self.seq, node), node, eval));
+                }
+                _ => self.cursor += 1,
+            }
+        }
+        None
+    }
+
+    /// Records a node's reply (or failure). Late or duplicate replies are ignored.
+    pub(crate) fn handle_reply(&mut self, node: NodeId, vote: Vote) {
+        let i = node.index();
+        let Some(slot) = self.slots.get(i) else {
+            return;
+        };
+        match (slot, vote) {
+            (Slot::Pending, Vote::NoScript) => {
+                self.slots[i] = Slot::Resend;
+                self.cursor = self.cursor.min(i);
+            }
+            (Slot::Resent, Vote::NoScript) => {
+                let fault = NodeFault::Server("NOSCRIPT after EVAL".into());
+                self.record(i, Vote::Fault(fault));
+            }
+            (Slot::Pending | Slot::Resent, vote) => self.record(i, vote),
+            // A reply for a slot not waiting (already timed out, or a stray): swallowed.
+            _ => {}
+        }
+    }
+
+    /// Marks every node without a vote as timed out.
+    pub(crate) fn expire(&mut self) {
+        for i in 0..self.slots.len() {
+            if !matches!(self.slots[i], Slot::Done(_)) {
+                self.record(i, Vote::Fault(NodeFault::Timeout));
+            }
+        }
+    }
+
+    fn record(&mut self, i: usize, vote: Vote) {
+        self.tally.add(vote == Vote::Yes);
+        self.slots[i] = Slot::Done(vote);
+        self.open -= 1;
+    }
+
+    pub(crate) fn decision(&self) -> Decision {
+        self.tally.decision()
+    }
+
+    /// Every node has voted (or timed out).
+    pub(crate) fn is_complete(&self) -> bool {
+        self.open == 0
+    }
+
+    /// Nodes whose vote was [`Vote::No`].
+    pub(crate) fn nodes_voting_no(&self) -> Vec<NodeId> {
+        self.nodes_where(|v| *v == Vote::No)
+    }
+
+    /// Nodes that failed, with their faults.
+    pub(crate) fn faults(&self) -> Vec<(NodeId, NodeFault)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Slot::Done(Vote::Fault(f)) => Some((NodeId::new(i), f.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn nodes_where(&self, f: impl Fn(&Vote) -> bool) -> Vec<NodeId> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| match s {
+                Slot::Done(v) if f(v) => Some(NodeId::new(i)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::resp::Reply;
+    use crate::token::{Resource, Token};
+
+    fn round(command: Command) -> Round {
+        let t = crate::test_epoch::epoch();
+        Round::new(7, command, t, t + Duration::from_millis(10), 3, 2)
+    }
+
+    #[test]
+    fn request_ids_round_trip() {
+        let id = RequestId::new(u32::MAX, NodeId::new(65_535));
+        assert_eq!(id.round(), u32::MAX);
+        assert_eq!(id.node(), NodeId::new(65_535));
+    }
+
+    #[test]
+    fn hands_out_one_request_per_node_then_resends_noscript_once() {
+        let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
+        let mut r = round(cmd.clone());
+        let sent: Vec<_> = std::iter::from_fn(|| r.poll_request()).collect();
+        assert_eq!(sent.len(), 3);
+        assert!(sent.iter().all(|(_, _, c)| *c == cmd));
+        let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT"));
+        r.handle_reply(NodeId::new(1), cmd.vote(&noscript));
+        let (_, node, eval) = r.poll_request().unwrap();
+        assert_eq!(node, NodeId::new(1));
+        assert_eq!(Some(eval.clone()), cmd.as_eval());
+        assert!(r.poll_request().is_none());
+        // A second NOSCRIPT (after EVAL) is a fault, not another resend.
+        r.handle_reply(NodeId::new(1), eval.vote(&noscript));
+        assert!(r.poll_request().is_none());
+        assert_eq!(r.faults().len(), 1);
+    }
+
+    #[test]
+    fn late_replies_after_expiry_are_swallowed() {
+        let cmd = Command::set_nx_px(&Resource::from("k"), &Token::new("t").unwrap(), 100);
+        let mut r = round(cmd);
+        while r.poll_request().is_some() {}
+        r.handle_reply(NodeId::new(0), Vote::Yes);
+        r.expire();
+        assert!(r.is_complete());
+        assert_eq!(r.decision(), Decision::Impossible);
+        r.handle_reply(NodeId::new(1), Vote::Yes);
+        r.handle_reply(NodeId::new(9), Vote::Yes);
+        assert_eq!(r.decision(), Decision::Impossible);
+        assert_eq!(r.faults().len(), 2);
+    }
+}
