@@ -49,7 +49,6 @@
 //!             Output::Event(event) => deliver(event),
 //!             Output::Timeout(at) => break Some(at),
 //!             Output::Idle => break None,
-//!             _ => unreachable!("Output has no other variant"),
 //!         }
 //!     };
 //!     // 3. Wait for exactly one thing, then feed it with a fresh `now`.
@@ -129,7 +128,6 @@
 //!                 Output::Event(other) => println!("{other:?}"),
 //!                 Output::Timeout(at) => break deadline = Some(at),
 //!                 Output::Idle => break,
-//!                 _ => {}
 //!             }
 //!         }
 //!         // Feed connection outcomes one at a time, draining in between.

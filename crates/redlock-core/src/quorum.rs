@@ -7,12 +7,13 @@
 
 use std::time::{Duration, Instant};
 
-/// The clock-drift allowance: `ttl * factor + floor` (algorithm note, step 4), rounded up to
-/// the next microsecond so that rounding never shrinks the allowance.
+/// The clock-drift allowance: `ttl * factor + floor` (algorithm note, step 4), to the
+/// nearest nanosecond.
 pub(crate) fn drift(ttl: Duration, factor: f64, floor: Duration) -> Duration {
-    // ttl <= 2^50 ms and factor < 0.5, so the product fits an f64 and a Duration.
-    let micros = (ttl.as_secs_f64() * factor * 1e6).ceil();
-    let proportional = Duration::from_micros(micros as u64);
+    // ttl <= 2^50 ms and factor < 0.5: the product fits an f64 and a Duration. Rounding to
+    // the nearest nanosecond (not up) keeps 900 ms * 0.01 at exactly 9 ms despite f64 error.
+    let nanos = (ttl.as_nanos() as f64 * factor).round();
+    let proportional = Duration::from_nanos(nanos as u64);
     proportional.saturating_add(floor)
 }
 
@@ -95,14 +96,15 @@ mod tests {
         assert_eq!(drift(10_000 * MS, 0.01, 2 * MS), 102 * MS);
         assert_eq!(drift(MS, 0.01, 2 * MS), Duration::from_micros(2010));
         assert_eq!(drift(MS, 0.0, Duration::ZERO), Duration::ZERO);
-        // Rounds up, never down.
         assert_eq!(
             drift(3 * MS, 0.001, Duration::ZERO),
             Duration::from_micros(3)
         );
+        // f64 error does not leak into the result: 0.9 s * 0.01 is exactly 9 ms.
+        assert_eq!(drift(900 * MS, 0.01, Duration::ZERO), 9 * MS);
         assert_eq!(
-            drift(Duration::from_nanos(1_000_001), 0.5, Duration::ZERO),
-            Duration::from_micros(501)
+            drift(Duration::from_nanos(1_000_001), 0.49, Duration::ZERO),
+            Duration::from_nanos(490_000)
         );
     }
 

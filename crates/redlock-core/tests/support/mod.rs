@@ -1,0 +1,165 @@
+//! Shared test harness: a `Client` on virtual time with helpers to drain outputs and feed
+//! node replies. Only tests read the clock (once, for an origin).
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use redlock_core::{Client, Config, Event, Input, NodeId, OpId, Output, Resource};
+
+mod epoch;
+
+/// A client with a virtual clock.
+pub(crate) struct Harness {
+    pub(crate) client: Client<ChaCha20Rng>,
+    pub(crate) now: Instant,
+}
+
+/// Everything one drain produced, split by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Drained {
+    pub(crate) transmits: Vec<(NodeId, Bytes)>,
+    pub(crate) connects: Vec<NodeId>,
+    pub(crate) disconnects: Vec<NodeId>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) timeout: Option<Instant>,
+}
+
+impl Drained {
+    /// Concatenated bytes sent to `node`.
+    pub(crate) fn sent_to(&self, node: usize) -> Vec<u8> {
+        self.transmits
+            .iter()
+            .filter(|(n, _)| n.index() == node)
+            .flat_map(|(_, b)| b.to_vec())
+            .collect()
+    }
+
+    /// Nodes that got any bytes, in order of first transmit.
+    pub(crate) fn nodes_sent(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.transmits.iter().map(|(n, _)| n.index()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+impl Harness {
+    /// A client for `config`, connected to every node, drained.
+    pub(crate) fn connected(config: Config) -> Self {
+        let n = config.nodes();
+        let mut h = Self::new(config);
+        let first = h.drain();
+        assert_eq!(first.connects.len(), n);
+        for i in 0..n {
+            h.input(|now| Input::Connected {
+                now,
+                node: NodeId::new(i),
+            });
+        }
+        h
+    }
+
+    /// A fresh client, not drained.
+    pub(crate) fn new(config: Config) -> Self {
+        Self {
+            client: Client::new(config, ChaCha20Rng::seed_from_u64(1)),
+            now: epoch::epoch(),
+        }
+    }
+
+    pub(crate) fn advance(&mut self, d: Duration) {
+        self.now += d;
+    }
+
+    pub(crate) fn ms(&mut self, ms: u64) {
+        self.advance(Duration::from_millis(ms));
+    }
+
+    /// Drains every output.
+    pub(crate) fn drain(&mut self) -> Drained {
+        let mut d = Drained::default();
+        loop {
+            match self.client.poll_output() {
+                Output::Transmit(t) => d.transmits.push((t.node, t.bytes)),
+                Output::Connect(n) => d.connects.push(n),
+                Output::Disconnect(n) => d.disconnects.push(n),
+                Output::Event(e) => d.events.push(e),
+                Output::Timeout(t) => {
+                    d.timeout = Some(t);
+                    return d;
+                }
+                Output::Idle => return d,
+            }
+        }
+    }
+
+    /// Feeds one input built from the current time, then drains.
+    pub(crate) fn input(&mut self, f: impl FnOnce(Instant) -> Input<'static>) -> Drained {
+        self.client
+            .handle_input(f(self.now))
+            .expect("input accepted");
+        self.drain()
+    }
+
+    /// Feeds bytes from a node, then drains.
+    pub(crate) fn reply(&mut self, node: usize, bytes: &[u8]) -> Drained {
+        let now = self.now;
+        let input = Input::Received {
+            now,
+            node: NodeId::new(node),
+            bytes,
+        };
+        self.client.handle_input(input).expect("input accepted");
+        self.drain()
+    }
+
+    /// Feeds a timeout at the current time, then drains.
+    pub(crate) fn timeout(&mut self) -> Drained {
+        self.input(Input::Timeout)
+    }
+
+    /// Moves time to `at` and fires the timer.
+    pub(crate) fn timeout_at(&mut self, at: Instant) -> Drained {
+        self.now = self.now.max(at);
+        self.timeout()
+    }
+
+    pub(crate) fn acquire(&mut self, key: &'static str) -> (OpId, Drained) {
+        let op = self
+            .client
+            .acquire(self.now, Resource::from(key))
+            .expect("acquire");
+        (op, self.drain())
+    }
+}
+
+/// `SET key token NX PX ttl` as sent, with the token replaced by `*`.
+pub(crate) fn set_nx_px(key: &str, ttl_ms: u64) -> String {
+    let ttl = ttl_ms.to_string();
+    format!(
+        "*6\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$40\r\n*\r\n$2\r\nNX\r\n$2\r\nPX\r\n${}\r\n{ttl}\r\n",
+        key.len(),
+        ttl.len()
+    )
+}
+
+/// Replaces every 40-hex-char token in `bytes` by `*`, for golden comparisons.
+pub(crate) fn mask_tokens(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes).into_owned();
+    let mut out = String::new();
+    for (i, line) in s.split("\r\n").enumerate() {
+        if i > 0 {
+            out.push_str("\r\n");
+        }
+        if line.len() == 40 && line.bytes().all(|c| c.is_ascii_hexdigit()) {
+            out.push('*');
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
+}

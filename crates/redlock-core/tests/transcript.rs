@@ -1,0 +1,624 @@
+//! Transcript tests: scripted inputs, exact expected outputs (STYLE.md section 10), plus one
+//! regression test per bug seen in peer Redlock clients.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_core::{
+    AcquireFailure, AcquireOutcome, Config, Event, Input, LostReason, NodeFault, NodeId,
+    NodeSettings, ReleaseOutcome, Resource, RetryPolicy, UsageError,
+};
+use support::{Harness, mask_tokens, set_nx_px};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn config(n: usize, ttl_ms: u64) -> Config {
+    Config::builder(n)
+        .ttl(Duration::from_millis(ttl_ms))
+        .build()
+        .expect("valid config")
+}
+
+fn acquired(events: &[Event]) -> &redlock_core::Acquired {
+    match events {
+        [Event::Acquired(a)] => a,
+        other => panic!("expected one Acquired, got {other:?}"),
+    }
+}
+
+fn release_frame(key: &str) -> String {
+    format!(
+        "*5\r\n$7\r\nEVALSHA\r\n$40\r\n*\r\n$1\r\n1\r\n${}\r\n{key}\r\n$40\r\n*\r\n",
+        key.len()
+    )
+}
+
+#[test]
+fn acquire_fans_out_then_decides_at_quorum() {
+    let mut h = Harness::connected(config(3, 1000));
+    let t0 = h.now;
+    let (op, out) = h.acquire("res");
+    // One SET per node, all at once, then the attempt deadline t0 + 5% of ttl.
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    for node in 0..3 {
+        assert_eq!(mask_tokens(&out.sent_to(node)), set_nx_px("res", 1000));
+    }
+    assert!(out.events.is_empty());
+    assert_eq!(out.timeout, Some(t0 + 50 * MS));
+
+    h.ms(10);
+    let out = h.reply(0, b"+OK\r\n");
+    assert!(out.events.is_empty() && out.transmits.is_empty());
+    h.ms(10);
+    let out = h.reply(2, b"+OK\r\n");
+    let a = acquired(&out.events);
+    assert_eq!(a.op, op);
+    assert_eq!(a.attempts, 1);
+    // drift = 1000 * 0.01 + 2 = 12 ms; validity = ttl - elapsed(20) - drift.
+    assert_eq!(a.validity, 968 * MS);
+    assert_eq!(a.deadline, t0 + 988 * MS);
+    assert_eq!(
+        a.nodes,
+        vec![
+            AcquireOutcome::Locked,
+            AcquireOutcome::Pending,
+            AcquireOutcome::Locked
+        ]
+    );
+    assert_eq!(out.timeout, Some(a.deadline));
+    let token = a.token.clone();
+
+    // A late reply from node 1 changes nothing.
+    let out = h.reply(1, b"+OK\r\n");
+    assert!(out.events.is_empty() && out.transmits.is_empty());
+
+    // Release goes to all three nodes and reports each.
+    h.client.release(h.now, op).unwrap();
+    let out = h.drain();
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    let frame = String::from_utf8(out.sent_to(0)).unwrap();
+    assert!(frame.contains(&token.to_string()));
+    assert_eq!(mask_tokens(&out.sent_to(0)), release_frame("res"));
+    h.reply(0, b":1\r\n");
+    h.reply(1, b":-1\r\n");
+    let out = h.reply(2, b":0\r\n");
+    assert_eq!(
+        out.events,
+        vec![Event::Released {
+            op,
+            nodes: vec![
+                ReleaseOutcome::Released,
+                ReleaseOutcome::AlreadyExpired,
+                ReleaseOutcome::NotHeld
+            ]
+        }]
+    );
+    assert_eq!(h.client.active_ops(), 0);
+    assert_eq!(out.timeout, None);
+}
+
+/// Peer bug: no release after a failed attempt. A failed attempt releases on ALL nodes,
+/// including the one that never answered (its SET may have succeeded).
+#[test]
+fn regression_failed_attempt_releases_on_all_nodes() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"$-1\r\n");
+    let out = h.reply(1, b"$-1\r\n");
+    // Two "held" votes out of three: no quorum possible. Cleanup goes to all 3 nodes.
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    for node in 0..3 {
+        assert_eq!(mask_tokens(&out.sent_to(node)), release_frame("res"));
+    }
+    assert!(out.events.is_empty(), "retries follow, no event yet");
+    for attempt in 2..=3 {
+        // Nodes 0 and 1 answer the cleanup release; node 2 stays silent throughout.
+        h.reply(0, b":1\r\n");
+        h.reply(1, b":-1\r\n");
+        let out = fire_until_transmit(&mut h);
+        assert_eq!(
+            out.nodes_sent(),
+            vec![0, 1, 2],
+            "attempt {attempt} fans out"
+        );
+        h.reply(0, b"$-1\r\n");
+        let out = h.reply(1, b"$-1\r\n");
+        assert_eq!(
+            out.nodes_sent(),
+            vec![0, 1, 2],
+            "attempt {attempt} cleans up"
+        );
+        if attempt == 3 {
+            assert_eq!(
+                out.events,
+                vec![Event::AcquireFailed {
+                    op,
+                    resource: Resource::from("res"),
+                    reason: AcquireFailure::Contended {
+                        nodes: vec![NodeId::new(0), NodeId::new(1)]
+                    },
+                    attempts: 3
+                }]
+            );
+        } else {
+            assert!(out.events.is_empty());
+        }
+    }
+}
+
+/// Fires timers until the client transmits something; panics if it goes idle first.
+fn fire_until_transmit(h: &mut Harness) -> support::Drained {
+    for _ in 0..10 {
+        let at = h.drain().timeout.expect("a timer is armed");
+        let out = h.timeout_at(at);
+        if !out.transmits.is_empty() {
+            return out;
+        }
+    }
+    panic!("no transmit after 10 timers");
+}
+
+/// Peer bug: validity counted from the quorum reply instead of the attempt start.
+#[test]
+fn regression_validity_counts_from_attempt_start() {
+    let mut h = Harness::connected(config(3, 10_000));
+    let t0 = h.now;
+    h.acquire("res");
+    h.ms(300);
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    let a = acquired(&out.events);
+    // ttl 10 s, drift 102 ms, elapsed 300 ms.
+    assert_eq!(a.validity, (10_000 - 300 - 102) * MS);
+    assert_eq!(a.deadline, t0 + (10_000 - 102) * MS);
+}
+
+/// Peer bug: validity in unsigned integers wraps to a huge value when the quorum comes
+/// late. Here it must be "exhausted", not a lock with an absurd lease.
+#[test]
+fn regression_late_quorum_is_validity_exhausted_not_underflow() {
+    let config = Config::builder(3)
+        .ttl(1000 * MS)
+        .min_validity(960 * MS)
+        .retry(RetryPolicy::once())
+        .build()
+        .unwrap();
+    let mut h = Harness::connected(config);
+    let (op, _) = h.acquire("res");
+    h.ms(30);
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    // validity = 1000 - 30 - 12 = 958 ms <= 960 ms minimum.
+    assert_eq!(
+        out.events,
+        vec![Event::AcquireFailed {
+            op,
+            resource: Resource::from("res"),
+            reason: AcquireFailure::ValidityExhausted,
+            attempts: 1
+        }]
+    );
+    // And the keys it did set are released everywhere.
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+}
+
+/// Peer bug: an extension that re-creates an expired key. Past the deadline, `extend`
+/// sends no extension: the lock is reported lost and released.
+#[test]
+fn regression_extend_after_deadline_sends_nothing_and_reports_lost() {
+    assert!(!redlock_core::EXTEND_SCRIPT.body.contains("SET"));
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    let deadline = acquired(&out.events).deadline;
+    // The deadline timer fires: Lost, then a release (never an extension) to all nodes.
+    let out = h.timeout_at(deadline);
+    assert_eq!(
+        out.events,
+        vec![Event::Lost {
+            op,
+            reason: LostReason::DeadlinePassed
+        }]
+    );
+    for node in 0..3 {
+        assert_eq!(mask_tokens(&out.sent_to(node)), release_frame("res"));
+    }
+    assert_eq!(h.client.extend(h.now, op), Err(UsageError::NotHeld(op)));
+    // Drained again after the refused call.
+    assert!(h.drain().transmits.is_empty());
+}
+
+/// `extend` called when the deadline has passed but before the timer fired.
+#[test]
+fn extend_past_deadline_before_timer_reports_lost_without_sending_extend() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    h.reply(1, b"+OK\r\n");
+    h.ms(2000);
+    h.client.extend(h.now, op).unwrap();
+    let out = h.drain();
+    assert!(matches!(out.events[..], [Event::Lost { .. }]));
+    assert!(!String::from_utf8_lossy(&out.sent_to(0)).contains(redlock_core::EXTEND_SCRIPT.sha1));
+}
+
+/// Peer bug: one failed extension deletes a healthy lock. A failed extension before the
+/// deadline is retried and sends no release.
+#[test]
+fn regression_failed_extend_keeps_the_lock_and_retries() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    let deadline = acquired(&out.events).deadline;
+    h.reply(2, b"+OK\r\n");
+    h.ms(100);
+    h.client.extend(h.now, op).unwrap();
+    let out = h.drain();
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    assert!(String::from_utf8_lossy(&out.sent_to(0)).contains(redlock_core::EXTEND_SCRIPT.sha1));
+    // Two nodes fail, one says yes: no quorum, but nobody said "not ours".
+    h.reply(0, b":1\r\n");
+    h.reply(1, b"-ERR busy\r\n");
+    let out = h.reply(2, b"-ERR busy\r\n");
+    assert!(
+        out.events.is_empty(),
+        "no Lost, no Extended yet: {:?}",
+        out.events
+    );
+    assert!(
+        out.transmits.is_empty(),
+        "no release after a failed extension"
+    );
+    assert!(out.timeout.unwrap() < deadline);
+    // The retry succeeds and moves the deadline from its own t0.
+    let out = fire_until_transmit(&mut h);
+    assert!(h.now < deadline);
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    let t0 = h.now;
+    h.ms(5);
+    h.reply(0, b":1\r\n");
+    let out = h.reply(1, b":1\r\n");
+    assert_eq!(
+        out.events,
+        vec![Event::Extended {
+            op,
+            deadline: t0 + 988 * MS,
+            validity: 983 * MS
+        }]
+    );
+}
+
+#[test]
+fn extension_not_owned_by_a_majority_is_lost_and_released() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    h.reply(1, b"+OK\r\n");
+    h.reply(2, b"$-1\r\n");
+    h.client.extend(h.now, op).unwrap();
+    h.drain();
+    h.reply(0, b":0\r\n");
+    let out = h.reply(1, b":0\r\n");
+    assert_eq!(
+        out.events,
+        vec![Event::Lost {
+            op,
+            reason: LostReason::NotOwned {
+                nodes: vec![NodeId::new(0), NodeId::new(1)]
+            }
+        }]
+    );
+    // Node 2's extension reply is still due before the release's on its connection.
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    h.reply(2, b":1\r\n");
+    h.reply(0, b":-1\r\n");
+    h.reply(1, b":-1\r\n");
+    let out = h.reply(2, b":1\r\n");
+    assert!(matches!(out.events[..], [Event::Released { .. }]));
+}
+
+#[test]
+fn noscript_is_retried_once_as_eval_on_that_node() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    h.reply(1, b"+OK\r\n");
+    h.reply(2, b"+OK\r\n");
+    h.client.release(h.now, op).unwrap();
+    h.drain();
+    let out = h.reply(1, b"-NOSCRIPT No matching script. Please use EVAL.\r\n");
+    assert_eq!(out.nodes_sent(), vec![1]);
+    let eval = String::from_utf8(out.sent_to(1)).unwrap();
+    assert!(eval.contains("$4\r\nEVAL\r\n"));
+    assert!(eval.contains(redlock_core::RELEASE_SCRIPT.body));
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":-1\r\n");
+    let out = h.reply(1, b":1\r\n");
+    let Event::Released { nodes, .. } = &out.events[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(nodes[1], ReleaseOutcome::Released);
+}
+
+#[test]
+fn server_errors_keep_their_message() {
+    let mut h = Harness::connected(
+        Config::builder(1)
+            .retry(RetryPolicy::once())
+            .build()
+            .unwrap(),
+    );
+    let (_, _) = h.acquire("res");
+    let out = h.reply(0, b"-NOPERM this user has no permissions\r\n");
+    let Event::AcquireFailed { reason, .. } = &out.events[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(
+        *reason,
+        AcquireFailure::QuorumUnreachable {
+            errors: vec![(
+                NodeId::new(0),
+                NodeFault::Server("NOPERM this user has no permissions".into())
+            )]
+        }
+    );
+}
+
+#[test]
+fn down_node_fails_at_once_and_disconnect_fails_in_flight() {
+    let mut h = Harness::connected(config(5, 1000));
+    for node in [3, 4] {
+        h.input(|now| Input::Disconnected {
+            now,
+            node: NodeId::new(node),
+        });
+    }
+    let t0 = h.now;
+    let (_, out) = h.acquire("res");
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2], "down nodes get nothing");
+    // Node 2 drops with the request in flight: with 3 and 4 already failed, that is three
+    // non-OK votes of five, so the attempt fails now, not at the attempt deadline.
+    let out = h.input(|now| Input::Disconnected {
+        now,
+        node: NodeId::new(2),
+    });
+    assert!(out.events.is_empty(), "a retry follows");
+    assert_eq!(
+        out.nodes_sent(),
+        vec![0, 1],
+        "cleanup release to the live nodes"
+    );
+    assert!(
+        out.timeout.is_some_and(|t| t > t0),
+        "retry and reconnects are timed"
+    );
+}
+
+#[test]
+fn dead_minority_does_not_delay_success() {
+    let mut h = Harness::connected(config(5, 1000));
+    for node in [3, 4] {
+        h.input(|now| Input::Disconnected {
+            now,
+            node: NodeId::new(node),
+        });
+    }
+    let t0 = h.now;
+    h.acquire("res");
+    h.ms(1);
+    h.reply(0, b"+OK\r\n");
+    h.reply(1, b"+OK\r\n");
+    let out = h.reply(2, b"+OK\r\n");
+    let a = acquired(&out.events);
+    assert_eq!(a.validity, (1000 - 1 - 12) * MS);
+    assert_eq!(a.deadline, t0 + 988 * MS);
+    assert_eq!(a.nodes[3], AcquireOutcome::Failed(NodeFault::Disconnected));
+}
+
+#[test]
+fn reconnect_is_requested_with_backoff() {
+    let mut h = Harness::connected(config(3, 1000));
+    let out = h.input(|now| Input::Disconnected {
+        now,
+        node: NodeId::new(1),
+    });
+    let at = out.timeout.expect("reconnect timer");
+    assert!(
+        at >= h.now + 25 * MS && at <= h.now + 75 * MS,
+        "first backoff ~50 ms"
+    );
+    let out = h.timeout_at(at);
+    assert_eq!(out.connects, vec![NodeId::new(1)]);
+    // Refused again: the next delay doubles.
+    let out = h.input(|now| Input::Disconnected {
+        now,
+        node: NodeId::new(1),
+    });
+    let at2 = out.timeout.unwrap();
+    assert!(at2 >= h.now + 50 * MS && at2 <= h.now + 150 * MS);
+}
+
+#[test]
+fn handshake_goes_first_and_a_refusal_drops_the_node() {
+    let settings = NodeSettings {
+        username: Some("app".into()),
+        password: Some("secret".into()),
+        db: 3,
+    };
+    let config = Config::builder(1)
+        .node(0, settings)
+        .retry(RetryPolicy::once())
+        .build()
+        .unwrap();
+    let mut h = Harness::new(config);
+    assert_eq!(h.drain().connects, vec![NodeId::new(0)]);
+    // A lock requested before the first connection waits for it.
+    let (op, out) = h.acquire("res");
+    assert!(out.transmits.is_empty());
+    let out = h.input(|now| Input::Connected {
+        now,
+        node: NodeId::new(0),
+    });
+    let sent = mask_tokens(&out.sent_to(0));
+    let auth = "*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$6\r\nsecret\r\n";
+    let select = "*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n";
+    assert_eq!(sent, format!("{auth}{select}{}", set_nx_px("res", 10_000)));
+    let out = h.reply(0, b"-WRONGPASS invalid username-password pair\r\n");
+    assert_eq!(out.disconnects, vec![NodeId::new(0)]);
+    assert_eq!(
+        out.events,
+        vec![Event::AcquireFailed {
+            op,
+            resource: Resource::from("res"),
+            reason: AcquireFailure::QuorumUnreachable {
+                errors: vec![(
+                    NodeId::new(0),
+                    NodeFault::Handshake("WRONGPASS invalid username-password pair".into())
+                )]
+            },
+            attempts: 1
+        }]
+    );
+}
+
+#[test]
+fn garbage_from_a_node_is_a_fault_not_a_panic() {
+    let mut h = Harness::connected(config(3, 1000));
+    h.acquire("res");
+    let out = h.reply(2, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    assert_eq!(out.disconnects, vec![NodeId::new(2)]);
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    let a = acquired(&out.events);
+    assert!(matches!(
+        a.nodes[2],
+        AcquireOutcome::Failed(NodeFault::Protocol(_))
+    ));
+    // Bytes from the dropped connection are ignored.
+    let out = h.reply(2, b"+OK\r\n");
+    assert!(out.events.is_empty() && out.disconnects.is_empty());
+}
+
+#[test]
+fn unsolicited_reply_drops_the_connection() {
+    let mut h = Harness::connected(config(3, 1000));
+    let out = h.reply(0, b"+OK\r\n");
+    assert_eq!(out.disconnects, vec![NodeId::new(0)]);
+}
+
+#[test]
+fn paused_node_times_out_and_its_late_replies_are_swallowed() {
+    let mut h = Harness::connected(config(3, 1000));
+    let t0 = h.now;
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    let out = h.timeout_at(t0 + 50 * MS);
+    // One OK, two timeouts: failed; cleanup release to all, retry later.
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    // The paused nodes wake up: their SET replies, then their release replies.
+    h.reply(1, b"+OK\r\n");
+    h.reply(2, b"+OK\r\n");
+    h.reply(0, b":1\r\n");
+    h.reply(1, b":1\r\n");
+    let out = h.reply(2, b":1\r\n");
+    assert!(out.events.is_empty(), "late replies change nothing");
+    // The retry works with all three.
+    let out = h.timeout_at(out.timeout.unwrap());
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    h.reply(1, b"+OK\r\n");
+    let out = h.reply(2, b"+OK\r\n");
+    let a = acquired(&out.events);
+    assert_eq!((a.op, a.attempts), (op, 2));
+}
+
+#[test]
+fn cancel_mid_attempt_releases_everywhere() {
+    let mut h = Harness::connected(config(3, 1000));
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    h.client.cancel(h.now, op).unwrap();
+    let out = h.drain();
+    assert_eq!(
+        out.events,
+        vec![Event::AcquireFailed {
+            op,
+            resource: Resource::from("res"),
+            reason: AcquireFailure::Cancelled,
+            attempts: 1
+        }]
+    );
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+}
+
+#[test]
+fn inputs_before_draining_are_refused() {
+    let mut h = Harness::new(config(1, 1000));
+    let r = h.client.acquire(h.now, Resource::from("x"));
+    assert_eq!(r, Err(UsageError::NotDrained));
+    h.drain();
+    assert_eq!(
+        h.client.acquire(h.now, Resource::from("")),
+        Err(UsageError::EmptyResource)
+    );
+    assert!(h.client.acquire(h.now, Resource::from("x")).is_ok());
+    assert_eq!(
+        h.client.handle_input(Input::Timeout(h.now)),
+        Err(UsageError::NotDrained)
+    );
+    assert_eq!(
+        h.client.handle_input(Input::Connected {
+            now: h.now,
+            node: NodeId::new(5)
+        }),
+        Err(UsageError::UnknownNode(NodeId::new(5)))
+    );
+}
+
+#[test]
+fn auto_extension_renews_at_one_third_and_stops_at_its_bound() {
+    let auto = redlock_core::AutoExtend {
+        max_renewals: Some(2),
+        max_hold: None,
+        ..Default::default()
+    };
+    let config = Config::builder(1)
+        .ttl(900 * MS)
+        .auto_extend(Some(auto))
+        .build()
+        .unwrap();
+    let mut h = Harness::connected(config);
+    let t0 = h.now;
+    let (op, _) = h.acquire("res");
+    let out = h.reply(0, b"+OK\r\n");
+    // drift = 9 + 2 = 11 ms: deadline t0 + 889; renew at deadline - 300.
+    assert_eq!(out.timeout, Some(t0 + 589 * MS));
+    for round in 1..=2u32 {
+        let at = h.drain().timeout.unwrap_or(h.now);
+        let out = h.timeout_at(at);
+        assert_eq!(out.nodes_sent(), vec![0], "renewal {round}");
+        let t_ext = h.now;
+        let out = h.reply(0, b":1\r\n");
+        assert_eq!(
+            out.events,
+            vec![Event::Extended {
+                op,
+                deadline: t_ext + 889 * MS,
+                validity: 889 * MS
+            }]
+        );
+    }
+    // Bound reached: the next timer is the deadline, and then the lock is lost.
+    let out = h.drain();
+    let deadline = out.timeout.unwrap();
+    let out = h.timeout_at(deadline);
+    assert!(matches!(
+        out.events[..],
+        [Event::Lost {
+            reason: LostReason::DeadlinePassed,
+            ..
+        }]
+    ));
+}
