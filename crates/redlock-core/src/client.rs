@@ -9,11 +9,13 @@ use std::time::Instant;
 
 use rand_core::CryptoRng;
 
-use crate::config::{Config, LockOptions, RetryPolicy};
+use crate::config::Config;
 use crate::error::{NodeFault, UsageError};
 use crate::io::{Event, Input, NodeId, OpId, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending};
+use crate::options::LockOptions;
+use crate::policy::RetryPolicy;
 use crate::resp::Reply;
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};

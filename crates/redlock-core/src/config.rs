@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::token::Token;
+use crate::policy::{AutoExtend, NodeSettings, RetryPolicy};
 
 /// Validated configuration shared by every lock of a [`Client`](crate::Client).
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +47,7 @@ impl Timing {
         crate::quorum::drift(self.ttl(), self.drift_factor, self.drift_floor)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         if self.ttl_ms == 0 || self.ttl_ms > MAX_TTL_MS {
             return Err(ConfigError::new(
                 "ttl",
@@ -362,239 +362,8 @@ impl ConfigBuilder {
     }
 }
 
-/// How [`Client::acquire`](crate::Client::acquire) retries after a failed attempt.
-///
-/// At least one bound is required: a number of attempts, an overall wait, or both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Most attempts in all (1 = no retry). `None`: only the wait bound applies.
-    pub max_attempts: Option<u32>,
-    /// Give up when the next attempt would start this long after the first. `None`: only
-    /// the attempt bound applies.
-    pub max_wait: Option<Duration>,
-    /// Shortest delay between attempts. Default 50 ms.
-    pub delay_min: Duration,
-    /// Longest delay between attempts; the delay is uniform in `[delay_min, delay_max]`,
-    /// drawn from the caller's RNG. Default 250 ms.
-    pub delay_max: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: Some(DEFAULT_MAX_ATTEMPTS),
-            max_wait: None,
-            delay_min: DEFAULT_RETRY_DELAY_MIN,
-            delay_max: DEFAULT_RETRY_DELAY_MAX,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// A single attempt, no retry.
-    pub fn once() -> Self {
-        Self {
-            max_attempts: Some(1),
-            ..Self::default()
-        }
-    }
-
-    fn check(&self) -> Result<(), ConfigError> {
-        if self.max_attempts.is_none() && self.max_wait.is_none() {
-            return Err(ConfigError::new(
-                "retry",
-                "needs max_attempts, max_wait or both (an unbounded retry never gives up)",
-            ));
-        }
-        if self.max_attempts == Some(0) {
-            return Err(ConfigError::new("retry.max_attempts", "must be at least 1"));
-        }
-        if self.delay_max < self.delay_min {
-            return Err(ConfigError::new(
-                "retry.delay_max",
-                "must be at least delay_min",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Automatic renewal of held locks.
-///
-/// At least one bound is required: unbounded renewal would turn a hung holder into a
-/// deadlock (liveness A of the algorithm note).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AutoExtend {
-    /// Renew when the remaining validity drops below this fraction of the ttl, in (0, 1).
-    /// Default 1/3.
-    pub renew_below: f64,
-    /// Stop after this many renewals.
-    pub max_renewals: Option<u32>,
-    /// Stop renewing once the lock has been held this long.
-    pub max_hold: Option<Duration>,
-}
-
-impl Default for AutoExtend {
-    /// Renew below 1/3 of the ttl, for at most one hour.
-    fn default() -> Self {
-        Self {
-            renew_below: 1.0 / 3.0,
-            max_renewals: None,
-            max_hold: Some(Duration::from_secs(3600)),
-        }
-    }
-}
-
-impl AutoExtend {
-    fn check(&self) -> Result<(), ConfigError> {
-        if !(self.renew_below > 0.0 && self.renew_below < 1.0) {
-            return Err(ConfigError::new(
-                "auto_extend.renew_below",
-                "must be in (0, 1)",
-            ));
-        }
-        if self.max_renewals.is_none() && self.max_hold.is_none() {
-            return Err(ConfigError::new(
-                "auto_extend",
-                "needs max_renewals, max_hold or both (unbounded renewal breaks liveness)",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// How to open a session on one node after the connection is up.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeSettings {
-    /// `AUTH` user name (Redis 6 ACL); needs a password.
-    pub username: Option<String>,
-    /// `AUTH` password.
-    pub password: Option<String>,
-    /// `SELECT` database index (0 = no `SELECT`).
-    pub db: u32,
-}
-
-impl NodeSettings {
-    fn check(&self) -> Result<(), ConfigError> {
-        if self.username.is_some() && self.password.is_none() {
-            return Err(ConfigError::new(
-                "node.username",
-                "a user name needs a password",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct LockOptions {
-    /// Time to live for this lock.
-    pub ttl: Option<Duration>,
-    /// A caller-supplied token, used for every attempt of this acquisition.
-    pub token: Option<Token>,
-    /// Retry policy for this acquisition.
-    pub retry: Option<RetryPolicy>,
-    /// Auto-extension for this lock: `Some(None)` turns it off, `Some(Some(..))` on.
-    pub auto_extend: Option<Option<AutoExtend>>,
-}
-
-impl LockOptions {
-    /// Sets the ttl.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Sets a caller-supplied token.
-    pub fn token(mut self, token: Token) -> Self {
-        self.token = Some(token);
-        self
-    }
-
-    /// Sets the retry policy.
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = Some(retry);
-        self
-    }
-
-    /// Sets the overall wait bound, keeping the rest of the retry policy.
-    pub fn max_wait(mut self, config: &Config, wait: Duration) -> Self {
-        let mut retry = self.retry.unwrap_or(config.retry);
-        retry.max_wait = Some(wait);
-        self.retry = Some(retry);
-        self
-    }
-
-    /// Turns auto-extension on (`Some`) or off (`None`) for this lock.
-    pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
-        self.auto_extend = Some(auto_extend);
-        self
-    }
-
-    /// Resolves the options against `config` into the parameters of one lock.
-    pub(crate) fn resolve(&self, config: &Config) -> Result<LockParams, ConfigError> {
-        let mut timing = config.timing;
-        if let Some(ttl) = self.ttl {
-            if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
-                return Err(ConfigError::new("ttl", "must be whole milliseconds"));
-            }
-            timing.ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-            // A shorter ttl gets a proportionally shorter default attempt timeout.
-            if timing.attempt_timeout >= ttl.saturating_sub(timing.drift()) {
-                timing.attempt_timeout = default_attempt_timeout(ttl);
-            }
-            timing.check()?;
-        }
-        let retry = self.retry.unwrap_or(config.retry);
-        retry.check()?;
-        let auto_extend = self.auto_extend.unwrap_or(config.auto_extend);
-        if let Some(auto) = &auto_extend {
-            auto.check()?;
-        }
-        Ok(LockParams {
-            nodes: config.nodes.len(),
-            quorum: config.quorum,
-            timing,
-            retry,
-            auto_extend,
-            release_timeout: config.release_timeout,
-            #[cfg(feature = "_mutants")]
-            mutant: config.mutant,
-        })
-    }
-}
-
-/// Everything one lock's lifecycle needs, copied out of the configuration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct LockParams {
-    pub(crate) nodes: usize,
-    pub(crate) quorum: usize,
-    pub(crate) timing: Timing,
-    pub(crate) retry: RetryPolicy,
-    pub(crate) auto_extend: Option<AutoExtend>,
-    pub(crate) release_timeout: Duration,
-    #[cfg(feature = "_mutants")]
-    pub(crate) mutant: Option<crate::Mutant>,
-}
-
-impl LockParams {
-    /// Whether a test-only mutant is switched on.
-    #[cfg(feature = "_mutants")]
-    pub(crate) fn mutant(&self, m: crate::Mutant) -> bool {
-        self.mutant == Some(m)
-    }
-
-    /// Whether a test-only mutant is switched on (never, without the test feature).
-    #[cfg(not(feature = "_mutants"))]
-    pub(crate) fn mutant(&self, _m: crate::Mutant) -> bool {
-        false
-    }
-}
-
 /// 5% of the ttl, at most 1 s (algorithm note, step 2), at least 1 µs.
-fn default_attempt_timeout(ttl: Duration) -> Duration {
+pub(crate) fn default_attempt_timeout(ttl: Duration) -> Duration {
     (ttl / 20).clamp(Duration::from_micros(1), Duration::from_secs(1))
 }
 
@@ -625,6 +394,7 @@ const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::LockOptions;
 
     #[test]
     fn defaults_follow_the_algorithm_note() {

@@ -211,6 +211,8 @@ mod error;
 mod io;
 mod lock;
 mod node;
+mod options;
+mod policy;
 mod quorum;
 mod resp;
 mod round;
@@ -220,9 +222,9 @@ mod token;
 pub use client::Client;
 pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
 pub use config::{
-    AutoExtend, Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_RETRY_DELAY_MAX,
-    DEFAULT_RETRY_DELAY_MIN, DEFAULT_TTL, LockOptions, MAX_TTL_MS, NodeSettings, RetryPolicy,
+    Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_RETRY_DELAY_MAX,
+    DEFAULT_RETRY_DELAY_MIN, DEFAULT_TTL, MAX_TTL_MS,
 };
 pub use error::{ConfigError, NodeFault, UsageError};
 pub use io::{
@@ -230,6 +232,8 @@ pub use io::{
     ReleaseOutcome, Transmit,
 };
 pub use lock::{Lock, Request};
+pub use options::LockOptions;
+pub use policy::{AutoExtend, NodeSettings, RetryPolicy};
 pub use resp::{Decoder, ProtocolError, Reply};
 pub use round::RequestId;
 pub use token::{MAX_TOKEN_LEN, Resource, TOKEN_RANDOM_BYTES, Token};

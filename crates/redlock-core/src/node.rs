@@ -11,8 +11,9 @@ use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
 use crate::command::Command;
-use crate::config::{Config, NodeSettings};
+use crate::config::Config;
 use crate::io::OpId;
+use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder};
 use crate::round::RequestId;
 use crate::time;

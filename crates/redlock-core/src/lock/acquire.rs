@@ -1,0 +1,157 @@
+//! Acquiring: one attempt's fan-out, the decision at quorum (validity from `t0`), and the
+//! retry or final failure. A failed attempt always hands its token to a cleanup release.
+
+use std::time::Instant;
+
+use rand_core::CryptoRng;
+
+use super::{Held, Lock, Phase};
+use crate::command::{Command, Vote};
+use crate::error::NodeFault;
+use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event};
+use crate::quorum;
+use crate::round::{Round, Slot};
+use crate::time;
+use crate::token::Token;
+
+impl Lock {
+    pub(super) fn start_attempt<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: Option<&mut R>,
+    ) {
+        let Phase::Acquiring {
+            attempts, token, ..
+        } = &mut self.phase
+        else {
+            return;
+        };
+        // A fresh token per attempt: a late release of an earlier attempt can then never
+        // delete this attempt's key. A supplied token is used for every attempt.
+        if let (Some(rng), None) = (rng, &self.supplied_token) {
+            *token = Token::generate(rng);
+        }
+        *attempts += 1;
+        let command = Command::set_nx_px(&self.resource, token, self.params.timing.ttl_ms);
+        // Algorithm note, step 2: one command to all N nodes at once, each with until
+        // t0 + attempt_timeout to answer.
+        let deadline = time::add(now, self.params.timing.attempt_timeout);
+        self.main = Some(self.new_round(command, now, deadline));
+    }
+
+    pub(super) fn on_acquire_quorum<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        let Some(round) = self.main.take() else {
+            return;
+        };
+        let Phase::Acquiring {
+            attempts, token, ..
+        } = &self.phase
+        else {
+            return;
+        };
+        // Algorithm note, step 4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's
+        // start, and the deadline is t0 + ttl - drift.
+        let deadline = self.deadline_from(round.started, now);
+        match quorum::validity(deadline, now) {
+            Some(validity) if validity > self.params.timing.min_validity => {
+                let token = token.clone();
+                let acquired = Acquired {
+                    op: self.op,
+                    resource: self.resource.clone(),
+                    token: token.clone(),
+                    deadline,
+                    validity,
+                    attempts: *attempts,
+                    nodes: round.slots.iter().map(acquire_outcome).collect(),
+                };
+                let mut held = Held {
+                    token,
+                    deadline,
+                    acquired_at: now,
+                    renewals: 0,
+                    renew_at: None,
+                    retry_at: None,
+                    last_failure: None,
+                };
+                held.renew_at = self.renewal_time(&held, now);
+                self.phase = Phase::Held(held);
+                self.events.push_back(Event::Acquired(acquired));
+            }
+            _ => {
+                self.main = Some(round);
+                self.on_attempt_failed(now, rng, AcquireFailure::ValidityExhausted);
+            }
+        }
+    }
+
+    pub(super) fn on_attempt_failed<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: &mut R,
+        reason: AcquireFailure,
+    ) {
+        self.main = None;
+        let Phase::Acquiring {
+            attempts,
+            first_start,
+            token,
+            ..
+        } = &self.phase
+        else {
+            return;
+        };
+        let (attempts, first_start, token) = (*attempts, *first_start, token.clone());
+        // Algorithm note, step 5: release on ALL N nodes, also those that did not answer,
+        // since a lost reply can hide a successful SET.
+        self.push_cleanup(now, &token);
+        let retry = self.params.retry;
+        if retry.max_attempts.is_some_and(|max| attempts >= max) {
+            return self.finish_acquire(reason);
+        }
+        let next = time::add(now, time::uniform(rng, retry.delay_min, retry.delay_max));
+        if retry
+            .max_wait
+            .is_some_and(|wait| next > time::add(first_start, wait))
+        {
+            return self.finish_acquire(AcquireFailure::WaitDeadline);
+        }
+        if let Phase::Acquiring { retry_at, .. } = &mut self.phase {
+            *retry_at = Some(next);
+        }
+    }
+
+    pub(super) fn finish_acquire(&mut self, reason: AcquireFailure) {
+        if let Phase::Acquiring { attempts, .. } = self.phase {
+            self.events.push_back(Event::AcquireFailed {
+                op: self.op,
+                resource: self.resource.clone(),
+                reason,
+                attempts,
+            });
+        }
+        self.phase = Phase::Finished;
+    }
+
+    pub(super) fn acquire_failure(round: &Round) -> AcquireFailure {
+        let held = round.nodes_voting_no();
+        if held.is_empty() {
+            AcquireFailure::QuorumUnreachable {
+                errors: round.faults(),
+            }
+        } else {
+            AcquireFailure::Contended { nodes: held }
+        }
+    }
+}
+
+pub(super) fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
+    match slot {
+        Slot::Done(Vote::Yes) => AcquireOutcome::Locked,
+        Slot::Done(Vote::No) => AcquireOutcome::Held,
+        Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
+        Slot::Done(other) => {
+            AcquireOutcome::Failed(NodeFault::Protocol(format!("unexpected vote {other:?}")))
+        }
+        _ => AcquireOutcome::Pending,
+    }
+}

@@ -1,0 +1,131 @@
+//! The policies a configuration is made of: retry, auto-extension, and per-node session
+//! settings. Each checks its own rules; [`Config`](crate::Config) composes them.
+
+use std::time::Duration;
+
+use crate::config::{DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN};
+use crate::error::ConfigError;
+
+/// How [`Client::acquire`](crate::Client::acquire) retries after a failed attempt.
+///
+/// At least one bound is required: a number of attempts, an overall wait, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Most attempts in all (1 = no retry). `None`: only the wait bound applies.
+    pub max_attempts: Option<u32>,
+    /// Give up when the next attempt would start this long after the first. `None`: only
+    /// the attempt bound applies.
+    pub max_wait: Option<Duration>,
+    /// Shortest delay between attempts. Default 50 ms.
+    pub delay_min: Duration,
+    /// Longest delay between attempts; the delay is uniform in `[delay_min, delay_max]`,
+    /// drawn from the caller's RNG. Default 250 ms.
+    pub delay_max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: Some(DEFAULT_MAX_ATTEMPTS),
+            max_wait: None,
+            delay_min: DEFAULT_RETRY_DELAY_MIN,
+            delay_max: DEFAULT_RETRY_DELAY_MAX,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A single attempt, no retry.
+    pub fn once() -> Self {
+        Self {
+            max_attempts: Some(1),
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if self.max_attempts.is_none() && self.max_wait.is_none() {
+            return Err(ConfigError::new(
+                "retry",
+                "needs max_attempts, max_wait or both (an unbounded retry never gives up)",
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(ConfigError::new("retry.max_attempts", "must be at least 1"));
+        }
+        if self.delay_max < self.delay_min {
+            return Err(ConfigError::new(
+                "retry.delay_max",
+                "must be at least delay_min",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Automatic renewal of held locks.
+///
+/// At least one bound is required: unbounded renewal would turn a hung holder into a
+/// deadlock (liveness A of the algorithm note).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoExtend {
+    /// Renew when the remaining validity drops below this fraction of the ttl, in (0, 1).
+    /// Default 1/3.
+    pub renew_below: f64,
+    /// Stop after this many renewals.
+    pub max_renewals: Option<u32>,
+    /// Stop renewing once the lock has been held this long.
+    pub max_hold: Option<Duration>,
+}
+
+impl Default for AutoExtend {
+    /// Renew below 1/3 of the ttl, for at most one hour.
+    fn default() -> Self {
+        Self {
+            renew_below: 1.0 / 3.0,
+            max_renewals: None,
+            max_hold: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+impl AutoExtend {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if !(self.renew_below > 0.0 && self.renew_below < 1.0) {
+            return Err(ConfigError::new(
+                "auto_extend.renew_below",
+                "must be in (0, 1)",
+            ));
+        }
+        if self.max_renewals.is_none() && self.max_hold.is_none() {
+            return Err(ConfigError::new(
+                "auto_extend",
+                "needs max_renewals, max_hold or both (unbounded renewal breaks liveness)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How to open a session on one node after the connection is up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSettings {
+    /// `AUTH` user name (Redis 6 ACL); needs a password.
+    pub username: Option<String>,
+    /// `AUTH` password.
+    pub password: Option<String>,
+    /// `SELECT` database index (0 = no `SELECT`).
+    pub db: u32,
+}
+
+impl NodeSettings {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if self.username.is_some() && self.password.is_none() {
+            return Err(ConfigError::new(
+                "node.username",
+                "a user name needs a password",
+            ));
+        }
+        Ok(())
+    }
+}
