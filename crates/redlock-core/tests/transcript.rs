@@ -622,3 +622,30 @@ fn auto_extension_renews_at_one_third_and_stops_at_its_bound() {
         }]
     ));
 }
+
+/// A driver that reads a reply after a deadline without having fed the timeout first
+/// cannot make the vote count: the deadline is handled first.
+#[test]
+fn votes_after_a_deadline_do_not_count_even_if_the_timer_was_not_fed() {
+    // The extension's replies arrive 10 ms past the lock's deadline (t0 + 988 ms).
+    let mut h = Harness::connected(config(3, 1000));
+    let t0 = h.now;
+    let (op, _) = h.acquire("res");
+    for node in 0..3 {
+        h.reply(node, b"+OK\r\n");
+    }
+    h.now = t0 + 978 * MS;
+    h.client.extend(h.now, op).unwrap();
+    h.drain();
+    h.now = t0 + 998 * MS;
+    let out = h.reply(0, b":1\r\n");
+    assert_eq!(
+        out.events,
+        vec![Event::Lost {
+            op,
+            reason: LostReason::DeadlinePassed
+        }]
+    );
+    let out = h.reply(1, b":1\r\n");
+    assert!(out.events.is_empty());
+}

@@ -200,6 +200,12 @@ impl Lock {
         reply: Result<&Reply, NodeFault>,
         rng: &mut R,
     ) {
+        // A reply read late must not count past a deadline the driver has not fed us yet:
+        // a vote after the round's deadline is a timeout, an extension after the lock's
+        // deadline cannot save it.
+        if self.poll_timeout().is_some_and(|t| t <= now) {
+            self.handle_timeout(now, rng);
+        }
         let seq = id.round();
         let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
         let Some(round) = rounds.into_iter().find(|r| r.seq == seq) else {
