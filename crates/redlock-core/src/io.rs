@@ -164,8 +164,9 @@ pub enum Event {
         /// Remaining validity when the extension was decided.
         validity: Duration,
     },
-    /// The lock is no longer held. It is being released on all nodes; a
-    /// [`Event::Released`] follows.
+    /// The lock is no longer held. A release on all nodes and its [`Event::Released`]
+    /// follow: at once if nodes said the key is not ours; after a deadline, once the keys
+    /// should have expired (`t0 + ttl + drift`), or earlier if you release.
     Lost {
         /// The operation.
         op: OpId,

@@ -213,7 +213,8 @@ fn regression_extend_after_deadline_sends_nothing_and_reports_lost() {
     h.reply(0, b"+OK\r\n");
     let out = h.reply(1, b"+OK\r\n");
     let deadline = acquired(&out.events).deadline;
-    // The deadline timer fires: Lost, then a release (never an extension) to all nodes.
+    h.reply(2, b"$-1\r\n");
+    // The deadline timer fires: Lost, and nothing is sent (never an extension).
     let out = h.timeout_at(deadline);
     assert_eq!(
         out.events,
@@ -222,12 +223,43 @@ fn regression_extend_after_deadline_sends_nothing_and_reports_lost() {
             reason: LostReason::DeadlinePassed
         }]
     );
+    assert!(out.transmits.is_empty());
+    // Once the keys should have expired (t0 + ttl + drift = deadline + 2 * drift), a
+    // cleanup release goes to all nodes and reports what it found.
+    assert_eq!(out.timeout, Some(deadline + 24 * MS));
+    let out = h.timeout_at(deadline + 24 * MS);
     for node in 0..3 {
         assert_eq!(mask_tokens(&out.sent_to(node)), release_frame("res"));
     }
     assert_eq!(h.client.extend(h.now, op), Err(UsageError::NotHeld(op)));
     // Drained again after the refused call.
     assert!(h.drain().transmits.is_empty());
+    h.reply(0, b":-1\r\n");
+    h.reply(1, b":-1\r\n");
+    let out = h.reply(2, b":-1\r\n");
+    assert_eq!(
+        out.events,
+        vec![Event::Released {
+            op,
+            nodes: vec![ReleaseOutcome::AlreadyExpired; 3]
+        }]
+    );
+}
+
+/// After a loss at the deadline the caller may release at once.
+#[test]
+fn release_after_loss_is_accepted_and_reported() {
+    let mut h = Harness::connected(config(1, 1000));
+    let (op, _) = h.acquire("res");
+    let out = h.reply(0, b"+OK\r\n");
+    let deadline = acquired(&out.events).deadline;
+    h.timeout_at(deadline);
+    h.client.release(h.now, op).unwrap();
+    let out = h.drain();
+    assert_eq!(mask_tokens(&out.sent_to(0)), release_frame("res"));
+    let out = h.reply(0, b":1\r\n");
+    assert!(matches!(out.events[..], [Event::Released { .. }]));
+    assert_eq!(h.client.release(h.now, op), Err(UsageError::UnknownOp(op)));
 }
 
 /// `extend` called when the deadline has passed but before the timer fired.

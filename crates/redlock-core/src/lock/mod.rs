@@ -71,6 +71,11 @@ enum Phase {
         token: Token,
     },
     Held(Held),
+    /// Lost at its deadline; the release waits until the keys should have expired.
+    Expired {
+        token: Token,
+        release_at: Instant,
+    },
     Releasing,
     Finished,
 }
@@ -184,6 +189,7 @@ impl Lock {
                     .flatten()
                     .min()
             }
+            Phase::Expired { release_at, .. } => Some(*release_at),
             Phase::Releasing | Phase::Finished => None,
         };
         let rounds = self.cleanup.iter().chain(&self.main).map(|r| r.deadline);
@@ -227,8 +233,8 @@ impl Lock {
             // Algorithm note, step 7: past the deadline the lock is lost, whatever is in
             // flight; a late extension reply can no longer bring it back.
             if now >= h.deadline && !self.params.mutant(Mutant::ResurrectingExtend) {
+                // Falls through: if the keys should be gone already, the release starts now.
                 self.lose(now, Self::deadline_reason(h));
-                return;
             }
         }
         if let Some(round) = self.main.as_mut().filter(|r| r.deadline <= now) {
@@ -246,6 +252,7 @@ impl Lock {
                     self.start_extend(now);
                 }
             }
+            Phase::Expired { release_at, .. } if *release_at <= now => self.start_release(now),
             _ => {}
         }
     }
@@ -265,10 +272,11 @@ impl Lock {
         }
     }
 
-    /// Releases a held lock on all N nodes; [`Event::Released`] reports each node.
+    /// Releases a held (or lost but not yet released) lock on all N nodes;
+    /// [`Event::Released`] reports each node.
     pub fn release(&mut self, now: Instant) -> Result<(), UsageError> {
         match &self.phase {
-            Phase::Held(_) => {
+            Phase::Held(_) | Phase::Expired { .. } => {
                 self.start_release(now);
                 Ok(())
             }
@@ -288,7 +296,7 @@ impl Lock {
                 }
                 self.finish_acquire(AcquireFailure::Cancelled);
             }
-            Phase::Held(_) => self.start_release(now),
+            Phase::Held(_) | Phase::Expired { .. } => self.start_release(now),
             Phase::Releasing | Phase::Finished => {}
         }
     }

@@ -12,17 +12,37 @@ use crate::time;
 use crate::token::Token;
 
 impl Lock {
+    /// Reports the loss and lets go of the keys.
+    ///
+    /// Keys other nodes say are not ours are released at once: our remaining keys only
+    /// block others. Past the deadline the keys are about to expire on their own; releasing
+    /// them now would race that expiry, so the release waits until they should be gone
+    /// (`t0 + ttl + drift` on our clock) and only cleans up after slow node clocks. The
+    /// caller may release earlier.
     pub(super) fn lose(&mut self, now: Instant, reason: LostReason) {
+        let immediate = matches!(reason, LostReason::NotOwned { .. });
         self.events.push_back(Event::Lost {
             op: self.op,
             reason,
         });
-        self.start_release(now);
+        let Phase::Held(h) = &self.phase else {
+            return;
+        };
+        if immediate {
+            return self.start_release(now);
+        }
+        self.main = None;
+        let drift = self.params.timing.drift();
+        self.phase = Phase::Expired {
+            token: h.token.clone(),
+            release_at: time::add(h.deadline, drift.saturating_mul(2)).max(now),
+        };
     }
 
     pub(super) fn start_release(&mut self, now: Instant) {
         let token = match &self.phase {
             Phase::Held(h) => h.token.clone(),
+            Phase::Expired { token, .. } => token.clone(),
             _ => return,
         };
         // Algorithm note, step 6: release on ALL N nodes, whatever the votes were. Dropping
