@@ -204,6 +204,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod address;
 mod client;
 mod command;
 mod config;
@@ -219,6 +220,7 @@ mod round;
 mod time;
 mod token;
 
+pub use address::{AddressError, NodeAddress};
 pub use client::Client;
 pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
 pub use config::{
@@ -226,7 +228,7 @@ pub use config::{
     DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_RETRY_DELAY_MAX,
     DEFAULT_RETRY_DELAY_MIN, DEFAULT_TTL, MAX_TTL_MS,
 };
-pub use error::{ConfigError, NodeFault, UsageError};
+pub use error::{ConfigError, LockError, NodeFault, UsageError};
 pub use io::{
     AcquireFailure, AcquireOutcome, Acquired, Event, Input, LostReason, NodeId, OpId, Output,
     ReleaseOutcome, Transmit,
