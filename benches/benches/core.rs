@@ -1,0 +1,377 @@
+//! Benchmarks of the sans-IO core alone: one acquire + release cycle on 5 nodes through
+//! [`Client`], and the reply [`Decoder`] on pipelined input, each with its allocation count.
+//!
+//! No sockets and no nodes: the bench plays the driver and the nodes, so the numbers are the
+//! core's own cost. Network round trips, which dominate a real lock, are not measured here.
+
+// Only for the counting allocator below: `GlobalAlloc` is an unsafe trait.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use criterion::{Criterion, Throughput};
+use rand_core::SeedableRng;
+use redlock_core::{
+    AcquireOutcome, Client, Config, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, Decoder,
+    Event, Input, NodeId, OpId, Output, ReleaseOutcome, Resource,
+};
+
+/// Counts every allocation (and reallocation) made by this process, then defers to `System`.
+struct CountingAlloc;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
+// counters are plain atomics and never allocate.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_alloc(layout.size());
+        // SAFETY: same contract as ours, passed through.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_alloc(layout.size());
+        // SAFETY: same contract as ours, passed through.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_alloc(new_size);
+        // SAFETY: same contract as ours, passed through.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours, passed through.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn main() {
+    report_allocations();
+    let mut c = Criterion::default().configure_from_args();
+    bench_cycle(&mut c);
+    bench_decode(&mut c);
+    c.final_summary();
+}
+
+/// `cycle_5_nodes`: acquire then release one lock, every node answering at once.
+fn bench_cycle(c: &mut Criterion) {
+    let (mut client, mut clock) = connected_client();
+    let mut k = 0;
+    let mut group = c.benchmark_group("cycle_5_nodes");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("acquire_release", |b| {
+        b.iter(|| {
+            k = (k + 1) % RESOURCES.len();
+            let mut trace = Trace::default();
+            cycle(
+                &mut client,
+                &mut clock,
+                Resource::from(RESOURCES[k]),
+                &mut trace,
+            );
+            black_box(trace)
+        });
+    });
+    group.finish();
+}
+
+/// `decode_pipelined`: [`PIPELINED`] replies pushed in mixed chunk sizes, or in one push.
+fn bench_decode(c: &mut Criterion) {
+    let stream = pipelined_stream();
+    let mut group = c.benchmark_group("decode_pipelined");
+    group.throughput(Throughput::Elements(PIPELINED as u64));
+    let mut decoder = new_decoder();
+    group.bench_function("mixed_chunks", |b| {
+        b.iter(|| decode(&mut decoder, chunks(&stream)));
+    });
+    group.bench_function("one_push", |b| {
+        b.iter(|| decode(&mut decoder, std::iter::once(&stream[..])));
+    });
+    group.finish();
+}
+
+/// Prints allocations per cycle and per decoded reply, once, before criterion starts.
+fn report_allocations() {
+    const RUNS: u64 = 1_000;
+
+    let (mut client, mut clock) = connected_client();
+    // Check once, outside any timing, that a cycle really locks and unlocks.
+    let mut trace = Trace::default();
+    cycle(
+        &mut client,
+        &mut clock,
+        Resource::from(RESOURCES[0]),
+        &mut trace,
+    );
+    assert_eq!(
+        trace.transmits,
+        2 * NODES,
+        "one SET and one EVALSHA per node"
+    );
+    assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
+    assert_eq!(
+        trace.acquired, trace.released,
+        "released another op: {trace:?}"
+    );
+    assert_eq!(
+        trace.locked, 3,
+        "Acquired is reported at the quorum of 5 nodes"
+    );
+    assert_eq!(
+        trace.unlocked, NODES,
+        "every node deletes the key: {trace:?}"
+    );
+    assert_eq!(
+        client.active_ops(),
+        0,
+        "the operation is over after Released"
+    );
+    // Warm up so buffers that are kept across cycles have grown.
+    for name in RESOURCES {
+        cycle(&mut client, &mut clock, Resource::from(name), &mut trace);
+    }
+    let (allocs, bytes) = allocations(|| {
+        for k in 0..RUNS as usize {
+            let resource = Resource::from(RESOURCES[k % RESOURCES.len()]);
+            cycle(&mut client, &mut clock, resource, &mut Trace::default());
+        }
+    });
+    println!(
+        "allocations per cycle (5 nodes, acquire + release): {:.2} ({:.0} bytes)",
+        allocs as f64 / RUNS as f64,
+        bytes as f64 / RUNS as f64
+    );
+
+    let stream = pipelined_stream();
+    let mut decoder = new_decoder();
+    decode(&mut decoder, chunks(&stream));
+    let replies = RUNS * PIPELINED as u64;
+    for (name, one_push) in [("mixed chunks", false), ("one push", true)] {
+        let (allocs, bytes) = allocations(|| {
+            for _ in 0..RUNS {
+                if one_push {
+                    decode(&mut decoder, std::iter::once(&stream[..]));
+                } else {
+                    decode(&mut decoder, chunks(&stream));
+                }
+            }
+        });
+        println!(
+            "allocations per decoded reply ({name}): {:.3} ({:.1} bytes)",
+            allocs as f64 / replies as f64,
+            bytes as f64 / replies as f64
+        );
+    }
+}
+
+/// Allocations and bytes allocated while `f` runs (the process is single-threaded here).
+fn allocations(f: impl FnOnce()) -> (u64, u64) {
+    let (a0, b0) = (snapshot(&ALLOCATIONS), snapshot(&ALLOCATED_BYTES));
+    f();
+    (snapshot(&ALLOCATIONS) - a0, snapshot(&ALLOCATED_BYTES) - b0)
+}
+
+// ---- the cycle ----
+
+/// What the driver saw during a cycle; checked once, black-boxed in the timed loop.
+#[derive(Debug, Default)]
+struct Trace {
+    transmits: usize,
+    bytes: usize,
+    acquired: Option<OpId>,
+    released: Option<OpId>,
+    /// Nodes reported `Locked` in `Acquired`.
+    locked: usize,
+    /// Nodes reported `Released` in `Released`.
+    unlocked: usize,
+}
+
+/// The bench's stand-in for the driver's clock: strictly increasing, a few µs per step.
+struct Clock(Instant);
+
+impl Clock {
+    fn tick(&mut self) -> Instant {
+        self.0 += STEP;
+        self.0
+    }
+}
+
+/// A client whose 5 connections are up, with nothing in flight.
+fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
+    let config = Config::builder(NODES)
+        .build()
+        .expect("default config is valid");
+    let mut client = Client::new(config, ChaCha20Rng::seed_from_u64(42));
+    let mut clock = Clock(Instant::now());
+    for i in 0..NODES {
+        match client.poll_output() {
+            Output::Connect(node) => assert_eq!(node, NodeId::new(i)),
+            other => panic!("expected Connect({i}), got {other:?}"),
+        }
+    }
+    assert!(matches!(client.poll_output(), Output::Idle));
+    for i in 0..NODES {
+        let node = NodeId::new(i);
+        let now = clock.tick();
+        client
+            .handle_input(Input::Connected { now, node })
+            .expect("drained");
+        let mut trace = Trace::default();
+        drain(&mut client, &mut trace);
+        assert_eq!(trace.transmits, 0, "no handshake without AUTH or SELECT");
+    }
+    (client, clock)
+}
+
+/// One acquire + release of `resource`, every node replying at once, as a driver would.
+fn cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, resource: Resource, t: &mut Trace) {
+    let op = client.acquire(clock.tick(), resource).expect("drained");
+    drain(client, t);
+    reply_from_all(client, clock, b"+OK\r\n", t);
+    client.release(clock.tick(), op).expect("the lock is held");
+    drain(client, t);
+    reply_from_all(client, clock, b":1\r\n", t);
+}
+
+/// Feeds `reply` from each node in turn, draining after each (the client's contract).
+fn reply_from_all(
+    client: &mut Client<ChaCha20Rng>,
+    clock: &mut Clock,
+    reply: &[u8],
+    t: &mut Trace,
+) {
+    for i in 0..NODES {
+        let input = Input::Received {
+            now: clock.tick(),
+            node: NodeId::new(i),
+            bytes: reply,
+        };
+        client.handle_input(input).expect("drained");
+        drain(client, t);
+    }
+}
+
+/// Polls until `Timeout` or `Idle`; "writes" each transmit by noting its length.
+fn drain(client: &mut Client<ChaCha20Rng>, t: &mut Trace) {
+    loop {
+        match client.poll_output() {
+            Output::Transmit(transmit) => {
+                t.transmits += 1;
+                t.bytes += black_box(&transmit.bytes).len();
+            }
+            Output::Event(Event::Acquired(a)) => {
+                t.acquired = Some(a.op);
+                t.locked = count(&a.nodes, |o| *o == AcquireOutcome::Locked);
+            }
+            Output::Event(Event::Released { op, nodes }) => {
+                t.released = Some(op);
+                t.unlocked = count(&nodes, |o| *o == ReleaseOutcome::Released);
+            }
+            Output::Event(other) => panic!("unexpected event {other:?}"),
+            Output::Connect(node) | Output::Disconnect(node) => {
+                panic!("unexpected connection change on {node}")
+            }
+            Output::Timeout(_) | Output::Idle => break,
+        }
+    }
+}
+
+// ---- the decoder ----
+
+fn new_decoder() -> Decoder {
+    Decoder::new(DEFAULT_MAX_REPLY_SIZE, DEFAULT_MAX_READ_BUFFER)
+}
+
+/// [`PIPELINED`] replies, cycling through every kind our commands get back.
+fn pipelined_stream() -> Vec<u8> {
+    let kinds: [&[u8]; 5] = [
+        b"+OK\r\n",
+        b":1\r\n",
+        b"$-1\r\n",
+        b":-1\r\n",
+        b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+    ];
+    kinds
+        .iter()
+        .cycle()
+        .take(PIPELINED)
+        .copied()
+        .flatten()
+        .copied()
+        .collect()
+}
+
+/// The stream cut in a fixed mix of chunk sizes, most of which split a reply.
+fn chunks(stream: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = stream;
+    let mut sizes = CHUNK_SIZES.iter().cycle();
+    std::iter::from_fn(move || {
+        let size = (*sizes.next()?).min(rest.len());
+        let (chunk, tail) = rest.split_at(size);
+        rest = tail;
+        (!chunk.is_empty()).then_some(chunk)
+    })
+}
+
+/// Pushes every chunk, taking all complete replies after each; checks the count.
+fn decode<'a>(decoder: &mut Decoder, chunks: impl Iterator<Item = &'a [u8]>) {
+    let mut replies = 0;
+    for chunk in chunks {
+        decoder.push(chunk);
+        while let Some(reply) = decoder.next_reply().expect("well-formed stream") {
+            black_box(&reply);
+            replies += 1;
+        }
+    }
+    assert_eq!(replies, PIPELINED);
+    assert_eq!(decoder.buffered(), 0);
+}
+
+// ---- helpers and constants ----
+
+fn count<T>(items: &[T], f: impl Fn(&T) -> bool) -> usize {
+    items.iter().filter(|&item| f(item)).count()
+}
+
+fn snapshot(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+fn count_alloc(bytes: usize) {
+    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    ALLOCATED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+}
+
+const NODES: usize = 5;
+
+/// Time the driver's clock moves per input: a few µs, far below every core timeout.
+const STEP: Duration = Duration::from_micros(3);
+
+/// A small rotating set: each lock is released before its name comes round again.
+const RESOURCES: [&str; 8] = [
+    "bench:lock:0",
+    "bench:lock:1",
+    "bench:lock:2",
+    "bench:lock:3",
+    "bench:lock:4",
+    "bench:lock:5",
+    "bench:lock:6",
+    "bench:lock:7",
+];
+
+/// Replies per decode run.
+const PIPELINED: usize = 64;
+
+/// Chunk sizes for [`chunks`], cycled: single bytes, odd splits, and a large read.
+const CHUNK_SIZES: [usize; 8] = [1, 3, 7, 16, 2, 64, 5, 29];
