@@ -1,0 +1,193 @@
+//! A set of independent nodes (not a Redis Cluster: Redlock nodes never talk to each other),
+//! each with a [`Proxy`] in front, plus the builder that chooses binary, persistence and
+//! credentials. Starting and stopping one node is [`Node`]'s business.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Auth, NodeConfig};
+use crate::{Error, Node, Proxy, ServerBin};
+
+/// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
+/// proxies first, then kills every node and removes its temp dir, also when a test panics.
+#[derive(Debug)]
+pub struct Cluster {
+    // Field order is drop order: proxies go before the nodes they forward to.
+    proxies: Vec<Proxy>,
+    nodes: Vec<Node>,
+    server: ServerBin,
+}
+
+impl Cluster {
+    /// Starts `n` nodes with default options (no persistence, no AUTH) and a proxy for each.
+    pub fn start(n: usize) -> Result<Self, Error> {
+        Self::builder().nodes(n).start()
+    }
+
+    /// Options for [`ClusterBuilder::start`]; the defaults are those of [`Cluster::start`]
+    /// with three nodes.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// Node `i`. Panics if `i >= self.len()`, like slice indexing.
+    pub fn node(&self, i: usize) -> &Node {
+        &self.nodes[i]
+    }
+
+    /// The proxy in front of node `i`. Panics if `i >= self.len()`, like slice indexing.
+    pub fn proxy(&self, i: usize) -> &Proxy {
+        &self.proxies[i]
+    }
+
+    /// All nodes, in index order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// All proxies, in node order.
+    pub fn proxies(&self) -> &[Proxy] {
+        &self.proxies
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True for a cluster of zero nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// `redis://` URLs of the nodes themselves (no proxy in the path).
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// `redis://` URLs of the proxies, for clients whose links the test wants to disturb.
+    pub fn proxy_urls(&self) -> Vec<String> {
+        self.proxies.iter().map(Proxy::url).collect()
+    }
+
+    /// The binary the nodes run, with its kind and version.
+    pub fn server(&self) -> &ServerBin {
+        &self.server
+    }
+}
+
+/// Options for starting a [`Cluster`]: node count, server binary, AOF, credentials and
+/// timeouts.
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    nodes: usize,
+    server_bin: Option<PathBuf>,
+    aof: bool,
+    auth: Auth,
+    start_timeout: Duration,
+    command_timeout: Duration,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            server_bin: None,
+            aof: false,
+            auth: Auth::None,
+            start_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// Number of nodes (default 3).
+    pub fn nodes(mut self, n: usize) -> Self {
+        self.nodes = n;
+        self
+    }
+
+    /// Runs this binary instead of `REDLOCK_SERVER_BIN` or the one on `PATH`.
+    pub fn server_bin(mut self, path: impl Into<PathBuf>) -> Self {
+        self.server_bin = Some(path.into());
+        self
+    }
+
+    /// Turns on AOF with `appendfsync always`, so writes survive [`Node::kill`] +
+    /// [`Node::restart`] (default off: `save ""` and `appendonly no`).
+    pub fn aof(mut self, on: bool) -> Self {
+        self.aof = on;
+        self
+    }
+
+    /// Requires `AUTH password` (`requirepass`); replaces any [`ClusterBuilder::user`].
+    pub fn password(mut self, password: impl Into<String>) -> Self {
+        self.auth = Auth::Password(password.into());
+        self
+    }
+
+    /// Requires `AUTH name password` for an ACL user with all permissions, with the default
+    /// user switched off; replaces any [`ClusterBuilder::password`].
+    pub fn user(mut self, name: impl Into<String>, password: impl Into<String>) -> Self {
+        self.auth = Auth::User {
+            name: name.into(),
+            password: password.into(),
+        };
+        self
+    }
+
+    /// How long each node may take to answer `PING` after a start or restart (default 5 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Default timeout of [`Node::command`] for connect, write and reply (default 2 s).
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Finds the binary, then starts the nodes one by one and a proxy in front of each. On
+    /// error, whatever was already started is stopped again.
+    pub fn start(self) -> Result<Cluster, Error> {
+        if self.start_timeout.is_zero() || self.command_timeout.is_zero() {
+            return Err(Error::Config(
+                "timeouts must be greater than zero".to_owned(),
+            ));
+        }
+        if let Auth::User { name, .. } = &self.auth
+            && (name.is_empty() || name.contains(char::is_whitespace))
+        {
+            return Err(Error::Config(format!(
+                "ACL user name {name:?} is not one word"
+            )));
+        }
+        let server = match &self.server_bin {
+            Some(path) => ServerBin::at(path)?,
+            None => ServerBin::discover()?,
+        };
+        let config = Arc::new(NodeConfig {
+            bin: server.clone(),
+            aof: self.aof,
+            auth: self.auth,
+            start_timeout: self.start_timeout,
+            command_timeout: self.command_timeout,
+        });
+        // Each `?` below drops the nodes and proxies collected so far, which stops them.
+        let nodes = (0..self.nodes)
+            .map(|_| Node::start(Arc::clone(&config)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let proxies = nodes
+            .iter()
+            .map(|node| Proxy::start(node.addr()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cluster {
+            proxies,
+            nodes,
+            server,
+        })
+    }
+}

@@ -1,0 +1,160 @@
+//! Test kit for the drivers' integration tests: starts real `redis-server` or `valkey-server`
+//! nodes on loopback, kills, pauses and restarts them, and puts a fault-injecting TCP proxy in
+//! front of each. It is test code (`publish = false`) and never part of a driver.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use redlock_testkit::{Cluster, Reply};
+//!
+//! # fn main() -> Result<(), redlock_testkit::Error> {
+//! let cluster = Cluster::start(3)?;
+//! // Point the driver under test at the proxies, so the test can slow or cut the links.
+//! let urls: Vec<String> = (0..cluster.len()).map(|i| cluster.proxy(i).url()).collect();
+//! cluster.proxy(0).set_latency(Duration::from_millis(50));
+//! cluster.node(1).pause()?; // SIGSTOP: the node hangs, its sockets stay open
+//! cluster.node(2).kill()?; // SIGKILL
+//! cluster.node(1).resume()?;
+//! cluster.node(2).restart_empty()?; // same port, no data
+//! assert_eq!(cluster.node(2).command(&["DBSIZE"])?, Reply::Int(0));
+//! # let _ = urls;
+//! # Ok(())
+//! # }
+//! // Dropping `cluster` stops the proxies, kills every process and removes the temp dirs.
+//! ```
+//!
+//! # Server binary
+//!
+//! The binary named by `REDLOCK_SERVER_BIN`, else `redis-server` (then `valkey-server`) on
+//! `PATH`; [`ClusterBuilder::server_bin`] overrides both. All traffic stays on 127.0.0.1.
+
+#![warn(missing_docs)]
+
+mod cluster;
+mod config;
+mod node;
+mod process;
+mod proxy;
+mod resp;
+mod server;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+pub use cluster::{Cluster, ClusterBuilder};
+pub use node::Node;
+pub use proxy::Proxy;
+pub use resp::{Conn, Reply};
+pub use server::{ServerBin, ServerKind};
+
+/// Everything that can go wrong while starting, driving or querying test nodes.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable server binary: not found, not executable, or `--version` failed.
+    NoServer {
+        /// Where the kit looked: a path, or "on PATH".
+        tried: String,
+        /// What went wrong there, for the error's tail.
+        detail: String,
+    },
+    /// The binary ran but its `--version` output names neither Redis nor Valkey.
+    UnknownServer {
+        /// The binary that was run.
+        path: PathBuf,
+        /// The first line it printed.
+        output: String,
+    },
+    /// A node did not come up (or come back) answering `PING` before its deadline.
+    Start {
+        /// The loopback port the node was given.
+        port: u16,
+        /// Why the kit gave up.
+        reason: String,
+        /// The last lines of the server's own log.
+        log_tail: String,
+    },
+    /// The node has been killed (or exited), so it cannot be paused or resumed.
+    NotRunning {
+        /// The node's loopback port.
+        port: u16,
+    },
+    /// A socket, file or process operation failed.
+    Io {
+        /// What the kit was doing.
+        context: String,
+        /// The underlying error; see [`Error::is_timeout`].
+        source: io::Error,
+    },
+    /// A node sent bytes that are not a RESP2 reply.
+    Protocol(String),
+    /// A builder option cannot be honoured (names the option and why).
+    Config(String),
+}
+
+impl Error {
+    /// True when a socket read or write hit its deadline (e.g. the node is paused or the
+    /// proxy is blackholed), as opposed to a refused or closed connection.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Io { source, .. }
+            if matches!(source.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut))
+    }
+
+    /// True when the peer closed or reset the connection, or refused it outright.
+    pub fn is_disconnect(&self) -> bool {
+        use io::ErrorKind::{
+            BrokenPipe, ConnectionAborted, ConnectionRefused, ConnectionReset, UnexpectedEof,
+        };
+        matches!(self, Self::Io { source, .. } if matches!(source.kind(),
+            BrokenPipe | ConnectionAborted | ConnectionRefused | ConnectionReset | UnexpectedEof))
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoServer { tried, detail } => write!(
+                f,
+                "no redis-server found {tried} ({detail}): install it with \
+                 `apt-get install -y redis-server`, or set REDLOCK_SERVER_BIN to a \
+                 redis-server or valkey-server binary"
+            ),
+            Self::UnknownServer { path, output } => write!(
+                f,
+                "{} is neither redis-server nor valkey-server: `--version` printed {output:?}",
+                path.display()
+            ),
+            Self::Start {
+                port,
+                reason,
+                log_tail,
+            } => write!(
+                f,
+                "node on 127.0.0.1:{port} did not start: {reason}; server log tail:\n{log_tail}"
+            ),
+            Self::NotRunning { port } => write!(f, "node on 127.0.0.1:{port} is not running"),
+            Self::Io { context, source } => write!(f, "{context}: {source}"),
+            Self::Protocol(msg) => write!(f, "malformed reply from node: {msg}"),
+            Self::Config(msg) => write!(f, "invalid test kit option: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Finding the server binary: the one-sentence error when there is none, the
+//! `REDLOCK_SERVER_BIN` default (checked in a child run of this binary, so this process's
+//! environment is never mutated), and the reported kind and version.
+
+use std::process::Command;
+
+use redlock_testkit::{Cluster, Error, ServerKind};
+
+/// Set in the child run of [`env_var_is_the_default_binary`].
+const CHILD_ENV: &str = "REDLOCK_TESTKIT_ENV_CHILD";
+
+#[test]
+fn missing_binary_is_one_clear_sentence() {
+    let err = Cluster::builder()
+        .nodes(1)
+        .server_bin("/nonexistent")
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::NoServer { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("no redis-server found at /nonexistent"),
+        "{msg}"
+    );
+    assert!(msg.contains("apt-get install -y redis-server"), "{msg}");
+    assert!(msg.contains("REDLOCK_SERVER_BIN"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+    assert_eq!(
+        msg.matches(". ").count(),
+        0,
+        "more than one sentence: {msg}"
+    );
+}
+
+#[test]
+fn env_var_is_the_default_binary() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        let err = Cluster::start(1).unwrap_err();
+        println!("\nERROR {err}");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "env_var_is_the_default_binary",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .env("REDLOCK_SERVER_BIN", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let msg = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ERROR "))
+        .unwrap_or_else(|| panic!("child printed no error: {stdout}"));
+    assert!(
+        msg.starts_with("no redis-server found at /nonexistent"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_binary_that_is_not_a_server_is_rejected() {
+    let err = Cluster::builder()
+        .nodes(1)
+        .server_bin("/bin/true")
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownServer { .. }), "{err:?}");
+}
+
+#[test]
+fn kind_and_version_match_the_running_server() {
+    let cluster = Cluster::start(1).unwrap();
+    let server = cluster.server();
+    assert!(server.major() >= 6, "{server}");
+    let info = cluster.node(0).command(&["INFO", "server"]).unwrap();
+    let info = info.as_str().unwrap();
+    let field = match server.kind() {
+        ServerKind::Redis => "redis_version:",
+        ServerKind::Valkey => "valkey_version:",
+        other => panic!("unexpected kind {other}"),
+    };
+    let reported = info
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .unwrap_or_else(|| panic!("no {field} in {info}"));
+    assert_eq!(reported.trim(), server.version());
+    println!("testing against {server}");
+}
+
+#[test]
+fn zero_nodes_and_bad_options() {
+    let empty = Cluster::builder().nodes(0).start().unwrap();
+    assert!(empty.is_empty());
+    let err = Cluster::builder()
+        .nodes(1)
+        .user("two words", "pw")
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    let err = Cluster::builder()
+        .nodes(1)
+        .command_timeout(std::time::Duration::ZERO)
+        .start()
+        .unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+}
