@@ -280,6 +280,7 @@ impl<R: CryptoRng> Client<R> {
                     let fault = NodeFault::Protocol("reply without a request".into());
                     return self.close(now, node, fault, true);
                 }
+                Some(Pending::Preload) => {}
                 Some(Pending::Handshake) => {
                     if let Some(msg) = reply.error_message() {
                         return self.close(now, node, NodeFault::Handshake(msg), true);

@@ -22,6 +22,7 @@ pub struct Config {
     pub(crate) max_read_buffer: usize,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    pub(crate) preload_scripts: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<crate::Mutant>,
 }
@@ -164,6 +165,7 @@ pub struct ConfigBuilder {
     max_read_buffer: usize,
     reconnect_min: Duration,
     reconnect_max: Duration,
+    preload_scripts: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     #[cfg(feature = "_mutants")]
@@ -187,6 +189,7 @@ impl ConfigBuilder {
             max_read_buffer: DEFAULT_MAX_READ_BUFFER,
             reconnect_min: DEFAULT_RECONNECT_MIN,
             reconnect_max: DEFAULT_RECONNECT_MAX,
+            preload_scripts: true,
             node_out_of_range: None,
             #[cfg(feature = "_mutants")]
             mutant: None,
@@ -276,6 +279,14 @@ impl ConfigBuilder {
         self
     }
 
+    /// Send `SCRIPT LOAD` for the release and extend scripts on every new connection, so
+    /// that `EVALSHA` rarely meets `-NOSCRIPT` (which costs one more round trip, and lets a
+    /// retry overtake a cleanup release). Default on; errors are ignored.
+    pub fn preload_scripts(mut self, on: bool) -> Self {
+        self.preload_scripts = on;
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -356,6 +367,7 @@ impl ConfigBuilder {
             max_read_buffer: self.max_read_buffer,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
+            preload_scripts: self.preload_scripts,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })

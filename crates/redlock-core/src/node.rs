@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
-use crate::command::Command;
+use crate::command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::io::OpId;
 use crate::policy::NodeSettings;
@@ -33,8 +33,10 @@ pub(crate) enum Link {
 /// What the next reply on the connection answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pending {
-    /// `AUTH` or `SELECT`.
+    /// `AUTH` or `SELECT`: an error reply means the session is unusable.
     Handshake,
+    /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
+    Preload,
     /// A lock request.
     Request { op: OpId, id: RequestId },
 }
@@ -42,6 +44,7 @@ pub(crate) enum Pending {
 #[derive(Debug)]
 pub(crate) struct Node {
     settings: NodeSettings,
+    preload_scripts: bool,
     pub(crate) link: Link,
     pub(crate) decoder: Decoder,
     out: BytesMut,
@@ -55,6 +58,7 @@ impl Node {
     pub(crate) fn new(config: &Config, settings: NodeSettings) -> Self {
         Self {
             settings,
+            preload_scripts: config.preload_scripts,
             link: Link::Connecting { first: true },
             decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
             out: BytesMut::new(),
@@ -76,10 +80,11 @@ impl Node {
         self.in_flight.push_back(Pending::Request { op, id });
     }
 
-    /// The connection is up: the handshake goes first, before anything queued.
+    /// The connection is up: the handshake (and script preloads) go first, before anything
+    /// queued.
     pub(crate) fn connected(&mut self) {
         let mut hello = BytesMut::new();
-        let mut steps = 0;
+        let mut steps = Vec::new();
         if let Some(password) = &self.settings.password {
             match &self.settings.username {
                 Some(user) => {
@@ -87,18 +92,24 @@ impl Node {
                 }
                 None => resp::encode(&mut hello, &[b"AUTH", password.as_bytes()]),
             }
-            steps += 1;
+            steps.push(Pending::Handshake);
         }
         if self.settings.db != 0 {
             let db = self.settings.db.to_string();
             resp::encode(&mut hello, &[b"SELECT", db.as_bytes()]);
-            steps += 1;
+            steps.push(Pending::Handshake);
         }
-        if steps > 0 {
+        if self.preload_scripts {
+            for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
+                resp::encode(&mut hello, &[b"SCRIPT", b"LOAD", script.body.as_bytes()]);
+                steps.push(Pending::Preload);
+            }
+        }
+        if !steps.is_empty() {
             hello.extend_from_slice(&self.out);
             self.out = hello;
-            for _ in 0..steps {
-                self.in_flight.push_front(Pending::Handshake);
+            for step in steps.into_iter().rev() {
+                self.in_flight.push_front(step);
             }
         }
         self.decoder.clear();

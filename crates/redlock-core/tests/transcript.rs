@@ -497,7 +497,17 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
     let sent = mask_tokens(&out.sent_to(0));
     let auth = "*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$6\r\nsecret\r\n";
     let select = "*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n";
-    assert_eq!(sent, format!("{auth}{select}{}", set_nx_px("res", 10_000)));
+    let load = |body: &str| {
+        format!(
+            "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n${}\r\n{body}\r\n",
+            body.len()
+        )
+    };
+    let preload = load(redlock_core::RELEASE_SCRIPT.body) + &load(redlock_core::EXTEND_SCRIPT.body);
+    assert_eq!(
+        sent,
+        format!("{auth}{select}{preload}{}", set_nx_px("res", 10_000))
+    );
     let out = h.reply(0, b"-WRONGPASS invalid username-password pair\r\n");
     assert_eq!(out.disconnects, vec![NodeId::new(0)]);
     assert_eq!(
@@ -680,4 +690,22 @@ fn votes_after_a_deadline_do_not_count_even_if_the_timer_was_not_fed() {
     );
     let out = h.reply(1, b":1\r\n");
     assert!(out.events.is_empty());
+}
+
+/// Preload replies are not votes, whatever they say; NOSCRIPT handling stays in place for
+/// servers that refuse or later flush scripts.
+#[test]
+fn preload_replies_are_ignored_even_errors() {
+    let mut h = Harness::new(config(1, 1000));
+    h.drain();
+    h.input(|now| Input::Connected {
+        now,
+        node: NodeId::new(0),
+    });
+    let out = h.reply(0, b"-NOPERM no scripts for you\r\n-ERR unknown command\r\n");
+    assert!(out.disconnects.is_empty() && out.events.is_empty());
+    let (_, out) = h.acquire("res");
+    assert_eq!(mask_tokens(&out.sent_to(0)), set_nx_px("res", 1000));
+    let out = h.reply(0, b"+OK\r\n");
+    assert!(matches!(out.events[..], [Event::Acquired(_)]));
 }

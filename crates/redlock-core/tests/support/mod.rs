@@ -59,8 +59,19 @@ impl Harness {
                 now,
                 node: NodeId::new(i),
             });
+            h.answer_preloads(i);
         }
         h
+    }
+
+    /// Answers the two `SCRIPT LOAD`s a new connection starts with.
+    pub(crate) fn answer_preloads(&mut self, node: usize) {
+        let mut answers = Vec::new();
+        for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+            answers.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+        }
+        let out = self.reply(node, &answers);
+        assert!(out.events.is_empty() && out.disconnects.is_empty());
     }
 
     /// A fresh client, not drained.
