@@ -1,0 +1,134 @@
+//! `cargo xtask demo` runs the demo against a local 5-node cluster; `cargo xtask test` runs
+//! every check CI runs, installing `redis-server` first when it is missing and we are root.
+//!
+//! Std only, so that it builds before anything else and needs nothing installed.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("demo") => demo(),
+        Some("test") => test(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask demo | cargo xtask test [--valkey PATH]");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Starts five local nodes through the test kit and locks against them.
+fn demo() -> Result<(), String> {
+    ensure_redis()?;
+    cargo(
+        &["run", "--quiet", "-p", "redlock-tokio", "--example", "demo"],
+        &[],
+    )
+}
+
+/// fmt, clippy, every test (Redis), then the integration suites again against Valkey when
+/// `--valkey PATH` (or `REDLOCK_VALKEY_BIN`) names a `valkey-server`.
+fn test(args: &[String]) -> Result<(), String> {
+    let valkey = match args {
+        [flag, path] if flag == "--valkey" => Some(PathBuf::from(path)),
+        [] => env::var_os("REDLOCK_VALKEY_BIN").map(PathBuf::from),
+        _ => return Err("usage: cargo xtask test [--valkey PATH]".into()),
+    };
+    ensure_redis()?;
+    cargo(&["fmt", "--all", "--", "--check"], &[])?;
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    cargo(&["test", "--workspace", "--all-targets"], &[])?;
+    cargo(&["test", "--workspace", "--doc"], &[])?;
+    if let Some(bin) = valkey {
+        if !bin.is_file() {
+            return Err(format!("no valkey-server at {}", bin.display()));
+        }
+        let bin = bin.to_string_lossy().into_owned();
+        let env = [("REDLOCK_SERVER_BIN", bin.as_str())];
+        for package in SERVER_SUITES {
+            cargo(&["test", "-p", package, "--tests"], &env)?;
+        }
+    }
+    Ok(())
+}
+
+/// The packages whose tests run against real servers.
+const SERVER_SUITES: &[&str] = &["redlock-testkit", "redlock-tokio"];
+
+/// Installs `redis-server` with apt-get when it is missing and we are root; otherwise says
+/// which command to run.
+fn ensure_redis() -> Result<(), String> {
+    if env::var_os("REDLOCK_SERVER_BIN").is_some() || on_path("redis-server") {
+        return Ok(());
+    }
+    let install = "apt-get update && apt-get install -y redis-server";
+    if !is_root() {
+        return Err(format!(
+            "redis-server is not installed; run `sudo sh -c '{install}'` (or set \
+             REDLOCK_SERVER_BIN to a redis-server or valkey-server binary)"
+        ));
+    }
+    eprintln!("xtask: installing redis-server: {install}");
+    run(Command::new("sh")
+        .args(["-c", install])
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+fn cargo(args: &[&str], envs: &[(&str, &str)]) -> Result<(), String> {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(args).current_dir(workspace_root());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    eprintln!("xtask: cargo {}", args.join(" "));
+    run(&mut cmd)
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let status = cmd.status().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed: {status}"))
+    }
+}
+
+fn on_path(bin: &str) -> bool {
+    env::var_os("PATH")
+        .is_some_and(|paths| env::split_paths(&paths).any(|dir| dir.join(bin).is_file()))
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"))
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
