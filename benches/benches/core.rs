@@ -17,7 +17,7 @@ use criterion::{Criterion, Throughput};
 use rand_core::SeedableRng;
 use redlock_core::{
     AcquireOutcome, Client, Config, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, Decoder,
-    Event, Input, NodeId, OpId, Output, ReleaseOutcome, Resource,
+    EXTEND_SCRIPT, Event, Input, NodeId, OpId, Output, RELEASE_SCRIPT, ReleaseOutcome, Resource,
 };
 
 /// Counts every allocation (and reallocation) made by this process, then defers to `System`.
@@ -208,6 +208,9 @@ impl Clock {
 }
 
 /// A client whose 5 connections are up, with nothing in flight.
+///
+/// Each new connection opens with `SCRIPT LOAD` of the release and extend scripts (a default
+/// of the core); the nodes answer them here, so the timed cycle starts on idle connections.
 fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
     let config = Config::builder(NODES)
         .build()
@@ -227,9 +230,32 @@ fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
         client
             .handle_input(Input::Connected { now, node })
             .expect("drained");
-        let mut trace = Trace::default();
-        drain(&mut client, &mut trace);
-        assert_eq!(trace.transmits, 0, "no handshake without AUTH or SELECT");
+        let mut sent = Vec::new();
+        loop {
+            match client.poll_output() {
+                Output::Transmit(t) => sent.extend_from_slice(&t.bytes),
+                Output::Timeout(_) | Output::Idle => break,
+                other => panic!("unexpected output on connect: {other:?}"),
+            }
+        }
+        let loads = sent.windows(LOAD.len()).filter(|w| *w == LOAD).count();
+        // The replies are the scripts' SHA1s, in the order the loads were sent.
+        for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT]
+            .into_iter()
+            .cycle()
+            .take(loads)
+        {
+            let reply = format!("${}\r\n{}\r\n", script.sha1.len(), script.sha1);
+            let input = Input::Received {
+                now: clock.tick(),
+                node,
+                bytes: reply.as_bytes(),
+            };
+            client.handle_input(input).expect("drained");
+            let mut trace = Trace::default();
+            drain(&mut client, &mut trace);
+            assert_eq!(trace.transmits, 0, "a script load reply asks for nothing");
+        }
     }
     (client, clock)
 }
@@ -369,6 +395,9 @@ const RESOURCES: [&str; 8] = [
     "bench:lock:6",
     "bench:lock:7",
 ];
+
+/// How `SCRIPT LOAD` appears in the RESP the client writes.
+const LOAD: &[u8] = b"$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n";
 
 /// Replies per decode run.
 const PIPELINED: usize = 64;
