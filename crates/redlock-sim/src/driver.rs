@@ -1,0 +1,350 @@
+//! The driver of each simulated client, following the `Client` contract: drain
+//! `poll_output` to `Timeout`/`Idle` after every input and mutation, feed `Timeout` when the
+//! timer is due, report every connect outcome; plus the node side of each delivery.
+//!
+//! Lock events go to the checker (in true time) and to the workload, whose actions become
+//! core mutations here. Nothing in this file decides anything about locks.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use redlock_core::{Event, Input, NodeId, OpId, Output, UsageError};
+
+use crate::network::{Direction, LinkState};
+use crate::node::NodeState;
+use crate::resp::{ServerReply, next_command};
+use crate::sim::{Ev, Sim};
+use crate::workload::Action;
+
+impl Sim {
+    /// The client's local time now.
+    fn local_now(&self, c: usize) -> Instant {
+        self.clients[c].clock.instant(self.now)
+    }
+
+    /// Feeds one input to client `c`, then settles it.
+    pub(crate) fn feed(&mut self, c: usize, input: Input<'_>) {
+        let result = self.clients[c].core.handle_input(input);
+        // The driver drains before every input, so the core cannot refuse one.
+        result.expect("the simulated driver always drains before an input");
+        self.settle(c);
+    }
+
+    /// Drains the core, handles its events and the workload's due actions until nothing is
+    /// left, then re-arms the client's wake-up.
+    pub(crate) fn settle(&mut self, c: usize) {
+        let mut events = VecDeque::new();
+        loop {
+            self.drain(c, &mut events);
+            if let Some(event) = events.pop_front() {
+                self.on_event(c, &event);
+                continue;
+            }
+            let now = self.local_now(c);
+            match self.clients[c].workload.poll_action(now) {
+                Some(action) => self.perform(c, now, action),
+                None => break,
+            }
+        }
+        self.rearm(c);
+    }
+
+    /// Step 2 of the contract: act on every output until `Timeout` or `Idle`.
+    fn drain(&mut self, c: usize, events: &mut VecDeque<Event>) {
+        loop {
+            match self.clients[c].core.poll_output() {
+                Output::Transmit(t) => self.send_to_node(c, t.node.index(), t.bytes),
+                Output::Connect(node) => {
+                    let n = node.index();
+                    let (epoch, at) = self.net.start_connect(&mut self.dice, self.now, c, n);
+                    self.schedule(
+                        at,
+                        Ev::ConnectDone {
+                            client: c,
+                            node: n,
+                            epoch,
+                        },
+                    );
+                }
+                Output::Disconnect(node) => self.net.link(c, node.index()).reset(LinkState::Closed),
+                Output::Event(event) => events.push_back(event),
+                Output::Timeout(at) => {
+                    self.clients[c].core_timer = Some(at);
+                    return;
+                }
+                Output::Idle => {
+                    self.clients[c].core_timer = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_event(&mut self, c: usize, event: &Event) {
+        let now = self.now;
+        let clock = self.clients[c].clock;
+        let op = event.op();
+        let tag = match event {
+            Event::Acquired(a) => {
+                let deadline = clock.true_time_of(a.deadline);
+                self.checker.acquired(c, op, now, deadline);
+                let attempts = a.attempts;
+                self.checker
+                    .record(c, op, |r| r.acquired_after = Some(attempts));
+                1
+            }
+            Event::AcquireFailed { reason, .. } => {
+                let reason = reason.clone();
+                self.checker.record(c, op, |r| r.failed = Some(reason));
+                2
+            }
+            Event::Extended { deadline, .. } => {
+                self.checker.extended(c, op, clock.true_time_of(*deadline));
+                self.checker.record(c, op, |r| r.extended += 1);
+                3
+            }
+            Event::Lost { .. } => {
+                self.checker.ended(c, op, now);
+                self.checker.record(c, op, |r| r.lost = true);
+                4
+            }
+            Event::Released { .. } => {
+                self.checker.record(c, op, |r| r.released = true);
+                5
+            }
+            _ => 6,
+        };
+        self.trace.client(c, tag, op, now);
+        self.note(|| format!("client {c}: {event:?}"));
+        let local = self.local_now(c);
+        self.clients[c].workload.on_event(local, event);
+    }
+
+    fn perform(&mut self, c: usize, now: Instant, action: Action) {
+        self.note(|| format!("client {c} calls {action:?}"));
+        let client = &mut self.clients[c];
+        match action {
+            Action::Acquire { resource, options } => {
+                let token = options.token.clone();
+                let op = client
+                    .core
+                    .acquire_with(now, resource.clone(), &options)
+                    .unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
+                client.workload.started(now, op);
+                self.checker.started(c, op, resource, token);
+                self.trace.client(c, 10, op, self.now);
+            }
+            Action::Extend(op) => {
+                let result = client.core.extend(now, op);
+                if result.is_ok() {
+                    client.workload.extended();
+                }
+                self.usage(c, op, 11, result);
+            }
+            Action::Release(op) => {
+                self.checker.ended(c, op, self.now);
+                let result = self.clients[c].core.release(now, op);
+                self.usage(c, op, 12, result);
+            }
+            Action::Cancel(op) => {
+                self.checker.ended(c, op, self.now);
+                self.checker.record(c, op, |r| r.cancelled = true);
+                let result = self.clients[c].core.cancel(now, op);
+                self.usage(c, op, 13, result);
+            }
+        }
+    }
+
+    /// A refused call is fine if it raced an event (e.g. release of a lock just lost); a
+    /// refusal for not draining is a bug of this driver.
+    fn usage(&mut self, c: usize, op: OpId, tag: u64, result: Result<(), UsageError>) {
+        self.trace.client(c, tag, op, self.now);
+        match result {
+            Ok(()) => {}
+            Err(UsageError::NotDrained) => panic!("the simulated driver did not drain"),
+            Err(_) => self.stats.usage_errors += 1,
+        }
+    }
+
+    /// Arms one heap event at the earlier of the core's timer and the workload's next action.
+    fn rearm(&mut self, c: usize) {
+        let client = &self.clients[c];
+        let local = [client.core_timer, client.workload.next_wake()]
+            .into_iter()
+            .flatten()
+            .min();
+        let at = local.map(|t| client.clock.true_time_of(t).max(self.now));
+        if at == client.wake {
+            return;
+        }
+        let client = &mut self.clients[c];
+        client.wake = at;
+        client.wake_epoch += 1;
+        let epoch = client.wake_epoch;
+        if let Some(at) = at {
+            self.schedule(at, Ev::Wake { client: c, epoch });
+        }
+    }
+
+    pub(crate) fn on_wake(&mut self, c: usize, epoch: u64) {
+        if self.clients[c].wake_epoch != epoch {
+            return;
+        }
+        self.clients[c].wake = None;
+        let now = self.local_now(c);
+        if self.clients[c].core_timer.is_some_and(|t| t <= now) {
+            self.feed(c, Input::Timeout(now));
+        } else {
+            self.settle(c);
+        }
+    }
+
+    fn send_to_node(&mut self, c: usize, n: usize, bytes: bytes::Bytes) {
+        let link = self.net.link_ref(c, n);
+        if link.state != LinkState::Open {
+            // The core writes only to links it believes up; a write racing a cut is lost.
+            return;
+        }
+        let epoch = link.epoch;
+        let plan = self
+            .net
+            .plan(&mut self.dice, self.now, c, n, Direction::ToNode, bytes);
+        for (at, bytes) in plan {
+            let ev = Ev::ToNode {
+                client: c,
+                node: n,
+                epoch,
+                bytes,
+            };
+            self.schedule(at, ev);
+        }
+    }
+
+    pub(crate) fn on_node_bytes(&mut self, c: usize, n: usize, epoch: u64, bytes: &[u8]) {
+        let link = self.net.link(c, n);
+        if !link.accepts(epoch) {
+            return;
+        }
+        link.inbox.extend_from_slice(bytes);
+        if self.nodes[n].state() == NodeState::Up {
+            self.process_inbox(c, n);
+        }
+    }
+
+    /// Executes every complete command the node has from client `c` and sends the replies.
+    pub(crate) fn process_inbox(&mut self, c: usize, n: usize) {
+        let mut out = BytesMut::new();
+        let link = self.net.link(c, n);
+        let mut inbox = std::mem::take(&mut link.inbox);
+        let mut db = link.db;
+        let mut broken = false;
+        loop {
+            match next_command(&mut inbox) {
+                Ok(Some(args)) => {
+                    let scripts = &self.scenario.scripts;
+                    let reply = self.nodes[n].execute(self.now, &mut db, &args, scripts);
+                    if matches!(&reply, ServerReply::Error(e) if e.starts_with("NOSCRIPT")) {
+                        self.stats.noscript += 1;
+                    }
+                    self.note(|| format!("node {n} <- client {c}: {} -> {reply:?}", show(&args)));
+                    reply.encode(&mut out);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    ServerReply::error(format!("ERR Protocol error: {}", e.0)).encode(&mut out);
+                    broken = true;
+                    break;
+                }
+            }
+        }
+        let link = self.net.link(c, n);
+        link.inbox = inbox;
+        link.db = db;
+        let epoch = link.epoch;
+        if !out.is_empty() {
+            let plan = self.net.plan(
+                &mut self.dice,
+                self.now,
+                c,
+                n,
+                Direction::ToClient,
+                out.freeze(),
+            );
+            for (at, bytes) in plan {
+                self.schedule(
+                    at,
+                    Ev::ToClient {
+                        client: c,
+                        node: n,
+                        epoch,
+                        bytes,
+                    },
+                );
+            }
+        }
+        if broken {
+            // Redis closes the connection after a protocol error.
+            self.stats.bad_requests += 1;
+            self.cut(c, n);
+        }
+    }
+
+    pub(crate) fn on_client_bytes(&mut self, c: usize, n: usize, epoch: u64, bytes: &[u8]) {
+        if !self.net.link_ref(c, n).accepts(epoch) {
+            return;
+        }
+        let now = self.local_now(c);
+        let node = NodeId::new(n);
+        self.feed(c, Input::Received { now, node, bytes });
+    }
+
+    pub(crate) fn on_connect_done(&mut self, c: usize, n: usize, epoch: u64) {
+        let link = self.net.link(c, n);
+        if link.epoch != epoch || link.state != LinkState::Connecting {
+            return;
+        }
+        let now = self.local_now(c);
+        let node = NodeId::new(n);
+        if self.nodes[n].accepts_connections() {
+            self.net.link(c, n).state = LinkState::Open;
+            self.feed(c, Input::Connected { now, node });
+        } else {
+            self.stats.refused += 1;
+            self.net.link(c, n).reset(LinkState::Closed);
+            self.feed(c, Input::Disconnected { now, node });
+        }
+    }
+
+    /// Closes an open link: bytes in flight both ways are dropped and the client is told.
+    pub(crate) fn cut(&mut self, c: usize, n: usize) {
+        if self.net.link_ref(c, n).state != LinkState::Open {
+            return;
+        }
+        self.net.link(c, n).reset(LinkState::Closed);
+        let now = self.local_now(c);
+        self.feed(
+            c,
+            Input::Disconnected {
+                now,
+                node: NodeId::new(n),
+            },
+        );
+    }
+}
+
+/// A command as a readable line: arguments lossily as UTF-8, long ones (script bodies) cut.
+fn show(args: &[bytes::Bytes]) -> String {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| {
+            let s = String::from_utf8_lossy(a);
+            if s.len() > 24 {
+                format!("{}..", &s[..20])
+            } else {
+                s.into_owned()
+            }
+        })
+        .collect();
+    words.join(" ")
+}

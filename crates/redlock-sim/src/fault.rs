@@ -1,0 +1,139 @@
+//! Fault injection: at random times, pause a node, cut a link, flush a node's script cache,
+//! or crash a node (losing its data and script cache) and restart it after a delay.
+//!
+//! Faults act on processes and links only; they never touch a client's core except through
+//! the `Disconnected` inputs a real driver would see.
+
+use crate::clock::SimTime;
+use crate::network::LinkState;
+use crate::node::NodeState;
+use crate::sim::{Ev, Sim};
+
+impl Sim {
+    /// Injects one random fault, then schedules the next.
+    pub(crate) fn inject_fault(&mut self) {
+        let knobs = self.scenario.faults;
+        let weights = [
+            knobs.pause_weight,
+            knobs.cut_weight,
+            knobs.crash_weight,
+            knobs.flush_weight,
+        ];
+        let total: u32 = weights.iter().sum();
+        if total > 0 {
+            let mut pick = self.dice.range(0, u64::from(total) - 1) as u32;
+            let kind = weights
+                .iter()
+                .position(|w| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .unwrap_or(0);
+            match kind {
+                0 => self.pause_random_node(),
+                1 => self.cut_random_link(),
+                2 => self.crash_random_node(),
+                _ => {
+                    let node = self.dice.index(self.nodes.len());
+                    self.nodes[node].flush_scripts();
+                    self.stats.flushes += 1;
+                    self.note(|| format!("node {node} script cache flushed"));
+                }
+            }
+        }
+        if let Some((lo, hi)) = knobs.every {
+            let next = self.now.saturating_add(self.dice.duration(lo, hi));
+            if next <= SimTime::from_duration(knobs.until) {
+                self.schedule(next, Ev::Fault);
+            }
+        }
+    }
+
+    /// Pauses a running node (SIGSTOP) for a random time.
+    pub fn pause_node(&mut self, node: usize) {
+        if self.nodes[node].state() != NodeState::Up {
+            return;
+        }
+        let (lo, hi) = self.scenario.faults.pause;
+        let until = self.now.saturating_add(self.dice.duration(lo, hi));
+        self.nodes[node].pause();
+        self.stats.pauses += 1;
+        self.note(|| format!("node {node} paused until {until}"));
+        let incarnation = self.nodes[node].incarnation();
+        self.schedule(until, Ev::Resume { node, incarnation });
+    }
+
+    /// Crashes a node now: its connections drop, its data and script cache are lost, and it
+    /// restarts after the scenario's restart delay.
+    pub fn crash_node(&mut self, node: usize) {
+        if self.nodes[node].state() == NodeState::Down {
+            return;
+        }
+        self.nodes[node].crash();
+        self.stats.crashes += 1;
+        self.note(|| format!("node {node} crashed"));
+        for c in 0..self.clients.len() {
+            self.cut(c, node);
+        }
+        let (lo, hi) = self.scenario.faults.restart_delay;
+        let at = self.now.saturating_add(self.dice.duration(lo, hi));
+        self.schedule(at, Ev::Restart { node });
+    }
+
+    pub(crate) fn on_resume(&mut self, node: usize, incarnation: u32) {
+        let n = &mut self.nodes[node];
+        if n.incarnation() != incarnation || n.state() != NodeState::Paused {
+            return;
+        }
+        n.resume();
+        // Redis serves the clients with pending input one after another.
+        for c in 0..self.clients.len() {
+            let link = self.net.link_ref(c, node);
+            if link.state == LinkState::Open && !link.inbox.is_empty() {
+                self.process_inbox(c, node);
+            }
+        }
+    }
+
+    fn pause_random_node(&mut self) {
+        let up: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].state() == NodeState::Up)
+            .collect();
+        if !up.is_empty() {
+            let node = up[self.dice.index(up.len())];
+            self.pause_node(node);
+        }
+    }
+
+    fn cut_random_link(&mut self) {
+        let open = self.net.open_links();
+        if !open.is_empty() {
+            let (c, n) = open[self.dice.index(open.len())];
+            self.stats.cuts += 1;
+            self.note(|| format!("link client {c} - node {n} cut"));
+            self.cut(c, n);
+        }
+    }
+
+    fn crash_random_node(&mut self) {
+        let down = self
+            .nodes
+            .iter()
+            .filter(|n| n.state() == NodeState::Down)
+            .count();
+        if down >= self.scenario.faults.max_down {
+            return;
+        }
+        let alive: Vec<usize> = (0..self.nodes.len())
+            .filter(|i| self.nodes[*i].state() != NodeState::Down)
+            .collect();
+        if !alive.is_empty() {
+            let node = alive[self.dice.index(alive.len())];
+            self.crash_node(node);
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! A simulated Redis/Valkey node: process state (up, paused, crashed), its keyspace and
+//! script cache, and the commands the core sends, executed on the node's own clock.
+//!
+//! The node does not own connections or deliver bytes; the network hands it whole commands
+//! with the connection's selected database and takes back replies.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::clock::{Clock, SimTime};
+use crate::keyspace::Keyspace;
+use crate::resp::ServerReply;
+use crate::script::{Scripts, millis_arg};
+
+/// One node process and its data.
+#[derive(Debug, Clone)]
+pub struct Node {
+    clock: Clock,
+    state: NodeState,
+    keyspace: Keyspace,
+    /// SHA1s loaded in this incarnation's script cache.
+    loaded: BTreeSet<&'static str>,
+    incarnation: u32,
+    commands: u64,
+}
+
+/// Whether the node process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Running and answering.
+    Up,
+    /// Stopped (SIGSTOP): accepts connections, queues bytes, answers nothing until resumed.
+    Paused,
+    /// Crashed: refuses connections; its data and script cache are gone.
+    Down,
+}
+
+impl Node {
+    /// A running node with an empty keyspace; `preload` fills the script cache with every
+    /// registered script.
+    pub fn new(clock: Clock, scripts: &Scripts, preload: bool) -> Self {
+        let loaded = if preload {
+            scripts.shas().collect()
+        } else {
+            BTreeSet::new()
+        };
+        Self {
+            clock,
+            state: NodeState::Up,
+            keyspace: Keyspace::new(),
+            loaded,
+            incarnation: 0,
+            commands: 0,
+        }
+    }
+
+    /// The node's clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Current process state.
+    pub fn state(&self) -> NodeState {
+        self.state
+    }
+
+    /// Whether the process exists (up or paused): TCP connects succeed.
+    pub fn accepts_connections(&self) -> bool {
+        self.state != NodeState::Down
+    }
+
+    /// How many times the node restarted.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
+    }
+
+    /// Commands executed over the node's life.
+    pub fn commands(&self) -> u64 {
+        self.commands
+    }
+
+    /// Stops processing (keeps data).
+    pub fn pause(&mut self) {
+        if self.state == NodeState::Up {
+            self.state = NodeState::Paused;
+        }
+    }
+
+    /// Resumes processing after a pause.
+    pub fn resume(&mut self) {
+        if self.state == NodeState::Paused {
+            self.state = NodeState::Up;
+        }
+    }
+
+    /// Empties the script cache (`SCRIPT FLUSH`): the next `EVALSHA` meets `-NOSCRIPT`.
+    pub fn flush_scripts(&mut self) {
+        self.loaded.clear();
+    }
+
+    /// Kills the process: data and script cache are lost (no persistence).
+    pub fn crash(&mut self) {
+        self.state = NodeState::Down;
+        self.keyspace = Keyspace::new();
+        self.loaded.clear();
+    }
+
+    /// Starts a fresh incarnation: empty keyspace, empty script cache.
+    pub fn restart(&mut self) {
+        self.state = NodeState::Up;
+        self.keyspace = Keyspace::new();
+        self.loaded.clear();
+        self.incarnation += 1;
+    }
+
+    /// Keys alive at true time `t` on this node's clock: `(db, key, value)`.
+    pub fn live_keys(&self, t: SimTime) -> Vec<(u32, Bytes, Bytes)> {
+        self.keyspace.live(self.clock.local_nanos(t))
+    }
+
+    /// Executes one command at true time `t` for a connection whose database is `db`.
+    pub fn execute(
+        &mut self,
+        t: SimTime,
+        db: &mut u32,
+        args: &[Bytes],
+        scripts: &Scripts,
+    ) -> ServerReply {
+        self.commands += 1;
+        let now = self.clock.local_nanos(t);
+        let Some(name) = args.first() else {
+            return ServerReply::error("ERR empty command");
+        };
+        let name = name.to_ascii_uppercase();
+        let rest = &args[1..];
+        let mut keys = self.keyspace.view(*db, now);
+        match (&name[..], rest) {
+            (b"GET", [key]) => keys.get(key).map_or(ServerReply::Nil, ServerReply::Bulk),
+            (b"SET", [key, value, opts @ ..]) => match set_options(opts) {
+                Ok((nx, _)) if nx && keys.get(key).is_some() => ServerReply::Nil,
+                Ok((_, px)) => {
+                    keys.set(key, value.clone(), px);
+                    ServerReply::Ok
+                }
+                Err(e) => e,
+            },
+            (b"DEL", keys_to_delete) if !keys_to_delete.is_empty() => {
+                let n = keys_to_delete.iter().filter(|k| keys.del(k)).count();
+                ServerReply::Int(n as i64)
+            }
+            (b"PEXPIRE", [key, ms]) => match millis_arg(ms) {
+                Ok(ttl) => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+                Err(e) => e,
+            },
+            (b"PTTL", [key]) => match keys.pttl(key) {
+                None => ServerReply::Int(-2),
+                Some(None) => ServerReply::Int(-1),
+                Some(Some(d)) => ServerReply::Int(d.as_millis() as i64),
+            },
+            (b"AUTH", [_password] | [_, _password]) => ServerReply::Ok,
+            (b"SELECT", [index]) => match std::str::from_utf8(index).map(str::parse::<u32>) {
+                Ok(Ok(i)) if i < DATABASES => {
+                    *db = i;
+                    ServerReply::Ok
+                }
+                _ => ServerReply::error("ERR DB index is out of range"),
+            },
+            (b"EVALSHA", [sha, numkeys, tail @ ..]) => {
+                let Some(script) = scripts.by_sha(sha).filter(|s| self.loaded.contains(s.sha1))
+                else {
+                    return ServerReply::error(NOSCRIPT);
+                };
+                run_script(script.run, &mut keys, numkeys, tail)
+            }
+            (b"EVAL", [body, numkeys, tail @ ..]) => {
+                let Some(script) = scripts.by_body(body) else {
+                    return ServerReply::error("ERR simulated node: unknown script body");
+                };
+                let run = script.run;
+                let reply = run_script(run, &mut keys, numkeys, tail);
+                self.loaded.insert(script.sha1);
+                reply
+            }
+            (b"SCRIPT", [sub, body]) if sub.eq_ignore_ascii_case(b"LOAD") => {
+                match scripts.by_body(body) {
+                    Some(script) => {
+                        self.loaded.insert(script.sha1);
+                        ServerReply::Bulk(Bytes::from_static(script.sha1.as_bytes()))
+                    }
+                    None => ServerReply::error("ERR simulated node: unknown script body"),
+                }
+            }
+            (b"SCRIPT", [sub]) if sub.eq_ignore_ascii_case(b"FLUSH") => {
+                self.loaded.clear();
+                ServerReply::Ok
+            }
+            (b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"AUTH" | b"SELECT", _)
+            | (b"EVALSHA" | b"EVAL" | b"SCRIPT", _) => ServerReply::error(format!(
+                "ERR wrong number of arguments for '{}' command",
+                String::from_utf8_lossy(&name).to_lowercase()
+            )),
+            _ => ServerReply::error(format!(
+                "ERR unknown command '{}'",
+                String::from_utf8_lossy(&name)
+            )),
+        }
+    }
+}
+
+/// Splits `numkeys key.. arg..` and runs the script.
+fn run_script(
+    run: crate::script::ScriptFn,
+    keys: &mut crate::keyspace::Keys<'_>,
+    numkeys: &[u8],
+    tail: &[Bytes],
+) -> ServerReply {
+    let n = std::str::from_utf8(numkeys)
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok());
+    match n {
+        Some(n) if n <= tail.len() => run(keys, &tail[..n], &tail[n..]),
+        Some(_) => ServerReply::error("ERR Number of keys can't be greater than number of args"),
+        None => ServerReply::error("ERR value is not an integer or out of range"),
+    }
+}
+
+/// Reads `SET` options: `NX`, `PX ms`, `EX s` (the subset the core and tests use).
+fn set_options(opts: &[Bytes]) -> Result<(bool, Option<Duration>), ServerReply> {
+    let syntax = || ServerReply::error("ERR syntax error");
+    let mut nx = false;
+    let mut ttl = None;
+    let mut i = 0;
+    while i < opts.len() {
+        let opt = opts[i].to_ascii_uppercase();
+        match &opt[..] {
+            b"NX" => nx = true,
+            b"PX" | b"EX" => {
+                let arg = opts.get(i + 1).ok_or_else(syntax)?;
+                let n = std::str::from_utf8(arg)
+                    .ok()
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .ok_or_else(|| ServerReply::error("ERR value is not an integer"))?;
+                if n <= 0 || ttl.is_some() {
+                    return Err(ServerReply::error(
+                        "ERR invalid expire time in 'set' command",
+                    ));
+                }
+                let n = n as u64;
+                ttl = Some(if &opt[..] == b"PX" {
+                    Duration::from_millis(n)
+                } else {
+                    Duration::from_secs(n)
+                });
+                i += 1;
+            }
+            _ => return Err(syntax()),
+        }
+        i += 1;
+    }
+    Ok((nx, ttl))
+}
+
+/// Databases a node has (Redis default).
+const DATABASES: u32 = 16;
+/// Redis's exact `-NOSCRIPT` reply.
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use redlock_core::RELEASE_SCRIPT;
+
+    use super::*;
+
+    fn cmd(node: &mut Node, t_ms: u64, db: &mut u32, args: &[&str]) -> ServerReply {
+        let args: Vec<Bytes> = args
+            .iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let t = SimTime::from_duration(Duration::from_millis(t_ms));
+        node.execute(t, db, &args, &Scripts::default())
+    }
+
+    #[test]
+    fn set_nx_px_and_scripts_follow_redis() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        assert_eq!(
+            cmd(&mut n, 0, db, &["SET", "k", "a", "NX", "PX", "100"]),
+            ServerReply::Ok
+        );
+        assert_eq!(
+            cmd(&mut n, 1, db, &["SET", "k", "b", "NX", "PX", "100"]),
+            ServerReply::Nil
+        );
+        assert_eq!(cmd(&mut n, 1, db, &["PTTL", "k"]), ServerReply::Int(99));
+        let sha = RELEASE_SCRIPT.sha1;
+        let noscript = cmd(&mut n, 2, db, &["EVALSHA", sha, "1", "k", "a"]);
+        assert_eq!(noscript, ServerReply::error(NOSCRIPT));
+        let eval = cmd(&mut n, 2, db, &["EVAL", RELEASE_SCRIPT.body, "1", "k", "b"]);
+        assert_eq!(eval, ServerReply::Int(0));
+        assert_eq!(
+            cmd(&mut n, 3, db, &["EVALSHA", sha, "1", "k", "a"]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(
+            cmd(&mut n, 3, db, &["EVALSHA", sha, "1", "k", "a"]),
+            ServerReply::Int(-1)
+        );
+        assert_eq!(cmd(&mut n, 3, db, &["SELECT", "2"]), ServerReply::Ok);
+        assert_eq!(*db, 2);
+        assert!(
+            matches!(cmd(&mut n, 3, db, &["FLUSHALL"]), ServerReply::Error(e) if e.starts_with("ERR unknown command"))
+        );
+        assert!(matches!(
+            cmd(&mut n, 3, db, &["SET", "k", "v", "PX", "0"]),
+            ServerReply::Error(_)
+        ));
+        n.crash();
+        n.restart();
+        let after = cmd(&mut n, 4, db, &["EVALSHA", sha, "1", "k", "a"]);
+        assert_eq!(
+            after,
+            ServerReply::error(NOSCRIPT),
+            "a restart flushes the cache"
+        );
+    }
+}

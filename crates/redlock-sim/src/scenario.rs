@@ -1,0 +1,173 @@
+//! [`Scenario`]: every knob of one simulated run (seed, core configuration, clients,
+//! resources, clock skew, network, faults, workload, scripts), with quiet defaults.
+//!
+//! A scenario is plain data; tests build families of them from a seed. Nothing here runs.
+
+use std::time::Duration;
+
+use redlock_core::{AutoExtend, Config};
+
+use crate::network::NetworkKnobs;
+use crate::script::Scripts;
+
+/// One simulated run: build it, then hand it to [`Sim::new`](crate::Sim::new).
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Seeds every random choice of the run.
+    pub seed: u64,
+    /// The core configuration every client uses; its node count is the number of nodes.
+    pub config: Config,
+    /// Number of clients, each with its own core and clock.
+    pub clients: usize,
+    /// Which resources clients lock.
+    pub resources: Resources,
+    /// Each clock (clients and nodes) runs at a rate drawn uniformly in `[1 - s, 1 + s]`.
+    pub clock_skew: f64,
+    /// Delays and splitting.
+    pub network: NetworkKnobs,
+    /// Pauses, cuts, crashes.
+    pub faults: FaultKnobs,
+    /// What clients do.
+    pub workload: WorkloadKnobs,
+    /// The scripts nodes can run.
+    pub scripts: Scripts,
+    /// Whether nodes start with every script cached (`false` exercises `-NOSCRIPT`).
+    pub preload_scripts: bool,
+    /// The run stops at this true time.
+    pub time_limit: Duration,
+}
+
+/// Which resource each lock operation asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resources {
+    /// Every client picks at random among this many shared resources (contention).
+    Shared(usize),
+    /// Each client has its own resource (no contention).
+    PerClient,
+}
+
+/// Faults injected at random times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultKnobs {
+    /// Gap between fault injections, uniform in this range; `None`: no random faults.
+    pub every: Option<(Duration, Duration)>,
+    /// No random fault is injected after this true time.
+    pub until: Duration,
+    /// Relative weight of node pauses.
+    pub pause_weight: u32,
+    /// Relative weight of link cuts.
+    pub cut_weight: u32,
+    /// Relative weight of node crashes.
+    pub crash_weight: u32,
+    /// Relative weight of script cache flushes (`SCRIPT FLUSH` on a node).
+    pub flush_weight: u32,
+    /// How long a pause lasts.
+    pub pause: (Duration, Duration),
+    /// How long a crashed node stays down before it restarts empty. Safe only if at least
+    /// the largest ttl (on the node's clock); zero is the "restart without delay" fault.
+    pub restart_delay: (Duration, Duration),
+    /// At most this many nodes down at once (crashes beyond it are skipped).
+    pub max_down: usize,
+    /// Nodes crashed from the start (the first ones), never restarted.
+    pub down_at_start: usize,
+}
+
+impl Default for FaultKnobs {
+    /// No faults.
+    fn default() -> Self {
+        Self {
+            every: None,
+            until: Duration::MAX,
+            pause_weight: 1,
+            cut_weight: 1,
+            crash_weight: 1,
+            flush_weight: 1,
+            pause: (Duration::from_millis(10), Duration::from_millis(200)),
+            restart_delay: (Duration::from_secs(1), Duration::from_secs(2)),
+            max_down: usize::MAX,
+            down_at_start: 0,
+        }
+    }
+}
+
+/// What each client does: a bounded number of lock operations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkloadKnobs {
+    /// Lock operations per client.
+    pub ops_per_client: u32,
+    /// Per-lock ttl, uniform in whole milliseconds.
+    pub ttl: (Duration, Duration),
+    /// First operation starts uniformly in `[0, start_spread]` (client clock).
+    pub start_spread: Duration,
+    /// Pause between the end of one operation and the next.
+    pub think: (Duration, Duration),
+    /// Hold time as a fraction of the validity told at acquisition; above 1 holds past the
+    /// deadline (the lock is then lost, unless extended).
+    pub hold: (f64, f64),
+    /// Chance that a holder calls `extend` (again after each extension, up to `max_extends`).
+    pub extend_chance: f64,
+    /// When a holder calls `extend`, as a fraction of the validity left; above 1 is late.
+    pub extend_at: (f64, f64),
+    /// Most explicit `extend` calls per lock.
+    pub max_extends: u32,
+    /// Chance that a lock is taken with auto-extension.
+    pub auto_extend_chance: f64,
+    /// The auto-extension policy used then (it must be bounded).
+    pub auto_extend: AutoExtend,
+    /// Chance that an acquisition is cancelled.
+    pub cancel_chance: f64,
+    /// A cancelled acquisition is cancelled uniformly within this time after it started.
+    pub cancel_within: Duration,
+    /// Chance that an operation uses a caller-supplied token (`c<client>-o<n>`).
+    pub token_chance: f64,
+}
+
+impl Default for WorkloadKnobs {
+    /// Five short locks per client, released well within their validity.
+    fn default() -> Self {
+        Self {
+            ops_per_client: 5,
+            ttl: (Duration::from_millis(200), Duration::from_millis(500)),
+            start_spread: Duration::from_millis(20),
+            think: (Duration::from_millis(1), Duration::from_millis(50)),
+            hold: (0.1, 0.8),
+            extend_chance: 0.0,
+            extend_at: (0.3, 0.9),
+            max_extends: 2,
+            auto_extend_chance: 0.0,
+            auto_extend: AutoExtend {
+                renew_below: 0.5,
+                max_renewals: Some(2),
+                max_hold: None,
+            },
+            cancel_chance: 0.0,
+            cancel_within: Duration::from_millis(50),
+            token_chance: 0.0,
+        }
+    }
+}
+
+impl Scenario {
+    /// A quiet scenario: the given config, 3 clients on distinct resources, no skew, a LAN,
+    /// no faults, the default workload, scripts not preloaded, 20 s of virtual time.
+    pub fn new(seed: u64, config: Config) -> Self {
+        Self {
+            seed,
+            config,
+            clients: 3,
+            resources: Resources::PerClient,
+            clock_skew: 0.0,
+            network: NetworkKnobs::default(),
+            faults: FaultKnobs::default(),
+            workload: WorkloadKnobs::default(),
+            scripts: Scripts::default(),
+            preload_scripts: false,
+            time_limit: Duration::from_secs(20),
+        }
+    }
+
+    /// Number of nodes (from the configuration).
+    pub fn nodes(&self) -> usize {
+        self.config.nodes()
+    }
+}

@@ -1,0 +1,373 @@
+//! [`Sim`]: the scheduler. One seeded RNG, one event heap keyed by (true time, sequence),
+//! the nodes, the network, the clients with their cores and workloads, and the checker.
+//!
+//! Processing an event may schedule others but never waits; `step` jumps to the next event.
+//! Client driving lives in `driver.rs`, fault injection in `fault.rs`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chacha20::ChaCha20Rng;
+use redlock_core::Client;
+
+use crate::checker::Checker;
+use crate::clock::{Clock, SimTime};
+use crate::network::Network;
+use crate::node::Node;
+use crate::random::Dice;
+use crate::report::{Report, Stats, Trace};
+use crate::scenario::Scenario;
+use crate::workload::Workload;
+
+/// A deterministic simulation of one [`Scenario`].
+#[derive(Debug)]
+pub struct Sim {
+    pub(crate) scenario: Scenario,
+    pub(crate) now: SimTime,
+    heap: BinaryHeap<Reverse<Scheduled>>,
+    seq: u64,
+    /// Network delays and fault choices.
+    pub(crate) dice: Dice,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) clients: Vec<SimClient>,
+    pub(crate) net: Network,
+    pub(crate) checker: Checker,
+    pub(crate) trace: Trace,
+    pub(crate) stats: Stats,
+    /// Network deliveries and connects scheduled and not yet processed.
+    in_flight: usize,
+    /// A readable log of commands, replies and lock events, when enabled.
+    log: Option<Vec<String>>,
+}
+
+/// One simulated client: its core, clock and workload, and the timer the driver keeps.
+#[derive(Debug)]
+pub(crate) struct SimClient {
+    pub(crate) core: Client<ChaCha20Rng>,
+    pub(crate) clock: Clock,
+    pub(crate) workload: Workload,
+    /// The core's last `Output::Timeout`, if any.
+    pub(crate) core_timer: Option<Instant>,
+    /// The wake event armed on the heap: (true time, generation).
+    pub(crate) wake: Option<SimTime>,
+    pub(crate) wake_epoch: u64,
+}
+
+/// Something scheduled on the heap.
+#[derive(Debug)]
+pub(crate) enum Ev {
+    /// A client's timer (core deadline or workload action).
+    Wake { client: usize, epoch: u64 },
+    /// Bytes arriving at a node.
+    ToNode {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        bytes: Bytes,
+    },
+    /// Bytes arriving at a client.
+    ToClient {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        bytes: Bytes,
+    },
+    /// The outcome of a TCP connect is known.
+    ConnectDone {
+        client: usize,
+        node: usize,
+        epoch: u64,
+    },
+    /// Inject a random fault.
+    Fault,
+    /// A paused node resumes (if still the same incarnation and paused).
+    Resume { node: usize, incarnation: u32 },
+    /// A crashed node restarts empty.
+    Restart { node: usize },
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: SimTime,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Sim {
+    /// Builds the run: nodes, clocks, clients (whose first outputs are drained at time zero).
+    ///
+    /// # Panics
+    /// If the scenario has no clients.
+    pub fn new(scenario: Scenario) -> Self {
+        assert!(scenario.clients > 0, "a scenario needs clients");
+        // The one clock read of the simulation: every local Instant is origin + a duration,
+        // and the core only ever subtracts them.
+        let origin = Instant::now();
+        let mut dice = Dice::new(scenario.seed);
+        let n = scenario.nodes();
+        let skew = scenario.clock_skew;
+        let clock = |dice: &mut Dice| Clock::with_skew(origin, dice.float(-skew, skew));
+        let nodes: Vec<Node> = (0..n)
+            .map(|_| {
+                Node::new(
+                    clock(&mut dice),
+                    &scenario.scripts,
+                    scenario.preload_scripts,
+                )
+            })
+            .collect();
+        let clients = (0..scenario.clients)
+            .map(|i| {
+                let clock = clock(&mut dice);
+                let core = Client::new(scenario.config.clone(), dice.fork_rng());
+                let workload = Workload::new(
+                    i,
+                    scenario.workload,
+                    scenario.resources,
+                    dice.fork(),
+                    clock.instant(SimTime::ZERO),
+                );
+                SimClient {
+                    core,
+                    clock,
+                    workload,
+                    core_timer: None,
+                    wake: None,
+                    wake_epoch: 0,
+                }
+            })
+            .collect();
+        let mut sim = Self {
+            net: Network::new(scenario.network, scenario.clients, n),
+            checker: Checker::new(scenario.seed),
+            scenario,
+            now: SimTime::ZERO,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            dice,
+            nodes,
+            clients,
+            trace: Trace::new(),
+            stats: Stats::default(),
+            in_flight: 0,
+            log: None,
+        };
+        for i in 0..sim.scenario.faults.down_at_start.min(n) {
+            sim.nodes[i].crash();
+        }
+        if let Some((lo, hi)) = sim.scenario.faults.every {
+            let gap = sim.dice.duration(lo, hi);
+            sim.schedule(SimTime::ZERO.saturating_add(gap), Ev::Fault);
+        }
+        for c in 0..sim.clients.len() {
+            sim.settle(c);
+        }
+        sim
+    }
+
+    /// Processes the next event, jumping virtual time to it. False if nothing is scheduled.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse(Scheduled { at, ev, .. })) = self.heap.pop() else {
+            return false;
+        };
+        debug_assert!(at >= self.now, "the heap gave an event in the past");
+        self.now = at;
+        self.stats.events += 1;
+        if matches!(
+            ev,
+            Ev::ToNode { .. } | Ev::ToClient { .. } | Ev::ConnectDone { .. }
+        ) {
+            self.in_flight -= 1;
+        }
+        self.trace.event(at, &ev);
+        self.dispatch(ev);
+        true
+    }
+
+    /// Steps until the next event is after `limit`, nothing is left, or `max_events` were
+    /// processed (a livelock guard). Returns false only if the event budget ran out.
+    pub fn run_until(&mut self, limit: Duration, max_events: u64) -> bool {
+        let limit = SimTime::from_duration(limit);
+        let done = self.run_while(limit, max_events, |_| false);
+        if self.now < limit && self.heap.is_empty() {
+            self.now = limit;
+        }
+        done
+    }
+
+    /// Steps until [`is_quiet`](Self::is_quiet), the next event is after `limit`, or
+    /// `max_events` were processed. Returns whether the simulation is quiet.
+    pub fn run_until_quiet(&mut self, limit: Duration, max_events: u64) -> bool {
+        self.run_while(SimTime::from_duration(limit), max_events, Self::is_quiet);
+        self.is_quiet()
+    }
+
+    /// Runs until every workload is done and no lock operation is left (nothing more can
+    /// happen that the checker looks at), or to the scenario's time limit; returns the report.
+    ///
+    /// # Panics
+    /// If the run exceeds `MAX_EVENTS` events (a livelock in the core or the simulation).
+    pub fn run(mut self) -> Report {
+        let limit = SimTime::from_duration(self.scenario.time_limit);
+        let done = self.run_while(limit, MAX_EVENTS, Self::is_finished);
+        assert!(
+            done,
+            "seed {}: over {MAX_EVENTS} events before {:?}",
+            self.scenario.seed, self.scenario.time_limit
+        );
+        self.report()
+    }
+
+    /// What the run produced so far.
+    pub fn report(&self) -> Report {
+        Report {
+            seed: self.scenario.seed,
+            violation: self.checker.violation(),
+            checker: self.checker.clone(),
+            stats: self.stats.clone(),
+            trace_hash: self.trace.hash(),
+            workloads_done: self.clients.iter().all(|c| c.workload.is_done()),
+            end: self.now,
+        }
+    }
+
+    /// Starts keeping a readable log of every command, reply, lock event and fault (for
+    /// replaying a failing seed); slow, off by default.
+    pub fn enable_log(&mut self) {
+        self.log.get_or_insert_with(Vec::new);
+    }
+
+    /// The log kept since [`enable_log`](Self::enable_log).
+    pub fn log(&self) -> &[String] {
+        self.log.as_deref().unwrap_or_default()
+    }
+
+    /// Adds a line to the log, if enabled (the line is only built then).
+    pub(crate) fn note(&mut self, line: impl FnOnce() -> String) {
+        if let Some(log) = &mut self.log {
+            log.push(format!("{} {}", self.now, line()));
+        }
+    }
+
+    /// Current true time.
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// The checker's records so far.
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// The nodes (state, clock, data).
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Keys alive on each node now: `(node, db, key, value)`.
+    pub fn live_keys(&self) -> Vec<(usize, u32, Bytes, Bytes)> {
+        let mut out = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            for (db, key, value) in node.live_keys(self.now) {
+                out.push((i, db, key, value));
+            }
+        }
+        out
+    }
+
+    /// No bytes or connects in flight, every workload done and every core without an
+    /// operation: nothing more can change any node's data.
+    pub fn is_quiet(&self) -> bool {
+        self.in_flight == 0 && self.is_finished()
+    }
+
+    /// Every workload is done and no core has an operation left: no hold can start or end.
+    pub fn is_finished(&self) -> bool {
+        self.clients
+            .iter()
+            .all(|c| c.workload.is_done() && c.core.active_ops() == 0)
+    }
+
+    /// Hash of everything processed so far; equal for equal seeds.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace.hash()
+    }
+
+    /// Steps until `stop` holds or the next event is after `limit` (true), or `max_events`
+    /// were processed first (false).
+    fn run_while(&mut self, limit: SimTime, max_events: u64, stop: fn(&Self) -> bool) -> bool {
+        for _ in 0..max_events {
+            if stop(self) {
+                return true;
+            }
+            match self.heap.peek() {
+                Some(Reverse(next)) if next.at <= limit => self.step(),
+                _ => return true,
+            };
+        }
+        false
+    }
+
+    pub(crate) fn schedule(&mut self, at: SimTime, ev: Ev) {
+        if matches!(
+            ev,
+            Ev::ToNode { .. } | Ev::ToClient { .. } | Ev::ConnectDone { .. }
+        ) {
+            self.in_flight += 1;
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.heap.push(Reverse(Scheduled { at, seq, ev }));
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Wake { client, epoch } => self.on_wake(client, epoch),
+            Ev::ToNode {
+                client,
+                node,
+                epoch,
+                bytes,
+            } => self.on_node_bytes(client, node, epoch, &bytes),
+            Ev::ToClient {
+                client,
+                node,
+                epoch,
+                bytes,
+            } => self.on_client_bytes(client, node, epoch, &bytes),
+            Ev::ConnectDone {
+                client,
+                node,
+                epoch,
+            } => self.on_connect_done(client, node, epoch),
+            Ev::Fault => self.inject_fault(),
+            Ev::Resume { node, incarnation } => self.on_resume(node, incarnation),
+            Ev::Restart { node } => self.nodes[node].restart(),
+        }
+    }
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Scheduled {}
+
+/// Livelock guard for [`Sim::run`]: far more events than any bounded workload produces.
+const MAX_EVENTS: u64 = 5_000_000;

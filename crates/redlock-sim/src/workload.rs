@@ -1,0 +1,241 @@
+//! The user code of one simulated client: acquire, hold for a random time (sometimes past
+//! the validity), extend or auto-extend, release, sometimes cancel midway, repeat.
+//!
+//! A workload reads only its client's clock (`Instant`s) and the lock events; it returns
+//! actions for the driver to perform and never touches the core itself.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{Event, LockOptions, OpId, Resource, Token};
+
+use crate::random::Dice;
+use crate::scenario::{Resources, WorkloadKnobs};
+
+/// Something the workload wants done to its client's core now.
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    Acquire {
+        resource: Resource,
+        options: LockOptions,
+    },
+    Extend(OpId),
+    Release(OpId),
+    Cancel(OpId),
+}
+
+#[derive(Debug, Clone)]
+enum Phase {
+    /// Between operations; the next starts at `next`.
+    Idle {
+        next: Instant,
+    },
+    /// `acquire` was called and `Acquire` is not yet answered by the driver.
+    Starting,
+    Acquiring {
+        op: OpId,
+        cancel_at: Option<Instant>,
+    },
+    Held {
+        op: OpId,
+        release_at: Instant,
+        extend_at: Option<Instant>,
+        extends: u32,
+    },
+    /// Release, cancel or loss under way; waiting for the final event.
+    Ending {
+        op: OpId,
+    },
+    Done,
+}
+
+/// One client's workload.
+#[derive(Debug)]
+pub(crate) struct Workload {
+    client: usize,
+    knobs: WorkloadKnobs,
+    resources: Resources,
+    dice: Dice,
+    started: u32,
+    phase: Phase,
+    /// Whether the current lock was taken with auto-extension.
+    auto: bool,
+}
+
+impl Workload {
+    pub(crate) fn new(
+        client: usize,
+        knobs: WorkloadKnobs,
+        resources: Resources,
+        mut dice: Dice,
+        origin: Instant,
+    ) -> Self {
+        let first = origin + dice.duration(Duration::ZERO, knobs.start_spread);
+        let phase = if knobs.ops_per_client == 0 {
+            Phase::Done
+        } else {
+            Phase::Idle { next: first }
+        };
+        Self {
+            client,
+            knobs,
+            resources,
+            dice,
+            started: 0,
+            phase,
+            auto: false,
+        }
+    }
+
+    /// All operations started and finished.
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    /// When the workload next wants to act on its own (not counting lock events).
+    pub(crate) fn next_wake(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Idle { next } => Some(*next),
+            Phase::Acquiring { cancel_at, .. } => *cancel_at,
+            Phase::Held {
+                release_at,
+                extend_at,
+                ..
+            } => Some(extend_at.map_or(*release_at, |e| e.min(*release_at))),
+            Phase::Starting | Phase::Ending { .. } | Phase::Done => None,
+        }
+    }
+
+    /// The next action due at `now`, if any. Call until `None`.
+    pub(crate) fn poll_action(&mut self, now: Instant) -> Option<Action> {
+        match &mut self.phase {
+            Phase::Idle { next } if *next <= now => {
+                self.started += 1;
+                self.phase = Phase::Starting;
+                Some(self.acquire_action())
+            }
+            Phase::Acquiring { op, cancel_at } if cancel_at.is_some_and(|t| t <= now) => {
+                let op = *op;
+                self.phase = Phase::Ending { op };
+                Some(Action::Cancel(op))
+            }
+            Phase::Held { op, extend_at, .. } if extend_at.is_some_and(|t| t <= now) => {
+                *extend_at = None;
+                Some(Action::Extend(*op))
+            }
+            Phase::Held { op, release_at, .. } if *release_at <= now => {
+                let op = *op;
+                self.phase = Phase::Ending { op };
+                Some(Action::Release(op))
+            }
+            _ => None,
+        }
+    }
+
+    /// The driver started the acquisition asked for last.
+    pub(crate) fn started(&mut self, now: Instant, op: OpId) {
+        let cancel_at = self
+            .dice
+            .chance(self.knobs.cancel_chance)
+            .then(|| now + self.dice.duration(Duration::ZERO, self.knobs.cancel_within));
+        self.phase = Phase::Acquiring { op, cancel_at };
+    }
+
+    /// A lock event for this client.
+    pub(crate) fn on_event(&mut self, now: Instant, event: &Event) {
+        let current = match &self.phase {
+            Phase::Acquiring { op, .. } | Phase::Held { op, .. } | Phase::Ending { op } => *op,
+            _ => return,
+        };
+        if event.op() != current {
+            return;
+        }
+        match (event, &mut self.phase) {
+            (Event::Acquired(a), Phase::Acquiring { .. }) => {
+                let (lo, hi) = self.knobs.hold;
+                let mut hold = a.validity.mul_f64(self.dice.float(lo, hi));
+                if self.auto {
+                    // Long enough for the renewals to matter.
+                    let renewals = self.knobs.auto_extend.max_renewals.unwrap_or(1);
+                    hold = hold.mul_f64(f64::from(renewals + 1));
+                }
+                let extend_at = self.plan_extend(now, a.validity);
+                self.phase = Phase::Held {
+                    op: current,
+                    release_at: now + hold,
+                    extend_at,
+                    extends: 0,
+                };
+            }
+            (Event::Extended { validity, .. }, Phase::Held { .. }) => {
+                let validity = *validity;
+                let (lo, hi) = self.knobs.hold;
+                let hold = validity.mul_f64(self.dice.float(lo, hi));
+                let next_extend = self.plan_extend(now, validity);
+                if let Phase::Held {
+                    release_at,
+                    extend_at,
+                    extends,
+                    ..
+                } = &mut self.phase
+                {
+                    *release_at = now + hold;
+                    if *extends < self.knobs.max_extends {
+                        *extend_at = next_extend;
+                    }
+                }
+            }
+            (Event::Lost { .. }, Phase::Held { .. }) => {
+                self.phase = Phase::Ending { op: current };
+            }
+            (Event::AcquireFailed { .. } | Event::Released { .. }, _) => self.next_op(now),
+            _ => {}
+        }
+    }
+
+    /// Counts an explicit extension call (after `Action::Extend` was performed).
+    pub(crate) fn extended(&mut self) {
+        if let Phase::Held { extends, .. } = &mut self.phase {
+            *extends += 1;
+        }
+    }
+
+    fn acquire_action(&mut self) -> Action {
+        let k = &self.knobs;
+        let resource = match self.resources {
+            Resources::Shared(n) => Resource::from(format!("r{}", self.dice.index(n.max(1)))),
+            Resources::PerClient => Resource::from(format!("c{}", self.client)),
+        };
+        let ttl = self
+            .dice
+            .millis(k.ttl.0, k.ttl.1)
+            .max(Duration::from_millis(1));
+        let mut options = LockOptions::default().ttl(ttl);
+        self.auto = self.dice.chance(k.auto_extend_chance);
+        if self.auto {
+            options = options.auto_extend(Some(k.auto_extend));
+        }
+        if self.dice.chance(k.token_chance) {
+            let token = format!("c{}-o{}", self.client, self.started);
+            // A short ASCII string is always a valid token.
+            options = options.token(Token::new(token).expect("short non-empty token"));
+        }
+        Action::Acquire { resource, options }
+    }
+
+    fn plan_extend(&mut self, now: Instant, validity: Duration) -> Option<Instant> {
+        let (lo, hi) = self.knobs.extend_at;
+        let at = validity.mul_f64(self.dice.float(lo, hi));
+        self.dice.chance(self.knobs.extend_chance).then(|| now + at)
+    }
+
+    fn next_op(&mut self, now: Instant) {
+        self.phase = if self.started >= self.knobs.ops_per_client {
+            Phase::Done
+        } else {
+            let (lo, hi) = self.knobs.think;
+            Phase::Idle {
+                next: now + self.dice.duration(lo, hi),
+            }
+        };
+    }
+}
