@@ -1,0 +1,93 @@
+//! Negative controls: five deliberate bugs, each of which the checker must catch within a
+//! fixed seed budget, and the correct core on the very same scenario families, which must
+//! pass. The mutants are reachable only here (dev-dependency feature `_mutants`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    MUTANT_BUDGET, assert_safe, contention, crashy, family_count, first_violation, late_extend,
+    skewed, slow_network,
+};
+use redlock_core::Mutant;
+use redlock_sim::Scenario;
+
+/// Asserts that `family` breaks property (S) within the budget, and prints the first seed.
+fn assert_caught(name: &str, family: impl Fn(u64) -> Scenario) {
+    let Some(report) = first_violation(MUTANT_BUDGET, family) else {
+        panic!("mutant {name} was not caught within {MUTANT_BUDGET} seeds");
+    };
+    let v = report
+        .violation
+        .expect("first_violation returns a violating run");
+    println!(
+        "mutant {name}: first failing seed {} of budget {MUTANT_BUDGET}: {v}",
+        report.seed
+    );
+}
+
+fn assert_family_safe(family: impl Fn(u64) -> Scenario) {
+    for seed in 0..family_count() {
+        assert_safe(family(seed));
+    }
+}
+
+#[test]
+fn mutant_quorum_half_is_caught() {
+    assert_caught("QuorumHalf", |seed| {
+        contention(seed, |b| b.mutant(Mutant::QuorumHalf))
+    });
+}
+
+#[test]
+fn correct_core_is_safe_under_contention() {
+    assert_family_safe(|seed| contention(seed, |b| b));
+}
+
+#[test]
+fn mutant_no_drift_allowance_is_caught() {
+    assert_caught("drift below skew", |seed| skewed(seed, 0.0, Duration::ZERO));
+}
+
+#[test]
+fn correct_core_is_safe_with_a_drift_allowance_above_the_skew() {
+    // Rates 5% apart need ttl * 2s/(1+s) = 9.5% of the ttl; give 10% plus the default floor.
+    assert_family_safe(|seed| skewed(seed, 0.10, Duration::from_millis(2)));
+}
+
+#[test]
+fn mutant_restart_without_delay_is_caught() {
+    assert_caught("restart without delay", |seed| {
+        crashy(seed, Some(Duration::ZERO))
+    });
+}
+
+#[test]
+fn correct_core_is_safe_with_delayed_restarts() {
+    assert_family_safe(|seed| crashy(seed, None));
+}
+
+#[test]
+fn mutant_resurrecting_extend_is_caught() {
+    assert_caught("ResurrectingExtend", |seed| {
+        late_extend(seed, |b| b.mutant(Mutant::ResurrectingExtend))
+    });
+}
+
+#[test]
+fn correct_core_is_safe_with_late_extensions() {
+    assert_family_safe(|seed| late_extend(seed, |b| b));
+}
+
+#[test]
+fn mutant_validity_from_quorum_is_caught() {
+    assert_caught("ValidityFromQuorum", |seed| {
+        slow_network(seed, |b| b.mutant(Mutant::ValidityFromQuorum))
+    });
+}
+
+#[test]
+fn correct_core_is_safe_on_a_slow_network() {
+    assert_family_safe(|seed| slow_network(seed, |b| b));
+}
