@@ -5,8 +5,10 @@
 //! and node streams, and wakes locks when their timers are due.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
+use bytes::BytesMut;
 use rand_core::CryptoRng;
 
 use crate::config::Config;
@@ -52,15 +54,20 @@ pub struct Client<R> {
     config: Config,
     rng: R,
     nodes: Vec<Node>,
-    locks: HashMap<OpId, Entry>,
+    locks: HashMap<OpId, Entry, BuildHasherDefault<OpIdHasher>>,
     timers: TimerQueue<Timer>,
     actions: VecDeque<Output>,
     events: VecDeque<Event>,
     next_op: u64,
     now: Option<Instant>,
     drained: bool,
-    /// Node to look at first for the next transmit, so no node starves another.
-    transmit_cursor: usize,
+    /// Nodes that may have bytes to write, in the order they got them (a node appears at
+    /// most once: see `Node::mark_dirty`).
+    dirty: VecDeque<NodeId>,
+    /// The last command encoded, and which round (and form) it belongs to: a round sends
+    /// the same bytes to every node, so they are encoded once.
+    encoded: BytesMut,
+    encoded_for: Option<(OpId, u32, bool)>,
 }
 
 #[derive(Debug)]
@@ -91,14 +98,16 @@ impl<R: CryptoRng> Client<R> {
             config,
             rng,
             nodes,
-            locks: HashMap::new(),
+            locks: HashMap::default(),
             timers: TimerQueue::new(),
             actions,
             events: VecDeque::new(),
             next_op: 0,
             now: None,
             drained: false,
-            transmit_cursor: 0,
+            dirty: VecDeque::new(),
+            encoded: BytesMut::new(),
+            encoded_for: None,
         }
     }
 
@@ -141,6 +150,7 @@ impl<R: CryptoRng> Client<R> {
                     self.close(now, node, NodeFault::Disconnected, false);
                 }
                 self.nodes[node.index()].connected();
+                self.mark_dirty(node);
             }
             Input::Received { node, bytes, .. } => self.receive(now, node, bytes),
             Input::Disconnected { node, .. } => {
@@ -215,12 +225,8 @@ impl<R: CryptoRng> Client<R> {
         if let Some(action) = self.actions.pop_front() {
             return action;
         }
-        let n = self.nodes.len();
-        for k in 0..n {
-            let i = (self.transmit_cursor + k) % n;
-            if let Some(bytes) = self.nodes[i].take_transmit() {
-                self.transmit_cursor = (i + 1) % n;
-                let node = NodeId::new(i);
+        while let Some(node) = self.dirty.pop_front() {
+            if let Some(bytes) = self.nodes[node.index()].take_transmit() {
                 return Output::Transmit(Transmit { node, bytes });
             }
         }
@@ -361,14 +367,24 @@ impl<R: CryptoRng> Client<R> {
         let Some(entry) = self.locks.get_mut(&op) else {
             return;
         };
-        while let Some(req) = entry.lock.poll_request() {
-            let node = &mut self.nodes[req.node.index()];
+        while let Some((id, to, eval)) = entry.lock.next_send() {
+            let node = &mut self.nodes[to.index()];
             if node.accepts_requests() {
-                node.send(op, req.id, &req.command);
+                // A round sends the same bytes to every node: encode them once.
+                let key = (op, id.round(), eval);
+                if self.encoded_for != Some(key) {
+                    self.encoded.clear();
+                    entry.lock.encode_request(id, eval, &mut self.encoded);
+                    self.encoded_for = Some(key);
+                }
+                node.send(op, id, &self.encoded);
+                if node.mark_dirty() {
+                    self.dirty.push_back(to);
+                }
             } else {
                 // A dead node never delays a decision.
                 let fault = Err(NodeFault::Disconnected);
-                entry.lock.handle_reply(now, req.id, fault, &mut self.rng);
+                entry.lock.handle_reply(now, id, fault, &mut self.rng);
             }
         }
         while let Some(event) = entry.lock.poll_event() {
@@ -384,6 +400,12 @@ impl<R: CryptoRng> Client<R> {
             if let Some(at) = next {
                 self.timers.push(at, Timer::Op(op));
             }
+        }
+    }
+
+    fn mark_dirty(&mut self, node: NodeId) {
+        if self.nodes[node.index()].mark_dirty() {
+            self.dirty.push_back(node);
         }
     }
 
@@ -418,5 +440,27 @@ impl<R: CryptoRng> Client<R> {
         let now = now.max(last);
         self.now = Some(now);
         now
+    }
+}
+
+/// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
+/// with one multiply instead of SipHash.
+#[derive(Debug, Default, Clone, Copy)]
+struct OpIdHasher(u64);
+
+impl Hasher for OpIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits, which the table uses, depend on every input bit.
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }

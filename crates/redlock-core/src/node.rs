@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
-use crate::command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::io::OpId;
 use crate::policy::NodeSettings;
@@ -49,6 +49,8 @@ pub(crate) struct Node {
     pub(crate) decoder: Decoder,
     out: BytesMut,
     pub(crate) in_flight: VecDeque<Pending>,
+    /// Whether the client's dirty list holds this node.
+    dirty: bool,
     backoff: Duration,
     backoff_min: Duration,
     backoff_max: Duration,
@@ -63,6 +65,7 @@ impl Node {
             decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
             out: BytesMut::new(),
             in_flight: VecDeque::new(),
+            dirty: false,
             backoff: config.reconnect_min,
             backoff_min: config.reconnect_min,
             backoff_max: config.reconnect_max,
@@ -74,9 +77,9 @@ impl Node {
         matches!(self.link, Link::Up | Link::Connecting { first: true })
     }
 
-    /// Queues a request behind everything already written.
-    pub(crate) fn send(&mut self, op: OpId, id: RequestId, command: &Command) {
-        command.encode(&mut self.out);
+    /// Queues a request (its RESP bytes) behind everything already written.
+    pub(crate) fn send(&mut self, op: OpId, id: RequestId, encoded: &[u8]) {
+        self.out.extend_from_slice(encoded);
         self.in_flight.push_back(Pending::Request { op, id });
     }
 
@@ -116,8 +119,15 @@ impl Node {
         self.link = Link::Up;
     }
 
-    /// Bytes to write, if the connection is up and anything is queued.
+    /// Notes that bytes were queued; true if the node was not already listed as dirty.
+    pub(crate) fn mark_dirty(&mut self) -> bool {
+        !std::mem::replace(&mut self.dirty, true)
+    }
+
+    /// Bytes to write, if the connection is up and anything is queued. Clears the dirty
+    /// mark: bytes queued before the connection is up are marked again when it is.
     pub(crate) fn take_transmit(&mut self) -> Option<Bytes> {
+        self.dirty = false;
         if self.link == Link::Up && !self.out.is_empty() {
             Some(self.out.split().freeze())
         } else {

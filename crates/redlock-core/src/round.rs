@@ -7,6 +7,8 @@
 
 use std::time::Instant;
 
+use bytes::BytesMut;
+
 use crate::command::{Command, Vote};
 use crate::error::NodeFault;
 use crate::io::NodeId;
@@ -82,27 +84,45 @@ impl Round {
     }
 
     /// The next request to hand out, in node order: first sends, then `EVAL` resends.
-    pub(crate) fn poll_request(&mut self) -> Option<(RequestId, NodeId, Command)> {
+    /// The flag says whether it is the `EVAL` form of the round's command.
+    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
         while self.cursor < self.slots.len() {
             let i = self.cursor;
             let node = NodeId::new(i);
+            self.cursor += 1;
             match self.slots[i] {
                 Slot::Unsent => {
                     self.slots[i] = Slot::Pending;
-                    self.cursor += 1;
-                    return Some((RequestId::new(self.seq, node), node, self.command.clone()));
+                    return Some((RequestId::new(self.seq, node), node, false));
                 }
                 Slot::Resend => {
                     self.slots[i] = Slot::Resent;
-                    self.cursor += 1;
-                    // Only script commands can get here (see `handle_reply`).
-                    let eval = self.command.as_eval()?;
-                    return Some((RequestId::new(self.seq, node), node, eval));
+                    return Some((RequestId::new(self.seq, node), node, true));
                 }
-                _ => self.cursor += 1,
+                _ => {}
             }
         }
         None
+    }
+
+    /// The command of a request handed out by [`next_send`](Self::next_send).
+    pub(crate) fn command_for(&self, eval: bool) -> Command {
+        match eval {
+            // Only script commands are ever resent (see `handle_reply`).
+            true => self
+                .command
+                .as_eval()
+                .unwrap_or_else(|| self.command.clone()),
+            false => self.command.clone(),
+        }
+    }
+
+    /// Appends the RESP bytes of a request handed out by [`next_send`](Self::next_send).
+    pub(crate) fn encode_for(&self, eval: bool, buf: &mut BytesMut) {
+        match eval {
+            true => self.command_for(true).encode(buf),
+            false => self.command.encode(buf),
+        }
     }
 
     /// Records a node's reply (or failure). Late or duplicate replies are ignored.
@@ -205,18 +225,21 @@ mod tests {
     fn hands_out_one_request_per_node_then_resends_noscript_once() {
         let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
         let mut r = round(cmd.clone());
-        let sent: Vec<_> = std::iter::from_fn(|| r.poll_request()).collect();
+        let sent: Vec<_> = std::iter::from_fn(|| r.next_send()).collect();
         assert_eq!(sent.len(), 3);
-        assert!(sent.iter().all(|(_, _, c)| *c == cmd));
+        assert!(sent.iter().all(|(_, _, eval)| !eval));
+        assert_eq!(r.command_for(false), cmd);
         let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT"));
         r.handle_reply(NodeId::new(1), cmd.vote(&noscript));
-        let (_, node, eval) = r.poll_request().unwrap();
+        let (_, node, is_eval) = r.next_send().unwrap();
         assert_eq!(node, NodeId::new(1));
+        assert!(is_eval);
+        let eval = r.command_for(true);
         assert_eq!(Some(eval.clone()), cmd.as_eval());
-        assert!(r.poll_request().is_none());
+        assert!(r.next_send().is_none());
         // A second NOSCRIPT (after EVAL) is a fault, not another resend.
         r.handle_reply(NodeId::new(1), eval.vote(&noscript));
-        assert!(r.poll_request().is_none());
+        assert!(r.next_send().is_none());
         assert_eq!(r.faults().len(), 1);
     }
 
@@ -224,7 +247,7 @@ mod tests {
     fn late_replies_after_expiry_are_swallowed() {
         let cmd = Command::set_nx_px(&Resource::from("k"), &Token::new("t").unwrap(), 100);
         let mut r = round(cmd);
-        while r.poll_request().is_some() {}
+        while r.next_send().is_some() {}
         r.handle_reply(NodeId::new(0), Vote::Yes);
         r.expire();
         assert!(r.is_complete());

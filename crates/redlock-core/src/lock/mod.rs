@@ -9,6 +9,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use bytes::BytesMut;
+
 use rand_core::CryptoRng;
 
 use crate::Mutant;
@@ -159,14 +161,27 @@ impl Lock {
 
     /// The next request to send, if any. Drain after every call that changes the lock.
     pub fn poll_request(&mut self) -> Option<Request> {
+        let (id, node, eval) = self.next_send()?;
+        let command = self.round(id.round())?.command_for(eval);
+        Some(Request { id, node, command })
+    }
+
+    /// The next request as (id, node, is the `EVAL` form), without building its command.
+    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
         // Older rounds first, so a node sees a cleanup release before a later attempt.
         let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
-        for round in rounds {
-            if let Some((id, node, command)) = round.poll_request() {
-                return Some(Request { id, node, command });
-            }
+        rounds.into_iter().find_map(Round::next_send)
+    }
+
+    /// Appends the RESP bytes of a request from [`next_send`](Self::next_send).
+    pub(crate) fn encode_request(&self, id: RequestId, eval: bool, buf: &mut BytesMut) {
+        if let Some(round) = self.round(id.round()) {
+            round.encode_for(eval, buf);
         }
-        None
+    }
+
+    fn round(&self, seq: u32) -> Option<&Round> {
+        self.cleanup.iter().chain(&self.main).find(|r| r.seq == seq)
     }
 
     /// The next event, if any.
