@@ -1,9 +1,11 @@
-//! A deterministic simulation of Redlock: simulated Redis nodes, a lossy reordering network,
-//! skewed clocks and a virtual-time scheduler driving real `redlock_core::Client`s.
+//! A deterministic simulation of Redlock: simulated Redis nodes, a network that delays,
+//! splits, reorders (across links) and cuts, skewed clocks, and a virtual-time scheduler
+//! driving real `redlock_core::Client`s.
 //!
 //! No real IO, no sleeps, no threads: a [`Scenario`] (seed and knobs) fully determines a run,
-//! so a failing seed replays exactly. The [`Checker`] records every hold in true time and
-//! reports two holders of one resource at once (property S of the algorithm note).
+//! so a failing seed replays exactly ([`Sim::enable_log`] prints it). The [`Checker`] records
+//! every hold in true time and reports two holders of one resource at once (property S of
+//! the algorithm note).
 //!
 //! ```
 //! use std::time::Duration;
