@@ -709,3 +709,49 @@ fn preload_replies_are_ignored_even_errors() {
     let out = h.reply(0, b"+OK\r\n");
     assert!(matches!(out.events[..], [Event::Acquired(_)]));
 }
+
+/// A cleanup release resent as EVAL must reach its node before the next attempt's SET:
+/// with a supplied token (the same in every attempt) the late EVAL would otherwise delete
+/// the new key while the node counts as locked (found by the simulation).
+#[test]
+fn regression_next_attempt_waits_for_a_resent_cleanup_on_that_node() {
+    let config = Config::builder(1)
+        .ttl(Duration::from_millis(1000))
+        .retry(RetryPolicy {
+            max_attempts: Some(2),
+            max_wait: None,
+            delay_min: MS,
+            delay_max: MS,
+        })
+        .build()
+        .unwrap();
+    let mut h = Harness::connected(config);
+    let token = redlock_core::Token::new("supplied").unwrap();
+    let options = redlock_core::LockOptions::default().token(token);
+    h.client
+        .acquire_with(h.now, Resource::from("res"), &options)
+        .unwrap();
+    h.drain();
+    let out = h.reply(0, b"$-1\r\n");
+    assert!(String::from_utf8_lossy(&out.sent_to(0)).contains("EVALSHA"));
+    // The cleanup meets NOSCRIPT and is resent as EVAL.
+    let out = h.reply(0, b"-NOSCRIPT No matching script.\r\n");
+    assert!(String::from_utf8_lossy(&out.sent_to(0)).contains("$4\r\nEVAL\r\n"));
+    // The retry is due, but its SET waits for the EVAL's answer.
+    let out = fire_until_timeout_passes(&mut h, 5);
+    assert!(
+        out.transmits.is_empty(),
+        "SET overtook the cleanup: {out:?}"
+    );
+    let out = h.reply(0, b":1\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.sent_to(0)),
+        set_nx_px("res", 1000).replace("$40\r\n*", "$8\r\nsupplied")
+    );
+}
+
+/// Advances time by `ms` and fires the timers due then.
+fn fire_until_timeout_passes(h: &mut Harness, ms: u64) -> support::Drained {
+    h.ms(ms);
+    h.timeout()
+}

@@ -167,10 +167,23 @@ impl Lock {
     }
 
     /// The next request as (id, node, is the `EVAL` form), without building its command.
+    ///
+    /// Requests of one lock reach each node in round order: a round's request to a node
+    /// waits while an older cleanup round is still open there. Otherwise a cleanup release
+    /// resent as `EVAL` after `-NOSCRIPT` would run behind the next attempt's `SET` and,
+    /// with a caller-supplied token (the same in every attempt), delete the new key while
+    /// the node counts as locked (found by the simulation).
     pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
-        // Older rounds first, so a node sees a cleanup release before a later attempt.
-        let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
-        rounds.into_iter().find_map(Round::next_send)
+        for k in 0..self.cleanup.len() {
+            let (older, rest) = self.cleanup.split_at_mut(k);
+            let blocked = |node: usize| older.iter().any(|r| r.is_open_on(node));
+            if let Some(send) = rest[0].next_send(blocked) {
+                return Some(send);
+            }
+        }
+        let cleanup = &self.cleanup;
+        let blocked = |node: usize| cleanup.iter().any(|r| r.is_open_on(node));
+        self.main.as_mut()?.next_send(blocked)
     }
 
     /// Appends the RESP bytes of a request from [`next_send`](Self::next_send).
