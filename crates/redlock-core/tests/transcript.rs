@@ -755,3 +755,56 @@ fn fire_until_timeout_passes(h: &mut Harness, ms: u64) -> support::Drained {
     h.ms(ms);
     h.timeout()
 }
+
+/// Peer bug: the order in which replies arrive changes the outcome. Every order of the same
+/// five replies gives the same decision, at the same (third) OK.
+#[test]
+fn regression_reply_order_does_not_change_the_outcome() {
+    let replies: [&[u8]; 5] = [
+        b"+OK\r\n",
+        b"$-1\r\n",
+        b"+OK\r\n",
+        b"-ERR x\r\n",
+        b"+OK\r\n",
+    ];
+    let mut order: Vec<usize> = (0..5).collect();
+    let mut seen = 0;
+    // All 120 permutations (Heap's algorithm, iterative).
+    let mut c = [0usize; 5];
+    let check = |order: &[usize]| {
+        let mut h = Harness::connected(config(5, 1000));
+        h.acquire("res");
+        let mut oks = 0;
+        for &node in order {
+            let out = h.reply(node, replies[node]);
+            oks += usize::from(replies[node] == b"+OK\r\n");
+            if oks == 3 {
+                let a = acquired(&out.events);
+                assert_eq!(a.validity, 988 * MS);
+                return;
+            }
+            assert!(out.events.is_empty(), "decided early in order {order:?}");
+        }
+        panic!("no decision for {order:?}");
+    };
+    check(&order);
+    seen += 1;
+    let mut i = 0;
+    while i < 5 {
+        if c[i] < i {
+            if i % 2 == 0 {
+                order.swap(0, i);
+            } else {
+                order.swap(c[i], i);
+            }
+            check(&order);
+            seen += 1;
+            c[i] += 1;
+            i = 0;
+        } else {
+            c[i] = 0;
+            i += 1;
+        }
+    }
+    assert_eq!(seen, 120);
+}

@@ -404,3 +404,12 @@ async fn bad_urls_and_configs_are_named() {
         Err(LockError::QuorumUnreachable { .. })
     ));
 }
+
+#[test]
+fn handles_are_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    fn send<T: Send + 'static>() {}
+    check::<Redlock>();
+    check::<redlock_tokio::LockRef>();
+    send::<redlock_tokio::LockGuard>();
+}
