@@ -1,16 +1,17 @@
-//! A safety bug found by the simulation in `redlock-core`: with a caller-supplied token
-//! (`LockOptions::token`), a failed attempt's cleanup release can delete the next attempt's
-//! key on a node, so two clients hold the lock at once.
+//! Regression test for a safety bug the simulation found in `redlock-core`: with a
+//! caller-supplied token (`LockOptions::token`), a failed attempt's cleanup release could
+//! delete the next attempt's key on a node, so two clients held the lock at once.
 //!
 //! How: attempt k's cleanup release goes out as `EVALSHA` and meets `-NOSCRIPT` (the node's
 //! script cache was flushed, or preloading is off); attempt k+1 starts after a short retry
-//! delay and its `SET key T NX PX` is already on the wire when the round resends the release
-//! as `EVAL`. The node runs `SET` (OK, key = T), then `EVAL release(T)`, which deletes that
-//! key because the token is the same. The client counts the node as locked and reports
-//! `Acquired` with fewer real keys than a quorum; another client then locks a quorum. Fresh
+//! delay and its `SET key T NX PX` was already on the wire when the round resent the release
+//! as `EVAL`. The node ran `SET` (OK, key = T), then `EVAL release(T)`, which deleted that
+//! key because the token is the same. The client counted the node as locked and reported
+//! `Acquired` with fewer real keys than a quorum; another client then locked a quorum. Fresh
 //! per-attempt tokens are immune (the stale release compares another token), which the
-//! first test shows. The second test FAILS against the current core and prints the node's
-//! `SET`-then-`EVAL` pair from a replay of the failing seed.
+//! first test shows. Fixed in the core by 323c4e6 (a round's request to a node waits while an
+//! older cleanup round is open there); the second test guards it, and on failure prints the
+//! node's `SET`-then-`EVAL` pair from a replay of the failing seed.
 
 mod common;
 
