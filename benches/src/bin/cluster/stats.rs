@@ -1,0 +1,138 @@
+//! Latency samples and their summary (p50, p99, cycles per second, CPU per cycle). Plain
+//! nearest-rank percentiles over every sample; no histograms, no outlier rejection.
+
+use std::time::{Duration, Instant};
+
+/// Cycle latencies in nanoseconds, plus the wall time and the process's CPU time they took
+/// together.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Samples {
+    nanos: Vec<u64>,
+    wall: Duration,
+    cpu: Duration,
+}
+
+/// What the report prints for one driver in one scenario.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Summary {
+    pub(crate) cycles: usize,
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
+    pub(crate) ops_per_s: f64,
+    /// CPU time of this process (all threads: driver, workers, runtime) per cycle; the
+    /// nodes' CPU is not in it.
+    pub(crate) cpu_per_cycle: Duration,
+}
+
+impl Samples {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            nanos: Vec::with_capacity(n),
+            wall: Duration::ZERO,
+            cpu: Duration::ZERO,
+        }
+    }
+
+    pub(crate) fn push(&mut self, latency: Duration) {
+        self.nanos
+            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Adds another block's samples and wall time (blocks run one after the other).
+    pub(crate) fn merge(&mut self, other: Self) {
+        self.nanos.extend(other.nanos);
+        self.wall += other.wall;
+        self.cpu += other.cpu;
+    }
+
+    /// Adds the wall time and CPU time of a block, from `start` taken before it.
+    pub(crate) fn add_block(&mut self, start: &Stopwatch) {
+        self.wall += start.wall.elapsed();
+        self.cpu += process_cpu().saturating_sub(start.cpu);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.nanos.len()
+    }
+
+    pub(crate) fn summary(mut self) -> Summary {
+        self.nanos.sort_unstable();
+        let secs = self.wall.as_secs_f64();
+        Summary {
+            cycles: self.nanos.len(),
+            p50: percentile(&self.nanos, 50),
+            p99: percentile(&self.nanos, 99),
+            ops_per_s: if secs > 0.0 {
+                self.nanos.len() as f64 / secs
+            } else {
+                0.0
+            },
+            cpu_per_cycle: self
+                .cpu
+                .checked_div(u32::try_from(self.nanos.len()).unwrap_or(u32::MAX))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Wall clock and process CPU time at the start of a block.
+pub(crate) struct Stopwatch {
+    wall: Instant,
+    cpu: Duration,
+}
+
+impl Stopwatch {
+    pub(crate) fn start() -> Self {
+        Self {
+            cpu: process_cpu(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// When the block started.
+    pub(crate) fn started(&self) -> Instant {
+        self.wall
+    }
+}
+
+/// CPU time of every live thread of this process, from `/proc/self/task/*/schedstat`
+/// (nanoseconds on CPU); zero where that is unreadable, e.g. off Linux.
+fn process_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let nanos = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// Nearest-rank percentile of sorted samples; zero when there are none.
+fn percentile(sorted: &[u64], p: usize) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    Duration::from_nanos(sorted[rank - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let mut s = Samples::with_capacity(100);
+        for i in (1..=100).rev() {
+            s.push(Duration::from_nanos(i));
+        }
+        s.wall = Duration::from_secs(2);
+        let sum = s.summary();
+        assert_eq!(sum.p50, Duration::from_nanos(50));
+        assert_eq!(sum.p99, Duration::from_nanos(99));
+        assert_eq!(sum.cycles, 100);
+        assert!((sum.ops_per_s - 50.0).abs() < 1e-9);
+        assert_eq!(Samples::default().summary().p99, Duration::ZERO);
+    }
+}
