@@ -1,0 +1,132 @@
+//! The shared driver conformance suite (`redlock-conformance`) run for the tokio driver,
+//! against real servers: every call goes through a multi-threaded runtime's `block_on`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redlock_conformance::{
+    Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
+    conformance_suite,
+};
+use redlock_tokio::{LockGuard, Redlock, WithLockError};
+use tokio::runtime::Runtime;
+
+#[derive(Clone)]
+struct Tokio {
+    rt: Arc<Runtime>,
+    redlock: Redlock,
+}
+
+struct TokioGuard {
+    guard: LockGuard,
+    rt: Arc<Runtime>,
+}
+
+impl Driver for Tokio {
+    type Guard = TokioGuard;
+
+    fn build(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let redlock = {
+            let _entered = rt.enter();
+            Redlock::builder(urls)?.config(configure).build()?
+        };
+        Ok(Self {
+            rt: Arc::new(rt),
+            redlock,
+        })
+    }
+
+    fn config(&self) -> &Config {
+        self.redlock.config()
+    }
+
+    fn lock_with(&self, resource: &str, options: LockOptions) -> Result<TokioGuard, LockError> {
+        let guard = self
+            .rt
+            .block_on(self.redlock.lock_with(resource.to_owned(), options))?;
+        Ok(self.wrap(guard))
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {
+        let guard = self
+            .rt
+            .block_on(self.redlock.try_lock(resource.to_owned()))?;
+        Ok(self.wrap(guard))
+    }
+
+    fn abandon_lock_after(&self, resource: &str, after: Duration) {
+        // Dropping the `lock()` future when the timeout fires cancels the acquisition.
+        let attempt = self.redlock.lock(resource.to_owned());
+        let outcome = self
+            .rt
+            .block_on(async { tokio::time::timeout(after, attempt).await });
+        assert!(
+            outcome.is_err(),
+            "the acquisition finished before it was abandoned"
+        );
+    }
+
+    fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
+        let run = self
+            .redlock
+            .with_lock(resource.to_owned(), |lock| async move {
+                tokio::time::sleep(hold).await;
+                Ok::<_, Infallible>(lock.validity())
+            });
+        self.rt.block_on(run).map_err(|e| match e {
+            WithLockError::Lock(e) => e,
+            WithLockError::Closure(never) => match never {},
+        })
+    }
+}
+
+impl Tokio {
+    fn wrap(&self, guard: LockGuard) -> TokioGuard {
+        TokioGuard {
+            guard,
+            rt: self.rt.clone(),
+        }
+    }
+}
+
+impl Guard for TokioGuard {
+    fn token(&self) -> String {
+        self.guard.token().to_string()
+    }
+
+    fn validity(&self) -> Duration {
+        self.guard.validity()
+    }
+
+    fn lost_reason(&self) -> Option<LostReason> {
+        self.guard.lost_reason()
+    }
+
+    fn extend(&self) -> Result<Instant, LockError> {
+        self.rt.block_on(self.guard.extend())
+    }
+
+    fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
+        self.rt.block_on(self.guard.release())
+    }
+}
+
+conformance_suite!(Tokio);
+
+#[test]
+fn handles_are_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    fn send<T: Send + 'static>() {}
+    check::<Redlock>();
+    check::<redlock_tokio::LockRef>();
+    send::<LockGuard>();
+}
