@@ -35,7 +35,7 @@ fn demo() -> Result<(), String> {
     )
 }
 
-/// fmt, clippy, every test (Redis), then the integration suites again against Valkey when
+/// fmt, clippy, every test (Redis), docs with warnings denied, then the integration suites again against Valkey when
 /// `--valkey PATH` (or `REDLOCK_VALKEY_BIN`) names a `valkey-server`.
 fn test(args: &[String]) -> Result<(), String> {
     let valkey = match args {
@@ -58,6 +58,10 @@ fn test(args: &[String]) -> Result<(), String> {
     )?;
     cargo(&["test", "--workspace", "--all-targets"], &[])?;
     cargo(&["test", "--workspace", "--doc"], &[])?;
+    cargo(
+        &["doc", "--workspace", "--no-deps"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     if let Some(bin) = valkey {
         if !bin.is_file() {
             return Err(format!("no valkey-server at {}", bin.display()));

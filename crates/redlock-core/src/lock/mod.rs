@@ -28,7 +28,12 @@ mod acquire;
 mod extend;
 mod release;
 
-/// One lock's life, sans IO. See the [module docs](self) and the crate docs for the loop.
+/// One lock's life, sans IO: acquire with retries, hold, extend, lose, release, as
+/// per-node [`Request`]s and reply reading, with no connections.
+///
+/// For libraries that own their Redis connections: send each request's
+/// [`Command`](crate::Command) to its node with any client and hand back the reply.
+/// [`Client`](crate::Client) drives many locks over its own byte streams.
 ///
 /// Call order: create with [`acquire`](Self::acquire); then repeatedly drain
 /// [`poll_request`](Self::poll_request) (send each request) and
