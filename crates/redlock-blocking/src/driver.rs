@@ -1,0 +1,456 @@
+//! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
+//! the loop of STYLE.md section 4. It moves bytes and events; every decision is the core's.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::mpsc::{self, TryRecvError};
+use std::time::{Duration, Instant};
+use std::{mem, vec};
+
+use bytes::{Buf, BytesMut};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use redlock_core::{
+    Acquired, Client, Event, Input, LockError, LockOptions, NodeAddress, NodeId, OpId, Output,
+    ReleaseOutcome, Resource,
+};
+
+use crate::guard::Watch;
+
+/// The RNG the core draws tokens and jitter from: the operating system's.
+type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
+
+/// Where the driver thread answers one blocked caller.
+type Reply<T> = mpsc::SyncSender<Result<T, LockError>>;
+
+/// A request from a handle to the driver thread.
+pub(crate) enum Cmd {
+    Acquire(Resource, LockOptions, Reply<(OpId, Acquired)>, Arc<Watch>),
+    Extend(OpId, Reply<Instant>),
+    /// No reply when a guard is dropped.
+    Release(OpId, Option<Reply<Vec<ReleaseOutcome>>>),
+}
+
+/// Who waits for what on one operation.
+struct Waiters {
+    acquire: Option<Reply<(OpId, Acquired)>>,
+    watch: Arc<Watch>,
+    extend: Vec<Reply<Instant>>,
+    release: Vec<Reply<Vec<ReleaseOutcome>>>,
+}
+
+/// One node's socket. `serial` numbers the sockets opened for the node, so that readiness
+/// reported for a socket already closed is never taken for its successor's.
+#[derive(Default)]
+struct Conn {
+    stream: Option<TcpStream>,
+    /// While a non-blocking connect is in flight: its deadline, and the addresses left.
+    connecting: Option<Instant>,
+    rest: vec::IntoIter<SocketAddr>,
+    /// Bytes the socket has not taken yet; WRITABLE interest is registered (`writing`)
+    /// exactly while there are some.
+    out: BytesMut,
+    writing: bool,
+    serial: usize,
+}
+
+pub(crate) struct Driver {
+    client: Client<OsRng>,
+    rx: mpsc::Receiver<Cmd>,
+    poll: Poll,
+    waker: Arc<Waker>,
+    addrs: Vec<NodeAddress>,
+    conns: Vec<Conn>,
+    connect_timeout: Duration,
+    ops: HashMap<OpId, Waiters>,
+    /// Nodes whose socket failed outside an input (connecting while draining, or writing),
+    /// reported at the top of the next turn.
+    down: VecDeque<NodeId>,
+    /// The core's next deadline, from the last drain.
+    deadline: Option<Instant>,
+    read_buf: Vec<u8>,
+    closed: bool,
+}
+
+/// The driver's one clock.
+fn now() -> Instant {
+    Instant::now()
+}
+
+impl Driver {
+    pub(crate) fn new(
+        client: Client<OsRng>,
+        rx: mpsc::Receiver<Cmd>,
+        addrs: Vec<NodeAddress>,
+        connect_timeout: Duration,
+    ) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        Ok(Self {
+            client,
+            rx,
+            poll,
+            waker,
+            conns: addrs.iter().map(|_| Conn::default()).collect(),
+            addrs,
+            connect_timeout,
+            ops: HashMap::new(),
+            down: VecDeque::new(),
+            deadline: None,
+            read_buf: vec![0; 64 * 1024],
+            closed: false,
+        })
+    }
+
+    pub(crate) fn waker(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
+    }
+
+    /// The loop. Ends once every handle is gone and every operation has finished.
+    pub(crate) fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        let mut busy = false;
+        // 1. The client was built from the config and an OS-seeded CSPRNG (`Builder::build`);
+        //    its first outputs ask to connect to every node.
+        self.drain();
+        loop {
+            // Failures found while draining go first, one input per turn.
+            if let Some(node) = self.down.pop_front() {
+                self.feed(Input::Disconnected { now: now(), node });
+                continue;
+            }
+            // Everything this turn queued for a node leaves in one write.
+            self.flush();
+            if !self.down.is_empty() {
+                continue;
+            }
+            if self.closed && self.client.active_ops() == 0 {
+                return;
+            }
+            // 2. Wait for readiness on any node socket, the core's deadline, a connect
+            //    timeout, or a user command (the waker).
+            let wake = self.conns.iter().filter_map(|c| c.connecting);
+            let timeout = match busy {
+                true => Some(Duration::ZERO),
+                false => {
+                    (wake.chain(self.deadline).min()).map(|at| at.saturating_duration_since(now()))
+                }
+            };
+            match self.poll.poll(&mut events, timeout) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The poller is broken: give up; handles then see `LockError::Shutdown`.
+                Err(_) => return,
+            }
+            // 3. Feed what happened one input at a time, each with a fresh `now` and each
+            //    followed by a drain (4.): replies first, then timers, then commands.
+            for ready in events.iter() {
+                let i = ready.token().0 & NODE_MASK;
+                // Not a node (the waker: commands are read every turn), or a closed socket.
+                match self.conns.get(i) {
+                    Some(c) if ready.token() == token(c.serial, i) && c.stream.is_some() => {}
+                    _ => continue,
+                }
+                // Any readiness of a connected socket may be bytes, an end or an error, so
+                // read; writability needs nothing here, as every turn starts with a flush.
+                match self.conns[i].connecting {
+                    Some(_) => self.finish_connect(NodeId::new(i)),
+                    None => self.read(NodeId::new(i)),
+                }
+            }
+            self.expire();
+            busy = self.commands();
+        }
+    }
+
+    /// Feeds one input, then drains. The loop drains after every input and mutation, so the
+    /// core never refuses one as undrained.
+    fn feed(&mut self, input: Input<'_>) {
+        let _ = self.client.handle_input(input);
+        self.drain();
+    }
+
+    /// 4. Acts on every output until the core returns `Timeout` or `Idle`.
+    fn drain(&mut self) {
+        loop {
+            match self.client.poll_output() {
+                // The core writes only to nodes it saw connect. Bytes for a socket that just
+                // failed are dropped with it: its `Disconnected` is queued.
+                Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
+                Output::Connect(node) => self.connect(node),
+                Output::Disconnect(node) => self.close(node),
+                Output::Event(event) => self.dispatch(event),
+                Output::Timeout(at) => return self.deadline = Some(at),
+                Output::Idle => return self.deadline = None,
+            }
+        }
+    }
+
+    /// Reads until `WouldBlock` (readiness is edge-triggered), feeding each chunk.
+    fn read(&mut self, node: NodeId) {
+        loop {
+            let conn = &mut self.conns[node.index()];
+            let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
+                return; // closed by the core while draining (a protocol fault)
+            };
+            match stream.read(&mut self.read_buf) {
+                Ok(0) => break,
+                Ok(len) => {
+                    let bytes = &self.read_buf[..len];
+                    let _ = self.client.handle_input(Input::Received {
+                        now: now(),
+                        node,
+                        bytes,
+                    });
+                    self.drain();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => break,
+            }
+        }
+        // End of stream or a socket error.
+        self.close(node);
+        self.feed(Input::Disconnected { now: now(), node });
+    }
+
+    /// Writes what each socket takes now; the rest waits for a WRITABLE event.
+    fn flush(&mut self) {
+        for i in 0..self.conns.len() {
+            let conn = &mut self.conns[i];
+            let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
+                continue;
+            };
+            let mut failed = false;
+            while !conn.out.is_empty() && !failed {
+                match stream.write(&conn.out) {
+                    Ok(len) if len > 0 => conn.out.advance(len),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    _ => failed = true,
+                }
+            }
+            // Edge-triggered: WRITABLE interest only while bytes wait, else every ACK wakes us.
+            let want = !conn.out.is_empty();
+            if !failed && want != conn.writing {
+                let interest = match want {
+                    true => Interest::READABLE | Interest::WRITABLE,
+                    false => Interest::READABLE,
+                };
+                let token = token(conn.serial, i);
+                failed = self
+                    .poll
+                    .registry()
+                    .reregister(stream, token, interest)
+                    .is_err();
+                conn.writing = want;
+            }
+            if failed {
+                self.close(NodeId::new(i));
+                self.down.push_back(NodeId::new(i));
+            }
+        }
+    }
+
+    fn connect(&mut self, node: NodeId) {
+        self.close(node);
+        let addr = &self.addrs[node.index()];
+        // Resolved on this thread: a slow name lookup stalls every node's IO meanwhile. Fine
+        // for IP literals and loopback names; use IP addresses for remote nodes.
+        let addrs: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
+            .to_socket_addrs()
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        self.open(node, addrs.into_iter(), now() + self.connect_timeout);
+    }
+
+    /// Starts a non-blocking connect to the next address that takes one; when none is
+    /// left, the attempt has failed.
+    fn open(&mut self, node: NodeId, mut rest: vec::IntoIter<SocketAddr>, deadline: Instant) {
+        let conn = &mut self.conns[node.index()];
+        while let Some(addr) = rest.next() {
+            let Ok(mut stream) = TcpStream::connect(addr) else {
+                continue;
+            };
+            conn.serial = conn.serial.wrapping_add(1);
+            let (token, interest) = (token(conn.serial, node.index()), Interest::WRITABLE);
+            if self
+                .poll
+                .registry()
+                .register(&mut stream, token, interest)
+                .is_ok()
+            {
+                (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(deadline), rest);
+                return;
+            }
+        }
+        self.down.push_back(node);
+    }
+
+    /// A connecting socket reported readiness: connected, failed, or not decided yet.
+    fn finish_connect(&mut self, node: NodeId) {
+        let conn = &mut self.conns[node.index()];
+        let (token, deadline) = (token(conn.serial, node.index()), conn.connecting);
+        let Some(stream) = &mut conn.stream else {
+            return;
+        };
+        // mio's recipe: `take_error`, then `peer_addr` tells connected from still pending.
+        let up = match stream.take_error() {
+            Ok(None) => match stream.peer_addr() {
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                result => result.is_ok(),
+            },
+            _ => false,
+        };
+        let registry = self.poll.registry();
+        if up
+            && registry
+                .reregister(stream, token, Interest::READABLE)
+                .is_ok()
+        {
+            // Best effort: a lock round trip is a few small writes each way.
+            let _ = stream.set_nodelay(true);
+            conn.connecting = None;
+            return self.feed(Input::Connected { now: now(), node });
+        }
+        let rest = mem::take(&mut conn.rest);
+        self.close(node);
+        self.open(node, rest, deadline.unwrap_or_else(now));
+    }
+
+    /// Closes the node's socket, if any. Every connect starts with a close, so bytes queued
+    /// for an old socket never reach a new one.
+    fn close(&mut self, node: NodeId) {
+        let conn = &mut self.conns[node.index()];
+        if let Some(mut stream) = conn.stream.take() {
+            let _ = self.poll.registry().deregister(&mut stream);
+        }
+        (conn.connecting, conn.writing) = (None, false);
+        conn.out.clear();
+    }
+
+    /// Fails connects past their deadline, then feeds the core's timeout if it is due. The
+    /// clock is read, not trusted to match the poll timeout.
+    fn expire(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].connecting.is_some_and(|at| at <= now()) {
+                self.close(NodeId::new(i));
+                self.feed(Input::Disconnected {
+                    now: now(),
+                    node: NodeId::new(i),
+                });
+            }
+        }
+        if self.deadline.is_some_and(|at| at <= now()) {
+            self.feed(Input::Timeout(now()));
+        }
+    }
+
+    /// Takes a burst of commands, draining after each; returns whether more may be waiting.
+    fn commands(&mut self) -> bool {
+        for _ in 0..COMMAND_BURST {
+            match self.rx.try_recv() {
+                Ok(cmd) => self.command(now(), cmd),
+                Err(TryRecvError::Empty) => return false,
+                Err(TryRecvError::Disconnected) => {
+                    self.closed = true;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn command(&mut self, now: Instant, cmd: Cmd) {
+        match cmd {
+            Cmd::Acquire(resource, options, reply, watch) => {
+                match self.client.acquire_with(now, resource, &options) {
+                    Ok(op) => drop(self.ops.insert(op, Waiters::new(reply, watch))),
+                    Err(e) => drop(reply.send(Err(e.into()))),
+                }
+            }
+            Cmd::Extend(op, reply) => match (self.client.extend(now, op), self.ops.get_mut(&op)) {
+                (Ok(()), Some(w)) => w.extend.push(reply),
+                (_, w) => {
+                    let lost = w.and_then(|w| w.watch.get().lost.clone());
+                    let _ = reply.send(Err(lost.map_or(LockError::NotHeld, LockError::Lost)));
+                }
+            },
+            Cmd::Release(op, reply) => {
+                // Refused when already releasing (after a loss): wait for that release.
+                let _ = self.client.release(now, op);
+                match (self.ops.get_mut(&op), reply) {
+                    (Some(w), Some(reply)) => w.release.push(reply),
+                    (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
+                    (_, None) => {}
+                }
+            }
+        }
+        self.drain();
+    }
+
+    /// Hands a core event to whoever waits on its operation.
+    fn dispatch(&mut self, event: Event) {
+        let op = event.op();
+        let Some(w) = self.ops.get_mut(&op) else {
+            return;
+        };
+        match event {
+            Event::Acquired(acquired) => {
+                w.watch.update(|s| s.deadline = acquired.deadline);
+                // The caller blocks on the reply, so it is there to take the lock.
+                if let Some(reply) = w.acquire.take() {
+                    let _ = reply.send(Ok((op, acquired)));
+                }
+            }
+            Event::AcquireFailed { reason, .. } => {
+                if let Some(reply) = w.acquire.take() {
+                    let _ = reply.send(Err(reason.into()));
+                }
+                self.ops.remove(&op);
+            }
+            Event::Extended { deadline, .. } => {
+                w.watch.update(|s| s.deadline = deadline);
+                w.extend.drain(..).for_each(|r| drop(r.send(Ok(deadline))));
+            }
+            Event::Lost { reason, .. } => {
+                w.watch.update(|s| s.lost = Some(reason.clone()));
+                let err = LockError::Lost(reason);
+                w.extend
+                    .drain(..)
+                    .for_each(|r| drop(r.send(Err(err.clone()))));
+            }
+            Event::Released { nodes, .. } => {
+                w.watch.update(|s| s.released = Some(nodes.clone()));
+                w.release
+                    .drain(..)
+                    .for_each(|r| drop(r.send(Ok(nodes.clone()))));
+                self.ops.remove(&op);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Waiters {
+    fn new(acquire: Reply<(OpId, Acquired)>, watch: Arc<Watch>) -> Self {
+        Self {
+            acquire: Some(acquire),
+            watch,
+            extend: Vec::new(),
+            release: Vec::new(),
+        }
+    }
+}
+
+/// The poll token of socket number `serial` of node `i`. Node indexes fit in the low bits
+/// (`redlock_core::MAX_NODES` is 4096), so no socket token equals [`WAKER`].
+fn token(serial: usize, i: usize) -> Token {
+    Token(serial.wrapping_shl(NODE_BITS) | i)
+}
+
+const NODE_BITS: u32 = 16;
+const NODE_MASK: usize = (1 << NODE_BITS) - 1;
+const WAKER: Token = Token(usize::MAX);
+/// Most user commands handled in one loop turn, so replies are never starved.
+const COMMAND_BURST: usize = 64;
