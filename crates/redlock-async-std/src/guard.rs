@@ -1,0 +1,148 @@
+//! What a lock holder sees: [`LockGuard`] (releases on drop) and [`LockRef`] (a cheap view
+//! for code running under the lock). Both read state the driver thread publishes.
+
+use std::ops::Deref;
+use std::time::{Duration, Instant};
+
+use redlock_core::{LockError, LostReason, OpId, ReleaseOutcome, Resource, Token};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::driver::{Cmd, now};
+
+/// What the driver publishes about one lock.
+#[derive(Debug, Clone)]
+pub(crate) struct LockState {
+    pub(crate) deadline: Instant,
+    pub(crate) lost: Option<LostReason>,
+    pub(crate) released: Option<Vec<ReleaseOutcome>>,
+}
+
+/// A view of a held lock: token, deadline, remaining validity, loss, extension.
+///
+/// Cheap to clone; does not release anything when dropped.
+#[derive(Debug, Clone)]
+pub struct LockRef {
+    pub(crate) op: OpId,
+    pub(crate) resource: Resource,
+    pub(crate) token: Token,
+    pub(crate) state: watch::Receiver<LockState>,
+    pub(crate) tx: mpsc::UnboundedSender<Cmd>,
+}
+
+impl LockRef {
+    /// The locked resource.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// The token stored on the nodes.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// When the lock stops being safe to use (moved by each extension).
+    pub fn deadline(&self) -> Instant {
+        self.state.borrow().deadline
+    }
+
+    /// Validity left now; zero once the deadline passed or the lock was lost.
+    pub fn validity(&self) -> Duration {
+        let state = self.state.borrow();
+        if state.lost.is_some() {
+            return Duration::ZERO;
+        }
+        state.deadline.saturating_duration_since(now())
+    }
+
+    /// Why the lock was lost, if it was.
+    pub fn lost_reason(&self) -> Option<LostReason> {
+        self.state.borrow().lost.clone()
+    }
+
+    /// Resolves when the lock is lost, with the reason. Pending forever while it is held
+    /// and not released.
+    pub async fn lost(&self) -> LostReason {
+        let mut state = self.state.clone();
+        match state.wait_for(|s| s.lost.is_some()).await {
+            Ok(s) => s.lost.clone().unwrap_or(LostReason::DeadlinePassed),
+            // The driver is gone: nothing protects the lock any more.
+            Err(_) => LostReason::DeadlinePassed,
+        }
+    }
+
+    /// Extends the lock by its ttl from now; returns the new deadline.
+    ///
+    /// Fails with [`LockError::Lost`] (sending nothing) if the deadline has passed.
+    pub async fn extend(&self) -> Result<Instant, LockError> {
+        if let Some(reason) = self.lost_reason() {
+            return Err(LockError::Lost(reason));
+        }
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Extend { op: self.op, reply };
+        self.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
+        rx.await.map_err(|_| LockError::Shutdown)?
+    }
+}
+
+/// A held lock. Dropping it releases the lock in the background.
+#[derive(Debug)]
+pub struct LockGuard {
+    lock: LockRef,
+    released: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(lock: LockRef) -> Self {
+        Self {
+            lock,
+            released: false,
+        }
+    }
+
+    /// A view to hand to code running under the lock.
+    pub fn lock_ref(&self) -> LockRef {
+        self.lock.clone()
+    }
+
+    /// Releases the lock on every node and reports what each did.
+    ///
+    /// After a loss the release may already have happened; its report is returned.
+    pub async fn release(mut self) -> Result<Vec<ReleaseOutcome>, LockError> {
+        self.released = true;
+        if let Some(report) = self.lock.state.borrow().released.clone() {
+            return Ok(report);
+        }
+        let (reply, rx) = oneshot::channel();
+        let cmd = Cmd::Release {
+            op: self.lock.op,
+            reply: Some(reply),
+        };
+        self.lock.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
+        match rx.await.map_err(|_| LockError::Shutdown)? {
+            Ok(report) => Ok(report),
+            // Finished meanwhile (released after a loss): its report is in the state.
+            Err(e) => self.lock.state.borrow().released.clone().ok_or(e),
+        }
+    }
+}
+
+impl Deref for LockGuard {
+    type Target = LockRef;
+
+    fn deref(&self) -> &LockRef {
+        &self.lock
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            // Never blocks: the driver thread releases in the background. If the driver is
+            // gone the keys expire on their own.
+            let _ = self.lock.tx.send(Cmd::Release {
+                op: self.lock.op,
+                reply: None,
+            });
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The shared driver conformance suite (`redlock-conformance`) run for this driver against
+//! real servers, twice: every call through `async_std::task::block_on`, then through
+//! `smol::block_on`. The suite brings its own concurrency (threads).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use async_io::Timer;
+use futures_lite::future;
+use redlock_async_std::{LockGuard, Redlock, WithLockError};
+use redlock_conformance::{
+    Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
+};
+
+/// An executor's `block_on`.
+trait BlockOn: 'static {
+    fn block_on<T>(future: impl Future<Output = T>) -> T;
+}
+
+struct AsyncStd;
+struct Smol;
+
+impl BlockOn for AsyncStd {
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        async_std::task::block_on(future)
+    }
+}
+
+impl BlockOn for Smol {
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        smol::block_on(future)
+    }
+}
+
+/// The driver, each call blocked on with executor `E`.
+struct Driven<E> {
+    redlock: Redlock,
+    executor: PhantomData<fn() -> E>,
+}
+
+struct DrivenGuard<E> {
+    guard: LockGuard,
+    executor: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for Driven<E> {
+    fn clone(&self) -> Self {
+        Self {
+            redlock: self.redlock.clone(),
+            executor: PhantomData,
+        }
+    }
+}
+
+impl<E: BlockOn> Driven<E> {
+    fn wrap(guard: LockGuard) -> DrivenGuard<E> {
+        DrivenGuard {
+            guard,
+            executor: PhantomData,
+        }
+    }
+}
+
+impl<E: BlockOn> Driver for Driven<E> {
+    type Guard = DrivenGuard<E>;
+
+    fn build(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let redlock = Redlock::builder(urls)?.config(configure).build()?;
+        Ok(Self {
+            redlock,
+            executor: PhantomData,
+        })
+    }
+
+    fn config(&self) -> &Config {
+        self.redlock.config()
+    }
+
+    fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError> {
+        E::block_on(self.redlock.lock_with(resource.to_owned(), options)).map(Self::wrap)
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
+        E::block_on(self.redlock.try_lock(resource.to_owned())).map(Self::wrap)
+    }
+
+    fn abandon_lock_after(&self, resource: &str, after: Duration) {
+        // Dropping the `lock()` future when the timer wins cancels the acquisition.
+        let attempt = async { Some(self.redlock.lock(resource.to_owned()).await) };
+        let give_up = async {
+            Timer::after(after).await;
+            None
+        };
+        let outcome = E::block_on(future::or(attempt, give_up));
+        assert!(
+            outcome.is_none(),
+            "the acquisition finished before it was abandoned"
+        );
+    }
+
+    fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
+        let run = self
+            .redlock
+            .with_lock(resource.to_owned(), |lock| async move {
+                Timer::after(hold).await;
+                Ok::<_, Infallible>(lock.validity())
+            });
+        E::block_on(run).map_err(|e| match e {
+            WithLockError::Lock(e) => e,
+            WithLockError::Closure(never) => match never {},
+        })
+    }
+}
+
+impl<E: BlockOn> Guard for DrivenGuard<E> {
+    fn token(&self) -> String {
+        self.guard.token().to_string()
+    }
+
+    fn validity(&self) -> Duration {
+        self.guard.validity()
+    }
+
+    fn lost_reason(&self) -> Option<LostReason> {
+        self.guard.lost_reason()
+    }
+
+    fn extend(&self) -> Result<Instant, LockError> {
+        E::block_on(self.guard.extend())
+    }
+
+    fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
+        E::block_on(self.guard.release())
+    }
+}
+
+mod async_std_block_on {
+    redlock_conformance::conformance_suite!(super::Driven<super::AsyncStd>);
+}
+
+mod smol_block_on {
+    redlock_conformance::conformance_suite!(super::Driven<super::Smol>);
+}
