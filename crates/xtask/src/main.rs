@@ -76,7 +76,12 @@ fn test(args: &[String]) -> Result<(), String> {
 }
 
 /// The packages whose tests run against real servers.
-const SERVER_SUITES: &[&str] = &["redlock-testkit", "redlock-tokio", "redlock-blocking"];
+const SERVER_SUITES: &[&str] = &[
+    "redlock-testkit",
+    "redlock-tokio",
+    "redlock-blocking",
+    "redlock-async-std",
+];
 
 /// Installs `redis-server` with apt-get when it is missing and we are root; otherwise says
 /// which command to run.
