@@ -1,8 +1,9 @@
 //! The driver loop: owns the core `Client` and the N `Async<TcpStream>` connections on its
-//! own thread, and runs the loop of STYLE.md section 4 over async-io. It moves bytes and
-//! events; every decision is the core's.
+//! own thread, and runs the loop of STYLE.md section 4 over async-io. It moves bytes;
+//! requests and events go through `redlock-async`'s `Waiters`, and every decision is the
+//! core's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -13,52 +14,9 @@ use std::time::{Duration, Instant};
 use async_io::{Async, Timer};
 use bytes::{Buf, BytesMut};
 use futures_lite::future::{self, Boxed};
-use redlock_core::{
-    Acquired, Client, Event, Input, LockError, LockOptions, NodeAddress, NodeId, OpId, Output,
-    ReleaseOutcome, Resource,
-};
-use tokio::sync::{mpsc, oneshot, watch};
-
-use crate::guard::LockState;
-
-/// The RNG the core draws tokens and jitter from: the operating system's.
-pub(crate) type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
-
-/// Where the driver answers one request.
-type Reply<T> = oneshot::Sender<Result<T, LockError>>;
-
-/// A request from a handle to the driver thread.
-pub(crate) enum Cmd {
-    Acquire {
-        ticket: u64,
-        resource: Resource,
-        options: LockOptions,
-        reply: Reply<(OpId, Acquired)>,
-        state: watch::Sender<LockState>,
-    },
-    /// The `lock()` future was dropped before it returned a guard.
-    Cancel {
-        ticket: u64,
-    },
-    Extend {
-        op: OpId,
-        reply: Reply<Instant>,
-    },
-    /// Release; `reply` is `None` when a guard is dropped.
-    Release {
-        op: OpId,
-        reply: Option<Reply<Vec<ReleaseOutcome>>>,
-    },
-}
-
-/// Who waits for what on one operation.
-struct Waiters {
-    ticket: u64,
-    acquire: Option<Reply<(OpId, Acquired)>>,
-    state: watch::Sender<LockState>,
-    extend: Vec<Reply<Instant>>,
-    release: Vec<Reply<Vec<ReleaseOutcome>>>,
-}
+use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
+use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use tokio::sync::{mpsc, oneshot};
 
 /// One node's socket, unsent bytes, and connection attempt in progress.
 #[derive(Default)]
@@ -82,12 +40,9 @@ pub(crate) struct Driver {
     addrs: Vec<NodeAddress>,
     conns: Vec<Conn>,
     connect_timeout: Duration,
-    ops: HashMap<OpId, Waiters>,
-    tickets: HashMap<u64, OpId>,
+    waiters: Waiters,
     /// Inputs found while draining (write errors), fed before waiting.
     pending: VecDeque<NodeId>,
-    /// Locks acquired for a `lock()` future that was dropped: released before waiting.
-    orphans: Vec<OpId>,
     timer: Timer,
     /// The deadline `timer` is set to; `None` once it fired.
     armed: Option<Instant>,
@@ -96,28 +51,21 @@ pub(crate) struct Driver {
     closed: bool,
 }
 
-/// The driver's one clock. async-io's timers read the same one.
-pub(crate) fn now() -> Instant {
+/// The driver's one clock. async-io's timers and the guards read the same one.
+fn now() -> Instant {
     Instant::now()
 }
 
 impl Driver {
-    pub(crate) fn new(
-        client: Client<OsRng>,
-        rx: mpsc::UnboundedReceiver<Cmd>,
-        addrs: Vec<NodeAddress>,
-        connect_timeout: Duration,
-    ) -> Self {
+    pub(crate) fn new(parts: DriverParts) -> Self {
         Self {
-            client,
-            rx,
-            conns: addrs.iter().map(|_| Conn::default()).collect(),
-            addrs,
-            connect_timeout,
-            ops: HashMap::new(),
-            tickets: HashMap::new(),
+            client: parts.client,
+            rx: parts.commands,
+            conns: parts.addrs.iter().map(|_| Conn::default()).collect(),
+            addrs: parts.addrs,
+            connect_timeout: parts.connect_timeout,
+            waiters: Waiters::new(),
             pending: VecDeque::new(),
-            orphans: Vec::new(),
             timer: Timer::never(),
             armed: None,
             read_buf: vec![0; 64 * 1024],
@@ -136,8 +84,7 @@ impl Driver {
                 return;
             }
             // Work discovered while draining goes first, one input per turn.
-            if let Some(op) = self.orphans.pop() {
-                let _ = self.client.release(now(), op);
+            if self.waiters.release_orphan(now(), &mut self.client) {
                 continue;
             }
             if let Some(node) = self.pending.pop_front() {
@@ -156,7 +103,7 @@ impl Driver {
             let now = now();
             match wake {
                 Wake::Cmd(Some(cmd)) => {
-                    self.command(now, cmd);
+                    self.waiters.command(now, &mut self.client, cmd);
                     // Take a burst of commands in one turn (draining between them), so
                     // their bytes leave in one write per node.
                     self.take_commands();
@@ -205,7 +152,7 @@ impl Driver {
         for _ in 0..COMMAND_BURST {
             let Ok(cmd) = self.rx.try_recv() else { break };
             let _ = self.drain();
-            self.command(now(), cmd);
+            self.waiters.command(now(), &mut self.client, cmd);
         }
     }
 
@@ -283,7 +230,7 @@ impl Driver {
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
                 Output::Connect(node) => self.connect(node),
                 Output::Disconnect(node) => self.conns[node.index()] = Conn::default(),
-                Output::Event(event) => self.dispatch(event),
+                Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return Some(at),
                 Output::Idle => return None,
             }
@@ -322,116 +269,6 @@ impl Driver {
         };
         self.conns[node.index()].connecting =
             Some(Box::pin(future::or(open(host, port), timed_out)));
-    }
-
-    fn command(&mut self, now: Instant, cmd: Cmd) {
-        match cmd {
-            Cmd::Acquire {
-                ticket,
-                resource,
-                options,
-                reply,
-                state,
-            } => match self.client.acquire_with(now, resource, &options) {
-                Ok(op) => {
-                    self.tickets.insert(ticket, op);
-                    let waiters = Waiters {
-                        ticket,
-                        acquire: Some(reply),
-                        state,
-                        extend: Vec::new(),
-                        release: Vec::new(),
-                    };
-                    self.ops.insert(op, waiters);
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e.into()));
-                }
-            },
-            Cmd::Cancel { ticket } => {
-                // The `lock()` future was dropped before it made a guard: cancel the
-                // acquisition, or release a lock nobody holds a guard for.
-                if let Some(&op) = self.tickets.get(&ticket) {
-                    let _ = self.client.cancel(now, op);
-                }
-            }
-            Cmd::Extend { op, reply } => match self.client.extend(now, op) {
-                Ok(()) => match self.ops.get_mut(&op) {
-                    Some(w) => w.extend.push(reply),
-                    None => drop(reply.send(Err(LockError::NotHeld))),
-                },
-                Err(_) => {
-                    let lost = self
-                        .ops
-                        .get(&op)
-                        .and_then(|w| w.state.borrow().lost.clone());
-                    let err = lost.map_or(LockError::NotHeld, LockError::Lost);
-                    let _ = reply.send(Err(err));
-                }
-            },
-            Cmd::Release { op, reply } => {
-                // Refused when already releasing (after a loss): wait for that release.
-                let _ = self.client.release(now, op);
-                match (self.ops.get_mut(&op), reply) {
-                    (Some(w), Some(reply)) => w.release.push(reply),
-                    (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
-                    (_, None) => {}
-                }
-            }
-        }
-    }
-
-    /// Hands a core event to whoever waits on its operation.
-    fn dispatch(&mut self, event: Event) {
-        let op = event.op();
-        let Some(w) = self.ops.get_mut(&op) else {
-            return;
-        };
-        match event {
-            Event::Acquired(acquired) => {
-                w.state.send_modify(|s| s.deadline = acquired.deadline);
-                let delivered = w
-                    .acquire
-                    .take()
-                    .is_some_and(|reply| reply.send(Ok((op, acquired))).is_ok());
-                if !delivered {
-                    // The `lock()` future is gone: nobody will ever release this lock.
-                    self.orphans.push(op);
-                }
-            }
-            Event::AcquireFailed { reason, .. } => {
-                if let Some(reply) = w.acquire.take() {
-                    let _ = reply.send(Err(reason.into()));
-                }
-                self.forget(op);
-            }
-            Event::Extended { deadline, .. } => {
-                w.state.send_modify(|s| s.deadline = deadline);
-                for reply in w.extend.drain(..) {
-                    let _ = reply.send(Ok(deadline));
-                }
-            }
-            Event::Lost { reason, .. } => {
-                w.state.send_modify(|s| s.lost = Some(reason.clone()));
-                for reply in w.extend.drain(..) {
-                    let _ = reply.send(Err(LockError::Lost(reason.clone())));
-                }
-            }
-            Event::Released { nodes, .. } => {
-                w.state.send_modify(|s| s.released = Some(nodes.clone()));
-                for reply in w.release.drain(..) {
-                    let _ = reply.send(Ok(nodes.clone()));
-                }
-                self.forget(op);
-            }
-            _ => {}
-        }
-    }
-
-    fn forget(&mut self, op: OpId) {
-        if let Some(w) = self.ops.remove(&op) {
-            self.tickets.remove(&w.ticket);
-        }
     }
 }
 

@@ -47,49 +47,36 @@
 #![deny(missing_docs)]
 
 mod driver;
-mod guard;
 
-use std::fmt;
-use std::future::Future;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ops::Deref;
 use std::time::Duration;
 
-use redlock_core::{Client, Config, ConfigBuilder, NodeAddress};
-use tokio::sync::{mpsc, oneshot, watch};
+use redlock_async::Setup;
+use redlock_core::ConfigBuilder;
 
-pub use guard::{LockGuard, LockRef};
+pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
 
-use driver::{Cmd, Driver, now};
-use guard::LockState;
+use driver::Driver;
 
-/// A handle to a set of N nodes. Cheap to clone; `Send + Sync`.
+/// A handle to a set of N nodes, served by one driver thread. Cheap to clone; `Send + Sync`.
+///
+/// The lock methods ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
+/// [`lock_with`](Handle::lock_with), [`with_lock`](Handle::with_lock),
+/// [`config`](Handle::config)) are those of [`Handle`], reached through `Deref`;
+/// `Handle::clone(&redlock)` gives a handle free of the runtime's name.
 ///
 /// The driver thread runs as long as a handle or a guard exists, or an operation (a
 /// background release, say) is unfinished.
 #[derive(Debug, Clone)]
-pub struct Redlock {
-    tx: mpsc::UnboundedSender<Cmd>,
-    shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-struct Shared {
-    config: Config,
-    next_ticket: AtomicU64,
-}
+pub struct Redlock(Handle);
 
 /// Builds a [`Redlock`] from node URLs and core configuration.
 #[derive(Debug)]
-pub struct Builder {
-    addrs: Vec<NodeAddress>,
-    config: ConfigBuilder,
-    connect_timeout: Duration,
-}
+pub struct Builder(Setup);
 
 impl Redlock {
     /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
@@ -99,19 +86,7 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let addrs = urls
-            .into_iter()
-            .map(|u| NodeAddress::parse(u.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut config = Config::builder(addrs.len());
-        for (i, addr) in addrs.iter().enumerate() {
-            config = config.node(i, addr.settings.clone());
-        }
-        Ok(Builder {
-            addrs,
-            config,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-        })
+        Setup::from_urls(urls).map(Builder)
     }
 
     /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
@@ -122,112 +97,25 @@ impl Redlock {
     {
         Self::builder(urls)?.build()
     }
+}
 
-    /// The configuration in use.
-    pub fn config(&self) -> &Config {
-        &self.shared.config
-    }
+impl Deref for Redlock {
+    type Target = Handle;
 
-    /// Acquires `resource`, retrying per the configured policy.
-    ///
-    /// Dropping the returned future cancels the attempt and releases whatever it set.
-    pub async fn lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
-        self.lock_with(resource, LockOptions::default()).await
-    }
-
-    /// Makes a single attempt to acquire `resource`.
-    pub async fn try_lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
-        let once = RetryPolicy {
-            max_attempts: Some(1),
-            max_wait: None,
-            ..*self.config().retry()
-        };
-        self.lock_with(resource, LockOptions::default().retry(once))
-            .await
-    }
-
-    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension.
-    pub async fn lock_with(
-        &self,
-        resource: impl Into<Resource>,
-        options: LockOptions,
-    ) -> Result<LockGuard, LockError> {
-        let ticket = self.shared.next_ticket.fetch_add(1, Ordering::Relaxed);
-        let (reply, rx) = oneshot::channel();
-        let initial = LockState {
-            deadline: now(),
-            lost: None,
-            released: None,
-        };
-        let (state, state_rx) = watch::channel(initial);
-        let cmd = Cmd::Acquire {
-            ticket,
-            resource: resource.into(),
-            options,
-            reply,
-            state,
-        };
-        self.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
-        let mut cancel = CancelOnDrop {
-            tx: &self.tx,
-            ticket,
-            armed: true,
-        };
-        let result = rx.await;
-        cancel.armed = false;
-        let (op, acquired) = result.map_err(|_| LockError::Shutdown)??;
-        Ok(LockGuard::new(LockRef {
-            op,
-            resource: acquired.resource,
-            token: acquired.token,
-            state: state_rx,
-            tx: self.tx.clone(),
-        }))
-    }
-
-    /// Runs `f` under the lock with auto-extension, then releases.
-    ///
-    /// If the lock is lost while `f` runs, `f` can see it through [`LockRef::lost`], and the
-    /// result is [`WithLockError::Lock`] with [`LockError::Lost`]. An error from `f` wins
-    /// over any lock error.
-    pub async fn with_lock<T, E, F, Fut>(
-        &self,
-        resource: impl Into<Resource>,
-        f: F,
-    ) -> Result<T, WithLockError<E>>
-    where
-        F: FnOnce(LockRef) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let auto = self.config().auto_extend().copied().unwrap_or_default();
-        let options = LockOptions::default().auto_extend(Some(auto));
-        let guard = self
-            .lock_with(resource, options)
-            .await
-            .map_err(WithLockError::Lock)?;
-        let result = f(guard.lock_ref()).await;
-        let lost = guard.lost_reason();
-        let released = guard.release().await;
-        match (result, lost, released) {
-            (Err(e), _, _) => Err(WithLockError::Closure(e)),
-            (Ok(_), Some(reason), _) => Err(WithLockError::Lock(LockError::Lost(reason))),
-            (Ok(_), None, Err(e)) => Err(WithLockError::Lock(e)),
-            (Ok(value), None, Ok(_)) => Ok(value),
-        }
+    fn deref(&self) -> &Handle {
+        &self.0
     }
 }
 
 impl Builder {
     /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
-    pub fn config(mut self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
-        self.config = f(self.config);
-        self
+    pub fn config(self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
+        Self(self.0.config(f))
     }
 
     /// How long a connection attempt (name resolution included) may take. Default 1 s.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
+    pub fn connect_timeout(self, timeout: Duration) -> Self {
+        Self(self.0.connect_timeout(timeout))
     }
 
     /// Validates the configuration and starts the driver thread. Needs no executor, and
@@ -235,63 +123,15 @@ impl Builder {
     ///
     /// Fails with [`LockError::Shutdown`] only if the operating system refuses a thread.
     pub fn build(self) -> Result<Redlock, LockError> {
-        let config = self.config.build()?;
-        let rng = rand_core::UnwrapErr(getrandom::SysRng);
-        let client = Client::new(config.clone(), rng);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let driver = Driver::new(client, rx, self.addrs, self.connect_timeout);
+        let (handle, parts) = self.0.build()?;
+        let driver = Driver::new(parts);
         std::thread::Builder::new()
             .name(DRIVER_THREAD.into())
             .spawn(move || async_io::block_on(driver.run()))
             .map_err(|_| LockError::Shutdown)?;
-        Ok(Redlock {
-            tx,
-            shared: Arc::new(Shared {
-                config,
-                next_ticket: AtomicU64::new(0),
-            }),
-        })
+        Ok(Redlock(handle))
     }
 }
-
-/// The error of [`Redlock::with_lock`]: the closure's own, or the lock's.
-#[derive(Debug)]
-pub enum WithLockError<E> {
-    /// Acquiring failed, or the lock was lost while the closure ran.
-    Lock(LockError),
-    /// The closure failed.
-    Closure(E),
-}
-
-impl<E: fmt::Display> fmt::Display for WithLockError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Lock(e) => e.fmt(f),
-            Self::Closure(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for WithLockError<E> {}
-
-/// Cancels an acquisition whose future is dropped before it returned a guard.
-struct CancelOnDrop<'a> {
-    tx: &'a mpsc::UnboundedSender<Cmd>,
-    ticket: u64,
-    armed: bool,
-}
-
-impl Drop for CancelOnDrop<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            let _ = self.tx.send(Cmd::Cancel {
-                ticket: self.ticket,
-            });
-        }
-    }
-}
-
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The driver thread's name (15 bytes: Linux keeps no more).
 const DRIVER_THREAD: &str = "redlock-asyncio";

@@ -1,7 +1,8 @@
 //! The driver task: owns the core `Client` and the N connections, and runs the loop of
-//! STYLE.md section 4. It moves bytes and events; every decision is the core's.
+//! STYLE.md section 4. It moves bytes; requests and events go through `redlock-async`'s
+//! `Waiters`, and every decision is the core's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -9,53 +10,15 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use redlock_core::{
-    Client, Event, Input, LockError, LockOptions, NodeAddress, NodeId, OpId, Output,
-    ReleaseOutcome, Resource,
-};
+use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
+use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
-use crate::guard::LockState;
-
 /// Most user commands handled in one loop turn.
 const COMMAND_BURST: usize = 64;
-
-/// The RNG the core draws tokens and jitter from: the operating system's.
-pub(crate) type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
-
-/// A request from a handle to the driver task.
-pub(crate) enum Cmd {
-    Acquire {
-        ticket: u64,
-        resource: Resource,
-        options: LockOptions,
-        reply: oneshot::Sender<Result<(OpId, redlock_core::Acquired), LockError>>,
-        state: watch::Sender<LockState>,
-    },
-    /// The `lock()` future was dropped before it returned a guard.
-    Cancel { ticket: u64 },
-    Extend {
-        op: OpId,
-        reply: oneshot::Sender<Result<Instant, LockError>>,
-    },
-    /// Release; `reply` is `None` when a guard is dropped.
-    Release {
-        op: OpId,
-        reply: Option<oneshot::Sender<Result<Vec<ReleaseOutcome>, LockError>>>,
-    },
-}
-
-/// Who waits for what on one operation.
-struct Waiters {
-    ticket: u64,
-    acquire: Option<oneshot::Sender<Result<(OpId, redlock_core::Acquired), LockError>>>,
-    state: watch::Sender<LockState>,
-    extend: Vec<oneshot::Sender<Result<Instant, LockError>>>,
-    release: Vec<oneshot::Sender<Result<Vec<ReleaseOutcome>, LockError>>>,
-}
 
 /// One node's socket and unsent bytes.
 #[derive(Default)]
@@ -79,42 +42,33 @@ pub(crate) struct Driver {
     conns: Vec<Conn>,
     connects: JoinSet<(NodeId, io::Result<TcpStream>)>,
     connect_timeout: Duration,
-    ops: HashMap<OpId, Waiters>,
-    tickets: HashMap<u64, OpId>,
+    waiters: Waiters,
     /// Inputs found while draining (write errors), fed before waiting.
     pending: VecDeque<NodeId>,
-    /// Locks acquired for a `lock()` future that was dropped: released before waiting.
-    orphans: Vec<OpId>,
     sleep: Pin<Box<Sleep>>,
     read_buf: Vec<u8>,
     next_read: usize,
     closed: bool,
 }
 
-/// The driver's one clock: tokio's, so that paused test time works.
-pub(crate) fn now() -> Instant {
+/// The loop's one clock: tokio's, which is std's unless time is paused. Guards read std's
+/// (`redlock-async` knows no runtime), so a paused clock would skew their validity.
+fn now() -> Instant {
     tokio::time::Instant::now().into_std()
 }
 
 impl Driver {
-    pub(crate) fn new(
-        client: Client<OsRng>,
-        rx: mpsc::UnboundedReceiver<Cmd>,
-        addrs: Vec<NodeAddress>,
-        connect_timeout: Duration,
-    ) -> Self {
-        let n = addrs.len();
+    pub(crate) fn new(parts: DriverParts) -> Self {
+        let n = parts.addrs.len();
         Self {
-            client,
-            rx,
-            addrs,
+            client: parts.client,
+            rx: parts.commands,
+            addrs: parts.addrs,
             conns: (0..n).map(|_| Conn::default()).collect(),
             connects: JoinSet::new(),
-            connect_timeout,
-            ops: HashMap::new(),
-            tickets: HashMap::new(),
+            connect_timeout: parts.connect_timeout,
+            waiters: Waiters::new(),
             pending: VecDeque::new(),
-            orphans: Vec::new(),
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
             read_buf: vec![0; 64 * 1024],
             next_read: 0,
@@ -132,8 +86,7 @@ impl Driver {
                 return;
             }
             // Work discovered while draining goes first, one input per turn.
-            if let Some(op) = self.orphans.pop() {
-                let _ = self.client.release(now(), op);
+            if self.waiters.release_orphan(now(), &mut self.client) {
                 continue;
             }
             if let Some(node) = self.pending.pop_front() {
@@ -151,14 +104,14 @@ impl Driver {
             let now = now();
             match wake {
                 Wake::Cmd(Some(cmd)) => {
-                    self.command(now, cmd);
+                    self.waiters.command(now, &mut self.client, cmd);
                     // Take a burst of commands in one turn (draining between them), so
                     // their bytes leave in one write per node.
                     for _ in 1..COMMAND_BURST {
                         let Ok(cmd) = self.rx.try_recv() else { break };
                         // Transmits queue per node; the deadline is read again at the top.
                         let _ = self.drain();
-                        self.command(now, cmd);
+                        self.waiters.command(now, &mut self.client, cmd);
                     }
                 }
                 Wake::Cmd(None) => self.closed = true,
@@ -196,7 +149,7 @@ impl Driver {
         for _ in 0..COMMAND_BURST {
             let Ok(cmd) = self.rx.try_recv() else { break };
             let _ = self.drain();
-            self.command(now(), cmd);
+            self.waiters.command(now(), &mut self.client, cmd);
         }
     }
 
@@ -269,7 +222,7 @@ impl Driver {
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
                 Output::Connect(node) => self.connect(node),
                 Output::Disconnect(node) => self.conns[node.index()] = Conn::default(),
-                Output::Event(event) => self.dispatch(event),
+                Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return Some(at),
                 Output::Idle => return None,
             }
@@ -308,115 +261,5 @@ impl Driver {
             };
             (node, result)
         });
-    }
-
-    fn command(&mut self, now: Instant, cmd: Cmd) {
-        match cmd {
-            Cmd::Acquire {
-                ticket,
-                resource,
-                options,
-                reply,
-                state,
-            } => match self.client.acquire_with(now, resource, &options) {
-                Ok(op) => {
-                    self.tickets.insert(ticket, op);
-                    let waiters = Waiters {
-                        ticket,
-                        acquire: Some(reply),
-                        state,
-                        extend: Vec::new(),
-                        release: Vec::new(),
-                    };
-                    self.ops.insert(op, waiters);
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e.into()));
-                }
-            },
-            Cmd::Cancel { ticket } => {
-                // The `lock()` future was dropped before it made a guard: cancel the
-                // acquisition, or release a lock nobody holds a guard for.
-                if let Some(&op) = self.tickets.get(&ticket) {
-                    let _ = self.client.cancel(now, op);
-                }
-            }
-            Cmd::Extend { op, reply } => match self.client.extend(now, op) {
-                Ok(()) => match self.ops.get_mut(&op) {
-                    Some(w) => w.extend.push(reply),
-                    None => drop(reply.send(Err(LockError::NotHeld))),
-                },
-                Err(_) => {
-                    let lost = self
-                        .ops
-                        .get(&op)
-                        .and_then(|w| w.state.borrow().lost.clone());
-                    let err = lost.map_or(LockError::NotHeld, LockError::Lost);
-                    let _ = reply.send(Err(err));
-                }
-            },
-            Cmd::Release { op, reply } => {
-                // Refused when already releasing (after a loss): wait for that release.
-                let _ = self.client.release(now, op);
-                match (self.ops.get_mut(&op), reply) {
-                    (Some(w), Some(reply)) => w.release.push(reply),
-                    (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
-                    (_, None) => {}
-                }
-            }
-        }
-    }
-
-    /// Hands a core event to whoever waits on its operation.
-    fn dispatch(&mut self, event: Event) {
-        let op = event.op();
-        let Some(w) = self.ops.get_mut(&op) else {
-            return;
-        };
-        match event {
-            Event::Acquired(acquired) => {
-                w.state.send_modify(|s| s.deadline = acquired.deadline);
-                let delivered = w
-                    .acquire
-                    .take()
-                    .is_some_and(|reply| reply.send(Ok((op, acquired))).is_ok());
-                if !delivered {
-                    // The `lock()` future is gone: nobody will ever release this lock.
-                    self.orphans.push(op);
-                }
-            }
-            Event::AcquireFailed { reason, .. } => {
-                if let Some(reply) = w.acquire.take() {
-                    let _ = reply.send(Err(reason.into()));
-                }
-                self.forget(op);
-            }
-            Event::Extended { deadline, .. } => {
-                w.state.send_modify(|s| s.deadline = deadline);
-                for reply in w.extend.drain(..) {
-                    let _ = reply.send(Ok(deadline));
-                }
-            }
-            Event::Lost { reason, .. } => {
-                w.state.send_modify(|s| s.lost = Some(reason.clone()));
-                for reply in w.extend.drain(..) {
-                    let _ = reply.send(Err(LockError::Lost(reason.clone())));
-                }
-            }
-            Event::Released { nodes, .. } => {
-                w.state.send_modify(|s| s.released = Some(nodes.clone()));
-                for reply in w.release.drain(..) {
-                    let _ = reply.send(Ok(nodes.clone()));
-                }
-                self.forget(op);
-            }
-            _ => {}
-        }
-    }
-
-    fn forget(&mut self, op: OpId) {
-        if let Some(w) = self.ops.remove(&op) {
-            self.tickets.remove(&w.ticket);
-        }
     }
 }

@@ -1,5 +1,6 @@
 //! What a lock holder sees: [`LockGuard`] (releases on drop) and [`LockRef`] (a cheap view
-//! for code running under the lock). Both read state the driver thread publishes.
+//! for code running under the lock). Both read the state the driver loop publishes and send
+//! their requests to it; neither touches a socket.
 
 use std::ops::Deref;
 use std::time::{Duration, Instant};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 use redlock_core::{LockError, LostReason, OpId, ReleaseOutcome, Resource, Token};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::driver::{Cmd, now};
+use crate::waiters::{Cmd, Request};
 
 /// What the driver publishes about one lock.
 #[derive(Debug, Clone)]
@@ -51,7 +52,7 @@ impl LockRef {
         if state.lost.is_some() {
             return Duration::ZERO;
         }
-        state.deadline.saturating_duration_since(now())
+        state.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Why the lock was lost, if it was.
@@ -78,7 +79,7 @@ impl LockRef {
             return Err(LockError::Lost(reason));
         }
         let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Extend { op: self.op, reply };
+        let cmd = Cmd(Request::Extend { op: self.op, reply });
         self.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
         rx.await.map_err(|_| LockError::Shutdown)?
     }
@@ -113,10 +114,10 @@ impl LockGuard {
             return Ok(report);
         }
         let (reply, rx) = oneshot::channel();
-        let cmd = Cmd::Release {
+        let cmd = Cmd(Request::Release {
             op: self.lock.op,
             reply: Some(reply),
-        };
+        });
         self.lock.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
         match rx.await.map_err(|_| LockError::Shutdown)? {
             Ok(report) => Ok(report),
@@ -137,12 +138,12 @@ impl Deref for LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            // Never blocks: the driver thread releases in the background. If the driver is
+            // Never blocks: the driver loop releases in the background. If the driver is
             // gone the keys expire on their own.
-            let _ = self.lock.tx.send(Cmd::Release {
+            let _ = self.lock.tx.send(Cmd(Request::Release {
                 op: self.lock.op,
                 reply: None,
-            });
+            }));
         }
     }
 }

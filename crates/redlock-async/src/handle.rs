@@ -1,0 +1,173 @@
+//! The user's [`Handle`]: lock, try, lock with options, run a closure under a lock. It only
+//! sends requests to the driver loop and awaits the answers; the loop does the rest.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use redlock_core::{Config, LockError, LockOptions, Resource, RetryPolicy};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::guard::{LockGuard, LockRef, LockState};
+use crate::waiters::{Cmd, Request};
+
+/// A handle to a set of N nodes, served by a driver loop. Cheap to clone; `Send + Sync`.
+///
+/// The driver loop runs as long as a handle or a guard exists, or an operation (a background
+/// release, say) is unfinished. Each driver's `Redlock` derefs to this type.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    tx: mpsc::UnboundedSender<Cmd>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: Config,
+    next_ticket: AtomicU64,
+}
+
+impl Handle {
+    /// A handle sending to the driver loop that receives from `tx`'s channel.
+    pub(crate) fn new(tx: mpsc::UnboundedSender<Cmd>, config: Config) -> Self {
+        Self {
+            tx,
+            shared: Arc::new(Shared {
+                config,
+                next_ticket: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Acquires `resource`, retrying per the configured policy.
+    ///
+    /// Dropping the returned future cancels the attempt and releases whatever it set.
+    pub async fn lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
+        self.lock_with(resource, LockOptions::default()).await
+    }
+
+    /// Makes a single attempt to acquire `resource`.
+    pub async fn try_lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
+        let once = RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            ..*self.config().retry()
+        };
+        self.lock_with(resource, LockOptions::default().retry(once))
+            .await
+    }
+
+    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension.
+    pub async fn lock_with(
+        &self,
+        resource: impl Into<Resource>,
+        options: LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        let ticket = self.shared.next_ticket.fetch_add(1, Ordering::Relaxed);
+        let (reply, rx) = oneshot::channel();
+        let initial = LockState {
+            deadline: Instant::now(),
+            lost: None,
+            released: None,
+        };
+        let (state, state_rx) = watch::channel(initial);
+        let cmd = Cmd(Request::Acquire {
+            ticket,
+            resource: resource.into(),
+            options,
+            reply,
+            state,
+        });
+        self.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
+        let mut cancel = CancelOnDrop {
+            tx: &self.tx,
+            ticket,
+            armed: true,
+        };
+        let result = rx.await;
+        cancel.armed = false;
+        let (op, acquired) = result.map_err(|_| LockError::Shutdown)??;
+        Ok(LockGuard::new(LockRef {
+            op,
+            resource: acquired.resource,
+            token: acquired.token,
+            state: state_rx,
+            tx: self.tx.clone(),
+        }))
+    }
+
+    /// Runs `f` under the lock with auto-extension, then releases.
+    ///
+    /// If the lock is lost while `f` runs, `f` can see it through [`LockRef::lost`], and the
+    /// result is [`WithLockError::Lock`] with [`LockError::Lost`]. An error from `f` wins
+    /// over any lock error.
+    pub async fn with_lock<T, E, F, Fut>(
+        &self,
+        resource: impl Into<Resource>,
+        f: F,
+    ) -> Result<T, WithLockError<E>>
+    where
+        F: FnOnce(LockRef) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let auto = self.config().auto_extend().copied().unwrap_or_default();
+        let options = LockOptions::default().auto_extend(Some(auto));
+        let guard = self
+            .lock_with(resource, options)
+            .await
+            .map_err(WithLockError::Lock)?;
+        let result = f(guard.lock_ref()).await;
+        let lost = guard.lost_reason();
+        let released = guard.release().await;
+        match (result, lost, released) {
+            (Err(e), _, _) => Err(WithLockError::Closure(e)),
+            (Ok(_), Some(reason), _) => Err(WithLockError::Lock(LockError::Lost(reason))),
+            (Ok(_), None, Err(e)) => Err(WithLockError::Lock(e)),
+            (Ok(value), None, Ok(_)) => Ok(value),
+        }
+    }
+}
+
+/// The error of [`Handle::with_lock`]: the closure's own, or the lock's.
+#[derive(Debug)]
+pub enum WithLockError<E> {
+    /// Acquiring failed, or the lock was lost while the closure ran.
+    Lock(LockError),
+    /// The closure failed.
+    Closure(E),
+}
+
+impl<E: fmt::Display> fmt::Display for WithLockError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Lock(e) => e.fmt(f),
+            Self::Closure(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for WithLockError<E> {}
+
+/// Cancels an acquisition whose future is dropped before it returned a guard.
+struct CancelOnDrop<'a> {
+    tx: &'a mpsc::UnboundedSender<Cmd>,
+    ticket: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.tx.send(Cmd(Request::Cancel {
+                ticket: self.ticket,
+            }));
+        }
+    }
+}

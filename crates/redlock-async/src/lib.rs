@@ -1,0 +1,62 @@
+//! The handle, guard and bookkeeping shared by the async Redlock drivers (`redlock-tokio`,
+//! `redlock-async-std`). Runtime-agnostic: it uses only tokio's `sync` channels, which need
+//! no tokio runtime, and it does no IO.
+//!
+//! Users reach this crate through a driver, which re-exports [`Handle`] (behind its
+//! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`]. A driver keeps only the IO:
+//! sockets, timers, connecting, the wait for one thing, batching. What it gets from here:
+//! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
+//!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the
+//!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver and the
+//!   node addresses.
+//! - [`Waiters`] is the loop's bookkeeping: it takes each [`Cmd`] the handles send, each core
+//!   `Event` the loop drains, and releases locks whose `lock()` future was dropped.
+//!
+//! ```no_run
+//! use std::time::{Duration, Instant};
+//! use redlock_async::{DriverParts, Setup, Waiters};
+//! use redlock_core::Output;
+//!
+//! let urls = ["redis://127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
+//! let (handle, parts) = Setup::from_urls(urls)?
+//!     .config(|c| c.ttl(Duration::from_secs(10)))
+//!     .build()?;
+//! // A real driver spawns its async loop; `handle.lock("invoices:42").await` from here on.
+//! std::thread::spawn(move || run(parts));
+//!
+//! fn run(parts: DriverParts) {
+//!     let DriverParts { mut client, mut commands, .. } = parts;
+//!     let mut waiters = Waiters::new();
+//!     loop {
+//!         // Drain: events go to their waiters; the rest is the driver's IO.
+//!         loop {
+//!             match client.poll_output() {
+//!                 Output::Event(event) => waiters.dispatch(event),
+//!                 Output::Timeout(_) | Output::Idle => break,
+//!                 _ => { /* write, connect, disconnect */ }
+//!             }
+//!         }
+//!         if waiters.release_orphan(Instant::now(), &mut client) {
+//!             continue;
+//!         }
+//!         // Wait for one thing (here only a command) and feed it. A real driver finishes
+//!         // the operations in flight before it returns.
+//!         let Some(cmd) = commands.blocking_recv() else { return };
+//!         waiters.command(Instant::now(), &mut client, cmd);
+//!     }
+//! }
+//! # Ok::<(), redlock_core::LockError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod guard;
+mod handle;
+mod setup;
+mod waiters;
+
+pub use guard::{LockGuard, LockRef};
+pub use handle::{Handle, WithLockError};
+pub use setup::{DriverParts, OsRng, Setup};
+pub use waiters::{Cmd, Waiters};

@@ -1,0 +1,200 @@
+//! The driver loop's bookkeeping: the requests handles send ([`Cmd`]), and who waits for what
+//! on each operation ([`Waiters`]). It turns requests into core calls and core events into
+//! answers; it never touches a socket or a clock.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rand_core::CryptoRng;
+use redlock_core::{
+    Acquired, Client, Event, LockError, LockOptions, OpId, ReleaseOutcome, Resource,
+};
+use tokio::sync::{oneshot, watch};
+
+use crate::guard::LockState;
+
+/// A request from a [`Handle`](crate::Handle), [`LockGuard`](crate::LockGuard) or
+/// [`LockRef`](crate::LockRef) to the driver loop. Opaque: the loop receives it from
+/// [`DriverParts::commands`](crate::DriverParts::commands) and hands it to
+/// [`Waiters::command`].
+pub struct Cmd(pub(crate) Request);
+
+/// The requests themselves.
+pub(crate) enum Request {
+    Acquire {
+        ticket: u64,
+        resource: Resource,
+        options: LockOptions,
+        reply: Reply<(OpId, Acquired)>,
+        state: watch::Sender<LockState>,
+    },
+    /// The `lock()` future was dropped before it returned a guard.
+    Cancel {
+        ticket: u64,
+    },
+    Extend {
+        op: OpId,
+        reply: Reply<Instant>,
+    },
+    /// Release; `reply` is `None` when a guard is dropped.
+    Release {
+        op: OpId,
+        reply: Option<Reply<Vec<ReleaseOutcome>>>,
+    },
+}
+
+/// Where the driver answers one request.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, LockError>>;
+
+/// Who waits for what on each operation in flight, and which acquired locks nobody holds.
+///
+/// The driver loop MUST hand every [`Cmd`] it receives to [`Waiters::command`] and every
+/// `Event` it drains to [`Waiters::dispatch`], and SHOULD call [`Waiters::release_orphan`]
+/// after each drain, before waiting.
+#[derive(Default)]
+pub struct Waiters {
+    ops: HashMap<OpId, OpWaiters>,
+    /// `lock()` calls by ticket, so that a dropped future can cancel its operation.
+    tickets: HashMap<u64, OpId>,
+    /// Locks acquired for a `lock()` future that was dropped.
+    orphans: Vec<OpId>,
+}
+
+/// Who waits for what on one operation.
+struct OpWaiters {
+    ticket: u64,
+    acquire: Option<Reply<(OpId, Acquired)>>,
+    state: watch::Sender<LockState>,
+    extend: Vec<Reply<Instant>>,
+    release: Vec<Reply<Vec<ReleaseOutcome>>>,
+}
+
+impl Waiters {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds a request to the core: acquire, cancel, extend or release. Like every core
+    /// input, the loop MUST drain the core before calling this.
+    pub fn command<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, cmd: Cmd) {
+        match cmd.0 {
+            Request::Acquire {
+                ticket,
+                resource,
+                options,
+                reply,
+                state,
+            } => match client.acquire_with(now, resource, &options) {
+                Ok(op) => {
+                    self.tickets.insert(ticket, op);
+                    let waiters = OpWaiters {
+                        ticket,
+                        acquire: Some(reply),
+                        state,
+                        extend: Vec::new(),
+                        release: Vec::new(),
+                    };
+                    self.ops.insert(op, waiters);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
+            Request::Cancel { ticket } => {
+                // The `lock()` future was dropped before it made a guard: cancel the
+                // acquisition, or release a lock nobody holds a guard for.
+                if let Some(&op) = self.tickets.get(&ticket) {
+                    let _ = client.cancel(now, op);
+                }
+            }
+            Request::Extend { op, reply } => match client.extend(now, op) {
+                Ok(()) => match self.ops.get_mut(&op) {
+                    Some(w) => w.extend.push(reply),
+                    None => drop(reply.send(Err(LockError::NotHeld))),
+                },
+                Err(_) => {
+                    let lost = self
+                        .ops
+                        .get(&op)
+                        .and_then(|w| w.state.borrow().lost.clone());
+                    let err = lost.map_or(LockError::NotHeld, LockError::Lost);
+                    let _ = reply.send(Err(err));
+                }
+            },
+            Request::Release { op, reply } => {
+                // Refused when already releasing (after a loss): wait for that release.
+                let _ = client.release(now, op);
+                match (self.ops.get_mut(&op), reply) {
+                    (Some(w), Some(reply)) => w.release.push(reply),
+                    (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
+                    (_, None) => {}
+                }
+            }
+        }
+    }
+
+    /// Hands a core event to whoever waits on its operation.
+    pub fn dispatch(&mut self, event: Event) {
+        let op = event.op();
+        let Some(w) = self.ops.get_mut(&op) else {
+            return;
+        };
+        match event {
+            Event::Acquired(acquired) => {
+                w.state.send_modify(|s| s.deadline = acquired.deadline);
+                let delivered = w
+                    .acquire
+                    .take()
+                    .is_some_and(|reply| reply.send(Ok((op, acquired))).is_ok());
+                if !delivered {
+                    // The `lock()` future is gone: nobody will ever release this lock.
+                    self.orphans.push(op);
+                }
+            }
+            Event::AcquireFailed { reason, .. } => {
+                if let Some(reply) = w.acquire.take() {
+                    let _ = reply.send(Err(reason.into()));
+                }
+                self.forget(op);
+            }
+            Event::Extended { deadline, .. } => {
+                w.state.send_modify(|s| s.deadline = deadline);
+                for reply in w.extend.drain(..) {
+                    let _ = reply.send(Ok(deadline));
+                }
+            }
+            Event::Lost { reason, .. } => {
+                w.state.send_modify(|s| s.lost = Some(reason.clone()));
+                for reply in w.extend.drain(..) {
+                    let _ = reply.send(Err(LockError::Lost(reason.clone())));
+                }
+            }
+            Event::Released { nodes, .. } => {
+                w.state.send_modify(|s| s.released = Some(nodes.clone()));
+                for reply in w.release.drain(..) {
+                    let _ = reply.send(Ok(nodes.clone()));
+                }
+                self.forget(op);
+            }
+            _ => {}
+        }
+    }
+
+    /// Releases one lock that was acquired for a dropped `lock()` future, if there is one,
+    /// and says whether it did. Nobody else will ever release such a lock. Call it after a
+    /// drain (it is a core input), once per loop turn, until it returns `false`.
+    pub fn release_orphan<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>) -> bool {
+        let Some(op) = self.orphans.pop() else {
+            return false;
+        };
+        let _ = client.release(now, op);
+        true
+    }
+
+    fn forget(&mut self, op: OpId) {
+        if let Some(w) = self.ops.remove(&op) {
+            self.tickets.remove(&w.ticket);
+        }
+    }
+}

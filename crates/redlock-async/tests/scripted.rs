@@ -1,0 +1,248 @@
+//! The handle, guards and [`Waiters`] against a scripted driver loop over one node: the test
+//! plays the node's replies and polls the user's futures by hand, so every request, event and
+//! cancellation is seen in order. No server, no runtime; real clock (validity is measured).
+
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use redlock_async::{Cmd, DriverParts, Handle, OsRng, Setup, Waiters};
+use redlock_core::{Client, Input, LockError, NodeId, Output, ReleaseOutcome};
+use tokio::sync::mpsc;
+
+/// The driver side: a one-node loop whose socket is this test.
+struct Scripted {
+    client: Client<OsRng>,
+    commands: mpsc::UnboundedReceiver<Cmd>,
+    waiters: Waiters,
+    /// Bytes written to the node since the last `take_sent`.
+    sent: Vec<u8>,
+}
+
+impl Scripted {
+    /// A handle and its loop, connected to the node, scripts loaded.
+    fn start() -> (Handle, Self) {
+        let (handle, parts) = Setup::from_urls(["127.0.0.1:1"]).unwrap().build().unwrap();
+        let DriverParts {
+            client, commands, ..
+        } = parts;
+        let mut l = Self {
+            client,
+            commands,
+            waiters: Waiters::new(),
+            sent: Vec::new(),
+        };
+        l.drain();
+        l.feed(Input::Connected {
+            now: Instant::now(),
+            node: NodeId::new(0),
+        });
+        let mut loaded = Vec::new();
+        for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+            loaded.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+        }
+        l.reply(&loaded);
+        l.take_sent();
+        (handle, l)
+    }
+
+    /// Drains the core: bytes are kept, events go to the waiters.
+    fn drain(&mut self) {
+        loop {
+            match self.client.poll_output() {
+                Output::Transmit(t) => self.sent.extend_from_slice(&t.bytes),
+                Output::Event(event) => self.waiters.dispatch(event),
+                Output::Timeout(_) | Output::Idle => return,
+                Output::Connect(_) | Output::Disconnect(_) => {}
+            }
+        }
+    }
+
+    fn feed(&mut self, input: Input<'_>) {
+        self.drain();
+        self.client.handle_input(input).expect("drained before");
+        self.drain();
+    }
+
+    /// Feeds every queued request; returns how many there were.
+    fn commands(&mut self) -> usize {
+        let mut n = 0;
+        while let Ok(cmd) = self.commands.try_recv() {
+            self.drain();
+            self.waiters.command(Instant::now(), &mut self.client, cmd);
+            n += 1;
+        }
+        self.drain();
+        n
+    }
+
+    fn reply(&mut self, bytes: &[u8]) {
+        let now = Instant::now();
+        self.feed(Input::Received {
+            now,
+            node: NodeId::new(0),
+            bytes,
+        });
+    }
+
+    fn take_sent(&mut self) -> String {
+        String::from_utf8(std::mem::take(&mut self.sent)).expect("RESP is text here")
+    }
+}
+
+fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn lock_extend_release() {
+    let (handle, mut l) = Scripted::start();
+    let mut lock = pin!(handle.lock("r"));
+    assert!(poll(lock.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    assert!(l.take_sent().contains("SET"));
+    l.reply(b"+OK\r\n");
+    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
+        panic!("not acquired")
+    };
+    assert!(guard.validity() > Duration::ZERO);
+    assert_eq!(guard.lost_reason(), None);
+
+    let before = guard.deadline();
+    let mut extend = Box::pin(guard.extend());
+    assert!(poll(extend.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    assert!(l.take_sent().contains("EVALSHA"));
+    l.reply(b":1\r\n");
+    let Poll::Ready(Ok(deadline)) = poll(extend.as_mut()) else {
+        panic!("not extended")
+    };
+    drop(extend);
+    assert!(deadline >= before);
+    assert_eq!(
+        guard.deadline(),
+        deadline,
+        "the guard sees the new deadline"
+    );
+
+    let mut release = pin!(guard.release());
+    assert!(poll(release.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    l.reply(b":1\r\n");
+    let report = poll(release.as_mut());
+    assert!(matches!(report, Poll::Ready(Ok(r)) if r == [ReleaseOutcome::Released]));
+    assert_eq!(l.client.active_ops(), 0);
+}
+
+/// A `lock()` future dropped while its SET is in flight cancels the attempt, which then
+/// releases what it set.
+#[test]
+fn dropped_lock_future_cancels() {
+    let (handle, mut l) = Scripted::start();
+    let mut lock = Box::pin(handle.lock("r"));
+    assert!(poll(lock.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    l.take_sent();
+    drop(lock);
+    assert_eq!(l.commands(), 1, "the cancellation");
+    l.reply(b"+OK\r\n");
+    assert!(l.take_sent().contains("EVALSHA"), "the SET is undone");
+    l.reply(b":1\r\n");
+    assert_eq!(l.client.active_ops(), 0);
+}
+
+/// A `lock()` future dropped after the loop read its request but before the lock was handed
+/// over leaves an orphan, which the loop releases before it waits again.
+#[test]
+fn orphaned_lock_is_released() {
+    let (handle, mut l) = Scripted::start();
+    let mut lock = Box::pin(handle.lock("r"));
+    assert!(poll(lock.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    l.take_sent();
+    drop(lock);
+    // Acquired before the loop reads the cancellation: nobody receives the guard.
+    l.reply(b"+OK\r\n");
+    assert!(l.waiters.release_orphan(Instant::now(), &mut l.client));
+    assert!(!l.waiters.release_orphan(Instant::now(), &mut l.client));
+    l.drain();
+    assert!(l.take_sent().contains("EVALSHA"));
+    assert_eq!(l.commands(), 1, "the late cancellation changes nothing");
+    assert!(l.take_sent().is_empty());
+    l.reply(b":1\r\n");
+    assert_eq!(l.client.active_ops(), 0);
+}
+
+/// A dropped guard releases in the background; once every handle and guard is gone the
+/// command channel closes, and the loop may end.
+#[test]
+fn dropped_guard_releases_then_the_channel_closes() {
+    let (handle, mut l) = Scripted::start();
+    let mut lock = Box::pin(handle.lock("r"));
+    assert!(poll(lock.as_mut()).is_pending());
+    l.commands();
+    l.reply(b"+OK\r\n");
+    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
+        panic!("not acquired")
+    };
+    drop(lock);
+    let view = guard.lock_ref();
+    drop(handle);
+    l.take_sent();
+    drop(guard);
+    assert_eq!(l.commands(), 1);
+    assert!(l.take_sent().contains("EVALSHA"));
+    assert!(l.commands.try_recv().is_err());
+    assert!(!l.commands.is_closed(), "a LockRef still holds a sender");
+    drop(view);
+    assert!(l.commands.is_closed());
+    l.reply(b":1\r\n");
+    assert_eq!(l.client.active_ops(), 0);
+}
+
+#[test]
+fn with_lock_runs_the_closure_then_releases() {
+    let (handle, mut l) = Scripted::start();
+    let mut run = pin!(handle.with_lock("r", |lock| async move {
+        assert!(lock.validity() > Duration::ZERO);
+        Ok::<_, std::io::Error>(7)
+    }));
+    assert!(poll(run.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    l.reply(b"+OK\r\n");
+    assert!(poll(run.as_mut()).is_pending(), "releasing");
+    assert_eq!(l.commands(), 1);
+    l.reply(b":1\r\n");
+    assert!(matches!(poll(run.as_mut()), Poll::Ready(Ok(7))));
+}
+
+#[test]
+fn without_a_loop_requests_fail_with_shutdown() {
+    let (handle, parts) = Setup::from_urls(["127.0.0.1:1"]).unwrap().build().unwrap();
+    drop(parts);
+    let result = poll(pin!(handle.lock("r")));
+    assert!(matches!(result, Poll::Ready(Err(LockError::Shutdown))));
+}
+
+#[test]
+fn setup_names_bad_urls_and_configs() {
+    let err = Setup::from_urls(["nope"]).unwrap_err();
+    assert!(matches!(err, LockError::Address(_)), "{err}");
+    let err = Setup::from_urls(["127.0.0.1:1"])
+        .unwrap()
+        .config(|c| c.quorum(2))
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("quorum"), "{err}");
+}
+
+#[test]
+fn handles_are_clone_send_sync() {
+    fn check<T: Clone + Send + Sync + 'static>() {}
+    fn send<T: Send + 'static>() {}
+    check::<Handle>();
+    check::<redlock_async::LockRef>();
+    send::<redlock_async::LockGuard>();
+    send::<DriverParts>();
+}
