@@ -1,6 +1,7 @@
 //! Runs `cluster --quick` end to end against real local nodes, so CI keeps the cluster bench
-//! working. Asserts that it finishes within a bound, reports every scenario for both
-//! subjects, and stops its nodes; never how fast anything was.
+//! working. Asserts that it finishes within a bound, reports every scenario for every subject
+//! (raw, tokio and rslock on both runtime flavours; async-std and blocking once, as
+//! `own-thread`), and stops its nodes; never how fast anything was.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -8,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[test]
-fn quick_run_reports_both_subjects_and_stops_its_nodes() {
+fn quick_run_reports_every_subject_and_stops_its_nodes() {
     let out = std::env::temp_dir().join(format!("cluster-bench-smoke-{}.json", std::process::id()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_cluster"))
         .args(["--quick", "--out"])
@@ -45,23 +46,43 @@ fn quick_run_reports_both_subjects_and_stops_its_nodes() {
         "cluster --quick failed: {status}\n{stderr}"
     );
 
-    // The markdown table: a row per scenario and runtime, with numbers for both subjects.
+    // The markdown table: a row per scenario, runtime and subject, each with numbers and
+    // ratios to raw.
     for scenario in ["serial", "concurrent32"] {
-        for runtime in ["current_thread", "multi_thread(2)"] {
-            let prefix = format!("| {scenario} | {runtime} | ");
+        for (runtime, subject) in ROWS {
+            let prefix = format!("| {scenario} | {runtime} | {subject} | ");
             let row = stdout
                 .lines()
                 .find(|l| l.starts_with(&prefix))
                 .unwrap_or_else(|| panic!("no row {prefix:?} in:\n{stdout}"));
-            assert!(!row.contains("NaN"), "a subject ran no cycles: {row}");
+            assert!(
+                !row.contains("NaN") && !row.contains('–'),
+                "a subject ran no cycles: {row}"
+            );
         }
+    }
+    // tokio against rslock, on both flavours.
+    for runtime in ["current_thread", "multi_thread(2)"] {
+        let prefix = format!("| {runtime} | ");
+        assert!(
+            stdout.lines().filter(|l| l.starts_with(&prefix)).count() == 1,
+            "no tokio/rslock row for {runtime} in:\n{stdout}"
+        );
     }
     let json = std::fs::read_to_string(&out).expect("read the JSON report");
     let _ = std::fs::remove_file(&out);
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
-    assert_eq!(json.matches("\"scenario\":").count(), 4, "{json}");
+    assert_eq!(
+        json.matches("\"scenario\":").count(),
+        2 * ROWS.len(),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    assert!(!json.contains("null,") && !json.contains("NaN"), "{json}");
+    assert!(
+        !json.contains("NaN") && !json.contains("ratio\": null"),
+        "{json}"
+    );
 
     // The nodes are gone: nothing answers on the ports the bench announced.
     let ports: Vec<SocketAddr> = stderr
@@ -82,6 +103,18 @@ fn quick_run_reports_both_subjects_and_stops_its_nodes() {
         );
     }
 }
+
+/// The rows each scenario has: (runtime label, subject).
+const ROWS: [(&str, &str); 8] = [
+    ("current_thread", "raw"),
+    ("current_thread", "tokio"),
+    ("current_thread", "rslock"),
+    ("own-thread", "async-std"),
+    ("own-thread", "blocking"),
+    ("multi_thread(2)", "raw"),
+    ("multi_thread(2)", "tokio"),
+    ("multi_thread(2)", "rslock"),
+];
 
 /// `--quick` takes a few seconds (about 4 s of it timed); allow for a slow debug build on a
 /// loaded machine.

@@ -1,8 +1,11 @@
-//! `cargo run --release -p redlock-benches --bin cluster [-- --quick] [--out PATH]`: the
-//! redlock-tokio driver against a hand-written raw RESP baseline on 5 real local nodes, on a
-//! `current_thread` and on a 2-worker `multi_thread` runtime, in one process. It prints a
-//! markdown table and writes the same as JSON (default `target/cluster-bench.json` of the
-//! workspace). `--runtime`, `--scenario` and `--subject` run a subset, for profiling.
+//! `cargo run --release -p redlock-benches --bin cluster [-- --quick] [--out PATH]`: our
+//! drivers (redlock-tokio, redlock-async-std, redlock-blocking) and rslock against a
+//! hand-written raw RESP baseline on 5 real local nodes, in one process. The tokio-based
+//! subjects (raw, tokio, rslock) run on a `current_thread` and on a 2-worker `multi_thread`
+//! runtime; the two drivers with their own thread (async-std, blocking) run once, in the
+//! `current_thread` pass, and report as `own-thread`. It prints a markdown table and writes
+//! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
+//! `--scenario` and `--subject` run a subset, for profiling.
 
 mod raw;
 mod report;
@@ -17,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_testkit::Cluster;
-use redlock_tokio::Redlock;
 
 use crate::raw::RawClient;
 use crate::report::{Machine, Row};
@@ -42,15 +44,32 @@ struct Args {
     runtime: Option<String>,
     /// Only this scenario (`--scenario`), for profiling.
     scenario: Option<String>,
-    /// Only this subject (`--subject tokio|raw`), for profiling; the other's columns are 0.
-    subject: Option<String>,
+    /// Only these subjects (`--subject tokio,raw`), for profiling; without raw, no ratios.
+    subjects: Option<Vec<String>>,
 }
 
 impl Args {
-    fn wants_runtime(&self, flavour: Flavour) -> bool {
+    /// Whether `--runtime` selects rows labelled `runtime` (a flavour or `own-thread`).
+    fn wants_runtime(&self, runtime: &str) -> bool {
         self.runtime
             .as_ref()
-            .is_none_or(|r| flavour.name().starts_with(r.as_str()))
+            .is_none_or(|r| runtime.starts_with(r.as_str()))
+    }
+
+    /// Whether a pass on `flavour` has anything to run: its own rows, or (on
+    /// `current_thread`) the `own-thread` ones.
+    fn wants_pass(&self, flavour: Flavour) -> bool {
+        self.wants_runtime(flavour.name())
+            || (flavour.hosts_own_thread() && self.wants_runtime(OWN_THREAD))
+    }
+
+    /// Whether the pass on `flavour` runs `subject`, whose rows are labelled `runtime`. Raw
+    /// runs in every pass that runs, as the baseline, unless `--subject` leaves it out.
+    fn wants_subject(&self, subject: &str, runtime: &str) -> bool {
+        self.subjects
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|s| s == subject))
+            && (subject == "raw" || self.wants_runtime(runtime))
     }
 
     fn wants_scenario(&self, name: &str) -> bool {
@@ -73,7 +92,7 @@ fn run() -> Result<(), String> {
 
     let mut rows = Vec::new();
     for flavour in [Flavour::CurrentThread, Flavour::MultiThread] {
-        if !args.wants_runtime(flavour) {
+        if !args.wants_pass(flavour) {
             continue;
         }
         eprintln!("cluster bench: runtime {}", flavour.name());
@@ -91,6 +110,9 @@ fn run() -> Result<(), String> {
     }
     drop(cluster);
 
+    if rows.is_empty() {
+        return Err(format!("--runtime and --subject select nothing; {USAGE}"));
+    }
     let machine = Machine::detect(server, NODES, args.quick);
     print!("{}", report::markdown(&rows, &machine));
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -102,7 +124,7 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// Both scenarios for both subjects on the current runtime.
+/// Both scenarios for every selected subject on the current runtime.
 async fn run_flavour(
     flavour: Flavour,
     urls: Vec<String>,
@@ -111,51 +133,92 @@ async fn run_flavour(
     args: Args,
 ) -> Result<Vec<Row>, String> {
     let plan = &plan;
-    let redlock = Redlock::builder(&urls)
-        .and_then(|b| b.config(|c| c.ttl(TTL)).build())
-        .map_err(|e| format!("tokio: build: {e}"))?;
-    let raw = RawClient::connect(&addrs, TTL).await?;
-    let mut subjects = [
-        Subject::tokio(redlock, flavour.name()),
-        Subject::raw(raw, flavour.name()),
-    ];
-    for subject in &mut subjects {
-        subject.enabled = args.subject.as_ref().is_none_or(|s| s == subject.name());
-        if subject.enabled {
-            subject.warm_up(plan.warmup).await?;
+    let name = flavour.name();
+    let mut subjects = Vec::new();
+    if args.wants_subject("raw", name) {
+        let raw = RawClient::connect(&addrs, TTL).await?;
+        subjects.push(Subject::raw(raw, name));
+    }
+    if args.wants_subject("tokio", name) {
+        let redlock = redlock_tokio::Redlock::builder(&urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+            .map_err(|e| format!("tokio: build: {e}"))?;
+        subjects.push(Subject::tokio(redlock, name));
+    }
+    if args.wants_subject("rslock", name) {
+        // Connects lazily, on the first lock (in warm-up), on this runtime.
+        subjects.push(Subject::rslock(
+            rslock::LockManager::new(urls.clone()),
+            name,
+        ));
+    }
+    if flavour.hosts_own_thread() {
+        if args.wants_subject("async-std", OWN_THREAD) {
+            let redlock = redlock_async_std::Redlock::builder(&urls)
+                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+                .map_err(|e| format!("async-std: build: {e}"))?;
+            subjects.push(Subject::async_std(redlock, name));
+        }
+        if args.wants_subject("blocking", OWN_THREAD) {
+            let redlock = redlock_blocking::Redlock::builder(&urls)
+                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+                .map_err(|e| format!("blocking: build: {e}"))?;
+            subjects.push(Subject::blocking(redlock, name));
         }
     }
-    let subjects = subjects.map(Arc::new);
+    let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
+    for subject in &subjects {
+        subject
+            .warm_up(plan.warmup)
+            .await
+            .map_err(|e| format!("{} on {name}: {e}", subject.name()))?;
+    }
     let mut rows = Vec::new();
     if args.wants_scenario("serial") {
-        let [tokio, raw] = scenario::serial(&subjects, plan).await?;
-        rows.push(row("serial", flavour, tokio, raw));
+        let samples = scenario::serial(&subjects, plan).await?;
+        rows.extend(scenario_rows("serial", flavour, &subjects, samples));
     }
     if args.wants_scenario("concurrent32") {
-        let [tokio, raw] = scenario::concurrent(&subjects, plan).await?;
-        rows.push(row("concurrent32", flavour, tokio, raw));
+        let samples = scenario::concurrent(&subjects, plan).await?;
+        rows.extend(scenario_rows("concurrent32", flavour, &subjects, samples));
     }
     Ok(rows)
 }
 
-fn row(
+/// One row per subject, each with raw's summary (if raw ran) as its baseline.
+fn scenario_rows(
     scenario: &'static str,
     flavour: Flavour,
-    tokio: stats::Samples,
-    raw: stats::Samples,
-) -> Row {
+    subjects: &[Arc<Subject>],
+    samples: Vec<stats::Samples>,
+) -> Vec<Row> {
+    let counts: Vec<String> = subjects
+        .iter()
+        .zip(&samples)
+        .map(|(s, x)| format!("{} {}", s.name(), x.len()))
+        .collect();
     eprintln!(
-        "cluster bench: {scenario} on {}: {} tokio cycles, {} raw cycles",
+        "cluster bench: {scenario} on {}: cycles: {}",
         flavour.name(),
-        tokio.len(),
-        raw.len()
+        counts.join(", ")
     );
-    Row {
-        scenario,
-        flavour: flavour.name(),
-        tokio: tokio.summary(),
-        raw: raw.summary(),
-    }
+    let summaries: Vec<_> = samples.into_iter().map(stats::Samples::summary).collect();
+    let baseline = subjects
+        .iter()
+        .position(|s| s.name() == "raw")
+        .map(|i| summaries[i]);
+    subjects
+        .iter()
+        .zip(summaries)
+        .map(|(subject, summary)| Row {
+            scenario,
+            runtime: subject.runtime(),
+            subject: subject.name(),
+            summary,
+            baseline,
+            baseline_runtime: flavour.name(),
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +233,11 @@ impl Flavour {
             Self::CurrentThread => "current_thread",
             Self::MultiThread => "multi_thread(2)",
         }
+    }
+
+    /// The pass that also runs the `own-thread` subjects (async-std, blocking).
+    fn hosts_own_thread(self) -> bool {
+        matches!(self, Self::CurrentThread)
     }
 
     fn runtime(self) -> Result<tokio::runtime::Runtime, String> {
@@ -197,7 +265,7 @@ fn parse_args() -> Result<Args, String> {
         out: workspace.join("target").join("cluster-bench.json"),
         runtime: None,
         scenario: None,
-        subject: None,
+        subjects: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -206,23 +274,30 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = it.next().ok_or("--out needs a path")?.into(),
             "--runtime" => args.runtime = Some(it.next().ok_or("--runtime needs a flavour")?),
             "--scenario" => args.scenario = Some(it.next().ok_or("--scenario needs a name")?),
-            "--subject" => args.subject = Some(it.next().ok_or("--subject needs a name")?),
+            "--subject" => {
+                let names = it.next().ok_or("--subject needs a name")?;
+                args.subjects = Some(names.split(',').map(str::to_owned).collect());
+            }
             _ => return Err(format!("unknown argument {arg:?}; {USAGE}")),
         }
     }
     let runtime_ok = args.runtime.as_deref().is_none_or(|r| {
-        [Flavour::CurrentThread, Flavour::MultiThread]
-            .iter()
-            .any(|f| !r.is_empty() && f.name().starts_with(r))
+        [
+            Flavour::CurrentThread.name(),
+            Flavour::MultiThread.name(),
+            OWN_THREAD,
+        ]
+        .iter()
+        .any(|name| !r.is_empty() && name.starts_with(r))
     });
     let scenario_ok = args
         .scenario
         .as_deref()
         .is_none_or(|s| ["serial", "concurrent32"].contains(&s));
     let subject_ok = args
-        .subject
+        .subjects
         .as_deref()
-        .is_none_or(|s| ["tokio", "raw"].contains(&s));
+        .is_none_or(|s| s.iter().all(|s| SUBJECTS.contains(&s.as_str())));
     if !(runtime_ok && scenario_ok && subject_ok) {
         return Err(format!(
             "unknown --runtime, --scenario or --subject; {USAGE}"
@@ -234,8 +309,16 @@ fn parse_args() -> Result<Args, String> {
 /// Nodes in the cluster, as the issue asks.
 const NODES: usize = 5;
 
-/// The lock ttl for both subjects.
+/// The lock ttl for every subject.
 const TTL: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: cluster [--quick] [--out PATH] [--runtime current_thread|multi_thread] \
-                     [--scenario serial|concurrent32] [--subject tokio|raw]";
+/// The runtime label of the drivers that run their own thread (async-std, blocking).
+const OWN_THREAD: &str = "own-thread";
+
+/// Every subject, in the order each pass runs them.
+const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
+
+const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
+                     [--runtime current_thread|multi_thread|own-thread] \
+                     [--scenario serial|concurrent32] \
+                     [--subject raw,tokio,rslock,async-std,blocking]";

@@ -1,23 +1,43 @@
 //! The results as a markdown table (stdout) and as JSON (`target/cluster-bench.json`), with
-//! the issue's targets checked. The JSON is written by hand; nothing here measures anything.
+//! the issues' targets checked. The JSON is written by hand; nothing here measures anything.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::stats::Summary;
 
-/// Serial: tokio's p50 at most this many times raw's.
-pub(crate) const SERIAL_P50_RATIO_MAX: f64 = 1.15;
-/// concurrent32: tokio's cycles per second at least this share of raw's.
+/// Serial: each of our drivers' p50 at most this many times raw's (issue 4).
+pub(crate) const SERIAL_P50_RATIO_MAX: f64 = 1.2;
+/// concurrent32: each of our drivers' cycles per second at least this share of raw's (the
+/// cluster bench's first issue).
 pub(crate) const CONCURRENT_OPS_RATIO_MIN: f64 = 0.8;
+/// concurrent32: tokio's cycles per second at least this many times rslock's on the same
+/// runtime flavour (issue 5).
+pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 
-/// One scenario on one runtime flavour, both subjects.
+/// Our drivers: the subjects the targets apply to.
+const OURS: [&str; 3] = ["tokio", "async-std", "blocking"];
+
+/// One subject in one scenario, with the raw baseline of the same pass and scenario.
 #[derive(Debug, Clone)]
 pub(crate) struct Row {
     pub(crate) scenario: &'static str,
-    pub(crate) flavour: &'static str,
-    pub(crate) tokio: Summary,
-    pub(crate) raw: Summary,
+    /// The subject's runtime label: a tokio flavour, or `own-thread`.
+    pub(crate) runtime: &'static str,
+    pub(crate) subject: &'static str,
+    pub(crate) summary: Summary,
+    /// Raw's summary in the same scenario of the same pass; `None` if `--subject` left it out.
+    pub(crate) baseline: Option<Summary>,
+    /// The runtime flavour raw ran on (the pass's).
+    pub(crate) baseline_runtime: &'static str,
+}
+
+/// tokio against rslock in `concurrent32` on one runtime flavour (issue 5).
+#[derive(Debug, Clone)]
+pub(crate) struct PeerRatio {
+    pub(crate) runtime: &'static str,
+    pub(crate) tokio_ops: f64,
+    pub(crate) rslock_ops: f64,
 }
 
 /// Where the numbers were taken.
@@ -31,27 +51,77 @@ pub(crate) struct Machine {
 }
 
 impl Row {
+    fn base(&self, f: impl Fn(&Summary) -> f64) -> f64 {
+        self.baseline
+            .as_ref()
+            .map_or(f64::NAN, |b| ratio(f(&self.summary), f(b)))
+    }
+
     pub(crate) fn p50_ratio(&self) -> f64 {
-        ratio(self.tokio.p50.as_secs_f64(), self.raw.p50.as_secs_f64())
+        self.base(|s| s.p50.as_secs_f64())
     }
 
     pub(crate) fn ops_ratio(&self) -> f64 {
-        ratio(self.tokio.ops_per_s, self.raw.ops_per_s)
+        self.base(|s| s.ops_per_s)
     }
 
-    /// The issue's target for this scenario, if it has one: (description, met).
+    pub(crate) fn cpu_ratio(&self) -> f64 {
+        self.base(|s| s.cpu_per_cycle.as_secs_f64())
+    }
+
+    /// The issues' target against raw for this row, if it has one: (description, met).
     pub(crate) fn target(&self) -> Option<(String, bool)> {
+        if !OURS.contains(&self.subject) || self.baseline.is_none() {
+            return None;
+        }
         match self.scenario {
             "serial" => Some((
-                format!("p50 ratio <= {SERIAL_P50_RATIO_MAX}"),
+                format!("p50 / raw <= {SERIAL_P50_RATIO_MAX}"),
                 self.p50_ratio() <= SERIAL_P50_RATIO_MAX,
             )),
             "concurrent32" => Some((
-                format!("ops/s ratio >= {CONCURRENT_OPS_RATIO_MIN}"),
+                format!("ops/s / raw >= {CONCURRENT_OPS_RATIO_MIN}"),
                 self.ops_ratio() >= CONCURRENT_OPS_RATIO_MIN,
             )),
             _ => None,
         }
+    }
+}
+
+impl PeerRatio {
+    /// One per runtime flavour where both tokio and rslock ran `concurrent32`.
+    pub(crate) fn from_rows(rows: &[Row]) -> Vec<Self> {
+        let find = |runtime: &str, subject: &str| {
+            rows.iter()
+                .find(|r| {
+                    r.scenario == "concurrent32" && r.runtime == runtime && r.subject == subject
+                })
+                .map(|r| r.summary.ops_per_s)
+        };
+        let mut out: Vec<Self> = Vec::new();
+        for r in rows {
+            if r.subject != "tokio" || out.iter().any(|p| p.runtime == r.runtime) {
+                continue;
+            }
+            if let (Some(tokio_ops), Some(rslock_ops)) =
+                (find(r.runtime, "tokio"), find(r.runtime, "rslock"))
+            {
+                out.push(Self {
+                    runtime: r.runtime,
+                    tokio_ops,
+                    rslock_ops,
+                });
+            }
+        }
+        out
+    }
+
+    pub(crate) fn ratio(&self) -> f64 {
+        ratio(self.tokio_ops, self.rslock_ops)
+    }
+
+    pub(crate) fn met(&self) -> bool {
+        self.ratio() >= TOKIO_OVER_RSLOCK_MIN
     }
 }
 
@@ -78,7 +148,7 @@ impl Machine {
     }
 }
 
-/// The markdown table, a machine line, and one line per target.
+/// The markdown tables, a machine line, and one line per target.
 pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -91,50 +161,78 @@ pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
         if machine.quick { ", --quick" } else { "" }
     );
     s.push_str(
-        "| scenario | runtime | tokio p50 | tokio p99 | tokio ops/s | raw p50 | raw p99 | \
-         raw ops/s | p50 tokio/raw | ops/s tokio/raw |\n",
+        "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
+         CPU/cycle | CPU / raw |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.0} | {} | {} | {:.0} | {:.2} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
             r.scenario,
-            r.flavour,
-            micros(r.tokio.p50),
-            micros(r.tokio.p99),
-            r.tokio.ops_per_s,
-            micros(r.raw.p50),
-            micros(r.raw.p99),
-            r.raw.ops_per_s,
-            r.p50_ratio(),
-            r.ops_ratio(),
+            r.runtime,
+            r.subject,
+            micros(r.summary.p50),
+            micros(r.summary.p99),
+            r.summary.ops_per_s,
+            fixed(r.p50_ratio()),
+            fixed(r.ops_ratio()),
+            micros(r.summary.cpu_per_cycle),
+            fixed(r.cpu_ratio()),
         );
     }
-    s.push_str(
-        "\nCPU time of the bench process (all its threads, not the nodes') per cycle:\n\n\
-         | scenario | runtime | tokio | raw | tokio/raw |\n|---|---|---|---|---|\n",
-    );
-    for r in rows {
+    if rows.iter().any(|r| r.runtime != r.baseline_runtime) {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {:.2} |",
-            r.scenario,
-            r.flavour,
-            micros(r.tokio.cpu_per_cycle),
-            micros(r.raw.cpu_per_cycle),
-            ratio(
-                r.tokio.cpu_per_cycle.as_secs_f64(),
-                r.raw.cpu_per_cycle.as_secs_f64()
-            ),
+            "\n`{}` rows are compared with raw on `{}`, which ran in the same blocks.",
+            crate::OWN_THREAD,
+            rows.iter()
+                .find(|r| r.runtime != r.baseline_runtime)
+                .map_or("", |r| r.baseline_runtime),
         );
+    }
+    let peers = PeerRatio::from_rows(rows);
+    if !peers.is_empty() {
+        s.push_str(
+            "\nconcurrent32, tokio against rslock:\n\n\
+             | runtime | tokio ops/s | rslock ops/s | tokio / rslock |\n|---|---|---|---|\n",
+        );
+        for p in &peers {
+            let _ = writeln!(
+                s,
+                "| {} | {:.0} | {:.0} | {} |",
+                p.runtime,
+                p.tokio_ops,
+                p.rslock_ops,
+                fixed(p.ratio())
+            );
+        }
     }
     s.push('\n');
     for r in rows {
         if let Some((target, met)) = r.target() {
-            let verdict = if met { "met" } else { "MISSED" };
-            let _ = writeln!(s, "- {} / {}: {target}: {verdict}", r.scenario, r.flavour);
+            let _ = writeln!(
+                s,
+                "- {} / {} / {}: {target}: {} ({})",
+                r.scenario,
+                r.runtime,
+                r.subject,
+                verdict(met),
+                fixed(if r.scenario == "serial" {
+                    r.p50_ratio()
+                } else {
+                    r.ops_ratio()
+                }),
+            );
         }
+    }
+    for p in &peers {
+        let _ = writeln!(
+            s,
+            "- concurrent32 / {}: tokio / rslock ops/s >= {TOKIO_OVER_RSLOCK_MIN}: {} ({})",
+            p.runtime,
+            verdict(p.met()),
+            fixed(p.ratio()),
+        );
     }
     s
 }
@@ -154,7 +252,8 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
     let _ = writeln!(
         s,
         "  \"targets\": {{\"serial_p50_ratio_max\": {SERIAL_P50_RATIO_MAX}, \
-         \"concurrent32_ops_ratio_min\": {CONCURRENT_OPS_RATIO_MIN}}},"
+         \"concurrent32_ops_ratio_min\": {CONCURRENT_OPS_RATIO_MIN}, \
+         \"concurrent32_tokio_over_rslock_min\": {TOKIO_OVER_RSLOCK_MIN}}},"
     );
     s.push_str("  \"results\": [\n");
     for (i, r) in rows.iter().enumerate() {
@@ -163,16 +262,34 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
             .map_or("null".to_owned(), |(_, met)| met.to_string());
         let _ = write!(
             s,
-            "    {{\"scenario\": {}, \"runtime\": {}, \"tokio\": {}, \"raw\": {}, \
-             \"p50_ratio\": {}, \"ops_ratio\": {}, \"target_met\": {met}}}",
+            "    {{\"scenario\": {}, \"runtime\": {}, \"subject\": {}, \
+             \"baseline_runtime\": {}, \"summary\": {}, \"p50_ratio\": {}, \
+             \"ops_ratio\": {}, \"cpu_ratio\": {}, \"target_met\": {met}}}",
             quote(r.scenario),
-            quote(r.flavour),
-            summary_json(&r.tokio),
-            summary_json(&r.raw),
+            quote(r.runtime),
+            quote(r.subject),
+            quote(r.baseline_runtime),
+            summary_json(&r.summary),
             number(r.p50_ratio()),
             number(r.ops_ratio()),
+            number(r.cpu_ratio()),
         );
         s.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
+    }
+    s.push_str("  ],\n  \"tokio_vs_rslock\": [\n");
+    let peers = PeerRatio::from_rows(rows);
+    for (i, p) in peers.iter().enumerate() {
+        let _ = write!(
+            s,
+            "    {{\"runtime\": {}, \"tokio_ops_per_s\": {:.1}, \"rslock_ops_per_s\": {:.1}, \
+             \"ratio\": {}, \"target_met\": {}}}",
+            quote(p.runtime),
+            p.tokio_ops,
+            p.rslock_ops,
+            number(p.ratio()),
+            p.met(),
+        );
+        s.push_str(if i + 1 < peers.len() { ",\n" } else { "\n" });
     }
     s.push_str("  ]\n}\n");
     s
@@ -197,6 +314,19 @@ fn number(x: f64) -> String {
     } else {
         "null".to_owned()
     }
+}
+
+/// Two decimals, or `–` when there is no baseline.
+fn fixed(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "–".to_owned()
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met { "met" } else { "MISSED" }
 }
 
 fn micros(d: Duration) -> String {

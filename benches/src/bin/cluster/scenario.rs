@@ -1,12 +1,13 @@
-//! The scenarios (`serial`, `concurrent32`) and the two subjects they measure: the
-//! redlock-tokio driver and the raw baseline. Subjects alternate in blocks within one run, so
-//! load from elsewhere on the shared machine hits both alike. Timing is `std::time::Instant`.
+//! The scenarios (`serial`, `concurrent32`) and the subjects they measure: the raw baseline,
+//! our three drivers (redlock-tokio, redlock-async-std, redlock-blocking) and rslock. Subjects
+//! take turns in blocks within one run, so load from elsewhere on the shared machine hits
+//! them alike. Timing is `std::time::Instant`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_tokio::{Redlock, ReleaseOutcome};
+use redlock_core::ReleaseOutcome;
 use tokio::task::JoinSet;
 
 use crate::raw::RawClient;
@@ -19,13 +20,13 @@ pub(crate) struct Plan {
     pub(crate) warmup: usize,
     /// Measured serial cycles per subject.
     pub(crate) serial_cycles: usize,
-    /// Blocks the serial cycles are split into, alternating subjects.
+    /// Blocks the serial cycles are split into, subjects taking turns.
     pub(crate) serial_blocks: usize,
-    /// Tasks running cycles at once in `concurrent32`.
+    /// Workers (tasks, or OS threads for `blocking`) running cycles at once in `concurrent32`.
     pub(crate) workers: usize,
     /// Measured concurrent time per subject.
     pub(crate) concurrent_time: Duration,
-    /// Rounds that time is split into, alternating subjects.
+    /// Rounds that time is split into, subjects taking turns.
     pub(crate) concurrent_rounds: u32,
 }
 
@@ -44,7 +45,7 @@ impl Plan {
         serial_cycles: 200,
         serial_blocks: 4,
         workers: 32,
-        concurrent_time: Duration::from_secs(1),
+        concurrent_time: Duration::from_millis(500),
         concurrent_rounds: 2,
     };
 }
@@ -53,39 +54,97 @@ impl Plan {
 pub(crate) struct Subject {
     driver: Driver,
     name: &'static str,
+    /// The runtime label of its rows: the pass's tokio flavour, or [`crate::OWN_THREAD`].
+    runtime: &'static str,
     prefix: String,
     next_key: AtomicU64,
-    /// False when `--subject` picked the other one: every scenario skips this one.
-    pub(crate) enabled: bool,
 }
 
 enum Driver {
-    Tokio(Redlock),
     Raw(RawClient),
+    Tokio(redlock_tokio::Redlock),
+    Rslock(rslock::LockManager),
+    AsyncStd(redlock_async_std::Redlock),
+    /// Its calls block: every cycle runs on an OS thread of the runtime's blocking pool.
+    Blocking(redlock_blocking::Redlock),
 }
 
-impl Subject {
-    pub(crate) fn tokio(redlock: Redlock, flavour: &str) -> Self {
-        Self::new(Driver::Tokio(redlock), "tokio", flavour)
-    }
+/// When a run of back-to-back cycles stops.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    After(usize),
+    At(Instant),
+}
 
-    pub(crate) fn raw(raw: RawClient, flavour: &str) -> Self {
-        Self::new(Driver::Raw(raw), "raw", flavour)
-    }
-
-    fn new(driver: Driver, name: &'static str, flavour: &str) -> Self {
-        Self {
-            driver,
-            name,
-            prefix: format!("bench:{}:{name}:{flavour}:", std::process::id()),
-            next_key: AtomicU64::new(0),
-            enabled: true,
+impl Stop {
+    fn more(self, done: usize) -> bool {
+        match self {
+            Self::After(n) => done < n,
+            Self::At(until) => Instant::now() < until,
         }
     }
 
-    /// `tokio` or `raw`.
+    fn capacity(self) -> usize {
+        match self {
+            Self::After(n) => n,
+            Self::At(_) => 1024,
+        }
+    }
+}
+
+impl Subject {
+    pub(crate) fn raw(raw: RawClient, flavour: &'static str) -> Self {
+        Self::new(Driver::Raw(raw), "raw", flavour, flavour)
+    }
+
+    pub(crate) fn tokio(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
+        Self::new(Driver::Tokio(redlock), "tokio", flavour, flavour)
+    }
+
+    pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
+        Self::new(Driver::Rslock(manager), "rslock", flavour, flavour)
+    }
+
+    pub(crate) fn async_std(redlock: redlock_async_std::Redlock, flavour: &'static str) -> Self {
+        Self::new(
+            Driver::AsyncStd(redlock),
+            "async-std",
+            crate::OWN_THREAD,
+            flavour,
+        )
+    }
+
+    pub(crate) fn blocking(redlock: redlock_blocking::Redlock, flavour: &'static str) -> Self {
+        Self::new(
+            Driver::Blocking(redlock),
+            "blocking",
+            crate::OWN_THREAD,
+            flavour,
+        )
+    }
+
+    fn new(driver: Driver, name: &'static str, runtime: &'static str, flavour: &str) -> Self {
+        Self {
+            driver,
+            name,
+            runtime,
+            prefix: format!("bench:{}:{name}:{flavour}:", std::process::id()),
+            next_key: AtomicU64::new(0),
+        }
+    }
+
+    /// `raw`, `tokio`, `rslock`, `async-std` or `blocking`.
     pub(crate) fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// The runtime label its rows carry.
+    pub(crate) fn runtime(&self) -> &'static str {
+        self.runtime
+    }
+
+    fn is_blocking(&self) -> bool {
+        matches!(self.driver, Driver::Blocking(_))
     }
 
     /// A key no earlier cycle of this run used.
@@ -95,10 +154,11 @@ impl Subject {
     }
 
     /// Acquires `key` and releases it; an error if either fails or takes over
-    /// [`CYCLE_TIMEOUT`].
+    /// [`CYCLE_TIMEOUT`]. Not for the blocking driver (see [`Self::cycle_blocking`]).
     async fn cycle(&self, key: String) -> Result<(), String> {
         let cycle = async {
             match &self.driver {
+                Driver::Raw(raw) => raw.cycle(key.as_bytes()).await,
                 Driver::Tokio(redlock) => {
                     let guard = redlock
                         .lock(key)
@@ -108,23 +168,97 @@ impl Subject {
                         .release()
                         .await
                         .map_err(|e| format!("tokio: release: {e}"))?;
-                    if nodes.iter().all(|n| matches!(n, ReleaseOutcome::Released)) {
-                        Ok(())
-                    } else {
-                        Err(format!("tokio: release: {nodes:?}"))
-                    }
+                    all_released("tokio", &nodes)
                 }
-                Driver::Raw(raw) => raw.cycle(key.as_bytes()).await,
+                Driver::AsyncStd(redlock) => {
+                    let guard = redlock
+                        .lock(key)
+                        .await
+                        .map_err(|e| format!("async-std: lock: {e}"))?;
+                    let nodes = guard
+                        .release()
+                        .await
+                        .map_err(|e| format!("async-std: release: {e}"))?;
+                    all_released("async-std", &nodes)
+                }
+                Driver::Rslock(manager) => {
+                    let lock = manager
+                        .lock(key.as_bytes(), crate::TTL)
+                        .await
+                        .map_err(|e| format!("rslock: lock: {e}"))?;
+                    // Best effort by design: `unlock` reports nothing (see `warm_up`).
+                    manager.unlock(&lock).await;
+                    Ok(())
+                }
+                Driver::Blocking(_) => Err("blocking: cycle on an async task".to_owned()),
             }
         };
         tokio::time::timeout(CYCLE_TIMEOUT, cycle)
             .await
-            .map_err(|_| format!("a cycle took over {CYCLE_TIMEOUT:?}"))?
+            .map_err(|_| format!("{}: a cycle took over {CYCLE_TIMEOUT:?}", self.name))?
+    }
+
+    /// [`Self::cycle`] for the blocking driver, on the calling OS thread. Its calls cannot be
+    /// cancelled, so [`CYCLE_TIMEOUT`] is checked after the fact; the driver's own retry
+    /// policy bounds each call.
+    fn cycle_blocking(&self, key: String) -> Result<(), String> {
+        let Driver::Blocking(redlock) = &self.driver else {
+            return Err(format!("{}: blocking cycle on an async driver", self.name));
+        };
+        let t0 = Instant::now();
+        let guard = redlock
+            .lock(key)
+            .map_err(|e| format!("blocking: lock: {e}"))?;
+        let nodes = guard
+            .release()
+            .map_err(|e| format!("blocking: release: {e}"))?;
+        if t0.elapsed() > CYCLE_TIMEOUT {
+            return Err(format!("blocking: a cycle took over {CYCLE_TIMEOUT:?}"));
+        }
+        all_released("blocking", &nodes)
+    }
+
+    /// Fresh-key cycles back to back until `stop`, each timed. On the calling task, except for
+    /// the blocking driver, whose loop runs on one OS thread of the blocking pool.
+    async fn cycles(self: &Arc<Self>, stop: Stop) -> Result<Samples, String> {
+        if self.is_blocking() {
+            let subject = Arc::clone(self);
+            return tokio::task::spawn_blocking(move || subject.cycles_blocking(stop))
+                .await
+                .map_err(|e| format!("{}: thread panicked: {e}", self.name))?;
+        }
+        let mut samples = Samples::with_capacity(stop.capacity());
+        while stop.more(samples.len()) {
+            let key = self.fresh_key();
+            let t0 = Instant::now();
+            self.cycle(key).await?;
+            samples.push(t0.elapsed());
+        }
+        Ok(samples)
+    }
+
+    fn cycles_blocking(&self, stop: Stop) -> Result<Samples, String> {
+        let mut samples = Samples::with_capacity(stop.capacity());
+        while stop.more(samples.len()) {
+            let key = self.fresh_key();
+            let t0 = Instant::now();
+            self.cycle_blocking(key)?;
+            samples.push(t0.elapsed());
+        }
+        Ok(samples)
     }
 
     /// Runs `n` unmeasured cycles. Until the first succeeds, failures are retried for up to
-    /// [`WARMUP_GRACE`]: the driver connects to the nodes in the background.
-    pub(crate) async fn warm_up(&self, n: usize) -> Result<(), String> {
+    /// [`WARMUP_GRACE`]: the drivers connect to the nodes in the background (rslock on first
+    /// use). For rslock, whose `unlock` reports nothing, it then checks that a released key
+    /// is gone.
+    pub(crate) async fn warm_up(self: &Arc<Self>, n: usize) -> Result<(), String> {
+        if self.is_blocking() {
+            let subject = Arc::clone(self);
+            return tokio::task::spawn_blocking(move || subject.warm_up_blocking(n))
+                .await
+                .map_err(|e| format!("{}: thread panicked: {e}", self.name))?;
+        }
         let grace = Instant::now() + WARMUP_GRACE;
         let mut done = 0;
         while done < n {
@@ -136,32 +270,53 @@ impl Subject {
                 Err(e) => return Err(format!("warm-up: {e}")),
             }
         }
+        if let Driver::Rslock(manager) = &self.driver {
+            let key = self.fresh_key();
+            self.cycle(key.clone()).await?;
+            let left = manager
+                .query_redis_for_key_value(key.as_bytes())
+                .await
+                .map_err(|e| format!("rslock: query after unlock: {e}"))?;
+            if left.is_some() {
+                return Err(format!("rslock: {key} still held after unlock"));
+            }
+        }
+        Ok(())
+    }
+
+    fn warm_up_blocking(&self, n: usize) -> Result<(), String> {
+        let grace = Instant::now() + WARMUP_GRACE;
+        let mut done = 0;
+        while done < n {
+            match self.cycle_blocking(self.fresh_key()) {
+                Ok(()) => done += 1,
+                Err(_) if done == 0 && Instant::now() < grace => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("warm-up: {e}")),
+            }
+        }
         Ok(())
     }
 }
 
-/// `serial`: one task, fresh key per cycle, cycles back to back. Returns the samples of
-/// `subjects[0]` and `subjects[1]`.
-pub(crate) async fn serial(
-    subjects: &[Arc<Subject>; 2],
-    plan: &Plan,
-) -> Result<[Samples; 2], String> {
+fn all_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
+    if nodes.iter().all(|n| matches!(n, ReleaseOutcome::Released)) {
+        Ok(())
+    } else {
+        Err(format!("{name}: release: {nodes:?}"))
+    }
+}
+
+/// `serial`: one worker (the calling task, or one OS thread for `blocking`), fresh key per
+/// cycle, cycles back to back. Returns one set of samples per subject, in order.
+pub(crate) async fn serial(subjects: &[Arc<Subject>], plan: &Plan) -> Result<Vec<Samples>, String> {
     let per_block = plan.serial_cycles.div_ceil(plan.serial_blocks);
-    let mut out = [Samples::default(), Samples::default()];
+    let mut out = vec![Samples::default(); subjects.len()];
     for block in 0..plan.serial_blocks {
-        for i in order(block) {
-            let subject = &subjects[i];
-            if !subject.enabled {
-                continue;
-            }
-            let mut samples = Samples::with_capacity(per_block);
+        for i in order(block, subjects.len()) {
             let start = Stopwatch::start();
-            for _ in 0..per_block {
-                let key = subject.fresh_key();
-                let t0 = Instant::now();
-                subject.cycle(key).await?;
-                samples.push(t0.elapsed());
-            }
+            let mut samples = subjects[i].cycles(Stop::After(per_block)).await?;
             samples.add_block(&start);
             out[i].merge(samples);
         }
@@ -169,25 +324,27 @@ pub(crate) async fn serial(
     Ok(out)
 }
 
-/// `concurrent32`: `plan.workers` tasks, each running fresh-key cycles back to back until
-/// the round's time is up. Cycles per second count every finished cycle over the wall time
-/// from the first spawn to the last worker's end.
+/// `concurrent32`: `plan.workers` workers (tasks; OS threads for `blocking`), each running
+/// fresh-key cycles back to back until the round's time is up. Cycles per second count every
+/// finished cycle over the wall time from the first spawn to the last worker's end.
 pub(crate) async fn concurrent(
-    subjects: &[Arc<Subject>; 2],
+    subjects: &[Arc<Subject>],
     plan: &Plan,
-) -> Result<[Samples; 2], String> {
+) -> Result<Vec<Samples>, String> {
     let slice = plan.concurrent_time / plan.concurrent_rounds;
-    let mut out = [Samples::default(), Samples::default()];
+    let mut out = vec![Samples::default(); subjects.len()];
     for round in 0..plan.concurrent_rounds as usize {
-        for i in order(round) {
-            if !subjects[i].enabled {
-                continue;
-            }
+        for i in order(round, subjects.len()) {
             let start = Stopwatch::start();
-            let until = start.started() + slice;
+            let stop = Stop::At(start.started() + slice);
             let mut workers = JoinSet::new();
             for _ in 0..plan.workers {
-                workers.spawn(worker(Arc::clone(&subjects[i]), until));
+                let subject = Arc::clone(&subjects[i]);
+                if subject.is_blocking() {
+                    workers.spawn_blocking(move || subject.cycles_blocking(stop));
+                } else {
+                    workers.spawn(async move { subject.cycles(stop).await });
+                }
             }
             let mut round_samples = Samples::default();
             while let Some(joined) = workers.join_next().await {
@@ -201,20 +358,10 @@ pub(crate) async fn concurrent(
     Ok(out)
 }
 
-async fn worker(subject: Arc<Subject>, until: Instant) -> Result<Samples, String> {
-    let mut samples = Samples::with_capacity(1024);
-    while Instant::now() < until {
-        let key = subject.fresh_key();
-        let t0 = Instant::now();
-        subject.cycle(key).await?;
-        samples.push(t0.elapsed());
-    }
-    Ok(samples)
-}
-
-/// Which subject goes first in block `k`: they take turns.
-fn order(k: usize) -> [usize; 2] {
-    if k.is_multiple_of(2) { [0, 1] } else { [1, 0] }
+/// The order of the subjects in block `k`: rotated by one each block, so each takes every
+/// place in turn.
+fn order(k: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |j| (k + j) % n)
 }
 
 /// One cycle taking longer means a node or the driver is stuck: stop the run.
@@ -222,3 +369,15 @@ const CYCLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long warm-up waits for the first successful cycle.
 const WARMUP_GRACE: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_subject_takes_every_place() {
+        let orders: Vec<Vec<usize>> = (0..3).map(|k| order(k, 3).collect()).collect();
+        assert_eq!(orders, [[0, 1, 2], [1, 2, 0], [2, 0, 1]]);
+        assert_eq!(order(1, 2).collect::<Vec<_>>(), [1, 0]);
+    }
+}
