@@ -907,12 +907,10 @@ fn key_of(args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
     (args[0].to_vec(), args[1].to_vec())
 }
 
-/// Shortest retry delay the harness configures. Zero is a valid configuration, but with it
-/// an extension that fails at once (every node down) is retried at the same `now`, the
-/// client's timer loop runs out of budget and drops the lock's timer while still counting it
-/// as armed: the lock is never reported `Lost` and never finishes (see the fuzz report in
-/// the commit that added this constant). Set it to zero once that is fixed.
-const MIN_RETRY_DELAY: Duration = Duration::from_millis(1);
+/// Shortest retry delay the harness configures. Zero is valid and covered: it once made an
+/// extension that failed at once (every node down) retry in the same instant forever, so
+/// the lock was never reported lost; the core now waits at least 1 ms between attempts.
+const MIN_RETRY_DELAY: Duration = Duration::ZERO;
 
 /// Steps per input, so that one run stays fast whatever libFuzzer's `-max_len`.
 const MAX_STEPS: usize = 2_000;

@@ -339,7 +339,11 @@ impl<R: CryptoRng> Client<R> {
             }
             budget = match budget.checked_sub(1) {
                 Some(b) => b,
-                None => break,
+                None => {
+                    // Keep it armed: the driver is told this deadline again and comes back.
+                    self.timers.push(at, timer);
+                    break;
+                }
             };
             match timer {
                 Timer::Node(node) => {

@@ -19,7 +19,7 @@ pub struct RetryPolicy {
     /// Shortest delay between attempts. Default 50 ms.
     pub delay_min: Duration,
     /// Longest delay between attempts; the delay is uniform in `[delay_min, delay_max]`,
-    /// drawn from the caller's RNG. Default 250 ms.
+    /// drawn from the caller's RNG, and never below 1 ms. Default 250 ms.
     pub delay_max: Duration,
 }
 

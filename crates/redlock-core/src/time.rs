@@ -71,6 +71,10 @@ impl<K: Ord + Copy> TimerQueue<K> {
     }
 }
 
+/// The shortest wait before a retry, whatever the policy says: time must move between two
+/// attempts, or a retry that fails at once (every node down) would be due again at once.
+pub(crate) const MIN_RETRY_DELAY: Duration = Duration::from_millis(1);
+
 /// About a century: the stand-in for "never" when a sum would overflow.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 

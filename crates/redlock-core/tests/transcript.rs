@@ -808,3 +808,46 @@ fn regression_reply_order_does_not_change_the_outcome() {
     }
     assert_eq!(seen, 120);
 }
+
+/// Found by fuzzing: with a zero retry delay and every node down, an extension retried in
+/// the same instant forever and the lock was never reported lost.
+#[test]
+fn regression_zero_retry_delay_with_nodes_down_still_loses_the_lock() {
+    let config = Config::builder(1)
+        .ttl(Duration::from_millis(1000))
+        .retry(RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            delay_min: Duration::ZERO,
+            delay_max: Duration::ZERO,
+        })
+        .build()
+        .unwrap();
+    let mut h = Harness::connected(config);
+    let (op, _) = h.acquire("res");
+    let out = h.reply(0, b"+OK\r\n");
+    let deadline = acquired(&out.events).deadline;
+    h.input(|now| Input::Disconnected {
+        now,
+        node: NodeId::new(0),
+    });
+    h.client.extend(h.now, op).unwrap();
+    h.drain();
+    // Bounded: fire timers until the loss is reported; a retry never lands in the past.
+    let mut lost = false;
+    for _ in 0..10_000 {
+        let Some(at) = h.drain().timeout else { break };
+        assert!(at > h.now || at == h.now && !lost);
+        let out = h.timeout_at(at.max(h.now));
+        for c in &out.connects {
+            let node = *c;
+            h.input(|now| Input::Disconnected { now, node });
+        }
+        if out.events.iter().any(|e| matches!(e, Event::Lost { .. })) {
+            lost = true;
+            break;
+        }
+    }
+    assert!(lost, "never reported lost");
+    assert!(h.now >= deadline);
+}

@@ -108,7 +108,9 @@ impl Lock {
         if retry.max_attempts.is_some_and(|max| attempts >= max) {
             return self.finish_acquire(reason);
         }
-        let next = time::add(now, time::uniform(rng, retry.delay_min, retry.delay_max));
+        // Never retry in the same instant (a zero delay with every node down would spin).
+        let delay = time::uniform(rng, retry.delay_min, retry.delay_max);
+        let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
         if retry
             .max_wait
             .is_some_and(|wait| next > time::add(first_start, wait))

@@ -85,8 +85,11 @@ impl Lock {
         if !resurrect {
             delay = delay.min(remaining / 2);
         }
-        if resurrect || !remaining.is_zero() {
-            h.retry_at = Some(time::add(now, delay));
+        // Never retry in the same instant: with every node down the retry fails at once and
+        // would be due again at once (found by fuzzing).
+        let retry_at = time::add(now, delay.max(time::MIN_RETRY_DELAY));
+        if resurrect || retry_at < h.deadline {
+            h.retry_at = Some(retry_at);
         }
     }
 
