@@ -1,7 +1,8 @@
 //! Runs `cluster --quick` end to end against real local nodes, so CI keeps the cluster bench
 //! working. Asserts that it finishes within a bound, reports every scenario for every subject
 //! (raw, tokio and rslock on both runtime flavours; async-std and blocking once, as
-//! `own-thread`), and stops its nodes; never how fast anything was.
+//! `own-thread`; contended8 for tokio and rslock with no violations; nodes for raw and tokio
+//! at every cluster size), and stops its nodes; never how fast anything was.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -61,28 +62,60 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
             );
         }
     }
-    // tokio against rslock, on both flavours.
+    // contended8: tokio and rslock on current_thread, sections done, no violations.
+    for subject in ["tokio", "rslock"] {
+        let prefix = format!("| contended8 | current_thread | {subject} | ");
+        let row = stdout.lines().find(|l| l.starts_with(&prefix));
+        assert!(row.is_some(), "no row {prefix:?} in:\n{stdout}");
+        let line = format!("- contended8 / current_thread / {subject}: violations == 0: met (0)");
+        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    }
+    // nodes: raw and tokio at every cluster size, with numbers and ratios to raw.
+    for n in [1, 3, 5, 7, 9] {
+        for subject in ["raw", "tokio"] {
+            let prefix = format!("| nodes N={n} | current_thread | {subject} | ");
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no row {prefix:?} in:\n{stdout}"));
+            assert!(!row.contains('–'), "no cycles: {row}");
+        }
+    }
+    for subject in ["raw", "tokio"] {
+        let line = format!("- nodes / {subject}: p50(N=9) / p50(N=3) <= 1.3: ");
+        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    }
+    // tokio against rslock, on both flavours (not the contended8 table's rows).
     for runtime in ["current_thread", "multi_thread(2)"] {
         let prefix = format!("| {runtime} | ");
         assert!(
-            stdout.lines().filter(|l| l.starts_with(&prefix)).count() == 1,
+            stdout
+                .lines()
+                .filter(|l| {
+                    l.starts_with(&prefix) && !l.contains("| tokio |") && !l.contains("| rslock |")
+                })
+                .count()
+                == 1,
             "no tokio/rslock row for {runtime} in:\n{stdout}"
         );
     }
     let json = std::fs::read_to_string(&out).expect("read the JSON report");
     let _ = std::fs::remove_file(&out);
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
+    // serial and concurrent32: every row; contended8: tokio, rslock; nodes: raw, tokio × 5.
     assert_eq!(
         json.matches("\"scenario\":").count(),
-        2 * ROWS.len(),
+        2 * ROWS.len() + 2 + 10,
         "{json}"
     );
+    assert_eq!(json.matches("\"violations\": 0,").count(), 2, "{json}");
+    // The 10 nodes rows, plus the machine's node count.
+    assert_eq!(json.matches("\"nodes\": ").count(), 11, "{json}");
     assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    assert!(
-        !json.contains("NaN") && !json.contains("ratio\": null"),
-        "{json}"
-    );
+    // Only contended8's two rows have no raw baseline: 3 null ratios each.
+    assert!(!json.contains("NaN"), "{json}");
+    assert_eq!(json.matches("ratio\": null").count(), 6, "{json}");
 
     // The nodes are gone: nothing answers on the ports the bench announced.
     let ports: Vec<SocketAddr> = stderr

@@ -109,6 +109,10 @@ fn run() -> Result<(), String> {
         rows.extend(result?);
     }
     drop(cluster);
+    if args.wants_scenario("nodes") && args.wants_runtime(Flavour::CurrentThread.name()) {
+        eprintln!("cluster bench: nodes {NODE_COUNTS:?}");
+        rows.extend(nodes_scenario(plan, &args)?);
+    }
 
     if rows.is_empty() {
         return Err(format!("--runtime and --subject select nothing; {USAGE}"));
@@ -182,6 +186,124 @@ async fn run_flavour(
         let samples = scenario::concurrent(&subjects, plan).await?;
         rows.extend(scenario_rows("concurrent32", flavour, &subjects, samples));
     }
+    if flavour.hosts_own_thread() && args.wants_scenario("contended8") {
+        rows.extend(contended8(flavour, &urls, plan, &args).await?);
+    }
+    Ok(rows)
+}
+
+/// `contended8` for tokio and rslock (raw has no retry and is left out), each with the
+/// issue's retry: 20 attempts, delay uniform in 0–10 ms. tokio: `RetryPolicy` with
+/// `delay_min` 0 and `delay_max` 10 ms (the core never waits under 1 ms); rslock:
+/// `set_retry(20, 10 ms)`, 20 attempts in all, delay uniform in whole ms 0..10.
+async fn contended8(
+    flavour: Flavour,
+    urls: &[String],
+    plan: &Plan,
+    args: &Args,
+) -> Result<Vec<Row>, String> {
+    let name = flavour.name();
+    let mut subjects = Vec::new();
+    if args.wants_subject("tokio", name) {
+        let retry = redlock_tokio::RetryPolicy {
+            max_attempts: Some(CONTENDED_ATTEMPTS),
+            max_wait: None,
+            delay_min: Duration::ZERO,
+            delay_max: CONTENDED_DELAY_MAX,
+        };
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
+            .map_err(|e| format!("tokio: build: {e}"))?;
+        subjects.push(Subject::tokio(redlock, name));
+    }
+    if args.wants_subject("rslock", name) {
+        let mut manager = rslock::LockManager::new(urls.to_vec());
+        manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
+        subjects.push(Subject::rslock(manager, name));
+    }
+    let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
+    for subject in &subjects {
+        subject
+            .warm_up(plan.warmup.min(20))
+            .await
+            .map_err(|e| format!("{} on {name}: {e}", subject.name()))?;
+    }
+    let results = scenario::contended(&subjects, plan).await?;
+    let counts: Vec<String> = subjects
+        .iter()
+        .zip(&results)
+        .map(|(s, c)| format!("{} {}", s.name(), c.waits.len()))
+        .collect();
+    eprintln!(
+        "cluster bench: contended8 on {name}: sections: {}",
+        counts.join(", ")
+    );
+    Ok(subjects
+        .iter()
+        .zip(results)
+        .map(|(subject, c)| Row {
+            scenario: "contended8",
+            runtime: subject.runtime(),
+            subject: subject.name(),
+            summary: c.waits.summary(),
+            baseline: None,
+            baseline_runtime: name,
+            contended: Some((c.violations, c.gave_up)),
+            nodes: None,
+        })
+        .collect())
+}
+
+/// `nodes`: serial cycles of raw and tokio on a fresh cluster of each size in
+/// [`NODE_COUNTS`], on a `current_thread` runtime; each cluster is dropped before the next.
+fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
+    let flavour = Flavour::CurrentThread;
+    let name = flavour.name();
+    let plan = Plan {
+        serial_cycles: plan.nodes_cycles,
+        serial_blocks: 4,
+        ..plan
+    };
+    let mut rows = Vec::new();
+    for (n, label) in NODE_COUNTS.into_iter().zip(NODE_LABELS) {
+        let cluster = Cluster::start(n).map_err(|e| format!("starting {n} nodes: {e}"))?;
+        let urls = cluster.urls();
+        let addrs: Vec<SocketAddr> = cluster.nodes().iter().map(|node| node.addr()).collect();
+        let runtime = flavour.runtime()?;
+        let args = args.clone();
+        let task = async move {
+            let mut subjects = Vec::new();
+            if args.wants_subject("raw", name) {
+                subjects.push(Subject::raw(RawClient::connect(&addrs, TTL).await?, name));
+            }
+            if args.wants_subject("tokio", name) {
+                let redlock = redlock_tokio::Redlock::builder(&urls)
+                    .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+                    .map_err(|e| format!("tokio: build: {e}"))?;
+                subjects.push(Subject::tokio(redlock, name));
+            }
+            let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
+            for subject in &subjects {
+                subject
+                    .warm_up(plan.warmup.min(50))
+                    .await
+                    .map_err(|e| format!("{} on {n} nodes: {e}", subject.name()))?;
+            }
+            let samples = scenario::serial(&subjects, &plan).await?;
+            let mut rows = scenario_rows(label, flavour, &subjects, samples);
+            for row in &mut rows {
+                row.nodes = Some(n);
+            }
+            Ok::<_, String>(rows)
+        };
+        let result = runtime
+            .block_on(runtime.spawn(task))
+            .map_err(|e| format!("nodes run panicked: {e}"))
+            .and_then(|r| r);
+        runtime.shutdown_timeout(Duration::from_secs(2));
+        drop(cluster);
+        rows.extend(result?);
+    }
     Ok(rows)
 }
 
@@ -217,6 +339,8 @@ fn scenario_rows(
             summary,
             baseline,
             baseline_runtime: flavour.name(),
+            contended: None,
+            nodes: None,
         })
         .collect()
 }
@@ -293,7 +417,7 @@ fn parse_args() -> Result<Args, String> {
     let scenario_ok = args
         .scenario
         .as_deref()
-        .is_none_or(|s| ["serial", "concurrent32"].contains(&s));
+        .is_none_or(|s| SCENARIOS.contains(&s));
     let subject_ok = args
         .subjects
         .as_deref()
@@ -315,10 +439,27 @@ const TTL: Duration = Duration::from_secs(10);
 /// The runtime label of the drivers that run their own thread (async-std, blocking).
 const OWN_THREAD: &str = "own-thread";
 
+/// Every scenario `--scenario` takes.
+const SCENARIOS: [&str; 4] = ["serial", "concurrent32", "contended8", "nodes"];
+
+/// `contended8`: attempts per acquire and the longest delay between them.
+const CONTENDED_ATTEMPTS: u32 = 20;
+const CONTENDED_DELAY_MAX: Duration = Duration::from_millis(10);
+
+/// `nodes`: the cluster sizes, and the scenario label of each one's rows.
+const NODE_COUNTS: [usize; 5] = [1, 3, 5, 7, 9];
+const NODE_LABELS: [&str; 5] = [
+    "nodes N=1",
+    "nodes N=3",
+    "nodes N=5",
+    "nodes N=7",
+    "nodes N=9",
+];
+
 /// Every subject, in the order each pass runs them.
 const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32] \
+                     [--scenario serial|concurrent32|contended8|nodes] \
                      [--subject raw,tokio,rslock,async-std,blocking]";

@@ -337,4 +337,4 @@ impl ReadBuf {
 }
 
 /// Most nodes a cycle fans out to (the receivers live in a fixed array).
-const MAX_NODES: usize = 8;
+const MAX_NODES: usize = 9;

@@ -30,6 +30,32 @@ pub(crate) struct Row {
     pub(crate) baseline: Option<Summary>,
     /// The runtime flavour raw ran on (the pass's).
     pub(crate) baseline_runtime: &'static str,
+    /// `contended8` only: (holder-flag violations, acquires that ran out of retries).
+    pub(crate) contended: Option<(u64, u64)>,
+    /// `nodes` only: the cluster size.
+    pub(crate) nodes: Option<usize>,
+}
+
+/// `nodes`: p50(N = 9) / p50(N = 3) at most this (the issue's target).
+pub(crate) const NODES_P50_RATIO_MAX: f64 = 1.3;
+
+/// p50(N = 9) / p50(N = 3) for each subject that ran `nodes` at both sizes.
+fn nodes_ratios(rows: &[Row]) -> Vec<(&'static str, f64)> {
+    let p50 = |subject: &str, n: usize| {
+        rows.iter()
+            .find(|r| r.subject == subject && r.nodes == Some(n))
+            .map(|r| r.summary.p50.as_secs_f64())
+    };
+    let mut out: Vec<(&'static str, f64)> = Vec::new();
+    for r in rows {
+        if r.nodes.is_none() || out.iter().any(|(s, _)| *s == r.subject) {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (p50(r.subject, 9), p50(r.subject, 3)) {
+            out.push((r.subject, ratio(a, b)));
+        }
+    }
+    out
 }
 
 /// tokio against rslock in `concurrent32` on one runtime flavour (issue 5).
@@ -207,7 +233,61 @@ pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
             );
         }
     }
+    if rows.iter().any(|r| r.contended.is_some()) {
+        s.push_str(
+            "\ncontended8 (p50/p99 above are acquire waits, ops/s are sections/s):\n\n\
+             | runtime | subject | sections/s | wait p50 | wait p99 | violations | gave up |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for r in rows {
+            if let Some((violations, gave_up)) = r.contended {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.0} | {} | {} | {violations} | {gave_up} |",
+                    r.runtime,
+                    r.subject,
+                    r.summary.ops_per_s,
+                    micros(r.summary.p50),
+                    micros(r.summary.p99),
+                );
+            }
+        }
+    }
+    let node_ratios = nodes_ratios(rows);
+    if rows.iter().any(|r| r.nodes.is_some()) {
+        s.push_str("\nnodes, serial p50 per cluster size:\n\n| subject | N | p50 | p99 |\n|---|---|---|---|\n");
+        for r in rows {
+            if let Some(n) = r.nodes {
+                let _ = writeln!(
+                    s,
+                    "| {} | {n} | {} | {} |",
+                    r.subject,
+                    micros(r.summary.p50),
+                    micros(r.summary.p99)
+                );
+            }
+        }
+    }
     s.push('\n');
+    for r in rows {
+        if let Some((violations, _)) = r.contended {
+            let _ = writeln!(
+                s,
+                "- contended8 / {} / {}: violations == 0: {} ({violations})",
+                r.runtime,
+                r.subject,
+                verdict(violations == 0),
+            );
+        }
+    }
+    for (subject, x) in &node_ratios {
+        let _ = writeln!(
+            s,
+            "- nodes / {subject}: p50(N=9) / p50(N=3) <= {NODES_P50_RATIO_MAX}: {} ({})",
+            verdict(*x <= NODES_P50_RATIO_MAX),
+            fixed(*x),
+        );
+    }
     for r in rows {
         if let Some((target, met)) = r.target() {
             let _ = writeln!(
@@ -264,7 +344,7 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
             s,
             "    {{\"scenario\": {}, \"runtime\": {}, \"subject\": {}, \
              \"baseline_runtime\": {}, \"summary\": {}, \"p50_ratio\": {}, \
-             \"ops_ratio\": {}, \"cpu_ratio\": {}, \"target_met\": {met}}}",
+             \"ops_ratio\": {}, \"cpu_ratio\": {}, \"target_met\": {met}{}}}",
             quote(r.scenario),
             quote(r.runtime),
             quote(r.subject),
@@ -273,6 +353,7 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
             number(r.p50_ratio()),
             number(r.ops_ratio()),
             number(r.cpu_ratio()),
+            extra_json(r),
         );
         s.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
     }
@@ -291,7 +372,35 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
         );
         s.push_str(if i + 1 < peers.len() { ",\n" } else { "\n" });
     }
+    s.push_str("  ],\n  \"nodes_p50_ratio_9_over_3\": [\n");
+    let node_ratios = nodes_ratios(rows);
+    for (i, (subject, x)) in node_ratios.iter().enumerate() {
+        let _ = write!(
+            s,
+            "    {{\"subject\": {}, \"ratio\": {}, \"target_met\": {}}}",
+            quote(subject),
+            number(*x),
+            *x <= NODES_P50_RATIO_MAX,
+        );
+        s.push_str(if i + 1 < node_ratios.len() {
+            ",\n"
+        } else {
+            "\n"
+        });
+    }
     s.push_str("  ]\n}\n");
+    s
+}
+
+/// The `contended8` and `nodes` fields of a row, if it has them.
+fn extra_json(r: &Row) -> String {
+    let mut s = String::new();
+    if let Some((violations, gave_up)) = r.contended {
+        let _ = write!(s, ", \"violations\": {violations}, \"gave_up\": {gave_up}");
+    }
+    if let Some(n) = r.nodes {
+        let _ = write!(s, ", \"nodes\": {n}");
+    }
     s
 }
 
