@@ -2,7 +2,8 @@
 //! working. Asserts that it finishes within a bound, reports every scenario for every subject
 //! (raw, tokio and rslock on both runtime flavours; async-std and blocking once, as
 //! `own-thread`; contended8 for tokio and rslock with no violations; nodes for raw and tokio
-//! at every cluster size), and stops its nodes; never how fast anything was.
+//! at every cluster size; held for both lock counts with none lost, every key renewed and
+//! released), and stops its nodes; never how fast anything was.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -85,6 +86,23 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
         let line = format!("- nodes / {subject}: p50(N=9) / p50(N=3) <= 1.3: ");
         assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
     }
+    // held: 1,000 and 10,000 locks (--quick), none lost, keys renewed, all released.
+    for locks in [1_000, 10_000] {
+        let prefix = format!("| {locks} | multi_thread(2) | ");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&prefix)),
+            "no row {prefix:?} in:\n{stdout}"
+        );
+        for line in [
+            format!("- held / {locks} locks: lost == 0: met (0)"),
+            format!(
+                "- held / {locks} locks: every key on every node, min PTTL > ttl - window: met"
+            ),
+            format!("- held / {locks} locks: released on every node, no key left: met"),
+        ] {
+            assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+        }
+    }
     // tokio against rslock, on both flavours (not the contended8 table's rows).
     for runtime in ["current_thread", "multi_thread(2)"] {
         let prefix = format!("| {runtime} | ");
@@ -116,18 +134,26 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
     // Only contended8's two rows have no raw baseline: 3 null ratios each.
     assert!(!json.contains("NaN"), "{json}");
     assert_eq!(json.matches("ratio\": null").count(), 6, "{json}");
+    // held: two runs, each clean.
+    for check in [
+        "\"none_lost\": true",
+        "\"keys_renewed\": true",
+        "\"released_clean\": true",
+    ] {
+        assert_eq!(json.matches(check).count(), 2, "{check} in {json}");
+    }
 
-    // The nodes are gone: nothing answers on the ports the bench announced.
+    // The nodes are gone: nothing answers on the ports the bench announced (the main
+    // cluster's and held's).
     let ports: Vec<SocketAddr> = stderr
         .lines()
-        .find_map(|l| l.split_once(" up: "))
-        .map(|(_, urls)| {
+        .filter_map(|l| l.split_once(" up: "))
+        .flat_map(|(_, urls)| {
             urls.split_whitespace()
                 .filter_map(|u| u.strip_prefix("redis://")?.parse().ok())
-                .collect()
         })
-        .unwrap_or_default();
-    assert_eq!(ports.len(), 5, "no node list in:\n{stderr}");
+        .collect();
+    assert_eq!(ports.len(), 10, "no node lists in:\n{stderr}");
     for addr in ports {
         let connected = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
         assert!(
@@ -149,6 +175,6 @@ const ROWS: [(&str, &str); 8] = [
     ("multi_thread(2)", "rslock"),
 ];
 
-/// `--quick` takes a few seconds (about 4 s of it timed); allow for a slow debug build on a
+/// `--quick` takes about 20 s in a debug build (held's two 3 s windows included); allow for a
 /// loaded machine.
 const RUN_BOUND: Duration = Duration::from_secs(90);

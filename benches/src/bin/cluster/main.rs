@@ -3,10 +3,13 @@
 //! hand-written raw RESP baseline on 5 real local nodes, in one process. The tokio-based
 //! subjects (raw, tokio, rslock) run on a `current_thread` and on a 2-worker `multi_thread`
 //! runtime; the two drivers with their own thread (async-std, blocking) run once, in the
-//! `current_thread` pass, and report as `own-thread`. It prints a markdown table and writes
+//! `current_thread` pass, and report as `own-thread`. Then `nodes` (cluster sizes 1 to 9) and
+//! `held` (10,000 and 100,000 auto-extended locks, redlock-tokio only) each run on clusters
+//! of their own. It prints markdown tables and writes
 //! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
 //! `--scenario` and `--subject` run a subset, for profiling.
 
+mod held;
 mod raw;
 mod report;
 mod resp;
@@ -46,6 +49,10 @@ struct Args {
     scenario: Option<String>,
     /// Only these subjects (`--subject tokio,raw`), for profiling; without raw, no ratios.
     subjects: Option<Vec<String>>,
+    /// Internal: run one `held` measurement of this many locks on `held_nodes` and print its
+    /// result line (`--held-child N --held-nodes ADDR,ADDR,...`); see [`held::child`].
+    held_child: Option<usize>,
+    held_nodes: Vec<SocketAddr>,
 }
 
 impl Args {
@@ -61,6 +68,14 @@ impl Args {
     fn wants_pass(&self, flavour: Flavour) -> bool {
         self.wants_runtime(flavour.name())
             || (flavour.hosts_own_thread() && self.wants_runtime(OWN_THREAD))
+    }
+
+    /// Whether the two passes run at all: not when `--scenario` names a scenario that runs on
+    /// clusters of its own (`nodes`, `held`).
+    fn wants_passes(&self) -> bool {
+        ["serial", "concurrent32", "contended8"]
+            .iter()
+            .any(|s| self.wants_scenario(s))
     }
 
     /// Whether the pass on `flavour` runs `subject`, whose rows are labelled `runtime`. Raw
@@ -80,6 +95,9 @@ impl Args {
 fn run() -> Result<(), String> {
     let args = parse_args()?;
     let plan = if args.quick { Plan::QUICK } else { Plan::FULL };
+    if let Some(locks) = args.held_child {
+        return held::child(locks, &args.held_nodes, plan);
+    }
     // Dropped on every return below (and on panic), which kills the nodes.
     let cluster = Cluster::start(NODES).map_err(|e| format!("starting {NODES} nodes: {e}"))?;
     let server = format!("{} {}", cluster.server().kind(), cluster.server().version());
@@ -92,7 +110,7 @@ fn run() -> Result<(), String> {
 
     let mut rows = Vec::new();
     for flavour in [Flavour::CurrentThread, Flavour::MultiThread] {
-        if !args.wants_pass(flavour) {
+        if !args.wants_passes() || !args.wants_pass(flavour) {
             continue;
         }
         eprintln!("cluster bench: runtime {}", flavour.name());
@@ -113,16 +131,22 @@ fn run() -> Result<(), String> {
         eprintln!("cluster bench: nodes {NODE_COUNTS:?}");
         rows.extend(nodes_scenario(plan, &args)?);
     }
+    let mut held = Vec::new();
+    let flavour = Flavour::MultiThread;
+    if args.wants_scenario("held") && args.wants_subject("tokio", flavour.name()) {
+        eprintln!("cluster bench: held {:?} locks", plan.held_locks);
+        held = held::run(args.quick, plan)?;
+    }
 
-    if rows.is_empty() {
+    if rows.is_empty() && held.is_empty() {
         return Err(format!("--runtime and --subject select nothing; {USAGE}"));
     }
     let machine = Machine::detect(server, NODES, args.quick);
-    print!("{}", report::markdown(&rows, &machine));
+    print!("{}", report::markdown(&rows, &held, &machine));
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    std::fs::write(&args.out, report::json(&rows, &machine))
+    std::fs::write(&args.out, report::json(&rows, &held, &machine))
         .map_err(|e| format!("writing {}: {e}", args.out.display()))?;
     eprintln!("cluster bench: wrote {}", args.out.display());
     Ok(())
@@ -390,6 +414,8 @@ fn parse_args() -> Result<Args, String> {
         runtime: None,
         scenario: None,
         subjects: None,
+        held_child: None,
+        held_nodes: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -398,6 +424,17 @@ fn parse_args() -> Result<Args, String> {
             "--out" => args.out = it.next().ok_or("--out needs a path")?.into(),
             "--runtime" => args.runtime = Some(it.next().ok_or("--runtime needs a flavour")?),
             "--scenario" => args.scenario = Some(it.next().ok_or("--scenario needs a name")?),
+            "--held-child" => {
+                let n = it.next().ok_or("--held-child needs a lock count")?;
+                args.held_child = Some(n.parse().map_err(|e| format!("--held-child: {e}"))?);
+            }
+            "--held-nodes" => {
+                let nodes = it.next().ok_or("--held-nodes needs addresses")?;
+                args.held_nodes = nodes
+                    .split(',')
+                    .map(|a| a.parse().map_err(|e| format!("--held-nodes {a}: {e}")))
+                    .collect::<Result<_, String>>()?;
+            }
             "--subject" => {
                 let names = it.next().ok_or("--subject needs a name")?;
                 args.subjects = Some(names.split(',').map(str::to_owned).collect());
@@ -440,7 +477,7 @@ const TTL: Duration = Duration::from_secs(10);
 const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 4] = ["serial", "concurrent32", "contended8", "nodes"];
+const SCENARIOS: [&str; 5] = ["serial", "concurrent32", "contended8", "nodes", "held"];
 
 /// `contended8`: attempts per acquire and the longest delay between them.
 const CONTENDED_ATTEMPTS: u32 = 20;
@@ -461,5 +498,5 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|nodes] \
+                     [--scenario serial|concurrent32|contended8|nodes|held] \
                      [--subject raw,tokio,rslock,async-std,blocking]";

@@ -1,9 +1,10 @@
-//! The results as a markdown table (stdout) and as JSON (`target/cluster-bench.json`), with
+//! The results as markdown tables (stdout) and as JSON (`target/cluster-bench.json`), with
 //! the issues' targets checked. The JSON is written by hand; nothing here measures anything.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::held::{self, HeldRow};
 use crate::stats::Summary;
 
 /// Serial: each of our drivers' p50 at most this many times raw's (issue 4).
@@ -175,7 +176,7 @@ impl Machine {
 }
 
 /// The markdown tables, a machine line, and one line per target.
-pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
+pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -186,10 +187,12 @@ pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
         machine.cpu,
         if machine.quick { ", --quick" } else { "" }
     );
-    s.push_str(
-        "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
-         CPU/cycle | CPU / raw |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
+    if !rows.is_empty() {
+        s.push_str(
+            "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
+             CPU/cycle | CPU / raw |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        );
+    }
     for r in rows {
         let _ = writeln!(
             s,
@@ -268,7 +271,9 @@ pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
             }
         }
     }
+    s.push_str(&held::table(held));
     s.push('\n');
+    s.push_str(&held::verdicts(held));
     for r in rows {
         if let Some((violations, _)) = r.contended {
             let _ = writeln!(
@@ -318,7 +323,7 @@ pub(crate) fn markdown(rows: &[Row], machine: &Machine) -> String {
 }
 
 /// The same as JSON; durations in microseconds.
-pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
+pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String {
     let mut s = String::from("{\n");
     let _ = writeln!(
         s,
@@ -388,6 +393,8 @@ pub(crate) fn json(rows: &[Row], machine: &Machine) -> String {
             "\n"
         });
     }
+    s.push_str("  ],\n  \"held\": [\n");
+    s.push_str(&held::json(held));
     s.push_str("  ]\n}\n");
     s
 }
@@ -417,7 +424,7 @@ fn summary_json(s: &Summary) -> String {
 }
 
 /// A JSON number with 4 decimals, or `null` for NaN and infinities.
-fn number(x: f64) -> String {
+pub(crate) fn number(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.4}")
     } else {
@@ -426,7 +433,7 @@ fn number(x: f64) -> String {
 }
 
 /// Two decimals, or `–` when there is no baseline.
-fn fixed(x: f64) -> String {
+pub(crate) fn fixed(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.2}")
     } else {
@@ -434,20 +441,25 @@ fn fixed(x: f64) -> String {
     }
 }
 
-fn verdict(met: bool) -> &'static str {
+pub(crate) fn verdict(met: bool) -> &'static str {
     if met { "met" } else { "MISSED" }
+}
+
+/// Seconds with one decimal.
+pub(crate) fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
 }
 
 fn micros(d: Duration) -> String {
     format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
+pub(crate) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { f64::NAN }
 }
 
 /// A JSON string literal.
-fn quote(text: &str) -> String {
+pub(crate) fn quote(text: &str) -> String {
     let mut s = String::with_capacity(text.len() + 2);
     s.push('"');
     for c in text.chars() {

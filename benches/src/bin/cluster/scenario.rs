@@ -34,6 +34,12 @@ pub(crate) struct Plan {
     pub(crate) contended_time: Duration,
     /// Serial cycles per subject and cluster size in `nodes`.
     pub(crate) nodes_cycles: usize,
+    /// `held`: the lock counts, one run each.
+    pub(crate) held_locks: [usize; 2],
+    /// `held`: the locks' ttl.
+    pub(crate) held_ttl: Duration,
+    /// `held`: how long all locks are held, from the last acquisition.
+    pub(crate) held_window: Duration,
 }
 
 impl Plan {
@@ -47,6 +53,9 @@ impl Plan {
         contended_workers: 8,
         contended_time: Duration::from_secs(5),
         nodes_cycles: 300,
+        held_locks: [10_000, 100_000],
+        held_ttl: Duration::from_secs(30),
+        held_window: Duration::from_secs(20),
     };
 
     pub(crate) const QUICK: Self = Self {
@@ -59,6 +68,11 @@ impl Plan {
         contended_workers: 8,
         contended_time: Duration::from_secs(2),
         nodes_cycles: 100,
+        held_locks: [1_000, 10_000],
+        // The full run's shape (window = 2/3 of the ttl, so about 2 renewals per lock) in
+        // a 3 s window.
+        held_ttl: Duration::from_millis(4_500),
+        held_window: Duration::from_secs(3),
     };
 }
 

@@ -1,5 +1,6 @@
-//! Latency samples and their summary (p50, p99, cycles per second, CPU per cycle). Plain
-//! nearest-rank percentiles over every sample; no histograms, no outlier rejection.
+//! Latency samples and their summary (p50, p99, cycles per second, CPU per cycle), and the
+//! process's CPU time and RSS. Plain nearest-rank percentiles over every sample; no
+//! histograms, no outlier rejection.
 
 use std::time::{Duration, Instant};
 
@@ -108,6 +109,18 @@ fn process_cpu() -> Duration {
     Duration::from_nanos(nanos)
 }
 
+/// Resident set size of this process (`VmRSS` in `/proc/self/status`) in bytes; zero where
+/// that is unreadable, e.g. off Linux.
+pub(crate) fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+            line.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
 /// Nearest-rank percentile of sorted samples; zero when there are none.
 fn percentile(sorted: &[u64], p: usize) -> Duration {
     if sorted.is_empty() {
@@ -134,5 +147,12 @@ mod tests {
         assert_eq!(sum.cycles, 100);
         assert!((sum.ops_per_s - 50.0).abs() < 1e-9);
         assert_eq!(Samples::default().summary().p99, Duration::ZERO);
+    }
+
+    #[test]
+    fn reads_rss_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(rss_bytes() > 0);
+        }
     }
 }
