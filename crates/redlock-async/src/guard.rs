@@ -71,6 +71,19 @@ impl LockRef {
         }
     }
 
+    /// Resolves when the lock ends: with the reason if it was lost, with `None` if it was
+    /// released first. A lock whose driver is gone counts as lost.
+    pub async fn lost_or_released(&self) -> Option<LostReason> {
+        let mut state = self.state.clone();
+        match state
+            .wait_for(|s| s.lost.is_some() || s.released.is_some())
+            .await
+        {
+            Ok(s) => s.lost.clone(),
+            Err(_) => Some(self.lost_reason().unwrap_or(LostReason::DeadlinePassed)),
+        }
+    }
+
     /// Extends the lock by its ttl from now; returns the new deadline.
     ///
     /// Fails with [`LockError::Lost`] (sending nothing) if the deadline has passed.

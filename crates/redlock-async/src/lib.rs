@@ -1,9 +1,11 @@
-//! The handle, guard and bookkeeping shared by the async Redlock drivers (`redlock-tokio`,
-//! `redlock-async-std`). Runtime-agnostic: it uses only tokio's `sync` channels, which need
-//! no tokio runtime, and it does no IO.
+//! The handle, guard and bookkeeping shared by the Redlock drivers (`redlock-tokio`,
+//! `redlock-async-std`, `redlock-blocking`). Runtime-agnostic: it uses only tokio's `sync`
+//! channels, which need no tokio runtime, and it does no IO. Its API is async; the blocking
+//! driver waits on these futures by parking the calling thread.
 //!
 //! Users reach this crate through a driver, which re-exports [`Handle`] (behind its
-//! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`]. A driver keeps only the IO:
+//! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`], or wraps them in blocking
+//! calls. A driver keeps only the IO:
 //! sockets, timers, connecting, the wait for one thing, batching. What it gets from here:
 //! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
 //!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the

@@ -1,45 +1,21 @@
 //! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
-//! the loop of STYLE.md section 4. It moves bytes and events; every decision is the core's.
+//! the loop of STYLE.md section 4. It moves bytes; requests and events go through
+//! `redlock-async`'s `Waiters`, and every decision is the core's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::mpsc::{self, TryRecvError};
+use std::task::{Context, Poll as Ready, Wake, Waker as TaskWaker};
 use std::time::{Duration, Instant};
 use std::{mem, vec};
 
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_core::{
-    Acquired, Client, Event, Input, LockError, LockOptions, NodeAddress, NodeId, OpId, Output,
-    ReleaseOutcome, Resource,
-};
-
-use crate::guard::Watch;
-
-/// The RNG the core draws tokens and jitter from: the operating system's.
-type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
-
-/// Where the driver thread answers one blocked caller.
-type Reply<T> = mpsc::SyncSender<Result<T, LockError>>;
-
-/// A request from a handle to the driver thread.
-pub(crate) enum Cmd {
-    Acquire(Resource, LockOptions, Reply<(OpId, Acquired)>, Arc<Watch>),
-    Extend(OpId, Reply<Instant>),
-    /// No reply when a guard is dropped.
-    Release(OpId, Option<Reply<Vec<ReleaseOutcome>>>),
-}
-
-/// Who waits for what on one operation.
-struct Waiters {
-    acquire: Option<Reply<(OpId, Acquired)>>,
-    watch: Arc<Watch>,
-    extend: Vec<Reply<Instant>>,
-    release: Vec<Reply<Vec<ReleaseOutcome>>>,
-}
+use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
+use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use tokio::sync::mpsc;
 
 /// One node's socket. `serial` numbers the sockets opened for the node, so that readiness
 /// reported for a socket already closed is never taken for its successor's.
@@ -58,13 +34,14 @@ struct Conn {
 
 pub(crate) struct Driver {
     client: Client<OsRng>,
-    rx: mpsc::Receiver<Cmd>,
+    rx: mpsc::UnboundedReceiver<Cmd>,
     poll: Poll,
-    waker: Arc<Waker>,
+    /// Wakes `poll` when a handle sends a command (registered with the receiver).
+    waker: TaskWaker,
     addrs: Vec<NodeAddress>,
     conns: Vec<Conn>,
     connect_timeout: Duration,
-    ops: HashMap<OpId, Waiters>,
+    waiters: Waiters,
     /// Nodes whose socket failed outside an input (connecting while draining, or writing),
     /// reported at the top of the next turn.
     down: VecDeque<NodeId>,
@@ -80,32 +57,23 @@ fn now() -> Instant {
 }
 
 impl Driver {
-    pub(crate) fn new(
-        client: Client<OsRng>,
-        rx: mpsc::Receiver<Cmd>,
-        addrs: Vec<NodeAddress>,
-        connect_timeout: Duration,
-    ) -> io::Result<Self> {
+    pub(crate) fn new(parts: DriverParts) -> io::Result<Self> {
         let poll = Poll::new()?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let waker = Waker::new(poll.registry(), WAKER)?;
         Ok(Self {
-            client,
-            rx,
+            client: parts.client,
+            rx: parts.commands,
             poll,
-            waker,
-            conns: addrs.iter().map(|_| Conn::default()).collect(),
-            addrs,
-            connect_timeout,
-            ops: HashMap::new(),
+            waker: TaskWaker::from(Arc::new(WakePoll(waker))),
+            conns: parts.addrs.iter().map(|_| Conn::default()).collect(),
+            addrs: parts.addrs,
+            connect_timeout: parts.connect_timeout,
+            waiters: Waiters::new(),
             down: VecDeque::new(),
             deadline: None,
             read_buf: vec![0; 64 * 1024],
             closed: false,
         })
-    }
-
-    pub(crate) fn waker(&self) -> Arc<Waker> {
-        Arc::clone(&self.waker)
     }
 
     /// The loop. Ends once every handle is gone and every operation has finished.
@@ -128,6 +96,11 @@ impl Driver {
             }
             if self.closed && self.client.active_ops() == 0 {
                 return;
+            }
+            // A lock acquired for a caller who is gone: nobody else will release it.
+            if self.waiters.release_orphan(now(), &mut self.client) {
+                self.drain();
+                continue;
             }
             // 2. Wait for readiness on any node socket, the core's deadline, a connect
             //    timeout, or a user command (the waker).
@@ -181,7 +154,7 @@ impl Driver {
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
                 Output::Connect(node) => self.connect(node),
                 Output::Disconnect(node) => self.close(node),
-                Output::Event(event) => self.dispatch(event),
+                Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return self.deadline = Some(at),
                 Output::Idle => return self.deadline = None,
             }
@@ -347,99 +320,38 @@ impl Driver {
     }
 
     /// Takes a burst of commands, draining after each; returns whether more may be waiting.
+    /// An empty channel keeps the waker that makes `poll` return on the next command.
     fn commands(&mut self) -> bool {
+        let waker = self.waker.clone();
+        let mut cx = Context::from_waker(&waker);
         for _ in 0..COMMAND_BURST {
-            match self.rx.try_recv() {
-                Ok(cmd) => self.command(now(), cmd),
-                Err(TryRecvError::Empty) => return false,
-                Err(TryRecvError::Disconnected) => {
+            match self.rx.poll_recv(&mut cx) {
+                Ready::Ready(Some(cmd)) => {
+                    self.waiters.command(now(), &mut self.client, cmd);
+                    self.drain();
+                }
+                Ready::Ready(None) => {
                     self.closed = true;
                     return false;
                 }
+                Ready::Pending => return false,
             }
         }
         true
     }
-
-    fn command(&mut self, now: Instant, cmd: Cmd) {
-        match cmd {
-            Cmd::Acquire(resource, options, reply, watch) => {
-                match self.client.acquire_with(now, resource, &options) {
-                    Ok(op) => drop(self.ops.insert(op, Waiters::new(reply, watch))),
-                    Err(e) => drop(reply.send(Err(e.into()))),
-                }
-            }
-            Cmd::Extend(op, reply) => match (self.client.extend(now, op), self.ops.get_mut(&op)) {
-                (Ok(()), Some(w)) => w.extend.push(reply),
-                (_, w) => {
-                    let lost = w.and_then(|w| w.watch.get().lost.clone());
-                    let _ = reply.send(Err(lost.map_or(LockError::NotHeld, LockError::Lost)));
-                }
-            },
-            Cmd::Release(op, reply) => {
-                // Refused when already releasing (after a loss): wait for that release.
-                let _ = self.client.release(now, op);
-                match (self.ops.get_mut(&op), reply) {
-                    (Some(w), Some(reply)) => w.release.push(reply),
-                    (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
-                    (_, None) => {}
-                }
-            }
-        }
-        self.drain();
-    }
-
-    /// Hands a core event to whoever waits on its operation.
-    fn dispatch(&mut self, event: Event) {
-        let op = event.op();
-        let Some(w) = self.ops.get_mut(&op) else {
-            return;
-        };
-        match event {
-            Event::Acquired(acquired) => {
-                w.watch.update(|s| s.deadline = acquired.deadline);
-                // The caller blocks on the reply, so it is there to take the lock.
-                if let Some(reply) = w.acquire.take() {
-                    let _ = reply.send(Ok((op, acquired)));
-                }
-            }
-            Event::AcquireFailed { reason, .. } => {
-                if let Some(reply) = w.acquire.take() {
-                    let _ = reply.send(Err(reason.into()));
-                }
-                self.ops.remove(&op);
-            }
-            Event::Extended { deadline, .. } => {
-                w.watch.update(|s| s.deadline = deadline);
-                w.extend.drain(..).for_each(|r| drop(r.send(Ok(deadline))));
-            }
-            Event::Lost { reason, .. } => {
-                w.watch.update(|s| s.lost = Some(reason.clone()));
-                let err = LockError::Lost(reason);
-                w.extend
-                    .drain(..)
-                    .for_each(|r| drop(r.send(Err(err.clone()))));
-            }
-            Event::Released { nodes, .. } => {
-                w.watch.update(|s| s.released = Some(nodes.clone()));
-                w.release
-                    .drain(..)
-                    .for_each(|r| drop(r.send(Ok(nodes.clone()))));
-                self.ops.remove(&op);
-            }
-            _ => {}
-        }
-    }
 }
 
-impl Waiters {
-    fn new(acquire: Reply<(OpId, Acquired)>, watch: Arc<Watch>) -> Self {
-        Self {
-            acquire: Some(acquire),
-            watch,
-            extend: Vec::new(),
-            release: Vec::new(),
-        }
+/// Wakes the poller; the driver's task waker for the command channel.
+struct WakePoll(Waker);
+
+impl Wake for WakePoll {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // A failed wake means the poller is gone, and so is the driver: nothing to do.
+        let _ = self.0.wake();
     }
 }
 

@@ -1,114 +1,56 @@
 //! What a lock holder sees: [`LockGuard`] (releases on drop) and [`LockRef`] (a cheap view
-//! for code running under the lock). Both read the state the driver thread publishes in a
-//! [`Watch`]; neither decides anything about the lock.
+//! for code running under the lock). Blocking faces on `redlock-async`'s guard and view:
+//! they read the state the driver thread publishes and wait for its answers by parking.
 
 use std::ops::Deref;
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use redlock_core::{LockError, LostReason, OpId, ReleaseOutcome, Resource, Token};
+use redlock_core::{LockError, LostReason, ReleaseOutcome, Resource, Token};
 
-use crate::Link;
-use crate::driver::Cmd;
-
-/// What the driver publishes about one lock.
-#[derive(Debug, Clone)]
-pub(crate) struct LockState {
-    pub(crate) deadline: Instant,
-    pub(crate) lost: Option<LostReason>,
-    pub(crate) released: Option<Vec<ReleaseOutcome>>,
-}
-
-/// A [`LockState`] the driver updates and holders read or wait on.
-#[derive(Debug)]
-pub(crate) struct Watch {
-    state: Mutex<LockState>,
-    changed: Condvar,
-}
-
-impl Watch {
-    /// The state of a lock being acquired; `deadline` is a placeholder until it is held.
-    pub(crate) fn new(deadline: Instant) -> Self {
-        let state = LockState {
-            deadline,
-            lost: None,
-            released: None,
-        };
-        Self {
-            state: Mutex::new(state),
-            changed: Condvar::new(),
-        }
-    }
-
-    pub(crate) fn get(&self) -> MutexGuard<'_, LockState> {
-        // Writers only assign fields, so a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn update(&self, f: impl FnOnce(&mut LockState)) {
-        f(&mut self.get());
-        self.changed.notify_all();
-    }
-}
+use crate::park::{block_on, block_until};
 
 /// A view of a held lock: token, deadline, remaining validity, loss, extension.
 ///
 /// Cheap to clone; does not release anything when dropped.
 #[derive(Debug, Clone)]
-pub struct LockRef {
-    pub(crate) op: OpId,
-    pub(crate) resource: Resource,
-    pub(crate) token: Token,
-    pub(crate) watch: Arc<Watch>,
-    pub(crate) link: Arc<Link>,
-}
+pub struct LockRef(pub(crate) redlock_async::LockRef);
 
 impl LockRef {
     /// The locked resource.
     pub fn resource(&self) -> &Resource {
-        &self.resource
+        self.0.resource()
     }
 
     /// The token stored on the nodes.
     pub fn token(&self) -> &Token {
-        &self.token
+        self.0.token()
     }
 
     /// When the lock stops being safe to use (moved by each extension).
     pub fn deadline(&self) -> Instant {
-        self.watch.get().deadline
+        self.0.deadline()
     }
 
     /// Validity left now; zero once the deadline passed or the lock was lost.
     pub fn validity(&self) -> Duration {
-        let state = self.watch.get();
-        if state.lost.is_some() {
-            return Duration::ZERO;
-        }
-        state.deadline.saturating_duration_since(Instant::now())
+        self.0.validity()
     }
 
     /// Whether the lock was lost.
     pub fn is_lost(&self) -> bool {
-        self.watch.get().lost.is_some()
+        self.0.lost_reason().is_some()
     }
 
     /// Why the lock was lost, if it was.
     pub fn lost_reason(&self) -> Option<LostReason> {
-        self.watch.get().lost.clone()
+        self.0.lost_reason()
     }
 
     /// Blocks until the lock is lost and returns the reason, or returns `None` once
     /// `timeout` passes or the lock is released (a released lock is never reported lost).
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        let state = self.watch.get();
-        let (state, _) = self
-            .watch
-            .changed
-            .wait_timeout_while(state, timeout, |s| s.lost.is_none() && s.released.is_none())
-            .unwrap_or_else(PoisonError::into_inner);
-        state.lost.clone()
+        let deadline = Instant::now().checked_add(timeout);
+        block_until(self.0.lost_or_released(), deadline).flatten()
     }
 
     /// Extends the lock by its ttl from now; blocks until decided and returns the new
@@ -116,53 +58,35 @@ impl LockRef {
     ///
     /// Fails with [`LockError::Lost`] (sending nothing) if the deadline has passed.
     pub fn extend(&self) -> Result<Instant, LockError> {
-        if let Some(reason) = self.lost_reason() {
-            return Err(LockError::Lost(reason));
-        }
-        let (reply, rx) = mpsc::sync_channel(1);
-        self.link.send(Cmd::Extend(self.op, reply))?;
-        rx.recv().map_err(|_| LockError::Shutdown)?
+        block_on(self.0.extend())
     }
 }
 
-/// A held lock. Dropping it releases the lock in the background.
+/// A held lock. Dropping it releases the lock in the background, never blocking the
+/// dropping thread beyond a channel send.
 #[derive(Debug)]
 pub struct LockGuard {
-    lock: LockRef,
-    released: bool,
+    guard: redlock_async::LockGuard,
+    view: LockRef,
 }
 
 impl LockGuard {
-    pub(crate) fn new(lock: LockRef) -> Self {
-        Self {
-            lock,
-            released: false,
-        }
+    pub(crate) fn new(guard: redlock_async::LockGuard) -> Self {
+        let view = LockRef(guard.lock_ref());
+        Self { guard, view }
     }
 
     /// A view to hand to code running under the lock.
     pub fn lock_ref(&self) -> LockRef {
-        self.lock.clone()
+        self.view.clone()
     }
 
     /// Releases the lock on every node; blocks until each node answered or timed out, and
     /// reports what each did.
     ///
     /// After a loss the release may already have happened; its report is returned.
-    pub fn release(mut self) -> Result<Vec<ReleaseOutcome>, LockError> {
-        self.released = true;
-        if let Some(report) = self.lock.watch.get().released.clone() {
-            return Ok(report);
-        }
-        let (reply, rx) = mpsc::sync_channel(1);
-        self.lock
-            .link
-            .send(Cmd::Release(self.lock.op, Some(reply)))?;
-        match rx.recv().map_err(|_| LockError::Shutdown)? {
-            Ok(report) => Ok(report),
-            // Finished meanwhile (released after a loss): its report is in the state.
-            Err(e) => self.lock.watch.get().released.clone().ok_or(e),
-        }
+    pub fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
+        block_on(self.guard.release())
     }
 }
 
@@ -170,16 +94,6 @@ impl Deref for LockGuard {
     type Target = LockRef;
 
     fn deref(&self) -> &LockRef {
-        &self.lock
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if !self.released {
-            // Never blocks beyond a channel send: the driver thread releases in the
-            // background. If the driver is gone the keys expire on their own.
-            let _ = self.lock.link.send(Cmd::Release(self.lock.op, None));
-        }
+        &self.view
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! A thin driver: one background thread per [`Redlock`] owns the sans-IO
 //! [`redlock_core::Client`] and N non-blocking `mio` sockets polled together, and every
-//! quorum, drift, validity, retry and extension decision is the core's. This crate only moves
-//! bytes, sleeps until the core's deadline, and hands events back to the blocked caller. Read
-//! `docs/safety.md` for what a lock promises.
+//! quorum, drift, validity, retry and extension decision is the core's. The handle, guard and
+//! request bookkeeping are `redlock-async`'s, shared with the async drivers; this crate waits
+//! on them by parking the calling thread, and moves bytes. Read `docs/safety.md` for what a
+//! lock promises.
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), redlock_blocking::LockError> {
@@ -33,40 +34,33 @@
 
 mod driver;
 mod guard;
+mod park;
 
-use std::fmt;
-use std::sync::Arc;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use redlock_core::{Client, Config, ConfigBuilder, NodeAddress};
+use redlock_async::{Handle, Setup};
+use redlock_core::{Config, ConfigBuilder};
 
 pub use guard::{LockGuard, LockRef};
+pub use redlock_async::WithLockError;
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
 
-use driver::{Cmd, Driver};
-use guard::Watch;
+use driver::Driver;
+use park::block_on;
 
 /// A handle to a set of N nodes. Cheap to clone; `Send + Sync`.
 ///
 /// The driver thread runs as long as a handle or a guard exists, or an operation (a
 /// background release, say) is unfinished.
 #[derive(Debug, Clone)]
-pub struct Redlock {
-    link: Arc<Link>,
-    config: Arc<Config>,
-}
+pub struct Redlock(Handle);
 
 /// Builds a [`Redlock`] from node URLs and core configuration.
 #[derive(Debug)]
-pub struct Builder {
-    addrs: Vec<NodeAddress>,
-    config: ConfigBuilder,
-    connect_timeout: Duration,
-}
+pub struct Builder(Setup);
 
 impl Redlock {
     /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
@@ -76,19 +70,7 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let addrs = urls
-            .into_iter()
-            .map(|u| NodeAddress::parse(u.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut config = Config::builder(addrs.len());
-        for (i, addr) in addrs.iter().enumerate() {
-            config = config.node(i, addr.settings.clone());
-        }
-        Ok(Builder {
-            addrs,
-            config,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-        })
+        Setup::from_urls(urls).map(Builder)
     }
 
     /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
@@ -102,23 +84,18 @@ impl Redlock {
 
     /// The configuration in use.
     pub fn config(&self) -> &Config {
-        &self.config
+        self.0.config()
     }
 
     /// Acquires `resource`, retrying per the configured policy; blocks until it is held or
     /// the policy gives up.
     pub fn lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
-        self.lock_with(resource, LockOptions::default())
+        block_on(self.0.lock(resource)).map(LockGuard::new)
     }
 
     /// Makes a single attempt to acquire `resource`.
     pub fn try_lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
-        let once = RetryPolicy {
-            max_attempts: Some(1),
-            max_wait: None,
-            ..*self.config().retry()
-        };
-        self.lock_with(resource, LockOptions::default().retry(once))
+        block_on(self.0.try_lock(resource)).map(LockGuard::new)
     }
 
     /// Acquires with per-call options: ttl, wait, retry, token, auto-extension.
@@ -127,19 +104,7 @@ impl Redlock {
         resource: impl Into<Resource>,
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
-        let watch = Arc::new(Watch::new(Instant::now()));
-        let (reply, rx) = mpsc::sync_channel(1);
-        let watch2 = Arc::clone(&watch);
-        self.link
-            .send(Cmd::Acquire(resource.into(), options, reply, watch2))?;
-        let (op, acquired) = rx.recv().map_err(|_| LockError::Shutdown)??;
-        Ok(LockGuard::new(LockRef {
-            op,
-            resource: acquired.resource,
-            token: acquired.token,
-            watch,
-            link: Arc::clone(&self.link),
-        }))
+        block_on(self.0.lock_with(resource, options)).map(LockGuard::new)
     }
 
     /// Runs `f` under the lock with auto-extension, then releases.
@@ -155,34 +120,23 @@ impl Redlock {
     where
         F: FnOnce(LockRef) -> Result<T, E>,
     {
-        let auto = self.config().auto_extend().copied().unwrap_or_default();
-        let options = LockOptions::default().auto_extend(Some(auto));
-        let guard = self
-            .lock_with(resource, options)
-            .map_err(WithLockError::Lock)?;
-        let result = f(guard.lock_ref());
-        let lost = guard.lost_reason();
-        let released = guard.release();
-        match (result, lost, released) {
-            (Err(e), _, _) => Err(WithLockError::Closure(e)),
-            (Ok(_), Some(reason), _) => Err(WithLockError::Lock(LockError::Lost(reason))),
-            (Ok(_), None, Err(e)) => Err(WithLockError::Lock(e)),
-            (Ok(value), None, Ok(_)) => Ok(value),
-        }
+        // `f` runs inside the future, on this thread, while `block_on` polls it.
+        block_on(
+            self.0
+                .with_lock(resource, |lock| std::future::ready(f(LockRef(lock)))),
+        )
     }
 }
 
 impl Builder {
     /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
-    pub fn config(mut self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
-        self.config = f(self.config);
-        self
+    pub fn config(self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
+        Self(self.0.config(f))
     }
 
     /// How long a connection attempt may take. Default 1 s.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
+    pub fn connect_timeout(self, timeout: Duration) -> Self {
+        Self(self.0.connect_timeout(timeout))
     }
 
     /// Validates the configuration and starts the driver thread. Succeeds while nodes are
@@ -191,71 +145,12 @@ impl Builder {
     /// Fails with [`LockError::Config`] on a bad configuration, and with
     /// [`LockError::Shutdown`] if the system refuses a poller or a thread.
     pub fn build(self) -> Result<Redlock, LockError> {
-        let config = self.config.build()?;
-        let client = Client::new(config.clone(), rand_core::UnwrapErr(getrandom::SysRng));
-        let (tx, rx) = mpsc::channel();
-        let driver = Driver::new(client, rx, self.addrs, self.connect_timeout)
-            .map_err(|_| LockError::Shutdown)?;
-        let link = Arc::new(Link {
-            tx: Some(tx),
-            waker: driver.waker(),
-        });
+        let (handle, parts) = self.0.build()?;
+        let driver = Driver::new(parts).map_err(|_| LockError::Shutdown)?;
         std::thread::Builder::new()
             .name("redlock-driver".to_owned())
             .spawn(move || driver.run())
             .map_err(|_| LockError::Shutdown)?;
-        Ok(Redlock {
-            link,
-            config: Arc::new(config),
-        })
+        Ok(Redlock(handle))
     }
 }
-
-/// The error of [`Redlock::with_lock`]: the closure's own, or the lock's.
-#[derive(Debug)]
-pub enum WithLockError<E> {
-    /// Acquiring failed, or the lock was lost while the closure ran.
-    Lock(LockError),
-    /// The closure failed.
-    Closure(E),
-}
-
-impl<E: fmt::Display> fmt::Display for WithLockError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Lock(e) => e.fmt(f),
-            Self::Closure(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for WithLockError<E> {}
-
-/// The one channel to the driver thread, shared by every handle, view and guard. Dropping
-/// the last of them closes the channel and wakes the thread so that it can wind down.
-#[derive(Debug)]
-pub(crate) struct Link {
-    tx: Option<mpsc::Sender<Cmd>>,
-    waker: Arc<mio::Waker>,
-}
-
-impl Link {
-    /// Queues a command and wakes the driver. Never blocks beyond the channel send.
-    pub(crate) fn send(&self, cmd: Cmd) -> Result<(), LockError> {
-        let tx = self.tx.as_ref().ok_or(LockError::Shutdown)?;
-        tx.send(cmd).map_err(|_| LockError::Shutdown)?;
-        // A failed wake means the poller is gone, and so is the driver: nothing to do.
-        let _ = self.waker.wake();
-        Ok(())
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        // Close the channel before waking, so the woken driver sees it closed.
-        drop(self.tx.take());
-        let _ = self.waker.wake();
-    }
-}
-
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);

@@ -5,7 +5,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{LockError, LockGuard, LockOptions, Redlock, RetryPolicy};
+use redlock_blocking::{LockError, LockGuard, LockOptions, LostReason, Redlock, RetryPolicy};
 use redlock_core::ConfigBuilder;
 use redlock_testkit::{Cluster, Reply};
 
@@ -34,6 +34,11 @@ fn run(nodes: usize, scenario: fn(&Cluster, Make)) {
 #[test]
 fn driver_finishes_releases_then_closes_after_last_handle() {
     run(3, scenario_last_handle_dropped);
+}
+
+#[test]
+fn wait_lost_sees_a_loss_a_release_and_a_timeout() {
+    run(3, scenario_wait_lost);
 }
 
 #[test]
@@ -110,6 +115,36 @@ fn scenario_last_handle_dropped(c: &Cluster, make: Make) {
     assert!(
         eventually(Duration::from_secs(5), closed),
         "driver kept its sockets"
+    );
+}
+
+/// `wait_lost` returns the reason of a loss, `None` at its timeout, and `None` as soon as
+/// another thread releases the lock.
+fn scenario_wait_lost(c: &Cluster, make: Make) {
+    let r = make(&c.urls(), &ttl(300 * MS));
+    let g = r.lock("short").unwrap();
+    assert!(!g.is_lost());
+    let reason = g.wait_lost(Duration::from_secs(5));
+    assert_eq!(reason, Some(LostReason::DeadlinePassed));
+    assert!(g.is_lost());
+    assert_eq!(g.validity(), Duration::ZERO);
+    drop(g);
+
+    let g = r
+        .lock_with("long", LockOptions::default().ttl(Duration::from_secs(10)))
+        .unwrap();
+    let waited = Instant::now();
+    assert_eq!(g.wait_lost(50 * MS), None);
+    assert!(waited.elapsed() >= 50 * MS);
+    let view = g.lock_ref();
+    let waiter = thread::spawn(move || view.wait_lost(Duration::from_secs(30)));
+    thread::sleep(50 * MS);
+    let released = Instant::now();
+    g.release().unwrap();
+    assert_eq!(waiter.join().unwrap(), None);
+    assert!(
+        released.elapsed() < Duration::from_secs(5),
+        "waited for the timeout"
     );
 }
 
