@@ -49,10 +49,8 @@
 mod driver;
 
 use std::ops::Deref;
-use std::time::Duration;
 
-use redlock_async::Setup;
-use redlock_core::ConfigBuilder;
+use redlock_async::{DriverParts, Start};
 
 pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
@@ -74,9 +72,27 @@ use driver::Driver;
 #[derive(Debug, Clone)]
 pub struct Redlock(Handle);
 
-/// Builds a [`Redlock`] from node URLs and core configuration.
+/// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
+/// starts the driver thread. It needs no executor.
+pub type Builder = redlock_async::Builder<AsyncIo>;
+
+/// How this driver starts: a thread of its own running `async_io::block_on`. Only
+/// [`Builder`]'s parameter.
 #[derive(Debug)]
-pub struct Builder(Setup);
+pub enum AsyncIo {}
+
+impl Start for AsyncIo {
+    type Redlock = Redlock;
+
+    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+        let driver = Driver::new(parts);
+        std::thread::Builder::new()
+            .name(DRIVER_THREAD.into())
+            .spawn(move || async_io::block_on(driver.run()))
+            .map_err(|_| LockError::Shutdown)?;
+        Ok(Redlock(handle))
+    }
+}
 
 impl Redlock {
     /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
@@ -86,7 +102,7 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Setup::from_urls(urls).map(Builder)
+        Builder::new(urls)
     }
 
     /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
@@ -104,32 +120,6 @@ impl Deref for Redlock {
 
     fn deref(&self) -> &Handle {
         &self.0
-    }
-}
-
-impl Builder {
-    /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
-    pub fn config(self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
-        Self(self.0.config(f))
-    }
-
-    /// How long a connection attempt (name resolution included) may take. Default 1 s.
-    pub fn connect_timeout(self, timeout: Duration) -> Self {
-        Self(self.0.connect_timeout(timeout))
-    }
-
-    /// Validates the configuration and starts the driver thread. Needs no executor, and
-    /// succeeds while nodes are down: they are connected in the background.
-    ///
-    /// Fails with [`LockError::Shutdown`] only if the operating system refuses a thread.
-    pub fn build(self) -> Result<Redlock, LockError> {
-        let (handle, parts) = self.0.build()?;
-        let driver = Driver::new(parts);
-        std::thread::Builder::new()
-            .name(DRIVER_THREAD.into())
-            .spawn(move || async_io::block_on(driver.run()))
-            .map_err(|_| LockError::Shutdown)?;
-        Ok(Redlock(handle))
     }
 }
 

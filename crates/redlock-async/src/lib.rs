@@ -11,6 +11,8 @@
 //!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the
 //!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver and the
 //!   node addresses.
+//! - [`Builder`] is the builder users see, generic over the driver's [`Start`] (how it starts
+//!   its loop); each driver names `Builder<ItsStart>` its own `Builder`.
 //! - [`Waiters`] is the loop's bookkeeping: it takes each [`Cmd`] the handles send, each core
 //!   `Event` the loop drains, and releases locks whose `lock()` future was dropped.
 //!
@@ -60,5 +62,5 @@ mod waiters;
 
 pub use guard::{LockGuard, LockRef};
 pub use handle::{Handle, WithLockError};
-pub use setup::{DriverParts, OsRng, Setup};
+pub use setup::{Builder, DriverParts, OsRng, Setup, Start};
 pub use waiters::{Cmd, Waiters};

@@ -1,6 +1,9 @@
-//! What every async driver's builder collects ([`Setup`]) and what its loop starts from
-//! ([`DriverParts`]). Starting the loop (a task, a thread) is the driver's business.
+//! What every driver's builder collects ([`Setup`]), what its loop starts from
+//! ([`DriverParts`]), and the builder users see ([`Builder`]). Starting the loop (a task, a
+//! thread) is the driver's business: its [`Start`].
 
+use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use redlock_core::{Client, Config, ConfigBuilder, LockError, NodeAddress};
@@ -89,3 +92,66 @@ impl Setup {
 }
 
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How a driver starts its loop once [`Builder::build`] has validated the configuration.
+pub trait Start {
+    /// What the user gets: the driver's `Redlock`.
+    type Redlock;
+
+    /// Starts the loop on `parts`, serving `handle`. Fails with [`LockError::Shutdown`] if
+    /// the loop cannot start (no runtime to spawn on, no thread or poller).
+    fn start(handle: Handle, parts: DriverParts) -> Result<Self::Redlock, LockError>;
+}
+
+/// Builds a driver's `Redlock` from node URLs and core configuration; each driver names it
+/// `Builder` and starts from `Redlock::builder(urls)`.
+pub struct Builder<S> {
+    setup: Setup,
+    start: PhantomData<fn() -> S>,
+}
+
+impl<S: Start> Builder<S> {
+    /// Parses node URLs: `redis://[user:password@]host:port[/db]` or `host:port`. A bad URL
+    /// is an error naming it; `rediss://` is refused (no TLS yet).
+    pub fn new<I, U>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = U>,
+        U: AsRef<str>,
+    {
+        Ok(Self {
+            setup: Setup::from_urls(urls)?,
+            start: PhantomData,
+        })
+    }
+
+    /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
+    pub fn config(mut self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
+        self.setup = self.setup.config(f);
+        self
+    }
+
+    /// How long a connection attempt (name resolution included) may take. Default 1 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.setup = self.setup.connect_timeout(timeout);
+        self
+    }
+
+    /// Validates the configuration and starts the driver's loop. Succeeds while nodes are
+    /// down: they are connected in the background.
+    ///
+    /// Fails with [`LockError::Config`] on a bad configuration, and with
+    /// [`LockError::Shutdown`] if the loop cannot start: no tokio runtime for
+    /// `redlock-tokio`, or the system refuses a thread or a poller.
+    pub fn build(self) -> Result<S::Redlock, LockError> {
+        let (handle, parts) = self.setup.build()?;
+        S::start(handle, parts)
+    }
+}
+
+impl<S> fmt::Debug for Builder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("setup", &self.setup)
+            .finish()
+    }
+}

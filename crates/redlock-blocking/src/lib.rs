@@ -36,10 +36,8 @@ mod driver;
 mod guard;
 mod park;
 
-use std::time::Duration;
-
-use redlock_async::{Handle, Setup};
-use redlock_core::{Config, ConfigBuilder};
+use redlock_async::{DriverParts, Handle, Start};
+use redlock_core::Config;
 
 pub use guard::{LockGuard, LockRef};
 pub use redlock_async::WithLockError;
@@ -58,9 +56,27 @@ use park::block_on;
 #[derive(Debug, Clone)]
 pub struct Redlock(Handle);
 
-/// Builds a [`Redlock`] from node URLs and core configuration.
+/// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
+/// starts the driver thread.
+pub type Builder = redlock_async::Builder<MioThread>;
+
+/// How this driver starts: a thread of its own polling the sockets with `mio`. Only
+/// [`Builder`]'s parameter.
 #[derive(Debug)]
-pub struct Builder(Setup);
+pub enum MioThread {}
+
+impl Start for MioThread {
+    type Redlock = Redlock;
+
+    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+        let driver = Driver::new(parts).map_err(|_| LockError::Shutdown)?;
+        std::thread::Builder::new()
+            .name("redlock-driver".to_owned())
+            .spawn(move || driver.run())
+            .map_err(|_| LockError::Shutdown)?;
+        Ok(Redlock(handle))
+    }
+}
 
 impl Redlock {
     /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
@@ -70,7 +86,7 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Setup::from_urls(urls).map(Builder)
+        Builder::new(urls)
     }
 
     /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
@@ -125,32 +141,5 @@ impl Redlock {
             self.0
                 .with_lock(resource, |lock| std::future::ready(f(LockRef(lock)))),
         )
-    }
-}
-
-impl Builder {
-    /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
-    pub fn config(self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
-        Self(self.0.config(f))
-    }
-
-    /// How long a connection attempt may take. Default 1 s.
-    pub fn connect_timeout(self, timeout: Duration) -> Self {
-        Self(self.0.connect_timeout(timeout))
-    }
-
-    /// Validates the configuration and starts the driver thread. Succeeds while nodes are
-    /// down; they are connected in the background.
-    ///
-    /// Fails with [`LockError::Config`] on a bad configuration, and with
-    /// [`LockError::Shutdown`] if the system refuses a poller or a thread.
-    pub fn build(self) -> Result<Redlock, LockError> {
-        let (handle, parts) = self.0.build()?;
-        let driver = Driver::new(parts).map_err(|_| LockError::Shutdown)?;
-        std::thread::Builder::new()
-            .name("redlock-driver".to_owned())
-            .spawn(move || driver.run())
-            .map_err(|_| LockError::Shutdown)?;
-        Ok(Redlock(handle))
     }
 }

@@ -34,10 +34,8 @@
 mod driver;
 
 use std::ops::Deref;
-use std::time::Duration;
 
-use redlock_async::Setup;
-use redlock_core::ConfigBuilder;
+use redlock_async::{DriverParts, Start};
 
 pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
@@ -59,9 +57,23 @@ use driver::Driver;
 #[derive(Debug, Clone)]
 pub struct Redlock(Handle);
 
-/// Builds a [`Redlock`] from node URLs and core configuration.
+/// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
+/// spawns the driver task on the current tokio runtime.
+pub type Builder = redlock_async::Builder<Tokio>;
+
+/// How this driver starts: a task on the current tokio runtime. Only [`Builder`]'s parameter.
 #[derive(Debug)]
-pub struct Builder(Setup);
+pub enum Tokio {}
+
+impl Start for Tokio {
+    type Redlock = Redlock;
+
+    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Shutdown)?;
+        runtime.spawn(Driver::new(parts).run());
+        Ok(Redlock(handle))
+    }
+}
 
 impl Redlock {
     /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
@@ -71,7 +83,7 @@ impl Redlock {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Setup::from_urls(urls).map(Builder)
+        Builder::new(urls)
     }
 
     /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
@@ -89,26 +101,5 @@ impl Deref for Redlock {
 
     fn deref(&self) -> &Handle {
         &self.0
-    }
-}
-
-impl Builder {
-    /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
-    pub fn config(self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
-        Self(self.0.config(f))
-    }
-
-    /// How long a connection attempt (name resolution included) may take. Default 1 s.
-    pub fn connect_timeout(self, timeout: Duration) -> Self {
-        Self(self.0.connect_timeout(timeout))
-    }
-
-    /// Validates the configuration and starts the driver task on the current tokio
-    /// runtime. Succeeds while nodes are down; they are connected in the background.
-    pub fn build(self) -> Result<Redlock, LockError> {
-        let (handle, parts) = self.0.build()?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Shutdown)?;
-        runtime.spawn(Driver::new(parts).run());
-        Ok(Redlock(handle))
     }
 }
