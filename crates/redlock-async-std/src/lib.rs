@@ -89,7 +89,7 @@ impl Start for AsyncIo {
         std::thread::Builder::new()
             .name(DRIVER_THREAD.into())
             .spawn(move || async_io::block_on(driver.run()))
-            .map_err(|_| LockError::Shutdown)?;
+            .map_err(|e| LockError::Start(format!("no driver thread: {e}")))?;
         Ok(Redlock(handle))
     }
 }

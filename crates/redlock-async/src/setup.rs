@@ -98,7 +98,7 @@ pub trait Start {
     /// What the user gets: the driver's `Redlock`.
     type Redlock;
 
-    /// Starts the loop on `parts`, serving `handle`. Fails with [`LockError::Shutdown`] if
+    /// Starts the loop on `parts`, serving `handle`. Fails with [`LockError::Start`] if
     /// the loop cannot start (no runtime to spawn on, no thread or poller).
     fn start(handle: Handle, parts: DriverParts) -> Result<Self::Redlock, LockError>;
 }
@@ -140,7 +140,7 @@ impl<S: Start> Builder<S> {
     /// down: they are connected in the background.
     ///
     /// Fails with [`LockError::Config`] on a bad configuration, and with
-    /// [`LockError::Shutdown`] if the loop cannot start: no tokio runtime for
+    /// [`LockError::Start`] if the loop cannot start: no tokio runtime for
     /// `redlock-tokio`, or the system refuses a thread or a poller.
     pub fn build(self) -> Result<S::Redlock, LockError> {
         let (handle, parts) = self.setup.build()?;

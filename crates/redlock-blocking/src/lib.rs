@@ -69,11 +69,11 @@ impl Start for MioThread {
     type Redlock = Redlock;
 
     fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
-        let driver = Driver::new(parts).map_err(|_| LockError::Shutdown)?;
+        let driver = Driver::new(parts).map_err(|e| LockError::Start(format!("no poller: {e}")))?;
         std::thread::Builder::new()
             .name("redlock-driver".to_owned())
             .spawn(move || driver.run())
-            .map_err(|_| LockError::Shutdown)?;
+            .map_err(|e| LockError::Start(format!("no driver thread: {e}")))?;
         Ok(Redlock(handle))
     }
 }

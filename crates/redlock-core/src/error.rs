@@ -152,6 +152,9 @@ pub enum LockError {
     Usage(UsageError),
     /// The driver has shut down (its runtime or thread is gone).
     Shutdown,
+    /// The driver could not start; says why (no runtime to run on, or the system refused a
+    /// thread or a poller).
+    Start(String),
 }
 
 impl From<AcquireFailure> for LockError {
@@ -207,6 +210,7 @@ impl fmt::Display for LockError {
             Self::Address(e) => e.fmt(f),
             Self::Usage(e) => e.fmt(f),
             Self::Shutdown => f.write_str("the lock driver has shut down"),
+            Self::Start(why) => write!(f, "the lock driver could not start: {why}"),
         }
     }
 }

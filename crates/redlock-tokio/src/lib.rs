@@ -69,7 +69,8 @@ impl Start for Tokio {
     type Redlock = Redlock;
 
     fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| LockError::Shutdown)?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| LockError::Start("no tokio runtime: call build() inside one".into()))?;
         runtime.spawn(Driver::new(parts).run());
         Ok(Redlock(handle))
     }
