@@ -46,19 +46,17 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod driver;
+mod runtime;
 
 use std::ops::Deref;
 
-use redlock_async::{DriverParts, Start};
+use redlock_async::{DriverParts, IoLoop, Start};
 
 pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
-
-use driver::Driver;
 
 /// A handle to a set of N nodes, served by one driver thread. Cheap to clone; `Send + Sync`.
 ///
@@ -76,8 +74,9 @@ pub struct Redlock(Handle);
 /// starts the driver thread. It needs no executor.
 pub type Builder = redlock_async::Builder<AsyncIo>;
 
-/// How this driver starts: a thread of its own running `async_io::block_on`. Only
-/// [`Builder`]'s parameter.
+/// async-io, as this driver's runtime: the driver loop runs under `async_io::block_on` on a
+/// thread of its own, over `Async<TcpStream>` and async-io's timer. Only [`Builder`]'s
+/// parameter.
 #[derive(Debug)]
 pub enum AsyncIo {}
 
@@ -85,7 +84,7 @@ impl Start for AsyncIo {
     type Redlock = Redlock;
 
     fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
-        let driver = Driver::new(parts);
+        let driver = IoLoop::<Self>::new(parts);
         std::thread::Builder::new()
             .name(DRIVER_THREAD.into())
             .spawn(move || async_io::block_on(driver.run()))

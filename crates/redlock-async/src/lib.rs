@@ -1,12 +1,12 @@
-//! The handle, guard and bookkeeping shared by the Redlock drivers (`redlock-tokio`,
-//! `redlock-async-std`, `redlock-blocking`). Runtime-agnostic: it uses only tokio's `sync`
-//! channels, which need no tokio runtime, and it does no IO. Its API is async; the blocking
-//! driver waits on these futures by parking the calling thread.
+//! The handle, guard, bookkeeping and async driver loop shared by the Redlock drivers
+//! (`redlock-tokio`, `redlock-async-std`, `redlock-blocking`). Runtime-agnostic: it uses
+//! only tokio's `sync` channels, which need no tokio runtime, and it does IO only through
+//! the [`Runtime`] a driver gives it. Its API is async; the blocking driver waits on these
+//! futures by parking the calling thread.
 //!
 //! Users reach this crate through a driver, which re-exports [`Handle`] (behind its
 //! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`], or wraps them in blocking
-//! calls. A driver keeps only the IO:
-//! sockets, timers, connecting, the wait for one thing, batching. What it gets from here:
+//! calls. What a driver gets from here:
 //! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
 //!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the
 //!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver and the
@@ -15,6 +15,11 @@
 //!   its loop); each driver names `Builder<ItsStart>` its own `Builder`.
 //! - [`Waiters`] is the loop's bookkeeping: it takes each [`Cmd`] the handles send, each core
 //!   `Event` the loop drains, and releases locks whose `lock()` future was dropped.
+//! - [`IoLoop`] is the whole loop of an async driver (connect, read, write once per node per
+//!   turn, sleep until the core's deadline, batch under load), over a [`Runtime`]: the
+//!   runtime's sockets, timer, clock and yield. `redlock-tokio` and `redlock-async-std` are
+//!   a [`Runtime`] and a [`Start`] each. The blocking driver has its own `mio` loop and uses
+//!   [`Waiters`] directly, as below.
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
@@ -57,10 +62,12 @@
 
 mod guard;
 mod handle;
+mod io_loop;
 mod setup;
 mod waiters;
 
 pub use guard::{LockGuard, LockRef};
 pub use handle::{Handle, WithLockError};
+pub use io_loop::{Connecting, IoLoop, Runtime};
 pub use setup::{Builder, DriverParts, OsRng, Setup, Start};
 pub use waiters::{Cmd, Waiters};

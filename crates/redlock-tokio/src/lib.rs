@@ -31,19 +31,17 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod driver;
+mod runtime;
 
 use std::ops::Deref;
 
-use redlock_async::{DriverParts, Start};
+use redlock_async::{DriverParts, IoLoop, Start};
 
 pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
-
-use driver::Driver;
 
 /// A handle to a set of N nodes, served by one driver task. Cheap to clone; `Send + Sync`.
 ///
@@ -61,7 +59,8 @@ pub struct Redlock(Handle);
 /// spawns the driver task on the current tokio runtime.
 pub type Builder = redlock_async::Builder<Tokio>;
 
-/// How this driver starts: a task on the current tokio runtime. Only [`Builder`]'s parameter.
+/// tokio, as this driver's runtime: the driver loop is a task on the runtime current at
+/// [`Builder::build`], over tokio's sockets and timer. Only [`Builder`]'s parameter.
 #[derive(Debug)]
 pub enum Tokio {}
 
@@ -71,7 +70,7 @@ impl Start for Tokio {
     fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| LockError::Start("no tokio runtime: call build() inside one".into()))?;
-        runtime.spawn(Driver::new(parts).run());
+        runtime.spawn(IoLoop::<Self>::new(parts).run());
         Ok(Redlock(handle))
     }
 }

@@ -1,49 +1,92 @@
-//! The driver loop: owns the core `Client` and the N `Async<TcpStream>` connections on its
-//! own thread, and runs the loop of STYLE.md section 4 over async-io. It moves bytes;
-//! requests and events go through `redlock-async`'s `Waiters`, and every decision is the
-//! core's.
+//! The async drivers' one loop ([`IoLoop`]), over what each runtime provides ([`Runtime`]):
+//! non-blocking sockets with readiness, a timer, a connect, a yield. It owns the core
+//! `Client` and the N connections and runs the loop of STYLE.md section 4. It moves bytes;
+//! requests and events go through [`Waiters`], and every decision is the core's.
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_io::{Async, Timer};
 use bytes::{Buf, BytesMut};
-use futures_lite::future::{self, Boxed};
-use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
 use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-/// One node's socket, unsent bytes, and connection attempt in progress.
-#[derive(Default)]
-struct Conn {
-    stream: Option<Async<TcpStream>>,
-    out: BytesMut,
-    connecting: Option<Boxed<io::Result<Async<TcpStream>>>>,
+use crate::setup::{DriverParts, OsRng};
+use crate::waiters::{Cmd, Waiters};
+
+/// A connection attempt in progress.
+pub type Connecting<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
+
+/// What an async runtime gives [`IoLoop`]. Every method is a thin call into the runtime.
+pub trait Runtime: 'static {
+    /// A connected non-blocking TCP stream.
+    type Stream: Send;
+    /// A timer that can be set to an instant again and again.
+    type Timer: Send;
+
+    /// The loop's clock. Guards read `std::time::Instant::now()`, so this must agree with it.
+    fn now() -> Instant;
+    /// Connects to `host:port` (resolving the name without blocking the loop), failing with
+    /// `TimedOut` after `timeout`. Nagle's algorithm off, on a best-effort basis.
+    fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Self::Stream>;
+    /// Ready when the stream may have bytes, an end of stream or an error to read.
+    fn poll_readable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
+    /// Ready when the stream may take bytes.
+    fn poll_writable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
+    /// One non-blocking read; `WouldBlock` when there is nothing.
+    fn try_read(stream: &Self::Stream, buf: &mut [u8]) -> io::Result<usize>;
+    /// One non-blocking write; `WouldBlock` when the socket takes nothing now.
+    fn try_write(stream: &Self::Stream, buf: &[u8]) -> io::Result<usize>;
+    /// A timer that is not set.
+    fn timer() -> Self::Timer;
+    /// Sets the timer to fire at `at`.
+    fn set_timer(timer: &mut Self::Timer, at: Instant);
+    /// Ready once the instant the timer was set to has passed.
+    fn poll_timer(timer: &mut Self::Timer, cx: &mut Context<'_>) -> Poll<()>;
+    /// Lets the runtime's other tasks run once.
+    fn yield_now() -> impl Future<Output = ()> + Send;
 }
 
-enum Wake {
+/// One node's socket, unsent bytes, and connection attempt in progress.
+struct Conn<S> {
+    stream: Option<S>,
+    out: BytesMut,
+    connecting: Option<Connecting<S>>,
+}
+
+impl<S> Default for Conn<S> {
+    fn default() -> Self {
+        Self {
+            stream: None,
+            out: BytesMut::new(),
+            connecting: None,
+        }
+    }
+}
+
+/// The one thing a loop turn handles.
+enum Wake<S> {
     Cmd(Option<Cmd>),
-    Connected(NodeId, io::Result<Async<TcpStream>>),
+    Connected(NodeId, io::Result<S>),
     Readable(NodeId),
     Writable,
     Timer,
 }
 
-pub(crate) struct Driver {
+/// The loop of an async driver; `run` it as a task or under `block_on` on a thread.
+pub struct IoLoop<R: Runtime> {
     client: Client<OsRng>,
     rx: mpsc::UnboundedReceiver<Cmd>,
     addrs: Vec<NodeAddress>,
-    conns: Vec<Conn>,
+    conns: Vec<Conn<R::Stream>>,
     connect_timeout: Duration,
     waiters: Waiters,
     /// Inputs found while draining (write errors), fed before waiting.
     pending: VecDeque<NodeId>,
-    timer: Timer,
+    timer: R::Timer,
     /// The deadline `timer` is set to; `None` once it fired.
     armed: Option<Instant>,
     read_buf: Vec<u8>,
@@ -51,13 +94,9 @@ pub(crate) struct Driver {
     closed: bool,
 }
 
-/// The driver's one clock. async-io's timers and the guards read the same one.
-fn now() -> Instant {
-    Instant::now()
-}
-
-impl Driver {
-    pub(crate) fn new(parts: DriverParts) -> Self {
+impl<R: Runtime> IoLoop<R> {
+    /// A loop over what [`Builder::build`](crate::Builder::build) hands the driver.
+    pub fn new(parts: DriverParts) -> Self {
         Self {
             client: parts.client,
             rx: parts.commands,
@@ -66,7 +105,7 @@ impl Driver {
             connect_timeout: parts.connect_timeout,
             waiters: Waiters::new(),
             pending: VecDeque::new(),
-            timer: Timer::never(),
+            timer: R::timer(),
             armed: None,
             read_buf: vec![0; 64 * 1024],
             next_read: 0,
@@ -75,7 +114,7 @@ impl Driver {
     }
 
     /// The loop. Ends once every handle is gone and every operation has finished.
-    pub(crate) async fn run(mut self) {
+    pub async fn run(mut self) {
         loop {
             // 4. Drain the core, then write what it asked for: one write per node.
             let deadline = self.drain();
@@ -84,23 +123,26 @@ impl Driver {
                 return;
             }
             // Work discovered while draining goes first, one input per turn.
-            if self.waiters.release_orphan(now(), &mut self.client) {
+            if self.waiters.release_orphan(R::now(), &mut self.client) {
                 continue;
             }
             if let Some(node) = self.pending.pop_front() {
-                self.feed(Input::Disconnected { now: now(), node });
+                self.feed(Input::Disconnected {
+                    now: R::now(),
+                    node,
+                });
                 continue;
             }
             // 2. Wait for exactly one thing.
             if let Some(at) = deadline
                 && self.armed != deadline
             {
-                self.timer.set_at(at);
+                R::set_timer(&mut self.timer, at);
                 self.armed = deadline;
             }
             let wake = poll_fn(|cx| self.poll_wake(cx, deadline.is_some())).await;
             // 3. Feed it, stamped with a fresh `now`.
-            let now = now();
+            let now = R::now();
             match wake {
                 Wake::Cmd(Some(cmd)) => {
                     self.waiters.command(now, &mut self.client, cmd);
@@ -110,8 +152,6 @@ impl Driver {
                 }
                 Wake::Cmd(None) => self.closed = true,
                 Wake::Connected(node, Ok(stream)) => {
-                    // Best effort: a lock round trip is a few bytes each way.
-                    let _ = stream.get_ref().set_nodelay(true);
                     self.conns[node.index()].stream = Some(stream);
                     self.feed(Input::Connected { now, node });
                 }
@@ -129,7 +169,7 @@ impl Driver {
             // take everything already waiting: one drain and one write per node serve the
             // whole batch. A single lock skips this: it would only add delay.
             if self.client.active_ops() > 1 {
-                future::yield_now().await;
+                R::yield_now().await;
                 self.take_ready();
             }
         }
@@ -141,7 +181,7 @@ impl Driver {
             if self.conns[i].stream.is_some() {
                 // Transmits queue per node; the deadline is read again at the top.
                 let _ = self.drain();
-                self.read(now(), NodeId::new(i));
+                self.read(R::now(), NodeId::new(i));
             }
         }
         self.take_commands();
@@ -152,13 +192,13 @@ impl Driver {
         for _ in 0..COMMAND_BURST {
             let Ok(cmd) = self.rx.try_recv() else { break };
             let _ = self.drain();
-            self.waiters.command(now(), &mut self.client, cmd);
+            self.waiters.command(R::now(), &mut self.client, cmd);
         }
     }
 
     /// Replies first (they decide validity), then the timer and connections, then user
     /// commands, so a burst of commands cannot starve the replies it causes.
-    fn poll_wake(&mut self, cx: &mut Context<'_>, timed: bool) -> Poll<Wake> {
+    fn poll_wake(&mut self, cx: &mut Context<'_>, timed: bool) -> Poll<Wake<R::Stream>> {
         let n = self.conns.len();
         let mut writable = false;
         for k in 0..n {
@@ -166,15 +206,15 @@ impl Driver {
             let conn = &self.conns[i];
             let Some(stream) = &conn.stream else { continue };
             // An error here surfaces as a read error, hence a disconnect.
-            if stream.poll_readable(cx).is_ready() {
+            if R::poll_readable(stream, cx).is_ready() {
                 self.next_read = (i + 1) % n;
                 return Poll::Ready(Wake::Readable(NodeId::new(i)));
             }
-            if !conn.out.is_empty() && stream.poll_writable(cx).is_ready() {
+            if !conn.out.is_empty() && R::poll_writable(stream, cx).is_ready() {
                 writable = true;
             }
         }
-        if timed && Pin::new(&mut self.timer).poll(cx).is_ready() {
+        if timed && R::poll_timer(&mut self.timer, cx).is_ready() {
             return Poll::Ready(Wake::Timer);
         }
         for (i, conn) in self.conns.iter_mut().enumerate() {
@@ -206,7 +246,7 @@ impl Driver {
         let Some(stream) = &self.conns[node.index()].stream else {
             return;
         };
-        match stream.get_ref().read(&mut self.read_buf) {
+        match R::try_read(stream, &mut self.read_buf) {
             Ok(len) if len > 0 => {
                 let bytes = &self.read_buf[..len];
                 // Drained before this input (see `run`).
@@ -245,7 +285,7 @@ impl Driver {
                 continue;
             };
             while !conn.out.is_empty() {
-                match stream.get_ref().write(&conn.out) {
+                match R::try_write(stream, &conn.out) {
                     Ok(n) if n > 0 => conn.out.advance(n),
                     Err(e) if is_retry(&e) => break,
                     // A socket error, or a stream that takes no bytes.
@@ -260,42 +300,15 @@ impl Driver {
     }
 
     /// Starts a connection attempt, bounded by the connect timeout; its outcome is one wake.
+    /// A new attempt replaces the node's old socket, so queued bytes never reach it.
     fn connect(&mut self, node: NodeId) {
         let addr = &self.addrs[node.index()];
-        let (host, port, timeout) = (addr.host.clone(), addr.port, self.connect_timeout);
-        let timed_out = async move {
-            Timer::after(timeout).await;
-            Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
+        let attempt = R::connect(addr.host.clone(), addr.port, self.connect_timeout);
+        self.conns[node.index()] = Conn {
+            connecting: Some(attempt),
+            ..Conn::default()
         };
-        self.conns[node.index()].connecting =
-            Some(Box::pin(future::or(open(host, port), timed_out)));
     }
-}
-
-/// Resolves `host` and connects to the first of its addresses that accepts. An IP address
-/// needs no lookup; a name is resolved on a helper thread, since std's resolver blocks.
-async fn open(host: String, port: u16) -> io::Result<Async<TcpStream>> {
-    let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
-        Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => {
-            let (tx, rx) = oneshot::channel();
-            std::thread::Builder::new()
-                .name("redlock-resolve".into())
-                .spawn(move || {
-                    let _ = tx.send((host.as_str(), port).to_socket_addrs().map(Vec::from_iter));
-                })?;
-            rx.await
-                .map_err(|_| io::Error::other("name resolution failed"))??
-        }
-    };
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
-    for addr in addrs {
-        match Async::<TcpStream>::connect(addr).await {
-            Ok(stream) => return Ok(stream),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }
 
 fn is_retry(e: &io::Error) -> bool {
