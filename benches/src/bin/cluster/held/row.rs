@@ -31,8 +31,11 @@ pub(crate) struct HeldRow {
     pub(crate) keys_missing: u64,
     pub(crate) min_pttl: Option<Duration>,
     pub(crate) release: Duration,
-    /// Releases that some node did not report `Released`.
-    pub(crate) not_released: usize,
+    /// Releases that some node did not answer with `Released`, and the node answers that
+    /// were not: `Failed(Timeout)` (answered after the release timeout), and anything else.
+    pub(crate) release_partial: u64,
+    pub(crate) release_node_timeouts: u64,
+    pub(crate) release_node_other: u64,
     /// Keys on all nodes after the release (`DBSIZE`).
     pub(crate) keys_left: u64,
     /// This process's RSS in bytes: before building the `Redlock`, with every lock held,
@@ -67,9 +70,10 @@ impl HeldRow {
             && self.min_pttl.is_some_and(|p| p > floor)
     }
 
-    /// Every release confirmed by every node, and no key left.
+    /// No key left on any node, and no node answered a release with anything but `Released`
+    /// or a timeout (a late answer still deletes the key, which `keys_left` checks).
     pub(crate) fn released_clean(&self) -> bool {
-        self.not_released == 0 && self.keys_left == 0
+        self.release_node_other == 0 && self.keys_left == 0
     }
 }
 
@@ -129,11 +133,14 @@ pub(crate) fn verdicts(held: &[HeldRow]) -> String {
         );
         let _ = writeln!(
             s,
-            "- held / {} locks: released on every node, no key left: {} ({} partial, {} left)",
+            "- held / {} locks: released, no key left, no node answer but Released or a \
+             timeout: {} ({} left; {} releases partial: {} node timeouts, {} other)",
             h.locks,
             verdict(h.released_clean()),
-            h.not_released,
-            h.keys_left
+            h.keys_left,
+            h.release_partial,
+            h.release_node_timeouts,
+            h.release_node_other,
         );
     }
     s
@@ -150,7 +157,8 @@ pub(crate) fn json(held: &[HeldRow]) -> String {
              \"renewals_per_s\": {}, \"node_extends_min\": {}, \"node_extends_max\": {}, \
              \"lost\": {}, \"min_validity_ms\": {}, \"keys_held_min\": {}, \
              \"keys_missing\": {}, \"min_pttl_ms\": {}, \"release_s\": {:.3}, \
-             \"not_released\": {}, \"keys_left\": {}, \"rss_before\": {}, \"rss_held\": {}, \
+             \"release_partial\": {}, \"release_node_timeouts\": {}, \
+             \"release_node_other\": {}, \"keys_left\": {}, \"rss_before\": {}, \"rss_held\": {}, \
              \"rss_end\": {}, \"rss_released\": {}, \"rss_per_lock_held\": {}, \
              \"rss_per_lock_end\": {}, \"none_lost\": {}, \"keys_renewed\": {}, \
              \"released_clean\": {}}}",
@@ -171,7 +179,9 @@ pub(crate) fn json(held: &[HeldRow]) -> String {
             h.min_pttl
                 .map_or("null".to_owned(), |p| p.as_millis().to_string()),
             h.release.as_secs_f64(),
-            h.not_released,
+            h.release_partial,
+            h.release_node_timeouts,
+            h.release_node_other,
             h.keys_left,
             h.rss_before,
             h.rss_held,
@@ -191,7 +201,7 @@ pub(crate) fn json(held: &[HeldRow]) -> String {
 /// The result as one line of `name=value` pairs (durations and bytes as integers).
 pub(crate) fn encode(h: &HeldRow) -> String {
     let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    let fields: [(&str, u64); 19] = [
+    let fields: [(&str, u64); 21] = [
         ("locks", h.locks as u64),
         ("ttl_ns", ns(h.ttl)),
         ("held_ns", ns(h.held_for)),
@@ -206,7 +216,9 @@ pub(crate) fn encode(h: &HeldRow) -> String {
         // No key with a PTTL at all: `u64::MAX`.
         ("min_pttl_ns", h.min_pttl.map_or(u64::MAX, ns)),
         ("release_ns", ns(h.release)),
-        ("not_released", h.not_released as u64),
+        ("release_partial", h.release_partial),
+        ("release_node_timeouts", h.release_node_timeouts),
+        ("release_node_other", h.release_node_other),
         ("keys_left", h.keys_left),
         ("rss_before", h.rss_before),
         ("rss_held", h.rss_held),
@@ -254,7 +266,9 @@ pub(crate) fn decode(runtime: &'static str, line: &str) -> Result<HeldRow, Strin
         keys_missing: get("keys_missing")?,
         min_pttl: (min_pttl != u64::MAX).then(|| Duration::from_nanos(min_pttl)),
         release: dur("release_ns")?,
-        not_released: count("not_released")?,
+        release_partial: get("release_partial")?,
+        release_node_timeouts: get("release_node_timeouts")?,
+        release_node_other: get("release_node_other")?,
         keys_left: get("keys_left")?,
         rss_before: get("rss_before")?,
         rss_held: get("rss_held")?,
@@ -287,7 +301,9 @@ mod tests {
             keys_missing: 0,
             min_pttl: None,
             release: Duration::from_millis(2_682),
-            not_released: 0,
+            release_partial: 256,
+            release_node_timeouts: 256,
+            release_node_other: 0,
             keys_left: 0,
             rss_before: 24_727_552,
             rss_held: 248_381_440,
