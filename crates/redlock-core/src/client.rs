@@ -271,9 +271,9 @@ impl<R: CryptoRng> Client<R> {
             // Bytes from a connection we already gave up on.
             return;
         }
-        self.nodes[i].decoder.push(bytes);
+        let mut bytes = bytes;
         loop {
-            let reply = match self.nodes[i].decoder.next_reply() {
+            let reply = match self.nodes[i].decoder.next_reply_in(&mut bytes) {
                 Ok(Some(reply)) => reply,
                 Ok(None) => break,
                 Err(e) => {

@@ -104,59 +104,36 @@ impl Decoder {
 
     /// Decodes the next complete reply, `Ok(None)` if more bytes are needed.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, ProtocolError> {
-        let Some(&kind) = self.buf.first() else {
+        let Some((reply, len)) = decode(&self.buf, self.max_reply)? else {
             return Ok(None);
-        };
-        // The replies a lock cycle gets almost always, matched byte for byte; anything else
-        // goes through the full parser.
-        for (bytes, reply) in COMMON_REPLIES {
-            if self.buf.starts_with(bytes) {
-                self.buf.advance(bytes.len());
-                return Ok(Some(reply.clone()));
-            }
-        }
-        if !matches!(kind, b'+' | b'-' | b':' | b'$') {
-            return Err(ProtocolError(format!(
-                "unexpected reply type byte 0x{kind:02x}"
-            )));
-        }
-        let decoded = decode_range(&self.buf)
-            .map_err(|e| ProtocolError(format!("malformed reply: {}", e.details())))?;
-        let Some((frame, len)) = decoded else {
-            return if self.buf.len() > self.max_reply {
-                Err(ProtocolError(format!(
-                    "reply exceeds {} bytes",
-                    self.max_reply
-                )))
-            } else {
-                Ok(None)
-            };
-        };
-        if len > self.max_reply {
-            return Err(ProtocolError(format!(
-                "reply exceeds {} bytes",
-                self.max_reply
-            )));
-        }
-        let reply = match frame {
-            RangeFrame::SimpleString((start, end)) => match &self.buf[start..end] {
-                b"OK" => Reply::Ok,
-                other => Reply::Status(Bytes::copy_from_slice(other)),
-            },
-            RangeFrame::Error((start, end)) => {
-                Reply::Error(Bytes::copy_from_slice(&self.buf[start..end]))
-            }
-            RangeFrame::Integer(i) => Reply::Integer(i),
-            RangeFrame::BulkString((start, end)) => {
-                Reply::Bulk(Bytes::copy_from_slice(&self.buf[start..end]))
-            }
-            RangeFrame::Null => Reply::Nil,
-            RangeFrame::Array(_) => {
-                return Err(ProtocolError("unexpected array reply".into()));
-            }
         };
         self.buf.advance(len);
         Ok(Some(reply))
+    }
+
+    /// Like [`push`](Self::push) then [`next_reply`](Self::next_reply), but reads straight
+    /// from `input` while nothing is buffered, consuming what it decodes from `input`; only
+    /// the bytes of an incomplete reply are copied into the buffer.
+    ///
+    /// Call until `Ok(None)` (or an error); `input` is then empty.
+    pub(crate) fn next_reply_in(
+        &mut self,
+        input: &mut &[u8],
+    ) -> Result<Option<Reply>, ProtocolError> {
+        if self.buf.is_empty() {
+            if input.is_empty() {
+                return Ok(None);
+            }
+            if let Some((reply, len)) = decode(input, self.max_reply)? {
+                *input = &input[len..];
+                return Ok(Some(reply));
+            }
+        }
+        if !input.is_empty() {
+            self.buf.extend_from_slice(input);
+            *input = &[];
+        }
+        self.next_reply()
     }
 
     /// Checks the buffer cap after all complete replies were taken.
@@ -169,6 +146,64 @@ impl Decoder {
         } else {
             Ok(())
         }
+    }
+}
+
+/// Decodes the reply at the start of `buf`: the reply and its length in bytes, or `None`
+/// if `buf` holds only part of it.
+fn decode(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    let Some(&kind) = buf.first() else {
+        return Ok(None);
+    };
+    // The replies a lock cycle gets almost always, matched byte for byte; anything else
+    // goes through the full parser.
+    if let Some(common) = common_reply(buf) {
+        return Ok(Some(common));
+    }
+    if !matches!(kind, b'+' | b'-' | b':' | b'$') {
+        return Err(ProtocolError(format!(
+            "unexpected reply type byte 0x{kind:02x}"
+        )));
+    }
+    let decoded = decode_range(buf)
+        .map_err(|e| ProtocolError(format!("malformed reply: {}", e.details())))?;
+    let Some((frame, len)) = decoded else {
+        return if buf.len() > max_reply {
+            Err(ProtocolError(format!("reply exceeds {max_reply} bytes")))
+        } else {
+            Ok(None)
+        };
+    };
+    if len > max_reply {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    let reply = match frame {
+        RangeFrame::SimpleString((start, end)) => match &buf[start..end] {
+            b"OK" => Reply::Ok,
+            other => Reply::Status(Bytes::copy_from_slice(other)),
+        },
+        RangeFrame::Error((start, end)) => Reply::Error(Bytes::copy_from_slice(&buf[start..end])),
+        RangeFrame::Integer(i) => Reply::Integer(i),
+        RangeFrame::BulkString((start, end)) => {
+            Reply::Bulk(Bytes::copy_from_slice(&buf[start..end]))
+        }
+        RangeFrame::Null => Reply::Nil,
+        RangeFrame::Array(_) => {
+            return Err(ProtocolError("unexpected array reply".into()));
+        }
+    };
+    Ok(Some((reply, len)))
+}
+
+/// The commonest replies, matched as exact byte strings: `+OK`, `:1`, `$-1`, `:0`, `:-1`.
+fn common_reply(buf: &[u8]) -> Option<(Reply, usize)> {
+    match buf {
+        [b'+', b'O', b'K', b'\r', b'\n', ..] => Some((Reply::Ok, 5)),
+        [b':', b'1', b'\r', b'\n', ..] => Some((Reply::Integer(1), 4)),
+        [b'$', b'-', b'1', b'\r', b'\n', ..] => Some((Reply::Nil, 5)),
+        [b':', b'0', b'\r', b'\n', ..] => Some((Reply::Integer(0), 4)),
+        [b':', b'-', b'1', b'\r', b'\n', ..] => Some((Reply::Integer(-1), 5)),
+        _ => None,
     }
 }
 
@@ -205,15 +240,6 @@ fn put_header(buf: &mut BytesMut, kind: u8, n: usize) {
     buf.extend_from_slice(&digits[i..]);
     buf.extend_from_slice(b"\r\n");
 }
-
-/// Exact byte strings of the commonest replies, with what they decode to.
-const COMMON_REPLIES: [(&[u8], Reply); 5] = [
-    (b"+OK\r\n", Reply::Ok),
-    (b":1\r\n", Reply::Integer(1)),
-    (b"$-1\r\n", Reply::Nil),
-    (b":0\r\n", Reply::Integer(0)),
-    (b":-1\r\n", Reply::Integer(-1)),
-];
 
 /// Decimal digits of the largest `usize`.
 const DIGITS_MAX: usize = 20;
@@ -263,6 +289,34 @@ mod tests {
             vec![Reply::Ok, Reply::Integer(42)]
         );
         assert_eq!(decode_all(&[b"$5\r\nab"]).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn reading_from_the_input_matches_pushing_it() {
+        let stream: &[u8] =
+            b"+OK\r\n:1\r\n$-1\r\n-NOSCRIPT x\r\n$3\r\nabc\r\n:-1\r\n:0\r\n+QUEUED\r\n";
+        let whole = decode_all(&[stream]).unwrap();
+        for split in 0..stream.len() {
+            for second in split..stream.len() {
+                let parts = [&stream[..split], &stream[split..second], &stream[second..]];
+                let mut d = Decoder::new(1024, 4096);
+                let mut got = Vec::new();
+                for part in parts {
+                    let mut input = part;
+                    while let Some(r) = d.next_reply_in(&mut input).unwrap() {
+                        got.push(r);
+                    }
+                    assert!(input.is_empty());
+                }
+                assert_eq!(got, whole, "split at {split} and {second}");
+                assert_eq!(d.buffered(), 0);
+            }
+        }
+        // Caps apply the same way to bytes read straight from the input.
+        let mut d = Decoder::new(8, 16);
+        let mut input: &[u8] = b"+OK\r\n+0123456789";
+        assert_eq!(d.next_reply_in(&mut input), Ok(Some(Reply::Ok)));
+        assert!(d.next_reply_in(&mut input).is_err());
     }
 
     #[test]
