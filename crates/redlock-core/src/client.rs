@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
 use crate::config::Config;
@@ -65,9 +65,13 @@ pub struct Client<R> {
     /// most once: see `Node::mark_dirty`).
     dirty: VecDeque<NodeId>,
     /// The last command encoded, and which round (and form) it belongs to: a round sends
-    /// the same bytes to every node, so they are encoded once.
-    encoded: BytesMut,
+    /// the same bytes to every node, so they are encoded once and shared by every node's
+    /// transmit (no copy per node).
+    encoded: Bytes,
     encoded_for: Option<(OpId, u32, bool)>,
+    /// Where commands are encoded: split off into `encoded`, its storage is reused once
+    /// every transmit sharing it has been dropped.
+    scratch: BytesMut,
 }
 
 #[derive(Debug)]
@@ -106,8 +110,9 @@ impl<R: CryptoRng> Client<R> {
             now: None,
             drained: false,
             dirty: VecDeque::new(),
-            encoded: BytesMut::new(),
+            encoded: Bytes::new(),
             encoded_for: None,
+            scratch: BytesMut::new(),
         }
     }
 
@@ -377,8 +382,10 @@ impl<R: CryptoRng> Client<R> {
                 // A round sends the same bytes to every node: encode them once.
                 let key = (op, id.round(), eval);
                 if self.encoded_for != Some(key) {
-                    self.encoded.clear();
-                    entry.lock.encode_request(id, eval, &mut self.encoded);
+                    // Drop our share first, so the scratch storage can be reclaimed.
+                    self.encoded = Bytes::new();
+                    entry.lock.encode_request(id, eval, &mut self.scratch);
+                    self.encoded = self.scratch.split().freeze();
                     self.encoded_for = Some(key);
                 }
                 node.send(op, id, &self.encoded);

@@ -48,6 +48,9 @@ pub(crate) struct Node {
     pub(crate) link: Link,
     pub(crate) decoder: Decoder,
     out: BytesMut,
+    /// A round's encoded command queued on its own, shared with the other nodes instead of
+    /// copied into `out`; `out` is empty while this is set.
+    shared: Option<Bytes>,
     pub(crate) in_flight: VecDeque<Pending>,
     /// Whether the client's dirty list holds this node.
     dirty: bool,
@@ -64,6 +67,7 @@ impl Node {
             link: Link::Connecting { first: true },
             decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
             out: BytesMut::new(),
+            shared: None,
             in_flight: VecDeque::new(),
             dirty: false,
             backoff: config.reconnect_min,
@@ -78,14 +82,21 @@ impl Node {
     }
 
     /// Queues a request (its RESP bytes) behind everything already written.
-    pub(crate) fn send(&mut self, op: OpId, id: RequestId, encoded: &[u8]) {
-        self.out.extend_from_slice(encoded);
+    pub(crate) fn send(&mut self, op: OpId, id: RequestId, encoded: &Bytes) {
+        if self.out.is_empty() && self.shared.is_none() {
+            // Alone in the queue: the transmit can be these very bytes.
+            self.shared = Some(encoded.clone());
+        } else {
+            self.unshare();
+            self.out.extend_from_slice(encoded);
+        }
         self.in_flight.push_back(Pending::Request { op, id });
     }
 
     /// The connection is up: the handshake (and script preloads) go first, before anything
     /// queued.
     pub(crate) fn connected(&mut self) {
+        self.unshare();
         let mut hello = BytesMut::new();
         let mut steps = Vec::new();
         if let Some(password) = &self.settings.password {
@@ -128,7 +139,11 @@ impl Node {
     /// mark: bytes queued before the connection is up are marked again when it is.
     pub(crate) fn take_transmit(&mut self) -> Option<Bytes> {
         self.dirty = false;
-        if self.link == Link::Up && !self.out.is_empty() {
+        if self.link != Link::Up {
+            None
+        } else if let Some(bytes) = self.shared.take() {
+            Some(bytes)
+        } else if !self.out.is_empty() {
             Some(self.out.split().freeze())
         } else {
             None
@@ -148,12 +163,20 @@ impl Node {
         rng: &mut R,
     ) -> (Instant, VecDeque<Pending>) {
         self.out.clear();
+        self.shared = None;
         self.decoder.clear();
         let delay = time::uniform(rng, self.backoff / 2, self.backoff + self.backoff / 2);
         self.backoff = (self.backoff * 2).min(self.backoff_max);
         let retry_at = time::add(now, delay);
         self.link = Link::Down { retry_at };
         (retry_at, std::mem::take(&mut self.in_flight))
+    }
+
+    /// Moves a shared command into `out`, so that more bytes can follow it.
+    fn unshare(&mut self) {
+        if let Some(bytes) = self.shared.take() {
+            self.out.extend_from_slice(&bytes);
+        }
     }
 
     /// The reconnection is due: the driver is asked to connect.
