@@ -5,6 +5,7 @@
 //! This module does not decide when a token is made; the lock lifecycle does.
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 use rand_core::CryptoRng;
@@ -17,8 +18,15 @@ use crate::error::UsageError;
 /// hex-encoded (40 ASCII characters), as the
 /// [algorithm note](https://valkey.io/topics/distlock/) asks. A caller may supply its own
 /// token with [`Token::new`].
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Token(Bytes);
+#[derive(Clone)]
+pub struct Token(Repr);
+
+/// A generated token is kept inline: making and cloning it allocates nothing.
+#[derive(Clone)]
+enum Repr {
+    Generated([u8; TOKEN_RANDOM_BYTES * 2]),
+    Supplied(Bytes),
+}
 
 impl Token {
     /// Draws a fresh token from `rng`: 20 random bytes, hex-encoded.
@@ -30,7 +38,7 @@ impl Token {
             hex[2 * i] = HEX[usize::from(byte >> 4)];
             hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
         }
-        Self(Bytes::copy_from_slice(&hex))
+        Self(Repr::Generated(hex))
     }
 
     /// Accepts a caller-supplied token.
@@ -42,12 +50,29 @@ impl Token {
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
             return Err(UsageError::InvalidToken { len: token.len() });
         }
-        Ok(Self(token))
+        Ok(Self(Repr::Supplied(token)))
     }
 
     /// The token's bytes, exactly as stored on the nodes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Generated(hex) => hex,
+            Repr::Supplied(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Token {}
+
+impl Hash for Token {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
     }
 }
 
@@ -59,7 +84,7 @@ impl fmt::Debug for Token {
 
 impl fmt::Display for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&String::from_utf8_lossy(&self.0))
+        f.write_str(&String::from_utf8_lossy(self.as_bytes()))
     }
 }
 
@@ -119,6 +144,8 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 #[cfg(test)]
 mod tests {
+    use std::hash::BuildHasher;
+
     use chacha20::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -132,6 +159,11 @@ mod tests {
         assert_eq!(a.as_bytes().len(), 40);
         assert!(a.as_bytes().iter().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+        // Equal bytes are the same token, however it was made.
+        let supplied = Token::new(a.as_bytes().to_vec()).unwrap();
+        assert_eq!(supplied, a);
+        let state = std::collections::hash_map::RandomState::new();
+        assert_eq!(state.hash_one(&supplied), state.hash_one(&a));
     }
 
     #[test]
