@@ -63,20 +63,24 @@ pub(crate) struct Round {
 }
 
 impl Round {
+    /// A round over `nodes` nodes needing `quorum` yes votes. `slots` may be a finished
+    /// round's, to reuse its allocation; its contents are replaced.
     pub(crate) fn new(
         seq: u32,
         command: Command,
         started: Instant,
         deadline: Instant,
-        nodes: usize,
-        quorum: usize,
+        (nodes, quorum): (usize, usize),
+        mut slots: Vec<Slot>,
     ) -> Self {
+        slots.clear();
+        slots.extend((0..nodes).map(|_| Slot::Unsent));
         Self {
             seq,
             command,
             started,
             deadline,
-            slots: vec![Slot::Unsent; nodes],
+            slots,
             tally: Tally::new(nodes, quorum),
             cursor: 0,
             open: nodes,
@@ -232,7 +236,14 @@ mod tests {
 
     fn round(command: Command) -> Round {
         let t = crate::test_epoch::epoch();
-        Round::new(7, command, t, t + Duration::from_millis(10), 3, 2)
+        Round::new(
+            7,
+            command,
+            t,
+            t + Duration::from_millis(10),
+            (3, 2),
+            Vec::new(),
+        )
     }
 
     #[test]

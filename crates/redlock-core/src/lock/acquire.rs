@@ -76,6 +76,7 @@ impl Lock {
                 held.renew_at = self.renewal_time(&held, now);
                 self.phase = Phase::Held(held);
                 self.events.push_back(Event::Acquired(acquired));
+                self.recycle(round);
             }
             _ => {
                 self.main = Some(round);
@@ -90,7 +91,9 @@ impl Lock {
         rng: &mut R,
         reason: AcquireFailure,
     ) {
-        self.main = None;
+        if let Some(round) = self.main.take() {
+            self.recycle(round);
+        }
         let Phase::Acquiring {
             attempts,
             first_start,

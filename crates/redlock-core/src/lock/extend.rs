@@ -60,6 +60,7 @@ impl Lock {
             deadline,
             validity,
         });
+        self.recycle(round);
     }
 
     pub(super) fn on_extend_failed<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
@@ -78,6 +79,7 @@ impl Lock {
             return;
         };
         h.last_failure = Some(round.faults());
+        self.spare_slots = round.slots;
         // A failed extension does not delete a healthy lock: try again within the
         // remaining validity. If none is left, the deadline timer reports the loss.
         let remaining = h.deadline.saturating_duration_since(now);

@@ -21,7 +21,7 @@ use crate::io::{AcquireFailure, Event, NodeId, OpId};
 use crate::options::{LockOptions, LockParams};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
-use crate::round::{RequestId, Round};
+use crate::round::{RequestId, Round, Slot};
 use crate::token::{Resource, Token};
 
 mod acquire;
@@ -54,7 +54,9 @@ pub struct Lock {
     /// Releases of failed or cancelled attempts; they report nothing.
     cleanup: Vec<Round>,
     next_seq: u32,
-    events: VecDeque<Event>,
+    events: Events,
+    /// The slots of the last finished round, kept for the next round's use.
+    spare_slots: Vec<Slot>,
 }
 
 /// A request for one node, handed out by [`Lock::poll_request`].
@@ -100,6 +102,34 @@ struct Held {
     last_failure: Option<Vec<(NodeId, NodeFault)>>,
 }
 
+/// Events waiting for [`Lock::poll_event`]. The first is kept inline, so a lock that reports
+/// one event at a time (the usual case) never allocates for them.
+#[derive(Debug, Default)]
+struct Events {
+    /// The oldest event; set only while `rest` is empty, so it is always the oldest.
+    first: Option<Event>,
+    rest: VecDeque<Event>,
+}
+
+impl Events {
+    fn push_back(&mut self, event: Event) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(event);
+        } else {
+            self.rest.push_back(event);
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Event> {
+        // Checked before taking: `take` of an empty slot still moves a whole `Event`.
+        if self.first.is_some() {
+            self.first.take()
+        } else {
+            self.rest.pop_front()
+        }
+    }
+}
+
 impl Lock {
     /// Starts acquiring `resource`; the first attempt's requests are ready at once.
     ///
@@ -129,7 +159,8 @@ impl Lock {
             main: None,
             cleanup: Vec::new(),
             next_seq: 0,
-            events: VecDeque::new(),
+            events: Events::default(),
+            spare_slots: Vec::new(),
         };
         lock.phase = Phase::Acquiring {
             attempts: 0,
@@ -364,7 +395,13 @@ impl Lock {
         } else {
             self.params.quorum
         };
-        Round::new(self.seq(), command, now, deadline, n, q)
+        let slots = std::mem::take(&mut self.spare_slots);
+        Round::new(self.seq(), command, now, deadline, (n, q), slots)
+    }
+
+    /// Keeps a finished round's slots for the next round (saves an allocation per round).
+    fn recycle(&mut self, round: Round) {
+        self.spare_slots = round.slots;
     }
 
     fn seq(&mut self) -> u32 {

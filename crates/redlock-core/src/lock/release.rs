@@ -50,7 +50,15 @@ impl Lock {
         let command = Command::release(&self.resource, &token);
         let deadline = time::add(now, self.params.release_timeout);
         let n = self.params.nodes;
-        self.main = Some(Round::new(self.seq(), command, now, deadline, n, n));
+        let slots = std::mem::take(&mut self.spare_slots);
+        self.main = Some(Round::new(
+            self.seq(),
+            command,
+            now,
+            deadline,
+            (n, n),
+            slots,
+        ));
         self.phase = Phase::Releasing;
     }
 
@@ -68,7 +76,8 @@ impl Lock {
         let command = Command::release(&self.resource, token);
         let deadline = time::add(now, self.params.release_timeout);
         let n = self.params.nodes;
-        let round = Round::new(self.seq(), command, now, deadline, n, n);
+        let slots = std::mem::take(&mut self.spare_slots);
+        let round = Round::new(self.seq(), command, now, deadline, (n, n), slots);
         self.cleanup.push(round);
     }
 }
