@@ -93,6 +93,10 @@ impl Round {
         &mut self,
         blocked: impl Fn(usize) -> bool,
     ) -> Option<(RequestId, NodeId, bool)> {
+        if self.cursor >= self.slots.len() {
+            // Everything handed out (the usual case once the round is sent).
+            return None;
+        }
         let mut first_skipped = None;
         let mut found = None;
         let mut i = self.cursor;
