@@ -56,6 +56,10 @@ pub struct Client<R> {
     nodes: Vec<Node>,
     locks: HashMap<OpId, Entry, BuildHasherDefault<OpIdHasher>>,
     timers: TimerQueue<Timer>,
+    /// The earliest timer was found armed by `poll_output`, and no timer has been pushed,
+    /// popped or disarmed since: it need not be looked up again. Cleared wherever a lock's
+    /// `armed` or a node's link changes.
+    top_armed: bool,
     actions: VecDeque<Output>,
     events: VecDeque<Event>,
     next_op: u64,
@@ -104,6 +108,7 @@ impl<R: CryptoRng> Client<R> {
             nodes,
             locks: HashMap::default(),
             timers: TimerQueue::new(),
+            top_armed: false,
             actions,
             events: VecDeque::new(),
             next_op: 0,
@@ -150,6 +155,7 @@ impl<R: CryptoRng> Client<R> {
         let now = self.clock(input.now());
         match input {
             Input::Connected { node, .. } => {
+                self.top_armed = false;
                 if self.nodes[node.index()].link == Link::Up {
                     // A second Connected without a Disconnected: the old stream is gone.
                     self.close(now, node, NodeFault::Disconnected, false);
@@ -240,7 +246,8 @@ impl<R: CryptoRng> Client<R> {
         }
         self.drained = true;
         while let Some((at, timer)) = self.timers.peek() {
-            if self.is_armed(at, timer) {
+            if self.top_armed || self.is_armed(at, timer) {
+                self.top_armed = true;
                 return Output::Timeout(at);
             }
             self.timers.pop();
@@ -323,6 +330,7 @@ impl<R: CryptoRng> Client<R> {
     /// Drops a node's connection and fails its requests in flight with `fault`.
     fn close(&mut self, now: Instant, node: NodeId, fault: NodeFault, tell_driver: bool) {
         let (retry_at, pending) = self.nodes[node.index()].close(now, &mut self.rng);
+        self.top_armed = false;
         self.timers.push(retry_at, Timer::Node(node));
         if tell_driver {
             self.actions.push_back(Output::Disconnect(node));
@@ -337,6 +345,7 @@ impl<R: CryptoRng> Client<R> {
     fn fire_timers(&mut self, now: Instant) {
         // Each due timer is handled once per input: a handler leaves its owner's next timer
         // after `now` (asserted below), so the bound only matters if that invariant broke.
+        self.top_armed = false;
         let mut budget = self.timers.len() + 1;
         while let Some((at, timer)) = self.timers.pop_due(now) {
             if !self.is_armed(at, timer) {
@@ -403,11 +412,13 @@ impl<R: CryptoRng> Client<R> {
         }
         if entry.lock.is_finished() {
             self.locks.remove(&op);
+            self.top_armed = false;
             return;
         }
         let next = entry.lock.poll_timeout();
         if next != entry.armed {
             entry.armed = next;
+            self.top_armed = false;
             if let Some(at) = next {
                 self.timers.push(at, Timer::Op(op));
             }
