@@ -21,6 +21,7 @@ impl NodeId {
     /// # Panics
     /// If `index` exceeds [`MAX_NODES`](crate::MAX_NODES), a limit that configurations
     /// already enforce.
+    #[inline]
     pub fn new(index: usize) -> Self {
         match u16::try_from(index) {
             Ok(i) => Self(i),
@@ -29,6 +30,7 @@ impl NodeId {
     }
 
     /// The node's position in the configuration.
+    #[inline]
     pub fn index(self) -> usize {
         usize::from(self.0)
     }

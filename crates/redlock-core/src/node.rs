@@ -77,11 +77,13 @@ impl Node {
     }
 
     /// Whether a request written now will be sent (now or once the first connection is up).
+    #[inline]
     pub(crate) fn accepts_requests(&self) -> bool {
         matches!(self.link, Link::Up | Link::Connecting { first: true })
     }
 
     /// Queues a request (its RESP bytes) behind everything already written.
+    #[inline]
     pub(crate) fn send(&mut self, op: OpId, id: RequestId, encoded: &Bytes) {
         if self.out.is_empty() && self.shared.is_none() {
             // Alone in the queue: the transmit can be these very bytes.
@@ -131,12 +133,14 @@ impl Node {
     }
 
     /// Notes that bytes were queued; true if the node was not already listed as dirty.
+    #[inline]
     pub(crate) fn mark_dirty(&mut self) -> bool {
         !std::mem::replace(&mut self.dirty, true)
     }
 
     /// Bytes to write, if the connection is up and anything is queued. Clears the dirty
     /// mark: bytes queued before the connection is up are marked again when it is.
+    #[inline]
     pub(crate) fn take_transmit(&mut self) -> Option<Bytes> {
         self.dirty = false;
         if self.link != Link::Up {
@@ -151,6 +155,7 @@ impl Node {
     }
 
     /// A reply was read in full: the node works, so the next reconnect starts fresh.
+    #[inline]
     pub(crate) fn healthy(&mut self) {
         self.backoff = self.backoff_min;
     }

@@ -116,18 +116,31 @@ impl Decoder {
     /// the bytes of an incomplete reply are copied into the buffer.
     ///
     /// Call until `Ok(None)` (or an error); `input` is then empty.
+    #[inline]
     pub(crate) fn next_reply_in(
         &mut self,
         input: &mut &[u8],
     ) -> Result<Option<Reply>, ProtocolError> {
         if self.buf.is_empty() {
+            // The usual cases, without a call: the end of a read, and a common reply.
             if input.is_empty() {
                 return Ok(None);
             }
-            if let Some((reply, len)) = decode(input, self.max_reply)? {
+            if let Some((reply, len)) = common_reply(input) {
                 *input = &input[len..];
                 return Ok(Some(reply));
             }
+        }
+        self.decode_in(input)
+    }
+
+    /// [`next_reply_in`](Self::next_reply_in) past its inlined fast paths.
+    fn decode_in(&mut self, input: &mut &[u8]) -> Result<Option<Reply>, ProtocolError> {
+        if self.buf.is_empty()
+            && let Some((reply, len)) = decode(input, self.max_reply)?
+        {
+            *input = &input[len..];
+            return Ok(Some(reply));
         }
         if !input.is_empty() {
             self.buf.extend_from_slice(input);
@@ -137,6 +150,7 @@ impl Decoder {
     }
 
     /// Checks the buffer cap after all complete replies were taken.
+    #[inline]
     pub fn check_buffer(&self) -> Result<(), ProtocolError> {
         if self.buf.len() > self.max_buffer {
             Err(ProtocolError(format!(
@@ -196,6 +210,7 @@ fn decode(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, Protoc
 }
 
 /// The commonest replies, matched as exact byte strings: `+OK`, `:1`, `$-1`, `:0`, `:-1`.
+#[inline]
 fn common_reply(buf: &[u8]) -> Option<(Reply, usize)> {
     match buf {
         [b'+', b'O', b'K', b'\r', b'\n', ..] => Some((Reply::Ok, 5)),

@@ -25,10 +25,12 @@ impl RequestId {
         Self((u64::from(round) << 16) | node.index() as u64)
     }
 
+    #[inline]
     pub(crate) fn round(self) -> u32 {
         (self.0 >> 16) as u32
     }
 
+    #[inline]
     pub(crate) fn node(self) -> NodeId {
         NodeId::new((self.0 & 0xffff) as usize)
     }
@@ -155,6 +157,7 @@ impl Round {
     }
 
     /// Records a node's reply (or failure). Late or duplicate replies are ignored.
+    #[inline]
     pub(crate) fn handle_reply(&mut self, node: NodeId, vote: Vote) {
         let i = node.index();
         let Some(slot) = self.slots.get(i) else {

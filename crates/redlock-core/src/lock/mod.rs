@@ -112,6 +112,7 @@ struct Events {
 }
 
 impl Events {
+    #[inline]
     fn push_back(&mut self, event: Event) {
         if self.first.is_none() && self.rest.is_empty() {
             self.first = Some(event);
@@ -120,6 +121,7 @@ impl Events {
         }
     }
 
+    #[inline]
     fn pop_front(&mut self) -> Option<Event> {
         // Checked before taking: `take` of an empty slot still moves a whole `Event`.
         if self.first.is_some() {
@@ -191,6 +193,7 @@ impl Lock {
     }
 
     /// Nothing more will be sent or reported; the lock can be dropped.
+    #[inline]
     pub fn is_finished(&self) -> bool {
         matches!(self.phase, Phase::Finished) && self.main.is_none() && self.cleanup.is_empty()
     }
@@ -209,6 +212,7 @@ impl Lock {
     /// resent as `EVAL` after `-NOSCRIPT` would run behind the next attempt's `SET` and,
     /// with a caller-supplied token (the same in every attempt), delete the new key while
     /// the node counts as locked (found by the simulation).
+    #[inline]
     pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
         if self.cleanup.is_empty() {
             // The usual case: nothing can block the main round.
@@ -238,11 +242,13 @@ impl Lock {
     }
 
     /// The next event, if any.
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// The earliest time at which [`handle_timeout`](Self::handle_timeout) has work.
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let phase = match &self.phase {
             Phase::Acquiring { retry_at, .. } => *retry_at,
