@@ -172,6 +172,7 @@ impl Command {
     }
 
     /// Reads `reply` as this command's vote.
+    #[inline]
     pub(crate) fn vote(&self, reply: &Reply) -> Vote {
         match (self.kind, reply) {
             (_, Reply::Error(_)) if reply.is_error_with(b"NOSCRIPT") => match self.kind {

@@ -187,6 +187,7 @@ impl Round {
         }
     }
 
+    #[inline]
     fn record(&mut self, i: usize, vote: Vote) {
         self.tally.add(vote == Vote::Yes);
         self.slots[i] = Slot::Done(vote);
