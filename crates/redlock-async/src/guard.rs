@@ -60,14 +60,13 @@ impl LockRef {
         self.state.borrow().lost.clone()
     }
 
-    /// Resolves when the lock is lost, with the reason. Pending forever while it is held
-    /// and not released.
+    /// Resolves when the lock is lost, with the reason. Pending forever while it is held,
+    /// and after it was released: a released lock is never reported lost. Use
+    /// [`lost_or_released`](Self::lost_or_released) to wait for either.
     pub async fn lost(&self) -> LostReason {
-        let mut state = self.state.clone();
-        match state.wait_for(|s| s.lost.is_some()).await {
-            Ok(s) => s.lost.clone().unwrap_or(LostReason::DeadlinePassed),
-            // The driver is gone: nothing protects the lock any more.
-            Err(_) => LostReason::DeadlinePassed,
+        match self.lost_or_released().await {
+            Some(reason) => reason,
+            None => std::future::pending().await,
         }
     }
 

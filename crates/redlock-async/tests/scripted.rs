@@ -135,6 +135,49 @@ fn lock_extend_release() {
     assert_eq!(l.client.active_ops(), 0);
 }
 
+/// A released lock is never reported lost: `lost()` stays pending after the release, and
+/// `lost_or_released()` says `None`. A lock whose loop is gone is reported lost.
+#[test]
+fn release_is_not_a_loss_but_a_vanished_loop_is() {
+    let (handle, mut l) = Scripted::start();
+    let mut lock = pin!(handle.lock("r"));
+    assert!(poll(lock.as_mut()).is_pending());
+    l.commands();
+    l.reply(b"+OK\r\n");
+    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
+        panic!("not acquired")
+    };
+    let view = guard.lock_ref();
+    let mut release = pin!(guard.release());
+    assert!(poll(release.as_mut()).is_pending());
+    l.commands();
+    l.reply(b":1\r\n");
+    assert!(poll(release.as_mut()).is_ready());
+    assert!(
+        poll(pin!(view.lost())).is_pending(),
+        "a release reported as a loss"
+    );
+    assert_eq!(poll(pin!(view.lost_or_released())), Poll::Ready(None));
+
+    let mut lock = pin!(handle.lock("s"));
+    assert!(poll(lock.as_mut()).is_pending());
+    l.commands();
+    l.reply(b"+OK\r\n");
+    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
+        panic!("not acquired")
+    };
+    assert!(poll(pin!(guard.lost())).is_pending());
+    drop(l);
+    assert!(
+        poll(pin!(guard.lost())).is_ready(),
+        "nothing protects the lock any more"
+    );
+    assert!(matches!(
+        poll(pin!(guard.lost_or_released())),
+        Poll::Ready(Some(_))
+    ));
+}
+
 /// A `lock()` future dropped while its SET is in flight cancels the attempt, which then
 /// releases what it set.
 #[test]
