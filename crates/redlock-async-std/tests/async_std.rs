@@ -23,20 +23,10 @@ scenario_tests!(on_async_std;
     single_node(1),
 );
 
+/// Building needs no executor and succeeds with every node down; locking then fails cleanly.
+/// (Bad URLs and configs are the conformance suite's.)
 #[test]
-fn bad_urls_and_configs_are_named() {
-    let err = Redlock::new(["rediss://h:1"]).unwrap_err();
-    assert!(err.to_string().contains("TLS"), "{err}");
-    let err = Redlock::new(["nope"]).unwrap_err();
-    assert!(matches!(err, LockError::Address(_)));
-    let err = Redlock::builder(["127.0.0.1:1"])
-        .unwrap()
-        .config(|c| c.quorum(5))
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("quorum"), "{err}");
-    // Building succeeds with every node down, outside any executor; locking then fails
-    // cleanly.
+fn builds_outside_any_executor() {
     let r = Redlock::builder(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"])
         .unwrap()
         .config(|c| c.retry(RetryPolicy::once()))

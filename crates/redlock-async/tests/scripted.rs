@@ -7,7 +7,7 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use redlock_async::{Cmd, DriverParts, Handle, OsRng, Setup, Waiters};
+use redlock_async::{Cmd, DriverParts, Handle, LockGuard, OsRng, Setup, Waiters};
 use redlock_core::{Client, Input, LockError, NodeId, Output, ReleaseOutcome};
 use tokio::sync::mpsc;
 
@@ -86,6 +86,19 @@ impl Scripted {
         });
     }
 
+    /// Locks `resource` through `handle`, the node saying `+OK`.
+    fn acquire(&mut self, handle: &Handle, resource: &str) -> LockGuard {
+        let mut lock = pin!(handle.lock(resource.to_owned()));
+        assert!(poll(lock.as_mut()).is_pending());
+        assert_eq!(self.commands(), 1);
+        assert!(self.take_sent().contains("SET"));
+        self.reply(b"+OK\r\n");
+        match poll(lock.as_mut()) {
+            Poll::Ready(Ok(guard)) => guard,
+            other => panic!("not acquired: {other:?}"),
+        }
+    }
+
     fn take_sent(&mut self) -> String {
         String::from_utf8(std::mem::take(&mut self.sent)).expect("RESP is text here")
     }
@@ -98,14 +111,7 @@ fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
 #[test]
 fn lock_extend_release() {
     let (handle, mut l) = Scripted::start();
-    let mut lock = pin!(handle.lock("r"));
-    assert!(poll(lock.as_mut()).is_pending());
-    assert_eq!(l.commands(), 1);
-    assert!(l.take_sent().contains("SET"));
-    l.reply(b"+OK\r\n");
-    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
-        panic!("not acquired")
-    };
+    let guard = l.acquire(&handle, "r");
     assert!(guard.validity() > Duration::ZERO);
     assert_eq!(guard.lost_reason(), None);
 
@@ -140,13 +146,7 @@ fn lock_extend_release() {
 #[test]
 fn release_is_not_a_loss_but_a_vanished_loop_is() {
     let (handle, mut l) = Scripted::start();
-    let mut lock = pin!(handle.lock("r"));
-    assert!(poll(lock.as_mut()).is_pending());
-    l.commands();
-    l.reply(b"+OK\r\n");
-    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
-        panic!("not acquired")
-    };
+    let guard = l.acquire(&handle, "r");
     let view = guard.lock_ref();
     let mut release = pin!(guard.release());
     assert!(poll(release.as_mut()).is_pending());
@@ -159,13 +159,7 @@ fn release_is_not_a_loss_but_a_vanished_loop_is() {
     );
     assert_eq!(poll(pin!(view.lost_or_released())), Poll::Ready(None));
 
-    let mut lock = pin!(handle.lock("s"));
-    assert!(poll(lock.as_mut()).is_pending());
-    l.commands();
-    l.reply(b"+OK\r\n");
-    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
-        panic!("not acquired")
-    };
+    let guard = l.acquire(&handle, "s");
     assert!(poll(pin!(guard.lost())).is_pending());
     drop(l);
     assert!(
@@ -222,14 +216,7 @@ fn orphaned_lock_is_released() {
 #[test]
 fn dropped_guard_releases_then_the_channel_closes() {
     let (handle, mut l) = Scripted::start();
-    let mut lock = Box::pin(handle.lock("r"));
-    assert!(poll(lock.as_mut()).is_pending());
-    l.commands();
-    l.reply(b"+OK\r\n");
-    let Poll::Ready(Ok(guard)) = poll(lock.as_mut()) else {
-        panic!("not acquired")
-    };
-    drop(lock);
+    let guard = l.acquire(&handle, "r");
     let view = guard.lock_ref();
     drop(handle);
     l.take_sent();
@@ -286,6 +273,6 @@ fn handles_are_clone_send_sync() {
     fn send<T: Send + 'static>() {}
     check::<Handle>();
     check::<redlock_async::LockRef>();
-    send::<redlock_async::LockGuard>();
+    send::<LockGuard>();
     send::<DriverParts>();
 }

@@ -5,7 +5,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{LockError, LockGuard, LockOptions, LostReason, Redlock, RetryPolicy};
+use redlock_blocking::{LockGuard, LockOptions, LostReason, Redlock};
+use redlock_conformance::scenarios::{eventually, value_on};
 use redlock_core::ConfigBuilder;
 use redlock_testkit::{Cluster, Reply};
 
@@ -39,51 +40,6 @@ fn driver_finishes_releases_then_closes_after_last_handle() {
 #[test]
 fn wait_lost_sees_a_loss_a_release_and_a_timeout() {
     run(3, scenario_wait_lost);
-}
-
-#[test]
-fn bad_urls_and_configs_are_named() {
-    let err = Redlock::new(["rediss://h:1"]).unwrap_err();
-    assert!(err.to_string().contains("TLS"), "{err}");
-    let err = Redlock::new(["nope"]).unwrap_err();
-    assert!(matches!(err, LockError::Address(_)));
-    let err = Redlock::new(["redis://u:hunter2@h:99999"]).unwrap_err();
-    assert!(!err.to_string().contains("hunter2"), "{err}");
-    let err = Redlock::builder(["127.0.0.1:1"])
-        .unwrap()
-        .config(|c| c.quorum(5))
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("quorum"), "{err}");
-    let err = Redlock::builder(["127.0.0.1:1"])
-        .unwrap()
-        .config(|c| c.ttl(Duration::ZERO))
-        .build()
-        .unwrap_err();
-    assert!(matches!(err, LockError::Config(_)), "{err}");
-    // Building succeeds with every node down; locking then fails cleanly and quickly.
-    let r = Redlock::builder(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"])
-        .unwrap()
-        .config(|c| c.retry(RetryPolicy::once()))
-        .connect_timeout(200 * MS)
-        .build()
-        .unwrap();
-    let start = Instant::now();
-    assert!(matches!(
-        r.lock("x"),
-        Err(LockError::QuorumUnreachable { .. })
-    ));
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
-    // A bad per-lock option is a configuration error, not a hang.
-    let bad = LockOptions::default().retry(RetryPolicy {
-        max_attempts: Some(0),
-        ..RetryPolicy::default()
-    });
-    assert!(matches!(r.lock_with("x", bad), Err(LockError::Config(_))));
 }
 
 #[test]
@@ -152,23 +108,4 @@ fn scenario_wait_lost(c: &Cluster, make: Make) {
 
 fn ttl(ttl: Duration) -> impl Fn(ConfigBuilder) -> ConfigBuilder {
     move |c| c.ttl(ttl)
-}
-
-fn value_on(c: &Cluster, i: usize, key: &str) -> Reply {
-    c.node(i).command(&["GET", key]).unwrap()
-}
-
-/// Polls `check` every 10 ms for at most `limit`; a lock returns at quorum, so a slower
-/// node may apply its command a moment later.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(10 * MS);
-    }
 }

@@ -372,6 +372,21 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("ttl"), "{err}");
+    let err = D::build(&["redis://u:hunter2@h:99999".into()], |b| b)
+        .err()
+        .unwrap();
+    assert!(
+        !err.to_string().contains("hunter2"),
+        "the password leaked: {err}"
+    );
+    // A bad per-lock option is a configuration error, not a hang.
+    let d = D::build(&[format!("redis://{}", closed_port())], |b| b).unwrap();
+    let bad = LockOptions::default().retry(RetryPolicy {
+        max_attempts: Some(0),
+        ..RetryPolicy::default()
+    });
+    let err = d.lock_with("x", bad).err().unwrap();
+    assert!(matches!(err, LockError::Config(_)), "{err}");
 }
 
 // ---- helpers ----
@@ -389,17 +404,19 @@ fn fast_retry(attempts: u32) -> RetryPolicy {
     }
 }
 
-fn keys_on(c: &Cluster, i: usize) -> i64 {
+/// How many keys node `i` holds.
+pub fn keys_on(c: &Cluster, i: usize) -> i64 {
     c.node(i).command(&["DBSIZE"]).unwrap().as_int().unwrap()
 }
 
-fn value_on(c: &Cluster, i: usize, key: &str) -> Reply {
+/// The value of `key` on node `i`.
+pub fn value_on(c: &Cluster, i: usize, key: &str) -> Reply {
     c.node(i).command(&["GET", key]).unwrap()
 }
 
 /// Polls `check` every 10 ms for at most `limit`: a lock returns at quorum, so a slower
 /// node may apply its command a moment later.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         if check() {
