@@ -109,8 +109,8 @@ pub async fn restarted_node_is_reconnected(c: &Cluster, h: Harness) {
     }
 }
 
-/// 5. Held past its validity: extend reports lost and sends nothing, release reports
-///    already expired, and another client's lock taken meanwhile is untouched.
+/// 5. Held past its validity: extend reports lost and sends nothing, release fails on no
+///    node, and another client's lock taken meanwhile is untouched.
 pub async fn expired_lock_reports_lost_and_leaves_the_next_holder_alone(c: &Cluster, h: Harness) {
     let r = h.redlock(&c.urls(), 500 * MS);
     let other = h.redlock(&c.urls(), Duration::from_secs(5));
@@ -120,8 +120,17 @@ pub async fn expired_lock_reports_lost_and_leaves_the_next_holder_alone(c: &Clus
     let theirs = other.lock("exp").await.unwrap();
     let err = g.extend().await.unwrap_err();
     assert!(matches!(err, LockError::Lost(_)), "{err}");
+    // A node whose SET landed more than the drift after t0 still held our key when the
+    // cleanup release went out at t0 + ttl + drift, so compare-and-delete removed it there:
+    // `Released` is the truthful answer for that node (all 5 did so once in CI). What must
+    // never happen is a failed node or a release that touches the next holder's key.
     let report = g.release().await.unwrap();
-    assert_eq!(report, vec![ReleaseOutcome::AlreadyExpired; 5]);
+    assert!(
+        report
+            .iter()
+            .all(|o| matches!(o, ReleaseOutcome::AlreadyExpired | ReleaseOutcome::Released)),
+        "{report:?}"
+    );
     let token = Reply::bulk(&theirs.token().to_string());
     for i in 0..5 {
         assert_eq!(value_on(c, i, "exp"), token);
