@@ -116,7 +116,7 @@ pub use options::LockOptions;
 pub use policy::{AutoExtend, NodeSettings, RetryPolicy};
 pub use resp::{Decoder, ProtocolError, Reply};
 pub use round::RequestId;
-pub use token::{MAX_TOKEN_LEN, Resource, TOKEN_RANDOM_BYTES, Token};
+pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
@@ -145,5 +145,8 @@ mod mutant {
         ValidityFromQuorum,
         /// Extensions sent after the deadline that re-create missing keys (RedLock.net).
         ResurrectingExtend,
+        /// A supplied token stored as is, the same in every attempt and lock call, instead
+        /// of stamped with a nonce per attempt (the bug the late-delivery fault finds).
+        SharedStoredValue,
     }
 }

@@ -89,51 +89,25 @@ impl Round {
         }
     }
 
-    /// The next request to hand out, in node order, skipping nodes `blocked` says must
-    /// wait. The flag says whether it is the `EVAL` form of the round's command.
-    pub(crate) fn next_send(
-        &mut self,
-        blocked: impl Fn(usize) -> bool,
-    ) -> Option<(RequestId, NodeId, bool)> {
-        if self.cursor >= self.slots.len() {
-            // Everything handed out (the usual case once the round is sent).
-            return None;
-        }
-        let mut first_skipped = None;
-        let mut found = None;
-        let mut i = self.cursor;
-        while i < self.slots.len() {
+    /// The next request to hand out, in node order. The flag says whether it is the `EVAL`
+    /// form of the round's command.
+    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
+        while self.cursor < self.slots.len() {
+            let i = self.cursor;
+            self.cursor += 1;
             let eval = match self.slots[i] {
                 Slot::Unsent => false,
                 Slot::Resend => true,
-                _ => {
-                    i += 1;
-                    continue;
-                }
+                _ => continue,
             };
-            if blocked(i) {
-                first_skipped.get_or_insert(i);
-                i += 1;
-                continue;
-            }
             self.slots[i] = if eval { Slot::Resent } else { Slot::Pending };
-            found = Some((
+            return Some((
                 RequestId::new(self.seq, NodeId::new(i)),
                 NodeId::new(i),
                 eval,
             ));
-            i += 1;
-            break;
         }
-        self.cursor = first_skipped.unwrap_or(i);
-        found
-    }
-
-    /// Whether this round still waits on `node` (sent or to be sent, no vote yet).
-    pub(crate) fn is_open_on(&self, node: usize) -> bool {
-        self.slots
-            .get(node)
-            .is_some_and(|s| !matches!(s, Slot::Done(_)))
+        None
     }
 
     /// The command of a request handed out by [`next_send`](Self::next_send).
@@ -265,21 +239,21 @@ mod tests {
     fn hands_out_one_request_per_node_then_resends_noscript_once() {
         let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
         let mut r = round(cmd.clone());
-        let sent: Vec<_> = std::iter::from_fn(|| r.next_send(|_| false)).collect();
+        let sent: Vec<_> = std::iter::from_fn(|| r.next_send()).collect();
         assert_eq!(sent.len(), 3);
         assert!(sent.iter().all(|(_, _, eval)| !eval));
         assert_eq!(r.command_for(false), cmd);
         let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT"));
         r.handle_reply(NodeId::new(1), cmd.vote(&noscript));
-        let (_, node, is_eval) = r.next_send(|_| false).unwrap();
+        let (_, node, is_eval) = r.next_send().unwrap();
         assert_eq!(node, NodeId::new(1));
         assert!(is_eval);
         let eval = r.command_for(true);
         assert_eq!(Some(eval.clone()), cmd.as_eval());
-        assert!(r.next_send(|_| false).is_none());
+        assert!(r.next_send().is_none());
         // A second NOSCRIPT (after EVAL) is a fault, not another resend.
         r.handle_reply(NodeId::new(1), eval.vote(&noscript));
-        assert!(r.next_send(|_| false).is_none());
+        assert!(r.next_send().is_none());
         assert_eq!(r.faults().len(), 1);
     }
 
@@ -287,7 +261,7 @@ mod tests {
     fn late_replies_after_expiry_are_swallowed() {
         let cmd = Command::set_nx_px(&Resource::from("k"), &Token::new("t").unwrap(), 100);
         let mut r = round(cmd);
-        while r.next_send(|_| false).is_some() {}
+        while r.next_send().is_some() {}
         r.handle_reply(NodeId::new(0), Vote::Yes);
         r.expire();
         assert!(r.is_complete());

@@ -1,13 +1,15 @@
 //! Lock tokens and resource names: the two byte strings every lock command carries.
 //!
 //! A [`Token`] is what makes release and extension safe (compare-and-delete,
-//! compare-and-expire); it must be unpredictable, so it is drawn from the caller's CSPRNG.
-//! This module does not decide when a token is made; the lock lifecycle does.
+//! compare-and-expire); it must be unpredictable, so it is drawn from the caller's CSPRNG,
+//! and it must be unique per attempt, so a caller-supplied value is stamped with a fresh
+//! nonce before it is stored. This module does not decide when a token is made; the lock
+//! lifecycle does.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
 use crate::error::UsageError;
@@ -16,8 +18,35 @@ use crate::error::UsageError;
 ///
 /// Generated tokens are [`TOKEN_RANDOM_BYTES`] bytes from a cryptographically secure RNG,
 /// hex-encoded (40 ASCII characters), as the
-/// [algorithm note](https://valkey.io/topics/distlock/) asks. A caller may supply its own
-/// token with [`Token::new`].
+/// [algorithm note](https://valkey.io/topics/distlock/) asks, drawn afresh for every attempt.
+///
+/// A caller may supply its own value with [`Token::new`] (an owner id such as
+/// `hostname:pid`, the same for every lock call if it likes). That value is never stored as
+/// is: each attempt stores it **stamped** with a fresh nonce, in this format, which other
+/// tools can parse:
+///
+/// ```text
+/// <supplied value> ":" <40 lowercase hex digits>
+/// ```
+///
+/// that is, the supplied bytes, one `:` and [`TOKEN_RANDOM_BYTES`] random bytes in hex;
+/// strip the last [`STAMP_LEN`] bytes to get the supplied value back, whatever it contains.
+/// [`Token::supplied`] returns it. Stamping is what makes a reused value safe: a late release
+/// or extension of an earlier attempt or lock call, still in flight on some connection,
+/// compares the whole stored value and so can never touch a later attempt's key.
+///
+/// ```
+/// # use rand_core::SeedableRng;
+/// # let mut rng = chacha20::ChaCha20Rng::seed_from_u64(1);
+/// use redlock_core::{STAMP_LEN, Token};
+///
+/// let owner = Token::new("worker-7:4242").unwrap();
+/// let stored = owner.stamped(&mut rng);
+/// assert_eq!(stored.supplied(), Some(&b"worker-7:4242"[..]));
+/// assert_eq!(stored.as_bytes().len(), "worker-7:4242".len() + STAMP_LEN);
+/// assert!(stored.as_bytes().starts_with(b"worker-7:4242:"));
+/// assert_ne!(stored, owner.stamped(&mut rng), "a fresh nonce each time");
+/// ```
 #[derive(Clone)]
 pub struct Token(Repr);
 
@@ -25,26 +54,26 @@ pub struct Token(Repr);
 #[derive(Clone)]
 enum Repr {
     Generated([u8; TOKEN_RANDOM_BYTES * 2]),
+    /// A caller's value, before stamping (what [`Token::new`] returns).
     Supplied(Bytes),
+    /// A caller's value with its nonce, as stored: `value:hex`.
+    Stamped(Bytes),
 }
 
 impl Token {
     /// Draws a fresh token from `rng`: 20 random bytes, hex-encoded.
     pub fn generate<R: CryptoRng + ?Sized>(rng: &mut R) -> Self {
-        let mut raw = [0u8; TOKEN_RANDOM_BYTES];
-        rng.fill_bytes(&mut raw);
-        let mut hex = [0u8; TOKEN_RANDOM_BYTES * 2];
-        for (i, byte) in raw.iter().enumerate() {
-            hex[2 * i] = HEX[usize::from(byte >> 4)];
-            hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
-        }
-        Self(Repr::Generated(hex))
+        Self(Repr::Generated(random_hex(rng)))
     }
 
-    /// Accepts a caller-supplied token.
+    /// Accepts a caller-supplied value: non-empty, at most [`MAX_TOKEN_LEN`] bytes, any
+    /// bytes otherwise.
     ///
-    /// The token must be non-empty and at most [`MAX_TOKEN_LEN`] bytes. It must be unique per
-    /// acquisition: two holders with the same token can release each other's locks.
+    /// The value need not be unique: a lock stores it [stamped](Self::stamped) with a fresh
+    /// nonce per attempt, so one value may be passed to every lock call (an owner id such as
+    /// `hostname:pid`). What it must not be is a secret, or a way to tell holders apart for
+    /// safety: it is visible to anyone who can read the keys, and the nonce, not the value,
+    /// is what keeps one acquisition's commands off another's key.
     pub fn new(token: impl Into<Bytes>) -> Result<Self, UsageError> {
         let token = token.into();
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
@@ -53,13 +82,54 @@ impl Token {
         Ok(Self(Repr::Supplied(token)))
     }
 
-    /// The token's bytes, exactly as stored on the nodes.
+    /// The value one attempt stores: this token's supplied value, `:`, and
+    /// [`TOKEN_RANDOM_BYTES`] fresh random bytes in lowercase hex (see the type's docs).
+    ///
+    /// A generated token is unique already and is returned as it is; a stamped one is
+    /// stamped afresh from its supplied value.
+    pub fn stamped<R: CryptoRng + ?Sized>(&self, rng: &mut R) -> Self {
+        let value = match &self.0 {
+            Repr::Generated(_) => return self.clone(),
+            Repr::Supplied(value) => &value[..],
+            Repr::Stamped(stored) => &stored[..stored.len() - STAMP_LEN],
+        };
+        let mut stored = BytesMut::with_capacity(value.len() + STAMP_LEN);
+        stored.extend_from_slice(value);
+        stored.extend_from_slice(b":");
+        stored.extend_from_slice(&random_hex(rng));
+        Self(Repr::Stamped(stored.freeze()))
+    }
+
+    /// The caller-supplied value this token was made from, without its nonce; `None` for a
+    /// generated token.
+    pub fn supplied(&self) -> Option<&[u8]> {
+        match &self.0 {
+            Repr::Generated(_) => None,
+            Repr::Supplied(value) => Some(value),
+            Repr::Stamped(stored) => Some(&stored[..stored.len() - STAMP_LEN]),
+        }
+    }
+
+    /// The token's bytes, exactly as stored on the nodes (for a stamped token, the value
+    /// with its nonce).
     pub fn as_bytes(&self) -> &[u8] {
         match &self.0 {
             Repr::Generated(hex) => hex,
-            Repr::Supplied(bytes) => bytes,
+            Repr::Supplied(bytes) | Repr::Stamped(bytes) => bytes,
         }
     }
+}
+
+/// [`TOKEN_RANDOM_BYTES`] bytes from `rng`, in lowercase hex.
+fn random_hex<R: CryptoRng + ?Sized>(rng: &mut R) -> [u8; TOKEN_RANDOM_BYTES * 2] {
+    let mut raw = [0u8; TOKEN_RANDOM_BYTES];
+    rng.fill_bytes(&mut raw);
+    let mut hex = [0u8; TOKEN_RANDOM_BYTES * 2];
+    for (i, byte) in raw.iter().enumerate() {
+        hex[2 * i] = HEX[usize::from(byte >> 4)];
+        hex[2 * i + 1] = HEX[usize::from(byte & 0x0f)];
+    }
+    hex
 }
 
 impl PartialEq for Token {
@@ -137,8 +207,12 @@ impl fmt::Debug for Resource {
 /// Random bytes in a generated token (before hex encoding).
 pub const TOKEN_RANDOM_BYTES: usize = 20;
 
-/// Longest caller-supplied token accepted, in bytes.
+/// Longest caller-supplied value accepted, in bytes (the stored value is [`STAMP_LEN`]
+/// longer).
 pub const MAX_TOKEN_LEN: usize = 512;
+
+/// Bytes a [stamped](Token::stamped) token adds to the supplied value: `:` and 40 hex digits.
+pub const STAMP_LEN: usize = 1 + TOKEN_RANDOM_BYTES * 2;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -164,6 +238,45 @@ mod tests {
         assert_eq!(supplied, a);
         let state = std::collections::hash_map::RandomState::new();
         assert_eq!(state.hash_one(&supplied), state.hash_one(&a));
+    }
+
+    #[test]
+    fn stamped_tokens_keep_the_supplied_value_and_differ_per_stamp() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        // A value that itself looks like a stamp still parses back by length.
+        let tricky = format!("a:{}", "0".repeat(40));
+        let owner = Token::new(tricky.clone()).unwrap();
+        let one = owner.stamped(&mut rng);
+        let two = owner.stamped(&mut rng);
+        assert_ne!(one, two);
+        assert_ne!(one, owner);
+        for t in [&one, &two] {
+            assert_eq!(t.supplied(), Some(tricky.as_bytes()));
+            let (value, stamp) = t.as_bytes().split_at(tricky.len());
+            assert_eq!(value, tricky.as_bytes());
+            assert_eq!(stamp.len(), STAMP_LEN);
+            assert_eq!(stamp[0], b':');
+            assert!(
+                stamp[1..]
+                    .iter()
+                    .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+            );
+        }
+        // Restamping replaces the nonce, never stacks a second one.
+        let three = one.stamped(&mut rng);
+        assert_eq!(three.supplied(), Some(tricky.as_bytes()));
+        assert_eq!(three.as_bytes().len(), tricky.len() + STAMP_LEN);
+        assert_ne!(three, one);
+        // A generated token is unique already and is not stamped.
+        let generated = Token::generate(&mut rng);
+        assert_eq!(generated.stamped(&mut rng), generated);
+        assert_eq!(generated.supplied(), None);
+        // The longest supplied value is accepted and stamped.
+        let longest = Token::new(vec![b'x'; MAX_TOKEN_LEN]).unwrap();
+        assert_eq!(
+            longest.stamped(&mut rng).as_bytes().len(),
+            MAX_TOKEN_LEN + STAMP_LEN
+        );
     }
 
     #[test]

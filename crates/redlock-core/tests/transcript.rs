@@ -710,11 +710,14 @@ fn preload_replies_are_ignored_even_errors() {
     assert!(matches!(out.events[..], [Event::Acquired(_)]));
 }
 
-/// A cleanup release resent as EVAL must reach its node before the next attempt's SET:
-/// with a supplied token (the same in every attempt) the late EVAL would otherwise delete
-/// the new key while the node counts as locked (found by the simulation).
+/// S1 of the outside review (and the reused-value issue): with a supplied value, every
+/// attempt used to store the same bytes, so an earlier attempt's release that reached the
+/// node late (resent as EVAL, or held by a dead connection) deleted the next attempt's key
+/// while the client counted it. Now each attempt stores the value stamped with its own
+/// nonce; the next attempt goes out at once, and the earlier attempt's cleanup compares the
+/// earlier value. (Before the fix both SETs carried `supplied` as is.)
 #[test]
-fn regression_next_attempt_waits_for_a_resent_cleanup_on_that_node() {
+fn regression_each_attempt_stores_its_own_value_for_a_supplied_token() {
     let config = Config::builder(1)
         .ttl(Duration::from_millis(1000))
         .retry(RetryPolicy {
@@ -726,28 +729,81 @@ fn regression_next_attempt_waits_for_a_resent_cleanup_on_that_node() {
         .build()
         .unwrap();
     let mut h = Harness::connected(config);
-    let token = redlock_core::Token::new("supplied").unwrap();
+    let token = redlock_core::Token::new("owner:7").unwrap();
     let options = redlock_core::LockOptions::default().token(token);
     h.client
         .acquire_with(h.now, Resource::from("res"), &options)
         .unwrap();
-    h.drain();
+    let first = stored_value(&h.drain().sent_to(0), "SET");
     let out = h.reply(0, b"$-1\r\n");
-    assert!(String::from_utf8_lossy(&out.sent_to(0)).contains("EVALSHA"));
-    // The cleanup meets NOSCRIPT and is resent as EVAL.
-    let out = h.reply(0, b"-NOSCRIPT No matching script.\r\n");
-    assert!(String::from_utf8_lossy(&out.sent_to(0)).contains("$4\r\nEVAL\r\n"));
-    // The retry is due, but its SET waits for the EVAL's answer.
-    let out = fire_until_timeout_passes(&mut h, 5);
-    assert!(
-        out.transmits.is_empty(),
-        "SET overtook the cleanup: {out:?}"
-    );
-    let out = h.reply(0, b":1\r\n");
     assert_eq!(
-        String::from_utf8_lossy(&out.sent_to(0)),
-        set_nx_px("res", 1000).replace("$40\r\n*", "$8\r\nsupplied")
+        stored_value(&out.sent_to(0), "EVALSHA"),
+        first,
+        "cleanup of attempt 1"
     );
+    // The retry goes out while the cleanup is still unanswered, with a new value.
+    let out = fire_until_timeout_passes(&mut h, 5);
+    let second = stored_value(&out.sent_to(0), "SET");
+    assert_ne!(first, second, "two attempts stored the same value");
+    for value in [&first, &second] {
+        assert!(value.starts_with("owner:7:"), "{value}");
+        assert_eq!(value.len(), "owner:7".len() + redlock_core::STAMP_LEN);
+    }
+    // The late cleanup finds no key of its own (it compares the first value), then the
+    // second attempt's SET succeeds.
+    h.reply(0, b":-1\r\n");
+    let out = h.reply(0, b"+OK\r\n");
+    let a = acquired(&out.events);
+    assert_eq!(a.token.as_bytes(), second.as_bytes());
+    assert_eq!(a.token.supplied(), Some(&b"owner:7"[..]));
+}
+
+/// The value a command stores or compares: the third argument of `SET` (key, value), the
+/// fifth of `EVALSHA`/`EVAL` (sha, 1, key, value).
+fn stored_value(sent: &[u8], command: &str) -> String {
+    let text = String::from_utf8_lossy(sent).into_owned();
+    // A RESP array of bulk strings: every second line after the header is an argument.
+    let args: Vec<&str> = text.split("\r\n").skip(2).step_by(2).collect();
+    assert_eq!(args.first(), Some(&command), "{text:?}");
+    let at = if command == "SET" { 2 } else { 4 };
+    args[at].to_owned()
+}
+
+/// W1 of the outside review: a release that comes after the deadline, before the deadline
+/// timer was fed, reports the loss before the release (it used to report only `Released`
+/// with `AlreadyExpired` nodes). The same for a cancel.
+#[test]
+fn regression_release_or_cancel_after_the_deadline_reports_lost_first() {
+    for cancel in [false, true] {
+        let mut h = Harness::connected(config(1, 1000));
+        let (op, _) = h.acquire("res");
+        let out = h.reply(0, b"+OK\r\n");
+        let deadline = acquired(&out.events).deadline;
+        h.advance(deadline.duration_since(h.now) + 5 * MS);
+        if cancel {
+            h.client.cancel(h.now, op).unwrap();
+        } else {
+            h.client.release(h.now, op).unwrap();
+        }
+        let out = h.drain();
+        assert_eq!(
+            out.events,
+            vec![Event::Lost {
+                op,
+                reason: LostReason::DeadlinePassed
+            }],
+            "cancel: {cancel}"
+        );
+        assert_eq!(mask_tokens(&out.sent_to(0)), release_frame("res"));
+        let out = h.reply(0, b":-1\r\n");
+        assert_eq!(
+            out.events,
+            vec![Event::Released {
+                op,
+                nodes: vec![ReleaseOutcome::AlreadyExpired]
+            }]
+        );
+    }
 }
 
 /// Advances time by `ms` and fires the timers due then.

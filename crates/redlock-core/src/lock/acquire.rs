@@ -6,9 +6,11 @@ use std::time::Instant;
 use rand_core::CryptoRng;
 
 use super::{Held, Lock, Phase};
+use crate::Mutant;
 use crate::command::{Command, Vote};
 use crate::error::NodeFault;
 use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event};
+use crate::options::LockParams;
 use crate::quorum;
 use crate::round::{Round, Slot};
 use crate::time;
@@ -26,10 +28,8 @@ impl Lock {
         else {
             return;
         };
-        // A fresh token per attempt: a late release of an earlier attempt can then never
-        // delete this attempt's key. A supplied token is used for every attempt.
-        if let (Some(rng), None) = (rng, &self.supplied_token) {
-            *token = Token::generate(rng);
+        if let Some(rng) = rng {
+            *token = attempt_token(self.supplied_token.as_ref(), &self.params, rng);
         }
         *attempts += 1;
         let command = Command::set_nx_px(&self.resource, token, self.params.timing.ttl_ms);
@@ -146,6 +146,25 @@ impl Lock {
         } else {
             AcquireFailure::Contended { nodes: held }
         }
+    }
+}
+
+/// The value one attempt stores: a fresh generated token, or the supplied value stamped
+/// with a fresh nonce. No two attempts, of one lock call or of any two, store the same
+/// value, so a command of an earlier attempt that reaches a node late, on any connection
+/// (a cleanup release, a resent `EVAL`, a release or extension of an earlier lock call with
+/// the same supplied value), compares a value that is not this attempt's and leaves its key
+/// alone. Ordering commands per connection cannot give that: a dead connection's bytes may
+/// still reach the node after a new connection's (docs/design.md, "Stored values").
+pub(super) fn attempt_token<R: CryptoRng + ?Sized>(
+    supplied: Option<&Token>,
+    params: &LockParams,
+    rng: &mut R,
+) -> Token {
+    match supplied {
+        Some(value) if params.mutant(Mutant::SharedStoredValue) => value.clone(),
+        Some(value) => value.stamped(rng),
+        None => Token::generate(rng),
     }
 }
 

@@ -148,10 +148,7 @@ impl Lock {
             return Err(UsageError::EmptyResource);
         }
         let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
-        let token = match &options.token {
-            Some(t) => t.clone(),
-            None => Token::generate(rng),
-        };
+        let token = acquire::attempt_token(options.token.as_ref(), &params, rng);
         let mut lock = Self {
             op,
             resource,
@@ -205,29 +202,21 @@ impl Lock {
         Some(Request { id, node, command })
     }
 
-    /// The next request as (id, node, is the `EVAL` form), without building its command.
+    /// The next request as (id, node, is the `EVAL` form), without building its command:
+    /// cleanup releases first, then the main round.
     ///
-    /// Requests of one lock reach each node in round order: a round's request to a node
-    /// waits while an older cleanup round is still open there. Otherwise a cleanup release
-    /// resent as `EVAL` after `-NOSCRIPT` would run behind the next attempt's `SET` and,
-    /// with a caller-supplied token (the same in every attempt), delete the new key while
-    /// the node counts as locked (found by the simulation).
+    /// No order between rounds is needed for safety: every attempt stores its own value, so
+    /// an older round's command that runs after a newer one's, on this connection or on a
+    /// dead one whose bytes arrive late, compares another value and touches nothing of the
+    /// newer attempt (see `acquire::attempt_token`).
     #[inline]
     pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
-        if self.cleanup.is_empty() {
-            // The usual case: nothing can block the main round.
-            return self.main.as_mut()?.next_send(|_| false);
-        }
-        for k in 0..self.cleanup.len() {
-            let (older, rest) = self.cleanup.split_at_mut(k);
-            let blocked = |node: usize| older.iter().any(|r| r.is_open_on(node));
-            if let Some(send) = rest[0].next_send(blocked) {
+        for round in &mut self.cleanup {
+            if let Some(send) = round.next_send() {
                 return Some(send);
             }
         }
-        let cleanup = &self.cleanup;
-        let blocked = |node: usize| cleanup.iter().any(|r| r.is_open_on(node));
-        self.main.as_mut()?.next_send(blocked)
+        self.main.as_mut()?.next_send()
     }
 
     /// Appends the RESP bytes of a request from [`next_send`](Self::next_send).
@@ -308,14 +297,10 @@ impl Lock {
     pub fn handle_timeout<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
         self.cleanup
             .retain(|r| r.deadline > now && !r.is_complete());
-        if let Phase::Held(h) = &self.phase {
-            // Algorithm note, step 7: past the deadline the lock is lost, whatever is in
-            // flight; a late extension reply can no longer bring it back.
-            if now >= h.deadline && !self.params.mutant(Mutant::ResurrectingExtend) {
-                // Falls through: if the keys should be gone already, the release starts now.
-                self.lose(now, Self::deadline_reason(h));
-            }
-        }
+        // Algorithm note, step 7: past the deadline the lock is lost, whatever is in flight;
+        // a late extension reply can no longer bring it back. Falls through: if the keys
+        // should be gone already, the release starts now.
+        self.lose_if_past_deadline(now);
         if let Some(round) = self.main.as_mut().filter(|r| r.deadline <= now) {
             round.expire();
             self.progress(now, rng);
@@ -353,7 +338,11 @@ impl Lock {
 
     /// Releases a held (or lost but not yet released) lock on all N nodes;
     /// [`Event::Released`] reports each node.
+    ///
+    /// A release at or after the deadline first reports [`Event::Lost`]: the lock was no
+    /// longer held when the caller let go, whatever the timers have been fed so far.
     pub fn release(&mut self, now: Instant) -> Result<(), UsageError> {
+        self.lose_if_past_deadline(now);
         match &self.phase {
             Phase::Held(_) | Phase::Expired { .. } => {
                 self.start_release(now);
@@ -364,8 +353,10 @@ impl Lock {
     }
 
     /// Gives up: an acquisition ends with [`AcquireFailure::Cancelled`] and whatever it may
-    /// have set is released; a held lock is released. Does nothing once releasing.
+    /// have set is released; a held lock is released (after [`Event::Lost`] if its deadline
+    /// has passed, as for [`release`](Self::release)). Does nothing once releasing.
     pub fn cancel(&mut self, now: Instant) {
+        self.lose_if_past_deadline(now);
         match &self.phase {
             Phase::Acquiring { token, .. } => {
                 if self.main.take().is_some() {
@@ -402,6 +393,18 @@ impl Lock {
     }
 
     // ---- helpers ----
+
+    /// Reports a held lock lost if `now` is at or past its deadline (algorithm note, step
+    /// 7), without waiting for the deadline timer to be fed.
+    fn lose_if_past_deadline(&mut self, now: Instant) {
+        if let Phase::Held(h) = &self.phase
+            && now >= h.deadline
+            && !self.params.mutant(Mutant::ResurrectingExtend)
+        {
+            let reason = Self::deadline_reason(h);
+            self.lose(now, reason);
+        }
+    }
 
     fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
         let n = self.params.nodes;
