@@ -14,7 +14,13 @@ use crate::token::Token;
 pub struct LockOptions {
     /// Time to live for this lock.
     pub ttl: Option<Duration>,
-    /// A caller-supplied token, used for every attempt of this acquisition.
+    /// A caller-supplied value, such as an owner id, stored by every attempt
+    /// [stamped](Token::stamped) with a fresh nonce (`<value>:<40 hex digits>`).
+    ///
+    /// It may be reused by every lock call: the nonce makes each stored value unique, so a
+    /// late command of an earlier attempt or call can never touch a later one's key. The
+    /// guard's token is the stamped value; [`Token::supplied`] gives yours back. It must
+    /// not be a secret: anyone who can read the keys sees it.
     pub token: Option<Token>,
     /// Retry policy for this acquisition.
     pub retry: Option<RetryPolicy>,
@@ -29,7 +35,8 @@ impl LockOptions {
         self
     }
 
-    /// Sets a caller-supplied token.
+    /// Sets a caller-supplied value, stamped per attempt (see the [`token`](Self::token)
+    /// field).
     pub fn token(mut self, token: Token) -> Self {
         self.token = Some(token);
         self
