@@ -1,5 +1,7 @@
-//! A loopback TCP proxy in front of one node that can delay, blackhole or cut the link, with
-//! plain threads and blocking sockets. It forwards bytes and never looks inside them.
+//! A loopback TCP proxy in front of one node that can delay, blackhole or cut the link, or
+//! hold a connection's bytes and deliver them after its client side is gone (a middlebox or
+//! half-closed connection), with plain threads and blocking sockets. It forwards bytes and
+//! never looks inside them.
 //!
 //! Each client connection gets four threads: a reader and a writer per direction, joined by a
 //! channel of `(due, bytes)` chunks, so latency delays every chunk without reordering or
@@ -42,6 +44,7 @@ impl Proxy {
             stop: AtomicBool::new(false),
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
+            late_replies: Mutex::new(Vec::new()),
             links: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
         });
@@ -107,10 +110,63 @@ impl Proxy {
         }
     }
 
-    /// Number of client connections currently open through the proxy.
+    /// Number of connections currently open through the proxy, counting those whose
+    /// client side was cut by [`Proxy::cut_client_side`] while their node side lives.
     pub fn connections(&self) -> usize {
         self.shared.links().len()
     }
+
+    /// From now on, bytes that clients write on the connections open now are kept by the
+    /// proxy, in order, instead of reaching the node, until [`Proxy::deliver_held`].
+    /// Connections opened later are not held.
+    pub fn hold_current(&self) {
+        for link in self.shared.links().iter() {
+            link.holding.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The bytes held so far by [`Proxy::hold_current`] and not yet delivered, connection by
+    /// connection in the order they were opened.
+    pub fn held_bytes(&self) -> Vec<u8> {
+        let links = self.shared.links();
+        let mut all = Vec::new();
+        for link in links.iter() {
+            all.extend_from_slice(&lock(&link.held));
+        }
+        all
+    }
+
+    /// Closes the client side of every current connection, as a middlebox that drops a
+    /// connection towards the client but not towards the server would: the client sees it
+    /// closed and reconnects, while the node side stays open, so bytes held for it can still
+    /// reach the node later, after the client's newer connections. What the node answers on
+    /// such a connection is kept for [`Proxy::late_replies`].
+    pub fn cut_client_side(&self) {
+        for link in self.shared.links().iter() {
+            link.client_cut.store(true, Ordering::Relaxed);
+            let _ = link.client.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Lets every held connection's bytes go on to the node, in order (after the proxy's
+    /// latency, if any). The bytes are handed to the connection's writer at once; use
+    /// [`Proxy::late_replies`] to learn when the node has answered a cut connection.
+    pub fn deliver_held(&self) {
+        for link in self.shared.links().iter() {
+            link.holding.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Everything the node has answered, so far, on connections whose client side was cut
+    /// (see [`Proxy::cut_client_side`]), in arrival order.
+    pub fn late_replies(&self) -> Vec<u8> {
+        lock(&self.shared.late_replies).clone()
+    }
+}
+
+/// Locks a mutex that only ever guards plain buffers, so a poisoned one is intact.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Proxy {
@@ -143,6 +199,8 @@ struct Shared {
     stop: AtomicBool,
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
+    /// Replies of the node on connections whose client side was cut.
+    late_replies: Mutex<Vec<u8>>,
     links: Mutex<Vec<Arc<Link>>>,
     handlers: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -176,6 +234,18 @@ struct Link {
     client: TcpStream,
     upstream: Mutex<Option<TcpStream>>,
     closed: AtomicBool,
+    /// Bytes towards the node are kept in `held` instead of forwarded.
+    holding: AtomicBool,
+    held: Mutex<Vec<u8>>,
+    /// The client side was closed on purpose; the node side lives on.
+    client_cut: AtomicBool,
+}
+
+/// Which way a pump copies bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    ToNode,
+    ToClient,
 }
 
 impl Link {
@@ -191,6 +261,19 @@ impl Link {
 
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
+    }
+
+    fn is_holding(&self) -> bool {
+        self.holding.load(Ordering::Relaxed)
+    }
+
+    fn is_client_cut(&self) -> bool {
+        self.client_cut.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held while holding was on and not yet passed on.
+    fn take_held(&self) -> Vec<u8> {
+        std::mem::take(&mut *lock(&self.held))
     }
 }
 
@@ -237,10 +320,10 @@ fn forward(client: &TcpStream, link: &Arc<Link>, shared: &Arc<Shared>) -> Option
         let (link, shared) = (Arc::clone(link), Arc::clone(shared));
         thread::Builder::new()
             .name("proxy-down".to_owned())
-            .spawn(move || pump(up_from, client_to, Vec::new(), &link, &shared))
+            .spawn(move || pump(Dir::ToClient, up_from, client_to, Vec::new(), &link, &shared))
             .ok()?
     };
-    pump(client_from, upstream, early, link, shared);
+    pump(Dir::ToNode, client_from, upstream, early, link, shared);
     let _ = down.join();
     Some(())
 }
@@ -254,6 +337,9 @@ fn register(client: &TcpStream, shared: &Shared) -> Option<Arc<Link>> {
         client: client.try_clone().ok()?,
         upstream: Mutex::new(None),
         closed: AtomicBool::new(false),
+        holding: AtomicBool::new(false),
+        held: Mutex::new(Vec::new()),
+        client_cut: AtomicBool::new(false),
     });
     // Registered before any stop check (in `forward`), so a concurrent drop either closes
     // this link or is seen by it.
@@ -296,8 +382,10 @@ fn connect_upstream(link: &Link, shared: &Shared) -> Option<TcpStream> {
 }
 
 /// Copies `from` to `to` through a delay line, `early` bytes first, until EOF, an error, or
-/// the link is closed.
+/// the link is closed. Towards the node, bytes read while the link is holding are kept
+/// and passed on, first, once it stops holding, even after the client side is cut.
 fn pump(
+    dir: Dir,
     mut from: TcpStream,
     to: TcpStream,
     early: Vec<u8>,
@@ -313,11 +401,17 @@ fn pump(
         let (link, shared) = (Arc::clone(link), Arc::clone(shared));
         thread::Builder::new()
             .name("proxy-write".to_owned())
-            .spawn(move || write_due(rx, to, &link, &shared))
+            .spawn(move || write_due(dir, rx, to, &link, &shared))
     };
     let Ok(writer) = writer else {
         link.close();
         return;
+    };
+    let send = |bytes: Vec<u8>| tx.send((Instant::now() + shared.latency(), bytes)).is_ok();
+    // Held bytes go first, once the link stops holding.
+    let flush_held = || {
+        let held = if link.is_holding() { Vec::new() } else { link.take_held() };
+        held.is_empty() || send(held)
     };
     let mut buf = vec![0; 16 * 1024];
     while !link.is_closed() && !shared.stopping() {
@@ -325,18 +419,32 @@ fn pump(
             Ok(0) => break,
             // Blackholed: read so the sender is not stalled by a full window, then drop.
             Ok(_) if shared.blackholed() => {}
+            Ok(n) if dir == Dir::ToNode && link.is_holding() => {
+                lock(&link.held).extend_from_slice(&buf[..n]);
+            }
             Ok(n) => {
-                let due = Instant::now() + shared.latency();
-                if tx.send((due, buf[..n].to_vec())).is_err() {
+                if !flush_held() || !send(buf[..n].to_vec()) {
                     break;
                 }
             }
-            Err(e) if is_retry(&e) => {}
+            Err(e) if is_retry(&e) => {
+                if !flush_held() {
+                    break;
+                }
+            }
+            Err(_) if link.is_client_cut() => break,
             Err(_) => {
                 link.close();
                 break;
             }
         }
+    }
+    if dir == Dir::ToNode && link.is_client_cut() {
+        // The client is gone but the node side lives: held bytes still go on, late.
+        while link.is_holding() && !link.is_closed() && !shared.stopping() {
+            thread::sleep(POLL);
+        }
+        flush_held();
     }
     // Dropping the sender lets the writer flush what is due, then pass the EOF on.
     drop(tx);
@@ -344,7 +452,10 @@ fn pump(
 }
 
 /// Writes each chunk once its due time has come; on the reader's EOF, half-closes `to`.
+/// Towards a client whose side was cut, chunks are kept as late replies instead, and the
+/// node side is not half-closed (the node would drop the connection).
 fn write_due(
+    dir: Dir,
     rx: mpsc::Receiver<(Instant, Vec<u8>)>,
     mut to: TcpStream,
     link: &Link,
@@ -362,12 +473,18 @@ fn write_due(
             }
             thread::sleep((due - now).min(POLL));
         }
+        if dir == Dir::ToClient && link.is_client_cut() {
+            lock(&shared.late_replies).extend_from_slice(&bytes);
+            continue;
+        }
         if to.write_all(&bytes).is_err() {
             link.close();
             return;
         }
     }
-    let _ = to.shutdown(Shutdown::Write);
+    if !link.is_client_cut() {
+        let _ = to.shutdown(Shutdown::Write);
+    }
 }
 
 fn is_retry(e: &io::Error) -> bool {

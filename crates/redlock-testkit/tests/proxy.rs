@@ -163,3 +163,35 @@ fn drop_closes_connections_and_returns_under_long_latency() {
     // The listener is gone with the proxy.
     assert!(Conn::open(addr, TIMEOUT).is_err());
 }
+
+/// A held connection whose client side is cut still delivers its bytes to the node later,
+/// after a newer connection's: the late write wins, and its reply is kept, not lost.
+#[test]
+fn held_bytes_reach_the_node_after_the_client_side_is_cut() {
+    let cluster = Cluster::start(1).unwrap();
+    let proxy = cluster.proxy(0);
+    let node = cluster.node(0);
+    let mut old = Conn::open(proxy.addr(), TIMEOUT).unwrap();
+    assert_eq!(old.command(&["PING"]).unwrap(), pong());
+    proxy.hold_current();
+    old.send(&["SET", "k", "old"]).unwrap();
+    eventually("the old SET held", || {
+        String::from_utf8_lossy(&proxy.held_bytes()).contains("old")
+    });
+    assert_eq!(node.command(&["EXISTS", "k"]).unwrap(), Reply::Int(0));
+    proxy.cut_client_side();
+    old.set_timeout(TIMEOUT).unwrap();
+    assert!(old.recv().is_err(), "the client side is closed");
+    // A new connection is not held.
+    let mut new = Conn::open(proxy.addr(), TIMEOUT).unwrap();
+    assert_eq!(
+        new.command(&["SET", "k", "new"]).unwrap(),
+        Reply::simple("OK")
+    );
+    assert_eq!(node.command(&["GET", "k"]).unwrap(), Reply::bulk("new"));
+    assert!(proxy.late_replies().is_empty());
+    proxy.deliver_held();
+    eventually("the late reply", || proxy.late_replies() == b"+OK\r\n");
+    assert_eq!(node.command(&["GET", "k"]).unwrap(), Reply::bulk("old"));
+    assert!(proxy.held_bytes().is_empty());
+}
