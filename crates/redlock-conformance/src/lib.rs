@@ -13,6 +13,7 @@ pub use redlock_core::{
     Config, ConfigBuilder, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
 };
 
+pub mod late_delivery;
 pub mod scenarios;
 
 /// A driver under test, seen through blocking calls.
@@ -84,6 +85,18 @@ macro_rules! conformance_suite {
             refused_connections_fail_fast,
             bad_urls_and_configs_are_named,
         );
+        $crate::conformance_suite!(@late $driver;
+            late_release_of_an_earlier_attempt_spares_the_next,
+            late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
+        );
+    };
+    (@late $driver:ty; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::late_delivery::$name::<$driver>();
+            }
+        )*
     };
     (@tests $driver:ty; $($name:ident),* $(,)?) => {
         $(

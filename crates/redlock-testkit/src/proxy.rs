@@ -320,7 +320,16 @@ fn forward(client: &TcpStream, link: &Arc<Link>, shared: &Arc<Shared>) -> Option
         let (link, shared) = (Arc::clone(link), Arc::clone(shared));
         thread::Builder::new()
             .name("proxy-down".to_owned())
-            .spawn(move || pump(Dir::ToClient, up_from, client_to, Vec::new(), &link, &shared))
+            .spawn(move || {
+                pump(
+                    Dir::ToClient,
+                    up_from,
+                    client_to,
+                    Vec::new(),
+                    &link,
+                    &shared,
+                )
+            })
             .ok()?
     };
     pump(Dir::ToNode, client_from, upstream, early, link, shared);
@@ -410,7 +419,11 @@ fn pump(
     let send = |bytes: Vec<u8>| tx.send((Instant::now() + shared.latency(), bytes)).is_ok();
     // Held bytes go first, once the link stops holding.
     let flush_held = || {
-        let held = if link.is_holding() { Vec::new() } else { link.take_held() };
+        let held = if link.is_holding() {
+            Vec::new()
+        } else {
+            link.take_held()
+        };
         held.is_empty() || send(held)
     };
     let mut buf = vec![0; 16 * 1024];

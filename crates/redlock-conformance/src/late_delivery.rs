@@ -1,0 +1,145 @@
+//! Commands that reach a node late, on a connection whose client side is gone: the faults
+//! that broke mutual exclusion in the outside review (S1) and with a reused supplied value.
+//!
+//! Node 0 is reached through its proxy, which holds the bytes the client writes on its
+//! current connection, then closes only the client side (the client reconnects) and later
+//! delivers the held bytes to the node on the still-open node side, after the client's newer
+//! commands. With a supplied value stored as given (before each attempt stored its own
+//! value), the late release deleted the newer acquisition's key on node 0 and a second
+//! client then held the lock too.
+
+use std::thread;
+use std::time::Duration;
+
+use redlock_core::Token;
+use redlock_testkit::{Cluster, Proxy};
+
+use crate::scenarios::{eventually, value_on};
+use crate::{Driver, Guard, LockError, LockOptions, RetryPolicy};
+
+const MS: Duration = Duration::from_millis(1);
+const KEY: &str = "late";
+/// The value every call supplies, as an application passing `hostname:pid` would.
+const OWNER: &str = "worker-7:4242";
+
+/// S1: attempt 1 of a lock call fails while its `SET` and cleanup release to node 0 sit in
+/// the proxy; node 0's connection loses its client side, attempt 2 acquires node 0 (on a new
+/// connection) and node 2; then the held release reaches node 0. It must not delete attempt
+/// 2's key: a second client must not get the lock.
+pub fn late_release_of_an_earlier_attempt_spares_the_next<D: Driver>() {
+    let c = start();
+    let (first, second) = (client::<D>(&c), D::build(&c.urls(), |b| b).unwrap());
+    // Attempt 1 cannot reach a quorum while node 0 is held: node 1 has a foreign key.
+    set_foreign(&c);
+    let x = c.proxy(0);
+    x.hold_current();
+    let locker = {
+        let first = first.clone();
+        thread::spawn(move || first.lock_with(KEY, owner()))
+    };
+    wait_held(x, "attempt 1's SET and cleanup release");
+    x.cut_client_side();
+    let guard = locker
+        .join()
+        .expect("locking thread")
+        .expect("a later attempt acquires nodes 0 and 2");
+    expect_one_holder(&c, x, &guard, &second);
+}
+
+/// The reused-value issue: lock call 1 with the supplied value is released while its release
+/// to node 0 sits in the proxy; node 0's connection loses its client side; lock call 2 with
+/// the same value acquires node 0 (new connection) and node 2; then call 1's release reaches
+/// node 0. It must not delete call 2's key: a second client must not get the lock.
+pub fn late_release_of_an_earlier_call_with_the_same_value_spares_the_next<D: Driver>() {
+    let c = start();
+    let (first, second) = (client::<D>(&c), D::build(&c.urls(), |b| b).unwrap());
+    let call1 = first
+        .lock_with(KEY, owner())
+        .expect("call 1 on 3 free nodes");
+    let x = c.proxy(0);
+    x.hold_current();
+    // Node 0 does not answer (its release is held); the other two release at once.
+    call1.release().expect("release of call 1");
+    wait_held(x, "call 1's release");
+    x.cut_client_side();
+    set_foreign(&c);
+    let call2 = first
+        .lock_with(KEY, owner())
+        .expect("call 2 acquires nodes 0 and 2");
+    expect_one_holder(&c, x, &call2, &second);
+}
+
+// ---- steps ----
+
+fn start() -> Cluster {
+    Cluster::start(3).expect("start test nodes")
+}
+
+/// A client that reaches node 0 through its proxy and nodes 1 and 2 directly, giving up on a
+/// node after 100 ms, with 3 attempts 300 ms apart (room for the test to cut node 0's
+/// client side between two attempts, and for the reconnect) and fast reconnects.
+fn client<D: Driver>(c: &Cluster) -> D {
+    let mut urls = c.urls();
+    urls[0] = c.proxy(0).url();
+    let d = D::build(&urls, |b| {
+        b.ttl(Duration::from_secs(10))
+            .attempt_timeout(100 * MS)
+            .reconnect_backoff(MS, 10 * MS)
+            .retry(RetryPolicy {
+                max_attempts: Some(3),
+                max_wait: None,
+                delay_min: 300 * MS,
+                delay_max: 300 * MS,
+            })
+    })
+    .unwrap();
+    // Every connection is up and has its scripts before the proxy starts holding.
+    d.lock("warmup").unwrap().release().unwrap();
+    d
+}
+
+fn owner() -> LockOptions {
+    LockOptions::default().token(Token::new(OWNER).unwrap())
+}
+
+fn set_foreign(c: &Cluster) {
+    c.node(1).command(&["SET", KEY, "foreign"]).unwrap();
+}
+
+/// Waits until the proxy holds a release (compare-and-delete) written by the client.
+fn wait_held(x: &Proxy, what: &str) {
+    let held = || String::from_utf8_lossy(&x.held_bytes()).contains("EVAL");
+    assert!(eventually(Duration::from_secs(5), held), "{what} not held");
+}
+
+/// Delivers the held bytes to node 0, waits for its answers, frees node 1, and checks that
+/// the holder still holds node 0 and that a second client cannot lock.
+fn expect_one_holder<D: Driver>(c: &Cluster, x: &Proxy, holder: &D::Guard, second: &D) {
+    x.deliver_held();
+    // The late release is the last command held; its reply is an integer.
+    let answered = || String::from_utf8_lossy(&x.late_replies()).contains(':');
+    assert!(
+        eventually(Duration::from_secs(5), answered),
+        "node 0 never answered the late commands: {:?}",
+        String::from_utf8_lossy(&x.late_replies())
+    );
+    let late = String::from_utf8_lossy(&x.late_replies()).into_owned();
+    assert!(
+        !late.contains(":1\r\n"),
+        "a late release deleted a key on node 0 (replies {late:?})"
+    );
+    assert_eq!(
+        value_on(c, 0, KEY),
+        redlock_testkit::Reply::bulk(&holder.token()),
+        "node 0 lost the holder's key"
+    );
+    c.node(1).command(&["DEL", KEY]).unwrap();
+    match second.try_lock(KEY) {
+        Err(LockError::Contended { .. }) => {}
+        Ok(_) => panic!(
+            "two holders: the first still has {:?} of validity",
+            holder.validity()
+        ),
+        Err(other) => panic!("second client: {other}"),
+    }
+}
