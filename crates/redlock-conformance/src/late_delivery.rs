@@ -12,7 +12,7 @@ use std::thread;
 use std::time::Duration;
 
 use redlock_core::Token;
-use redlock_testkit::{Cluster, Proxy};
+use redlock_testkit::{Cluster, Proxy, Reply};
 
 use crate::scenarios::{eventually, value_on};
 use crate::{Driver, Guard, LockError, LockOptions, RetryPolicy};
@@ -46,22 +46,27 @@ pub fn late_release_of_an_earlier_attempt_spares_the_next<D: Driver>() {
     expect_one_holder(&c, x, &guard, &second);
 }
 
-/// The reused-value issue: lock call 1 with the supplied value is released while its release
-/// to node 0 sits in the proxy; node 0's connection loses its client side; lock call 2 with
-/// the same value acquires node 0 (new connection) and node 2; then call 1's release reaches
-/// node 0. It must not delete call 2's key: a second client must not get the lock.
+/// The reused-value issue: lock call 1 (ttl 300 ms) with the supplied value is released
+/// while its release to node 0 sits in the proxy; node 0's connection loses its client side
+/// and call 1's key there expires; lock call 2 with the same value acquires node 0 (new
+/// connection) and node 2; then call 1's release reaches node 0. It must not delete call
+/// 2's key: a second client must not get the lock.
 pub fn late_release_of_an_earlier_call_with_the_same_value_spares_the_next<D: Driver>() {
     let c = start();
     let (first, second) = (client::<D>(&c), D::build(&c.urls(), |b| b).unwrap());
-    let call1 = first
-        .lock_with(KEY, owner())
-        .expect("call 1 on 3 free nodes");
+    let short = owner().ttl(300 * MS);
+    let call1 = first.lock_with(KEY, short).expect("call 1 on 3 free nodes");
     let x = c.proxy(0);
     x.hold_current();
     // Node 0 does not answer (its release is held); the other two release at once.
     call1.release().expect("release of call 1");
     wait_held(x, "call 1's release");
     x.cut_client_side();
+    let expired = || value_on(&c, 0, KEY) == Reply::Nil;
+    assert!(
+        eventually(Duration::from_secs(5), expired),
+        "call 1's key on node 0 never expired"
+    );
     set_foreign(&c);
     let call2 = first
         .lock_with(KEY, owner())
@@ -124,22 +129,23 @@ fn expect_one_holder<D: Driver>(c: &Cluster, x: &Proxy, holder: &D::Guard, secon
         String::from_utf8_lossy(&x.late_replies())
     );
     let late = String::from_utf8_lossy(&x.late_replies()).into_owned();
+    c.node(1).command(&["DEL", KEY]).unwrap();
+    match second.try_lock(KEY) {
+        Err(LockError::Contended { .. }) => {}
+        Ok(_) => panic!(
+            "two holders: the first still has {:?} of validity; node 0 answered the late \
+             commands {late:?}",
+            holder.validity()
+        ),
+        Err(other) => panic!("second client: {other}"),
+    }
     assert!(
         !late.contains(":1\r\n"),
         "a late release deleted a key on node 0 (replies {late:?})"
     );
     assert_eq!(
         value_on(c, 0, KEY),
-        redlock_testkit::Reply::bulk(&holder.token()),
+        Reply::bulk(&holder.token()),
         "node 0 lost the holder's key"
     );
-    c.node(1).command(&["DEL", KEY]).unwrap();
-    match second.try_lock(KEY) {
-        Err(LockError::Contended { .. }) => {}
-        Ok(_) => panic!(
-            "two holders: the first still has {:?} of validity",
-            holder.validity()
-        ),
-        Err(other) => panic!("second client: {other}"),
-    }
 }
