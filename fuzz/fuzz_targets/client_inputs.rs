@@ -384,8 +384,9 @@ impl Driver {
             options = options.ttl(ttl);
         }
         if b & 8 != 0 {
-            // Unique per acquisition, as the token docs require, and the same in every attempt.
-            let token = Token::new(format!("supplied-{}", self.acquires)).expect("valid token");
+            // One value for every lock, as an owner id would be: each attempt stores it
+            // stamped with its own nonce, so extensions are still attributed to one lock.
+            let token = Token::new("supplied").expect("valid token");
             options = options.token(token);
         }
         if b & 0x10 != 0 {
