@@ -88,6 +88,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@late $driver;
             late_release_of_an_earlier_attempt_spares_the_next,
             late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
+            reused_values_under_late_delivery_never_overlap,
         );
     };
     (@late $driver:ty; $($name:ident),* $(,)?) => {

@@ -157,6 +157,17 @@ impl Proxy {
         }
     }
 
+    /// Closes the node side of every connection whose client side was cut (see
+    /// [`Proxy::cut_client_side`]), with whatever it still holds.
+    pub fn close_cut(&self) {
+        self.shared.links().retain(|link| {
+            if link.is_client_cut() {
+                link.close();
+            }
+            !link.is_client_cut()
+        });
+    }
+
     /// Everything the node has answered, so far, on connections whose client side was cut
     /// (see [`Proxy::cut_client_side`]), in arrival order.
     pub fn late_replies(&self) -> Vec<u8> {
