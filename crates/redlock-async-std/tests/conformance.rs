@@ -12,6 +12,7 @@ use futures_lite::future;
 use redlock_async_std::{LockGuard, Redlock, WithLockError};
 use redlock_conformance::{
     Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
+    ReleaseResult, sleep_past,
 };
 
 /// An executor's `block_on`.
@@ -70,7 +71,18 @@ impl<E: BlockOn> Driver for Driven<E> {
         urls: &[String],
         configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
     ) -> Result<Self, LockError> {
-        let redlock = Redlock::builder(urls)?.config(configure).build()?;
+        Self::build_with_connect_timeout(urls, Duration::from_secs(1), configure)
+    }
+
+    fn build_with_connect_timeout(
+        urls: &[String],
+        connect_timeout: Duration,
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let redlock = Redlock::builder(urls)?
+            .config(configure)
+            .connect_timeout(connect_timeout)
+            .build()?;
         Ok(Self {
             redlock,
             executor: PhantomData,
@@ -115,6 +127,20 @@ impl<E: BlockOn> Driver for Driven<E> {
             WithLockError::Closure(never) => match never {},
         })
     }
+
+    fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError> {
+        // Blocks the test thread; the loop runs on its own thread.
+        let run = self
+            .redlock
+            .with_lock(resource.to_owned(), |lock| async move {
+                sleep_past(lock.deadline(), past);
+                Ok::<_, Infallible>(())
+            });
+        E::block_on(run).map_err(|e| match e {
+            WithLockError::Lock(e) => e,
+            WithLockError::Closure(never) => match never {},
+        })
+    }
 }
 
 impl<E: BlockOn> Guard for DrivenGuard<E> {
@@ -136,6 +162,15 @@ impl<E: BlockOn> Guard for DrivenGuard<E> {
 
     fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
         E::block_on(self.guard.release())
+    }
+
+    fn extend_then_release(self, after: Duration) -> (Result<Instant, LockError>, ReleaseResult) {
+        let view = self.guard.lock_ref();
+        let release = async {
+            Timer::after(after).await;
+            self.guard.release().await
+        };
+        E::block_on(future::zip(view.extend(), release))
     }
 }
 

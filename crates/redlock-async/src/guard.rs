@@ -28,6 +28,8 @@ pub struct LockRef {
     pub(crate) token: Token,
     pub(crate) state: watch::Receiver<LockState>,
     pub(crate) tx: mpsc::UnboundedSender<Cmd>,
+    /// The driver loop's clock, which the deadline is an instant of.
+    pub(crate) clock: fn() -> Instant,
 }
 
 impl LockRef {
@@ -46,13 +48,14 @@ impl LockRef {
         self.state.borrow().deadline
     }
 
-    /// Validity left now; zero once the deadline passed or the lock was lost.
+    /// Validity left now, by the driver loop's clock; zero once the deadline passed or the
+    /// lock was lost.
     pub fn validity(&self) -> Duration {
         let state = self.state.borrow();
         if state.lost.is_some() {
             return Duration::ZERO;
         }
-        state.deadline.saturating_duration_since(Instant::now())
+        state.deadline.saturating_duration_since((self.clock)())
     }
 
     /// Why the lock was lost, if it was.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use redlock_core::{Config, LockError, LockOptions, Resource, RetryPolicy};
+use redlock_core::{Config, LockError, LockOptions, LostReason, Resource, RetryPolicy};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::guard::{LockGuard, LockRef, LockState};
@@ -27,16 +27,23 @@ pub struct Handle {
 struct Shared {
     config: Config,
     next_ticket: AtomicU64,
+    /// The driver loop's clock: the core's deadlines are instants of it.
+    clock: fn() -> Instant,
 }
 
 impl Handle {
     /// A handle sending to the driver loop that receives from `tx`'s channel.
-    pub(crate) fn new(tx: mpsc::UnboundedSender<Cmd>, config: Config) -> Self {
+    pub(crate) fn new(
+        tx: mpsc::UnboundedSender<Cmd>,
+        config: Config,
+        clock: fn() -> Instant,
+    ) -> Self {
         Self {
             tx,
             shared: Arc::new(Shared {
                 config,
                 next_ticket: AtomicU64::new(0),
+                clock,
             }),
         }
     }
@@ -73,7 +80,7 @@ impl Handle {
         let ticket = self.shared.next_ticket.fetch_add(1, Ordering::Relaxed);
         let (reply, rx) = oneshot::channel();
         let initial = LockState {
-            deadline: Instant::now(),
+            deadline: (self.shared.clock)(),
             lost: None,
             released: None,
         };
@@ -100,13 +107,16 @@ impl Handle {
             token: acquired.token,
             state: state_rx,
             tx: self.tx.clone(),
+            clock: self.shared.clock,
         }))
     }
 
     /// Runs `f` under the lock with auto-extension, then releases.
     ///
     /// If the lock is lost while `f` runs, `f` can see it through [`LockRef::lost`], and the
-    /// result is [`WithLockError::Lock`] with [`LockError::Lost`]. An error from `f` wins
+    /// result is [`WithLockError::Lock`] with [`LockError::Lost`]. So it is if `f` returns at
+    /// or after the lock's deadline by the driver loop's clock, even before the loop has
+    /// noticed the deadline: `f`'s work may have outlived the lock. An error from `f` wins
     /// over any lock error.
     pub async fn with_lock<T, E, F, Fut>(
         &self,
@@ -124,7 +134,13 @@ impl Handle {
             .await
             .map_err(WithLockError::Lock)?;
         let result = f(guard.lock_ref()).await;
-        let lost = guard.lost_reason();
+        // Decided here, by the clock, not only by the loop's report: the loop notices the
+        // deadline when its timer fires, which may be after `f` returned (a busy or blocked
+        // loop; a current-thread runtime that `f` blocked).
+        let ended = (self.shared.clock)();
+        let lost = guard
+            .lost_reason()
+            .or_else(|| (ended >= guard.deadline()).then_some(LostReason::DeadlinePassed));
         let released = guard.release().await;
         match (result, lost, released) {
             (Err(e), _, _) => Err(WithLockError::Closure(e)),

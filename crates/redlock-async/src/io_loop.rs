@@ -27,7 +27,8 @@ pub trait Runtime: 'static {
     /// A timer that can be set to an instant again and again.
     type Timer: Send;
 
-    /// The loop's clock. Guards read `std::time::Instant::now()`, so this must agree with it.
+    /// The loop's clock. Guards read the driver's [`Start::now`](crate::Start::now), so the
+    /// two must agree.
     fn now() -> Instant;
     /// Connects to `host:port` (resolving the name without blocking the loop), failing with
     /// `TimedOut` after `timeout`. Nagle's algorithm off, on a best-effort basis.

@@ -8,7 +8,7 @@
 //! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`], or wraps them in blocking
 //! calls. What a driver gets from here:
 //! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
-//!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the
+//!   timeout, the loop's clock). [`Setup::build`] validates it and returns the user's [`Handle`] with the
 //!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver and the
 //!   node addresses.
 //! - [`Builder`] is the builder users see, generic over the driver's [`Start`] (how it starts

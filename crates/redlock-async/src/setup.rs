@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlock_core::{Client, Config, ConfigBuilder, LockError, NodeAddress};
 use tokio::sync::mpsc;
@@ -16,12 +16,13 @@ use crate::waiters::Cmd;
 pub type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
 
 /// Node addresses, core configuration and connect timeout, as a driver's builder collects
-/// them.
+/// them, and the clock of the driver's loop.
 #[derive(Debug)]
 pub struct Setup {
     addrs: Vec<NodeAddress>,
     config: ConfigBuilder,
     connect_timeout: Duration,
+    clock: fn() -> Instant,
 }
 
 /// What a driver loop owns once [`Setup::build`] has validated the configuration.
@@ -59,6 +60,7 @@ impl Setup {
             addrs,
             config,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            clock: Instant::now,
         })
     }
 
@@ -69,8 +71,17 @@ impl Setup {
     }
 
     /// How long a connection attempt (name resolution included) may take. Default 1 s.
+    /// A timeout too long to add to an `Instant` (`Duration::MAX`) means no timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// The clock the driver's loop stamps its inputs with, so that the handle and guards
+    /// judge deadlines by the time the core's deadlines are counted in. Default: std's
+    /// `Instant::now`. [`Builder::build`] sets it to [`Start::now`].
+    pub fn clock(mut self, now: fn() -> Instant) -> Self {
+        self.clock = now;
         self
     }
 
@@ -87,7 +98,7 @@ impl Setup {
             addrs: self.addrs,
             connect_timeout: self.connect_timeout,
         };
-        Ok((Handle::new(tx, config), parts))
+        Ok((Handle::new(tx, config, self.clock), parts))
     }
 }
 
@@ -101,6 +112,12 @@ pub trait Start {
     /// Starts the loop on `parts`, serving `handle`. Fails with [`LockError::Start`] if
     /// the loop cannot start (no runtime to spawn on, no thread or poller).
     fn start(handle: Handle, parts: DriverParts) -> Result<Self::Redlock, LockError>;
+
+    /// The clock the loop stamps its inputs with (STYLE.md section 7: one clock per
+    /// driver). The handle and guards read it to judge the core's deadlines. Default: std's.
+    fn now() -> Instant {
+        Instant::now()
+    }
 }
 
 /// Builds a driver's `Redlock` from node URLs and core configuration; each driver names it
@@ -131,6 +148,7 @@ impl<S: Start> Builder<S> {
     }
 
     /// How long a connection attempt (name resolution included) may take. Default 1 s.
+    /// A timeout too long to add to an `Instant` (`Duration::MAX`) means no timeout.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.setup = self.setup.connect_timeout(timeout);
         self
@@ -143,7 +161,7 @@ impl<S: Start> Builder<S> {
     /// [`LockError::Start`] if the loop cannot start: no tokio runtime for
     /// `redlock-tokio`, or the system refuses a thread or a poller.
     pub fn build(self) -> Result<S::Redlock, LockError> {
-        let (handle, parts) = self.setup.build()?;
+        let (handle, parts) = self.setup.clock(S::now).build()?;
         S::start(handle, parts)
     }
 }

@@ -124,11 +124,16 @@ impl Waiters {
             },
             Request::Release { op, reply } => {
                 // Refused when already releasing (after a loss): wait for that release.
-                let _ = client.release(now, op);
+                let accepted = client.release(now, op).is_ok();
                 match (self.ops.get_mut(&op), reply) {
                     (Some(w), Some(reply)) => w.release.push(reply),
                     (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
                     (_, None) => {}
+                }
+                if accepted && let Some(w) = self.ops.get_mut(&op) {
+                    // The release round replaces an extension in flight, whose answer will
+                    // never come: the lock is no longer held for it.
+                    w.answer_extensions(|| LockError::NotHeld);
                 }
             }
         }
@@ -165,10 +170,10 @@ impl Waiters {
                 }
             }
             Event::Lost { reason, .. } => {
+                // Also emitted for a lock whose release is pending (released past its
+                // deadline): the release waiters wait on for `Released`.
                 w.state.send_modify(|s| s.lost = Some(reason.clone()));
-                for reply in w.extend.drain(..) {
-                    let _ = reply.send(Err(LockError::Lost(reason.clone())));
-                }
+                w.answer_extensions(|| LockError::Lost(reason.clone()));
             }
             Event::Released { nodes, .. } => {
                 w.state.send_modify(|s| s.released = Some(nodes.clone()));
@@ -192,9 +197,24 @@ impl Waiters {
         true
     }
 
+    /// Drops a finished operation. Whoever still waits on it is answered "not held": a
+    /// dropped answer would read as [`LockError::Shutdown`], which means the driver is gone.
     fn forget(&mut self, op: OpId) {
-        if let Some(w) = self.ops.remove(&op) {
+        if let Some(mut w) = self.ops.remove(&op) {
             self.tickets.remove(&w.ticket);
+            w.answer_extensions(|| LockError::NotHeld);
+            for reply in w.release.drain(..) {
+                let _ = reply.send(Err(LockError::NotHeld));
+            }
+        }
+    }
+}
+
+impl OpWaiters {
+    /// Answers every extension waiting on this operation with `err()`.
+    fn answer_extensions(&mut self, err: impl Fn() -> LockError) {
+        for reply in self.extend.drain(..) {
+            let _ = reply.send(Err(err()));
         }
     }
 }

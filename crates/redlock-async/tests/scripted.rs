@@ -7,8 +7,11 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use redlock_async::WithLockError;
 use redlock_async::{Cmd, DriverParts, Handle, LockGuard, OsRng, Setup, Waiters};
-use redlock_core::{Client, Input, LockError, NodeId, Output, ReleaseOutcome};
+use redlock_core::{
+    AutoExtend, Client, ConfigBuilder, Input, LockError, LostReason, NodeId, Output, ReleaseOutcome,
+};
 use tokio::sync::mpsc;
 
 /// The driver side: a one-node loop whose socket is this test.
@@ -23,7 +26,16 @@ struct Scripted {
 impl Scripted {
     /// A handle and its loop, connected to the node, scripts loaded.
     fn start() -> (Handle, Self) {
-        let (handle, parts) = Setup::from_urls(["127.0.0.1:1"]).unwrap().build().unwrap();
+        Self::start_with(|c| c)
+    }
+
+    /// [`start`](Self::start) with `configure` applied to the core configuration.
+    fn start_with(configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> (Handle, Self) {
+        let (handle, parts) = Setup::from_urls(["127.0.0.1:1"])
+            .unwrap()
+            .config(configure)
+            .build()
+            .unwrap();
         let DriverParts {
             client, commands, ..
         } = parts;
@@ -245,6 +257,87 @@ fn with_lock_runs_the_closure_then_releases() {
     assert_eq!(l.commands(), 1);
     l.reply(b":1\r\n");
     assert!(matches!(poll(run.as_mut()), Poll::Ready(Ok(7))));
+}
+
+/// Issue 17 W1: a closure that returns at or after the deadline makes `with_lock` report the
+/// lock lost, although the loop has not handled its deadline timer (this loop never feeds a
+/// `Timeout`, so only the handle's own check can tell).
+#[test]
+fn with_lock_returning_past_the_deadline_is_lost() {
+    let no_renewal = AutoExtend {
+        max_renewals: Some(0),
+        max_hold: None,
+        ..AutoExtend::default()
+    };
+    // A short ttl keeps the wait short; the attempt timeout is generous so that a slow
+    // machine does not fail the acquisition itself.
+    let (handle, mut l) = Scripted::start_with(|c| {
+        c.ttl(Duration::from_millis(200))
+            .attempt_timeout(Duration::from_millis(100))
+            .auto_extend(Some(no_renewal))
+    });
+    let mut run = pin!(handle.with_lock("r", |lock| async move {
+        let deadline = lock.deadline();
+        while Instant::now() < deadline {
+            std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        }
+        Ok::<_, std::io::Error>(7)
+    }));
+    assert!(poll(run.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    l.reply(b"+OK\r\n");
+    // The closure ran and returned past the deadline; the release is on its way.
+    assert!(poll(run.as_mut()).is_pending(), "releasing");
+    assert_eq!(l.commands(), 1);
+    l.reply(b":1\r\n");
+    let result = poll(run.as_mut());
+    assert!(
+        matches!(
+            result,
+            Poll::Ready(Err(WithLockError::Lock(LockError::Lost(
+                LostReason::DeadlinePassed
+            ))))
+        ),
+        "{result:?}"
+    );
+    assert_eq!(l.client.active_ops(), 0);
+}
+
+/// Issue 17 E1: an extension overtaken by a release is answered "not held", not `Shutdown`
+/// (the release round replaces the extension in the core, whose answer never comes), and the
+/// release succeeds.
+#[test]
+fn extension_overtaken_by_a_release_is_not_held() {
+    let (handle, mut l) = Scripted::start();
+    let guard = l.acquire(&handle, "r");
+    let view = guard.lock_ref();
+    let mut extend = pin!(view.extend());
+    let mut release = pin!(guard.release());
+    assert!(poll(extend.as_mut()).is_pending());
+    assert!(poll(release.as_mut()).is_pending());
+    assert_eq!(l.commands(), 2, "the extension, then the release");
+    let extended = poll(extend.as_mut());
+    assert!(
+        matches!(extended, Poll::Ready(Err(LockError::NotHeld))),
+        "{extended:?}"
+    );
+    // The node answers the extension (ignored: its round is over), then the release.
+    let sent = l.take_sent();
+    assert_eq!(sent.matches("EVALSHA").count(), 2, "{sent}");
+    l.reply(b":1\r\n:1\r\n");
+    let released = poll(release.as_mut());
+    assert!(
+        matches!(&released, Poll::Ready(Ok(r)) if r == &[ReleaseOutcome::Released]),
+        "{released:?}"
+    );
+    assert_eq!(l.client.active_ops(), 0);
+    let mut late = pin!(view.extend());
+    assert!(poll(late.as_mut()).is_pending());
+    assert_eq!(l.commands(), 1);
+    assert!(matches!(
+        poll(late.as_mut()),
+        Poll::Ready(Err(LockError::NotHeld))
+    ));
 }
 
 #[test]

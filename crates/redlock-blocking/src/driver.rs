@@ -23,13 +23,21 @@ use tokio::sync::mpsc;
 struct Conn {
     stream: Option<TcpStream>,
     /// While a non-blocking connect is in flight: its deadline, and the addresses left.
-    connecting: Option<Instant>,
+    connecting: Option<Connecting>,
     rest: vec::IntoIter<SocketAddr>,
     /// Bytes the socket has not taken yet; WRITABLE interest is registered (`writing`)
     /// exactly while there are some.
     out: BytesMut,
     writing: bool,
     serial: usize,
+}
+
+/// A non-blocking connect in flight.
+#[derive(Clone, Copy)]
+struct Connecting {
+    /// When it fails; `None` when the connect timeout reaches beyond what an `Instant` can
+    /// hold (`Duration::MAX`, say), which means never, as for the async drivers' timers.
+    deadline: Option<Instant>,
 }
 
 pub(crate) struct Driver {
@@ -104,7 +112,7 @@ impl Driver {
             }
             // 2. Wait for readiness on any node socket, the core's deadline, a connect
             //    timeout, or a user command (the waker).
-            let wake = self.conns.iter().filter_map(|c| c.connecting);
+            let wake = self.conns.iter().filter_map(|c| c.connecting?.deadline);
             let timeout = match busy {
                 true => Some(Duration::ZERO),
                 false => {
@@ -129,7 +137,7 @@ impl Driver {
                 // Any readiness of a connected socket may be bytes, an end or an error, so
                 // read; writability needs nothing here, as every turn starts with a flush.
                 match self.conns[i].connecting {
-                    Some(_) => self.finish_connect(NodeId::new(i)),
+                    Some(connecting) => self.finish_connect(NodeId::new(i), connecting),
                     None => self.read(NodeId::new(i)),
                 }
             }
@@ -234,12 +242,15 @@ impl Driver {
             .to_socket_addrs()
             .map(Iterator::collect)
             .unwrap_or_default();
-        self.open(node, addrs.into_iter(), now() + self.connect_timeout);
+        // Checked: a timeout too long for an `Instant` (`Duration::MAX`) is no deadline, not
+        // a panic of the driver thread.
+        let deadline = now().checked_add(self.connect_timeout);
+        self.open(node, addrs.into_iter(), Connecting { deadline });
     }
 
     /// Starts a non-blocking connect to the next address that takes one; when none is
     /// left, the attempt has failed.
-    fn open(&mut self, node: NodeId, mut rest: vec::IntoIter<SocketAddr>, deadline: Instant) {
+    fn open(&mut self, node: NodeId, mut rest: vec::IntoIter<SocketAddr>, attempt: Connecting) {
         let conn = &mut self.conns[node.index()];
         while let Some(addr) = rest.next() {
             let Ok(mut stream) = TcpStream::connect(addr) else {
@@ -253,7 +264,7 @@ impl Driver {
                 .register(&mut stream, token, interest)
                 .is_ok()
             {
-                (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(deadline), rest);
+                (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(attempt), rest);
                 return;
             }
         }
@@ -261,9 +272,9 @@ impl Driver {
     }
 
     /// A connecting socket reported readiness: connected, failed, or not decided yet.
-    fn finish_connect(&mut self, node: NodeId) {
+    fn finish_connect(&mut self, node: NodeId, attempt: Connecting) {
         let conn = &mut self.conns[node.index()];
-        let (token, deadline) = (token(conn.serial, node.index()), conn.connecting);
+        let token = token(conn.serial, node.index());
         let Some(stream) = &mut conn.stream else {
             return;
         };
@@ -288,7 +299,7 @@ impl Driver {
         }
         let rest = mem::take(&mut conn.rest);
         self.close(node);
-        self.open(node, rest, deadline.unwrap_or_else(now));
+        self.open(node, rest, attempt);
     }
 
     /// Closes the node's socket, if any. Every connect starts with a close, so bytes queued
@@ -306,7 +317,8 @@ impl Driver {
     /// clock is read, not trusted to match the poll timeout.
     fn expire(&mut self) {
         for i in 0..self.conns.len() {
-            if self.conns[i].connecting.is_some_and(|at| at <= now()) {
+            let deadline = self.conns[i].connecting.and_then(|c| c.deadline);
+            if deadline.is_some_and(|at| at <= now()) {
                 self.close(NodeId::new(i));
                 self.feed(Input::Disconnected {
                     now: now(),

@@ -127,7 +127,8 @@ impl Redlock {
     ///
     /// If the lock is lost while `f` runs, `f` can see it through [`LockRef::is_lost`] or
     /// [`LockRef::wait_lost`], and the result is [`WithLockError::Lock`] with
-    /// [`LockError::Lost`]. An error from `f` wins over any lock error.
+    /// [`LockError::Lost`]. So it is if `f` returns at or after the lock's deadline, even
+    /// before the driver thread has noticed it. An error from `f` wins over any lock error.
     pub fn with_lock<T, E, F>(
         &self,
         resource: impl Into<Resource>,

@@ -2,12 +2,14 @@
 //! against real servers. The adapter is almost the API itself: the driver already blocks.
 
 use std::convert::Infallible;
+use std::sync::Barrier;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_blocking::{LockGuard, Redlock, WithLockError};
 use redlock_conformance::{
     Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
-    RetryPolicy, conformance_suite,
+    ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
 };
 
 #[derive(Clone)]
@@ -23,6 +25,15 @@ impl Driver for Blocking {
         configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
     ) -> Result<Self, LockError> {
         Ok(Self(Redlock::builder(urls)?.config(configure).build()?))
+    }
+
+    fn build_with_connect_timeout(
+        urls: &[String],
+        connect_timeout: Duration,
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let builder = Redlock::builder(urls)?.config(configure);
+        Ok(Self(builder.connect_timeout(connect_timeout).build()?))
     }
 
     fn config(&self) -> &Config {
@@ -57,8 +68,19 @@ impl Driver for Blocking {
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
         let run = self.0.with_lock(resource.to_owned(), |lock| {
-            std::thread::sleep(hold);
+            thread::sleep(hold);
             Ok::<_, Infallible>(lock.validity())
+        });
+        run.map_err(|e| match e {
+            WithLockError::Lock(e) => e,
+            WithLockError::Closure(never) => match never {},
+        })
+    }
+
+    fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError> {
+        let run = self.0.with_lock(resource.to_owned(), |lock| {
+            sleep_past(lock.deadline(), past);
+            Ok::<_, Infallible>(())
         });
         run.map_err(|e| match e {
             WithLockError::Lock(e) => e,
@@ -86,6 +108,22 @@ impl Guard for BlockingGuard {
 
     fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
         self.0.release()
+    }
+
+    fn extend_then_release(self, after: Duration) -> (Result<Instant, LockError>, ReleaseResult) {
+        // Blocking calls from two threads, started together.
+        let view = self.0.lock_ref();
+        let start = Barrier::new(2);
+        thread::scope(|s| {
+            let extend = s.spawn(|| {
+                start.wait();
+                view.extend()
+            });
+            start.wait();
+            thread::sleep(after);
+            let released = self.0.release();
+            (extend.join().expect("the extending thread"), released)
+        })
     }
 }
 

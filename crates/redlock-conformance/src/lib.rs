@@ -7,12 +7,14 @@
 //! bound every loop in count and time, and start their nodes through `redlock-testkit`,
 //! which stops them on drop.
 
+use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlock_core::{
     Config, ConfigBuilder, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
 };
 
+pub mod defects;
 pub mod late_delivery;
 pub mod scenarios;
 
@@ -24,6 +26,13 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// Builds a driver for `urls`, with `configure` applied to the core configuration.
     fn build(
         urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError>;
+
+    /// [`build`](Self::build) with a connect timeout (the driver's, not the core's).
+    fn build_with_connect_timeout(
+        urls: &[String],
+        connect_timeout: Duration,
         configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
     ) -> Result<Self, LockError>;
 
@@ -44,6 +53,10 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// the validity it saw at the end.
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError>;
 
+    /// Runs a closure under `with_lock` that blocks its thread with [`sleep_past`] until
+    /// `past` after the lock's deadline, then returns `Ok`; the lock error, if any.
+    fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError>;
+
     /// Acquires with the configured policy.
     fn lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
         self.lock_with(resource, LockOptions::default())
@@ -62,48 +75,65 @@ pub trait Guard: Send + 'static {
     fn extend(&self) -> Result<Instant, LockError>;
     /// Releases on every node and reports each.
     fn release(self) -> Result<Vec<ReleaseOutcome>, LockError>;
+    /// Starts an extension and, `after` later, a release, without waiting for the
+    /// extension's answer (an async driver joins the two futures, a blocking one calls them
+    /// from two threads); both answers.
+    fn extend_then_release(self, after: Duration) -> (Result<Instant, LockError>, ReleaseResult);
 }
+
+/// What [`Guard::release`] returns.
+pub type ReleaseResult = Result<Vec<ReleaseOutcome>, LockError>;
+
+/// Blocks the calling thread until `past` after `deadline` by std's clock (the drivers'
+/// clock in these tests), and returns as soon after as it can: a sleep to just short of it,
+/// then yields.
+pub fn sleep_past(deadline: Instant, past: Duration) {
+    let Some(until) = deadline.checked_add(past) else {
+        return;
+    };
+    let early = until.checked_sub(2 * SPIN).unwrap_or(until);
+    thread::sleep(early.saturating_duration_since(Instant::now()));
+    while Instant::now() < until {
+        thread::yield_now();
+    }
+}
+
+/// How long [`sleep_past`] spins rather than sleeps, twice over.
+const SPIN: Duration = Duration::from_millis(1);
 
 /// Generates one `#[test]` per scenario for a driver adapter type.
 #[macro_export]
 macro_rules! conformance_suite {
     ($driver:ty) => {
         $crate::conformance_suite!(@tests $driver;
-            mutual_exclusion,
-            minority_down_works_majority_down_fails_in_bounded_time,
-            paused_node_is_outwaited_and_rejoins,
-            restarted_node_is_reconnected,
-            expired_lock_reports_lost_and_leaves_the_next_holder_alone,
-            auto_extension_outlasts_a_contender,
-            release_spares_another_token,
-            release_survives_script_flush,
-            abandoned_acquisition_leaves_no_key,
-            garbage_node_is_a_failed_vote,
-            thousand_auto_extended_locks,
-            single_node,
-            silent_node_is_outwaited,
-            refused_connections_fail_fast,
-            bad_urls_and_configs_are_named,
-        );
-        $crate::conformance_suite!(@late $driver;
-            late_release_of_an_earlier_attempt_spares_the_next,
-            late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
-            reused_values_under_late_delivery_never_overlap,
+            scenarios::mutual_exclusion,
+            scenarios::minority_down_works_majority_down_fails_in_bounded_time,
+            scenarios::paused_node_is_outwaited_and_rejoins,
+            scenarios::restarted_node_is_reconnected,
+            scenarios::expired_lock_reports_lost_and_leaves_the_next_holder_alone,
+            scenarios::auto_extension_outlasts_a_contender,
+            scenarios::release_spares_another_token,
+            scenarios::release_survives_script_flush,
+            scenarios::abandoned_acquisition_leaves_no_key,
+            scenarios::garbage_node_is_a_failed_vote,
+            scenarios::thousand_auto_extended_locks,
+            scenarios::single_node,
+            scenarios::silent_node_is_outwaited,
+            scenarios::refused_connections_fail_fast,
+            scenarios::bad_urls_and_configs_are_named,
+            defects::extreme_durations_keep_the_driver_alive,
+            defects::with_lock_past_the_deadline_is_lost,
+            defects::extension_racing_release_is_never_shutdown,
+            late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
+            late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
+            late_delivery::reused_values_under_late_delivery_never_overlap,
         );
     };
-    (@late $driver:ty; $($name:ident),* $(,)?) => {
+    (@tests $driver:ty; $($module:ident::$name:ident),* $(,)?) => {
         $(
             #[test]
             fn $name() {
-                $crate::late_delivery::$name::<$driver>();
-            }
-        )*
-    };
-    (@tests $driver:ty; $($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $name() {
-                $crate::scenarios::$name::<$driver>();
+                $crate::$module::$name::<$driver>();
             }
         )*
     };

@@ -391,7 +391,7 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
 
 // ---- helpers ----
 
-fn cluster(n: usize) -> Cluster {
+pub(crate) fn cluster(n: usize) -> Cluster {
     Cluster::start(n).expect("start test nodes")
 }
 

@@ -34,8 +34,9 @@
 mod runtime;
 
 use std::ops::Deref;
+use std::time::Instant;
 
-use redlock_async::{DriverParts, IoLoop, Start};
+use redlock_async::{DriverParts, IoLoop, Runtime, Start};
 
 pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
@@ -72,6 +73,11 @@ impl Start for Tokio {
             .map_err(|_| LockError::Start("no tokio runtime: call build() inside one".into()))?;
         runtime.spawn(IoLoop::<Self>::new(parts).run());
         Ok(Redlock(handle))
+    }
+
+    /// The loop's clock (`Runtime::now`): tokio's, so that paused time applies to guards.
+    fn now() -> Instant {
+        <Self as Runtime>::now()
     }
 }
 

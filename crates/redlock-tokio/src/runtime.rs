@@ -16,8 +16,8 @@ impl Runtime for Tokio {
     type Stream = TcpStream;
     type Timer = Pin<Box<Sleep>>;
 
-    /// tokio's clock, which is std's unless time is paused. Guards read std's
-    /// (`redlock-async` knows no runtime), so a paused clock would skew their validity.
+    /// tokio's clock, which is std's unless time is paused. Guards read it too
+    /// (`Start::now`), so a paused clock skews nothing.
     fn now() -> Instant {
         tokio::time::Instant::now().into_std()
     }

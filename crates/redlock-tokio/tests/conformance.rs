@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redlock_conformance::{
     Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
-    conformance_suite,
+    ReleaseResult, conformance_suite, sleep_past,
 };
 use redlock_tokio::{LockGuard, Redlock, WithLockError};
 use tokio::runtime::Runtime;
@@ -30,6 +30,14 @@ impl Driver for Tokio {
         urls: &[String],
         configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
     ) -> Result<Self, LockError> {
+        Self::build_with_connect_timeout(urls, Duration::from_secs(1), configure)
+    }
+
+    fn build_with_connect_timeout(
+        urls: &[String],
+        connect_timeout: Duration,
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -37,7 +45,10 @@ impl Driver for Tokio {
             .expect("tokio runtime");
         let redlock = {
             let _entered = rt.enter();
-            Redlock::builder(urls)?.config(configure).build()?
+            Redlock::builder(urls)?
+                .config(configure)
+                .connect_timeout(connect_timeout)
+                .build()?
         };
         Ok(Self {
             rt: Arc::new(rt),
@@ -87,6 +98,20 @@ impl Driver for Tokio {
             WithLockError::Closure(never) => match never {},
         })
     }
+
+    fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError> {
+        // Blocks the test thread, which `block_on` polls on; the loop runs on the workers.
+        let run = self
+            .redlock
+            .with_lock(resource.to_owned(), |lock| async move {
+                sleep_past(lock.deadline(), past);
+                Ok::<_, Infallible>(())
+            });
+        self.rt.block_on(run).map_err(|e| match e {
+            WithLockError::Lock(e) => e,
+            WithLockError::Closure(never) => match never {},
+        })
+    }
 }
 
 impl Tokio {
@@ -117,6 +142,16 @@ impl Guard for TokioGuard {
 
     fn release(self) -> Result<Vec<ReleaseOutcome>, LockError> {
         self.rt.block_on(self.guard.release())
+    }
+
+    fn extend_then_release(self, after: Duration) -> (Result<Instant, LockError>, ReleaseResult) {
+        let view = self.guard.lock_ref();
+        let release = async {
+            tokio::time::sleep(after).await;
+            self.guard.release().await
+        };
+        self.rt
+            .block_on(async { tokio::join!(view.extend(), release) })
     }
 }
 

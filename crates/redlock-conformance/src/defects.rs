@@ -1,0 +1,147 @@
+//! Scenarios for the driver defects of issue 17, one function each, generic over the
+//! [`Driver`] adapter: extreme durations (P1), `with_lock` past the deadline (W1), and an
+//! extension racing a release (E1). Each failed on the drivers before their fix; each
+//! asserts what holds by construction, so a loaded machine cannot make it pass or fail.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::AutoExtend;
+
+use crate::scenarios::{cluster, keys_on};
+use crate::{Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy};
+
+/// P1: zero, 1 ns and `Duration::MAX` as the connect timeout and as a lock's wait bounds and
+/// ttl never panic or stop a driver. Each call locks and releases or fails with a clear
+/// error, and the same driver answers the next call (never [`LockError::Shutdown`]).
+pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
+    let c = cluster(3);
+    let urls = c.urls();
+    let started = Instant::now();
+    // The connect timeout. `MAX` means no timeout, so the nodes are reached. Zero and 1 ns
+    // may fail every connect (an async runtime reports a loopback connect a moment later;
+    // mio may see it at once), which leaves the lock without a quorum: a clear error.
+    for timeout in EXTREMES {
+        let d = D::build_with_connect_timeout(&urls, timeout, |b| b.retry(RetryPolicy::once()))
+            .expect("every connect timeout is accepted");
+        for call in 0..2 {
+            match d.lock("p1") {
+                Ok(g) => assert_eq!(g.release(), Ok(vec![ReleaseOutcome::Released; 3])),
+                Err(LockError::QuorumUnreachable { .. }) if timeout < MS => {}
+                Err(e) => panic!("connect timeout {timeout:?}, call {call}: {e:?}"),
+            }
+        }
+    }
+    // A lock's wait bounds and ttl, on a free and on a held resource.
+    let d = D::build(&urls, |b| b.ttl(Duration::from_secs(5))).unwrap();
+    let held = d.lock("busy").unwrap();
+    for extreme in EXTREMES {
+        let wait = LockOptions::default().retry(RetryPolicy {
+            max_attempts: Some(2),
+            max_wait: Some(extreme),
+            delay_min: MS,
+            delay_max: 5 * MS,
+        });
+        match d.lock_with("free", wait.clone()) {
+            Ok(g) => assert_eq!(g.release(), Ok(vec![ReleaseOutcome::Released; 3])),
+            Err(LockError::WaitDeadline) if extreme < MS => {}
+            Err(e) => panic!("max_wait {extreme:?} on a free resource: {e:?}"),
+        }
+        let err = d.lock_with("busy", wait).err();
+        assert!(
+            matches!(
+                err,
+                Some(LockError::Contended { .. } | LockError::WaitDeadline)
+            ),
+            "max_wait {extreme:?} on a held resource: {err:?}"
+        );
+        // Retry delays at the extreme; the 1 s wait bound ends the retries.
+        let delays = LockOptions::default().retry(RetryPolicy {
+            max_attempts: None,
+            max_wait: Some(Duration::from_secs(1)),
+            delay_min: extreme,
+            delay_max: extreme,
+        });
+        let err = d.lock_with("busy", delays).err();
+        assert!(
+            matches!(
+                err,
+                Some(LockError::Contended { .. } | LockError::WaitDeadline)
+            ),
+            "retry delay {extreme:?} on a held resource: {err:?}"
+        );
+        // No such ttl is valid (zero; not whole milliseconds): a configuration error.
+        let err = d
+            .lock_with("ttl", LockOptions::default().ttl(extreme))
+            .err();
+        assert!(
+            matches!(err, Some(LockError::Config(_))),
+            "ttl {extreme:?}: {err:?}"
+        );
+    }
+    assert_eq!(held.release(), Ok(vec![ReleaseOutcome::Released; 3]));
+    d.lock("after").unwrap().release().unwrap();
+    // Generous: each step above is bounded by about a second.
+    assert!(started.elapsed() < 30 * SECOND, "{:?}", started.elapsed());
+}
+
+/// W1: a `with_lock` closure that returns just after the lock's deadline gets
+/// [`LockError::Lost`] with [`LostReason::DeadlinePassed`], every time, whether or not the
+/// driver loop has handled the deadline yet (ttl 300 ms, no renewal).
+pub fn with_lock_past_the_deadline_is_lost<D: Driver>() {
+    let c = cluster(3);
+    let no_renewal = AutoExtend {
+        max_renewals: Some(0),
+        max_hold: None,
+        ..AutoExtend::default()
+    };
+    let d = D::build(&c.urls(), |b| b.ttl(300 * MS).auto_extend(Some(no_renewal))).unwrap();
+    for run in 0..10 {
+        // 100 µs past: before the loop's deadline timer has usually fired, which is the case
+        // the loop's own report misses; later returns are covered by construction.
+        let result = d.with_lock_past_deadline(&format!("w1:{run}"), Duration::from_micros(100));
+        assert_eq!(
+            result,
+            Err(LockError::Lost(LostReason::DeadlinePassed)),
+            "run {run}"
+        );
+    }
+    d.lock("after").unwrap().release().unwrap();
+}
+
+/// E1: an extension raced with a release of the same lock is answered (extended, or "not
+/// held" when the release overtook it), never [`LockError::Shutdown`] while the driver
+/// lives; the release succeeds on every node, and the driver serves locks afterwards.
+///
+/// Every node is 30 ms away each way, so an extension is in flight for at least 60 ms: a
+/// release started 10 ms after it overtakes it, however the threads are scheduled (the
+/// 50 ms margin covers a slow start of the release). Every other run starts both at once.
+pub fn extension_racing_release_is_never_shutdown<D: Driver>() {
+    let c = cluster(3);
+    let d = D::build(&c.proxy_urls(), |b| b.ttl(Duration::from_secs(10))).unwrap();
+    for i in 0..3 {
+        c.proxy(i).set_latency(30 * MS);
+    }
+    for run in 0..20 {
+        let g = d.lock(&format!("e1:{run}")).unwrap();
+        let after = if run % 2 == 0 {
+            Duration::ZERO
+        } else {
+            10 * MS
+        };
+        let (extended, released) = g.extend_then_release(after);
+        assert!(
+            matches!(extended, Ok(_) | Err(LockError::NotHeld)),
+            "run {run}: {extended:?}"
+        );
+        assert_eq!(released, Ok(vec![ReleaseOutcome::Released; 3]), "run {run}");
+    }
+    for i in 0..3 {
+        assert_eq!(keys_on(&c, i), 0, "a key left on node {i}");
+    }
+    d.lock("after").unwrap().release().unwrap();
+}
+
+/// The extreme values each driver-level `Duration` is tried with.
+const EXTREMES: [Duration; 3] = [Duration::ZERO, Duration::from_nanos(1), Duration::MAX];
+const MS: Duration = Duration::from_millis(1);
+const SECOND: Duration = Duration::from_secs(1);
