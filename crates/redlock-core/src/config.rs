@@ -272,7 +272,8 @@ impl ConfigBuilder {
         self
     }
 
-    /// Reconnect backoff: first delay and cap (doubling, with jitter). Default 50 ms to 2 s.
+    /// Reconnect backoff: first delay and cap (doubling, with jitter). Default 50 ms to 2 s;
+    /// the cap may be at most [`MAX_RECONNECT_BACKOFF`].
     pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.reconnect_min = min;
         self.reconnect_max = max;
@@ -353,6 +354,12 @@ impl ConfigBuilder {
                 "min must be above zero and max at least min",
             ));
         }
+        if self.reconnect_max > MAX_RECONNECT_BACKOFF {
+            return Err(ConfigError::new(
+                "reconnect_backoff",
+                format!("max must be at most {MAX_RECONNECT_BACKOFF:?}"),
+            ));
+        }
         for settings in &self.nodes {
             settings.check()?;
         }
@@ -399,6 +406,9 @@ pub const MAX_TTL_MS: u64 = 1 << 50;
 pub const DEFAULT_MAX_REPLY_SIZE: usize = 64 * 1024;
 /// Default read buffer cap per node.
 pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
+/// Longest reconnect backoff accepted: a node that failed is tried again at least about this
+/// often (plus jitter), and the backoff maths stays far from `Duration`'s limit.
+pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(3600);
 const MIN_BUFFER: usize = 64;
 const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(50);
 const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -488,6 +498,25 @@ mod tests {
             field(Config::builder(2).max_reply_size(1)),
             "max_reply_size"
         );
+        assert_eq!(
+            field(Config::builder(2).reconnect_backoff(Duration::ZERO, Duration::from_secs(1))),
+            "reconnect_backoff"
+        );
+    }
+
+    #[test]
+    fn reconnect_backoff_is_capped() {
+        let build = |min, max| Config::builder(3).reconnect_backoff(min, max).build();
+        let cap = MAX_RECONNECT_BACKOFF;
+        let err = build(Duration::MAX, Duration::MAX).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        assert_eq!(err.rule(), "max must be at most 3600s");
+        let err = build(Duration::from_secs(1), Duration::MAX).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        let err = build(Duration::from_secs(1), cap + Duration::from_nanos(1)).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        assert!(build(cap, cap).is_ok());
+        assert!(build(Duration::from_nanos(1), cap).is_ok());
     }
 
     #[test]

@@ -170,8 +170,14 @@ impl Node {
         self.out.clear();
         self.shared = None;
         self.decoder.clear();
-        let delay = time::uniform(rng, self.backoff / 2, self.backoff + self.backoff / 2);
-        self.backoff = (self.backoff * 2).min(self.backoff_max);
+        // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
+        // still never overflow here (a panic at a disconnect would take every lock with it).
+        let delay = time::uniform(
+            rng,
+            self.backoff / 2,
+            self.backoff.saturating_add(self.backoff / 2),
+        );
+        self.backoff = self.backoff.saturating_mul(2).min(self.backoff_max);
         let retry_at = time::add(now, delay);
         self.link = Link::Down { retry_at };
         (retry_at, std::mem::take(&mut self.in_flight))
@@ -187,5 +193,65 @@ impl Node {
     /// The reconnection is due: the driver is asked to connect.
     pub(crate) fn reconnect(&mut self) {
         self.link = Link::Connecting { first: false };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    use super::*;
+
+    /// A node whose backoff bounds are set past what the builder accepts, as a config from an
+    /// older or buggier builder could hold.
+    fn node(min: Duration, max: Duration) -> Node {
+        let mut config = Config::builder(1).build().expect("default config");
+        config.reconnect_min = min;
+        config.reconnect_max = max;
+        Node::new(&config, NodeSettings::default())
+    }
+
+    #[test]
+    fn backoff_saturates_instead_of_overflowing() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let now = crate::test_epoch::epoch();
+        // (MAX, MAX) overflowed at the first close, (1 s, MAX) after about 64.
+        for (min, max) in [
+            (Duration::MAX, Duration::MAX),
+            (Duration::from_secs(1), Duration::MAX),
+        ] {
+            let mut n = node(min, max);
+            let mut last = now;
+            for _ in 0..100 {
+                let (retry_at, _) = n.close(now, &mut rng);
+                assert!(retry_at > now);
+                n.reconnect();
+                last = retry_at;
+            }
+            assert_eq!(n.backoff, Duration::MAX);
+            assert!(last > now + Duration::from_secs(3600));
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let now = crate::test_epoch::epoch();
+        let (min, max) = (Duration::from_millis(50), Duration::from_millis(300));
+        let mut n = node(min, max);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let (retry_at, _) = n.close(now, &mut rng);
+            let delay = retry_at - now;
+            // Jitter: uniform in [backoff/2, 3*backoff/2].
+            assert!(delay >= n.backoff_min / 2 && delay <= max + max / 2);
+            seen.push(n.backoff);
+            n.reconnect();
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(seen, [ms(100), ms(200), ms(300), ms(300), ms(300)]);
+        n.healthy();
+        assert_eq!(n.backoff, min);
     }
 }
