@@ -390,7 +390,7 @@ impl<R: CryptoRng> Client<R> {
         };
         while let Some((id, to, eval)) = entry.lock.next_send() {
             let node = &mut self.nodes[to.index()];
-            if node.accepts_requests() {
+            if node.accepts_requests() && node.has_room() {
                 // A round sends the same bytes to every node: encode them once.
                 let key = (op, id.round(), eval);
                 if self.encoded_for != Some(key) {
@@ -405,9 +405,16 @@ impl<R: CryptoRng> Client<R> {
                     self.dirty.push_back(to);
                 }
             } else {
-                // A dead node never delays a decision.
-                let fault = Err(NodeFault::Disconnected);
-                entry.lock.handle_reply(now, id, fault, &mut self.rng);
+                // A dead or backlogged node never delays a decision. A backlogged one keeps
+                // its connection: see node.rs for why the request is refused, not queued.
+                let fault = if node.accepts_requests() {
+                    NodeFault::Backlogged {
+                        max_in_flight: node.max_in_flight,
+                    }
+                } else {
+                    NodeFault::Disconnected
+                };
+                entry.lock.handle_reply(now, id, Err(fault), &mut self.rng);
             }
         }
         while let Some(event) = entry.lock.poll_event() {

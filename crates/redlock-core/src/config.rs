@@ -22,6 +22,7 @@ pub struct Config {
     pub(crate) max_read_buffer: usize,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<crate::Mutant>,
@@ -146,6 +147,12 @@ impl Config {
     pub fn max_read_buffer(&self) -> usize {
         self.max_read_buffer
     }
+
+    /// Most requests written to one node and not yet answered; see
+    /// [`ConfigBuilder::max_in_flight`].
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
 }
 
 /// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
@@ -165,6 +172,7 @@ pub struct ConfigBuilder {
     max_read_buffer: usize,
     reconnect_min: Duration,
     reconnect_max: Duration,
+    max_in_flight: usize,
     preload_scripts: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
@@ -189,6 +197,7 @@ impl ConfigBuilder {
             max_read_buffer: DEFAULT_MAX_READ_BUFFER,
             reconnect_min: DEFAULT_RECONNECT_MIN,
             reconnect_max: DEFAULT_RECONNECT_MAX,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             preload_scripts: true,
             node_out_of_range: None,
             #[cfg(feature = "_mutants")]
@@ -280,6 +289,21 @@ impl ConfigBuilder {
         self
     }
 
+    /// Most requests written to one node and not yet answered, the connection's handshake
+    /// and script preloads included. Default [`DEFAULT_MAX_IN_FLIGHT`]; at least 1.
+    ///
+    /// A node that keeps its connection open but stops answering (a paused or overloaded
+    /// server) never produces an error, so without a cap its queue of unanswered requests
+    /// would grow without bound. At the cap, a new request to that node is not sent: it
+    /// fails at once as that node's vote, with
+    /// [`NodeFault::Backlogged`](crate::NodeFault::Backlogged), as a request to a node that
+    /// is down does, and the other nodes decide the round. The connection is kept: once the
+    /// node answers, its queue shrinks and it takes requests again.
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests;
+        self
+    }
+
     /// Send `SCRIPT LOAD` for the release and extend scripts on every new connection, so
     /// that `EVALSHA` rarely meets `-NOSCRIPT` (which costs one more round trip, and lets a
     /// retry overtake a cleanup release). Default on; errors are ignored.
@@ -360,6 +384,12 @@ impl ConfigBuilder {
                 format!("max must be at most {MAX_RECONNECT_BACKOFF:?}"),
             ));
         }
+        if self.max_in_flight == 0 {
+            return Err(ConfigError::new(
+                "max_in_flight",
+                "must be at least 1 (a node with no room for a request is never used)",
+            ));
+        }
         for settings in &self.nodes {
             settings.check()?;
         }
@@ -374,6 +404,7 @@ impl ConfigBuilder {
             max_read_buffer: self.max_read_buffer,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
+            max_in_flight: self.max_in_flight,
             preload_scripts: self.preload_scripts,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
@@ -409,6 +440,10 @@ pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
 /// Longest reconnect backoff accepted: a node that failed is tried again at least about this
 /// often (plus jitter), and the backoff maths stays far from `Duration`'s limit.
 pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(3600);
+/// Default cap on requests in flight per node ([`ConfigBuilder::max_in_flight`]): far above
+/// what a healthy node leaves unanswered (a client with hundreds of locks in progress has
+/// hundreds in flight), and a few MiB of queued commands for a node that stopped answering.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
 const MIN_BUFFER: usize = 64;
 const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(50);
 const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -502,6 +537,8 @@ mod tests {
             field(Config::builder(2).reconnect_backoff(Duration::ZERO, Duration::from_secs(1))),
             "reconnect_backoff"
         );
+        assert_eq!(field(Config::builder(2).max_in_flight(0)), "max_in_flight");
+        assert!(Config::builder(2).max_in_flight(1).build().is_ok());
     }
 
     #[test]

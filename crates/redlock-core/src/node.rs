@@ -3,6 +3,26 @@
 //!
 //! Replies on a connection come back in request order, so the FIFO is all the matching
 //! there is. This module holds no lock logic; it says which request a reply answers.
+//!
+//! The FIFO is capped ([`Config::max_in_flight`]): a node that keeps its connection open but
+//! stops answering would otherwise grow it forever, one entry per round, as no error ever
+//! comes. Past the cap a request is refused before it is queued or written (see
+//! [`Node::has_room`]), rather than the connection being reset, for three reasons:
+//! - Reply matching stays trivially right. Every entry is a request that was written, in
+//!   order, on this connection, so when a slow node answers, even long after its rounds
+//!   timed out, each reply meets its own request; a refused request was never written, so
+//!   no reply for it can come. Dropping entries from the middle would shift every later reply
+//!   onto the wrong request.
+//! - A reset would hand the stale commands to the server on a dead connection while new
+//!   ones go out on a fresh one: the server does not order two connections, so a late
+//!   cleanup release could then run after a later attempt's `SET` (issue 17, S1). Keeping
+//!   one connection keeps one order.
+//! - A paused server still accepts TCP connections (the kernel completes the handshake), so
+//!   a reset would only start the same backlog again on a new socket, once per backoff.
+//!
+//! A refused request is a failed vote at once (`NodeFault::Backlogged`), so the healthy nodes
+//! decide the round without waiting for the slow one; when the node answers again, its FIFO
+//! drains and it takes requests again, with no reconnection.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -54,6 +74,8 @@ pub(crate) struct Node {
     pub(crate) in_flight: VecDeque<Pending>,
     /// Whether the client's dirty list holds this node.
     dirty: bool,
+    /// Most entries in `in_flight` before new requests are refused.
+    pub(crate) max_in_flight: usize,
     backoff: Duration,
     backoff_min: Duration,
     backoff_max: Duration,
@@ -70,6 +92,7 @@ impl Node {
             shared: None,
             in_flight: VecDeque::new(),
             dirty: false,
+            max_in_flight: config.max_in_flight,
             backoff: config.reconnect_min,
             backoff_min: config.reconnect_min,
             backoff_max: config.reconnect_max,
@@ -80,6 +103,13 @@ impl Node {
     #[inline]
     pub(crate) fn accepts_requests(&self) -> bool {
         matches!(self.link, Link::Up | Link::Connecting { first: true })
+    }
+
+    /// Whether a request may be queued: fewer than `max_in_flight` are unanswered. The
+    /// handshake and preloads of a new connection count but are never refused.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.in_flight.len() < self.max_in_flight
     }
 
     /// Queues a request (its RESP bytes) behind everything already written.
