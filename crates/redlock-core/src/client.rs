@@ -334,7 +334,7 @@ impl<R: CryptoRng> Client<R> {
     fn close(&mut self, now: Instant, node: NodeId, fault: NodeFault, tell_driver: bool) {
         let (retry_at, pending) = self.nodes[node.index()].close(now, &mut self.rng);
         self.top_armed = false;
-        self.timers.push(retry_at, Timer::Node(node));
+        self.arm(retry_at, Timer::Node(node));
         if tell_driver {
             self.actions.push_back(Output::Disconnect(node));
         }
@@ -358,7 +358,7 @@ impl<R: CryptoRng> Client<R> {
                 Some(b) => b,
                 None => {
                     // Keep it armed: the driver is told this deadline again and comes back.
-                    self.timers.push(at, timer);
+                    self.arm(at, timer);
                     break;
                 }
             };
@@ -390,7 +390,7 @@ impl<R: CryptoRng> Client<R> {
         };
         while let Some((id, to, eval)) = entry.lock.next_send() {
             let node = &mut self.nodes[to.index()];
-            if node.accepts_requests() {
+            if node.accepts_requests() && node.has_room() {
                 // A round sends the same bytes to every node: encode them once.
                 let key = (op, id.round(), eval);
                 if self.encoded_for != Some(key) {
@@ -405,9 +405,16 @@ impl<R: CryptoRng> Client<R> {
                     self.dirty.push_back(to);
                 }
             } else {
-                // A dead node never delays a decision.
-                let fault = Err(NodeFault::Disconnected);
-                entry.lock.handle_reply(now, id, fault, &mut self.rng);
+                // A dead or backlogged node never delays a decision. A backlogged one keeps
+                // its connection: see node.rs for why the request is refused, not queued.
+                let fault = if node.accepts_requests() {
+                    NodeFault::Backlogged {
+                        max_in_flight: node.max_in_flight,
+                    }
+                } else {
+                    NodeFault::Disconnected
+                };
+                entry.lock.handle_reply(now, id, Err(fault), &mut self.rng);
             }
         }
         while let Some(event) = entry.lock.poll_event() {
@@ -416,6 +423,8 @@ impl<R: CryptoRng> Client<R> {
         if entry.lock.is_finished() {
             self.locks.remove(&op);
             self.top_armed = false;
+            // Fewer live timers: the bound on stale ones shrinks with them.
+            self.tidy_timers();
             return;
         }
         let next = entry.lock.poll_timeout();
@@ -423,8 +432,31 @@ impl<R: CryptoRng> Client<R> {
             entry.armed = next;
             self.top_armed = false;
             if let Some(at) = next {
-                self.timers.push(at, Timer::Op(op));
+                self.arm(at, Timer::Op(op));
             }
+        }
+    }
+
+    /// Queues a timer, then keeps the queue bounded.
+    #[inline]
+    fn arm(&mut self, at: Instant, timer: Timer) {
+        self.timers.push(at, timer);
+        self.tidy_timers();
+    }
+
+    /// Keeps the timer queue within twice the live timers (plus slack): each lock and each
+    /// node has at most one armed timer, and an entry whose owner re-armed or finished is
+    /// stale. Compaction only drops stale entries, so the earliest armed timer (and
+    /// `top_armed`) stays as it was.
+    #[inline]
+    fn tidy_timers(&mut self) {
+        if self
+            .timers
+            .needs_compaction(self.locks.len() + self.nodes.len())
+        {
+            let mut timers = std::mem::take(&mut self.timers);
+            timers.compact(|at, timer| self.is_armed(at, timer));
+            self.timers = timers;
         }
     }
 
@@ -489,3 +521,6 @@ impl Hasher for OpIdHasher {
         self.0
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -22,6 +22,7 @@ pub struct Config {
     pub(crate) max_read_buffer: usize,
     pub(crate) reconnect_min: Duration,
     pub(crate) reconnect_max: Duration,
+    pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<crate::Mutant>,
@@ -146,6 +147,12 @@ impl Config {
     pub fn max_read_buffer(&self) -> usize {
         self.max_read_buffer
     }
+
+    /// Most requests written to one node and not yet answered; see
+    /// [`ConfigBuilder::max_in_flight`].
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight
+    }
 }
 
 /// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
@@ -165,6 +172,7 @@ pub struct ConfigBuilder {
     max_read_buffer: usize,
     reconnect_min: Duration,
     reconnect_max: Duration,
+    max_in_flight: usize,
     preload_scripts: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
@@ -189,6 +197,7 @@ impl ConfigBuilder {
             max_read_buffer: DEFAULT_MAX_READ_BUFFER,
             reconnect_min: DEFAULT_RECONNECT_MIN,
             reconnect_max: DEFAULT_RECONNECT_MAX,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             preload_scripts: true,
             node_out_of_range: None,
             #[cfg(feature = "_mutants")]
@@ -272,10 +281,26 @@ impl ConfigBuilder {
         self
     }
 
-    /// Reconnect backoff: first delay and cap (doubling, with jitter). Default 50 ms to 2 s.
+    /// Reconnect backoff: first delay and cap (doubling, with jitter). Default 50 ms to 2 s;
+    /// the cap may be at most [`MAX_RECONNECT_BACKOFF`].
     pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> Self {
         self.reconnect_min = min;
         self.reconnect_max = max;
+        self
+    }
+
+    /// Most requests written to one node and not yet answered, the connection's handshake
+    /// and script preloads included. Default [`DEFAULT_MAX_IN_FLIGHT`]; at least 1.
+    ///
+    /// A node that keeps its connection open but stops answering (a paused or overloaded
+    /// server) never produces an error, so without a cap its queue of unanswered requests
+    /// would grow without bound. At the cap, a new request to that node is not sent: it
+    /// fails at once as that node's vote, with
+    /// [`NodeFault::Backlogged`](crate::NodeFault::Backlogged), as a request to a node that
+    /// is down does, and the other nodes decide the round. The connection is kept: once the
+    /// node answers, its queue shrinks and it takes requests again.
+    pub fn max_in_flight(mut self, requests: usize) -> Self {
+        self.max_in_flight = requests;
         self
     }
 
@@ -353,6 +378,18 @@ impl ConfigBuilder {
                 "min must be above zero and max at least min",
             ));
         }
+        if self.reconnect_max > MAX_RECONNECT_BACKOFF {
+            return Err(ConfigError::new(
+                "reconnect_backoff",
+                format!("max must be at most {MAX_RECONNECT_BACKOFF:?}"),
+            ));
+        }
+        if self.max_in_flight == 0 {
+            return Err(ConfigError::new(
+                "max_in_flight",
+                "must be at least 1 (a node with no room for a request is never used)",
+            ));
+        }
         for settings in &self.nodes {
             settings.check()?;
         }
@@ -367,6 +404,7 @@ impl ConfigBuilder {
             max_read_buffer: self.max_read_buffer,
             reconnect_min: self.reconnect_min,
             reconnect_max: self.reconnect_max,
+            max_in_flight: self.max_in_flight,
             preload_scripts: self.preload_scripts,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
@@ -399,6 +437,13 @@ pub const MAX_TTL_MS: u64 = 1 << 50;
 pub const DEFAULT_MAX_REPLY_SIZE: usize = 64 * 1024;
 /// Default read buffer cap per node.
 pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
+/// Longest reconnect backoff accepted: a node that failed is tried again at least about this
+/// often (plus jitter), and the backoff maths stays far from `Duration`'s limit.
+pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(3600);
+/// Default cap on requests in flight per node ([`ConfigBuilder::max_in_flight`]): far above
+/// what a healthy node leaves unanswered (a client with hundreds of locks in progress has
+/// hundreds in flight), and a few MiB of queued commands for a node that stopped answering.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 10_000;
 const MIN_BUFFER: usize = 64;
 const DEFAULT_RECONNECT_MIN: Duration = Duration::from_millis(50);
 const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
@@ -488,6 +533,27 @@ mod tests {
             field(Config::builder(2).max_reply_size(1)),
             "max_reply_size"
         );
+        assert_eq!(
+            field(Config::builder(2).reconnect_backoff(Duration::ZERO, Duration::from_secs(1))),
+            "reconnect_backoff"
+        );
+        assert_eq!(field(Config::builder(2).max_in_flight(0)), "max_in_flight");
+        assert!(Config::builder(2).max_in_flight(1).build().is_ok());
+    }
+
+    #[test]
+    fn reconnect_backoff_is_capped() {
+        let build = |min, max| Config::builder(3).reconnect_backoff(min, max).build();
+        let cap = MAX_RECONNECT_BACKOFF;
+        let err = build(Duration::MAX, Duration::MAX).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        assert_eq!(err.rule(), "max must be at most 3600s");
+        let err = build(Duration::from_secs(1), Duration::MAX).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        let err = build(Duration::from_secs(1), cap + Duration::from_nanos(1)).unwrap_err();
+        assert_eq!(err.field(), "reconnect_backoff");
+        assert!(build(cap, cap).is_ok());
+        assert!(build(Duration::from_nanos(1), cap).is_ok());
     }
 
     #[test]

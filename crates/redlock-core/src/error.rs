@@ -103,6 +103,12 @@ pub enum NodeFault {
     Protocol(String),
     /// The connection handshake (`AUTH`, `SELECT`) was refused; the server's message is kept.
     Handshake(String),
+    /// Not sent: the node already has this many requests unanswered (the configured
+    /// [`max_in_flight`](crate::ConfigBuilder::max_in_flight)).
+    Backlogged {
+        /// The cap that was reached.
+        max_in_flight: usize,
+    },
 }
 
 impl fmt::Display for NodeFault {
@@ -113,6 +119,10 @@ impl fmt::Display for NodeFault {
             Self::Server(msg) => write!(f, "node replied with an error: {msg}"),
             Self::Protocol(msg) => write!(f, "protocol violation: {msg}"),
             Self::Handshake(msg) => write!(f, "connection handshake refused: {msg}"),
+            Self::Backlogged { max_in_flight } => write!(
+                f,
+                "not sent: the node has {max_in_flight} requests unanswered (max_in_flight)"
+            ),
         }
     }
 }

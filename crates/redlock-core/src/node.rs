@@ -3,6 +3,26 @@
 //!
 //! Replies on a connection come back in request order, so the FIFO is all the matching
 //! there is. This module holds no lock logic; it says which request a reply answers.
+//!
+//! The FIFO is capped ([`Config::max_in_flight`]): a node that keeps its connection open but
+//! stops answering would otherwise grow it forever, one entry per round, as no error ever
+//! comes. Past the cap a request is refused before it is queued or written (see
+//! [`Node::has_room`]), rather than the connection being reset, for three reasons:
+//! - Reply matching stays trivially right. Every entry is a request that was written, in
+//!   order, on this connection, so when a slow node answers, even long after its rounds
+//!   timed out, each reply meets its own request; a refused request was never written, so
+//!   no reply for it can come. Dropping entries from the middle would shift every later reply
+//!   onto the wrong request.
+//! - A reset would hand the stale commands to the server on a dead connection while new
+//!   ones go out on a fresh one: the server does not order two connections, so a late
+//!   cleanup release could then run after a later attempt's `SET` (issue 17, S1). Keeping
+//!   one connection keeps one order.
+//! - A paused server still accepts TCP connections (the kernel completes the handshake), so
+//!   a reset would only start the same backlog again on a new socket, once per backoff.
+//!
+//! A refused request is a failed vote at once (`NodeFault::Backlogged`), so the healthy nodes
+//! decide the round without waiting for the slow one; when the node answers again, its FIFO
+//! drains and it takes requests again, with no reconnection.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -54,6 +74,8 @@ pub(crate) struct Node {
     pub(crate) in_flight: VecDeque<Pending>,
     /// Whether the client's dirty list holds this node.
     dirty: bool,
+    /// Most entries in `in_flight` before new requests are refused.
+    pub(crate) max_in_flight: usize,
     backoff: Duration,
     backoff_min: Duration,
     backoff_max: Duration,
@@ -70,6 +92,7 @@ impl Node {
             shared: None,
             in_flight: VecDeque::new(),
             dirty: false,
+            max_in_flight: config.max_in_flight,
             backoff: config.reconnect_min,
             backoff_min: config.reconnect_min,
             backoff_max: config.reconnect_max,
@@ -80,6 +103,13 @@ impl Node {
     #[inline]
     pub(crate) fn accepts_requests(&self) -> bool {
         matches!(self.link, Link::Up | Link::Connecting { first: true })
+    }
+
+    /// Whether a request may be queued: fewer than `max_in_flight` are unanswered. The
+    /// handshake and preloads of a new connection count but are never refused.
+    #[inline]
+    pub(crate) fn has_room(&self) -> bool {
+        self.in_flight.len() < self.max_in_flight
     }
 
     /// Queues a request (its RESP bytes) behind everything already written.
@@ -170,8 +200,14 @@ impl Node {
         self.out.clear();
         self.shared = None;
         self.decoder.clear();
-        let delay = time::uniform(rng, self.backoff / 2, self.backoff + self.backoff / 2);
-        self.backoff = (self.backoff * 2).min(self.backoff_max);
+        // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
+        // still never overflow here (a panic at a disconnect would take every lock with it).
+        let delay = time::uniform(
+            rng,
+            self.backoff / 2,
+            self.backoff.saturating_add(self.backoff / 2),
+        );
+        self.backoff = self.backoff.saturating_mul(2).min(self.backoff_max);
         let retry_at = time::add(now, delay);
         self.link = Link::Down { retry_at };
         (retry_at, std::mem::take(&mut self.in_flight))
@@ -187,5 +223,65 @@ impl Node {
     /// The reconnection is due: the driver is asked to connect.
     pub(crate) fn reconnect(&mut self) {
         self.link = Link::Connecting { first: false };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chacha20::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    use super::*;
+
+    /// A node whose backoff bounds are set past what the builder accepts, as a config from an
+    /// older or buggier builder could hold.
+    fn node(min: Duration, max: Duration) -> Node {
+        let mut config = Config::builder(1).build().expect("default config");
+        config.reconnect_min = min;
+        config.reconnect_max = max;
+        Node::new(&config, NodeSettings::default())
+    }
+
+    #[test]
+    fn backoff_saturates_instead_of_overflowing() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let now = crate::test_epoch::epoch();
+        // (MAX, MAX) overflowed at the first close, (1 s, MAX) after about 64.
+        for (min, max) in [
+            (Duration::MAX, Duration::MAX),
+            (Duration::from_secs(1), Duration::MAX),
+        ] {
+            let mut n = node(min, max);
+            let mut last = now;
+            for _ in 0..100 {
+                let (retry_at, _) = n.close(now, &mut rng);
+                assert!(retry_at > now);
+                n.reconnect();
+                last = retry_at;
+            }
+            assert_eq!(n.backoff, Duration::MAX);
+            assert!(last > now + Duration::from_secs(3600));
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let now = crate::test_epoch::epoch();
+        let (min, max) = (Duration::from_millis(50), Duration::from_millis(300));
+        let mut n = node(min, max);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let (retry_at, _) = n.close(now, &mut rng);
+            let delay = retry_at - now;
+            // Jitter: uniform in [backoff/2, 3*backoff/2].
+            assert!(delay >= n.backoff_min / 2 && delay <= max + max / 2);
+            seen.push(n.backoff);
+            n.reconnect();
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(seen, [ms(100), ms(200), ms(300), ms(300), ms(300)]);
+        n.healthy();
+        assert_eq!(n.backoff, min);
     }
 }

@@ -31,10 +31,25 @@ pub(crate) fn uniform<R: Rng + ?Sized>(rng: &mut R, min: Duration, max: Duration
 }
 
 /// A min-queue of armed timers with lazy removal: the owner checks, when a timer pops,
-/// whether it is still wanted.
+/// whether it is still wanted, and [compacts](Self::compact) the queue when stale entries
+/// could outnumber live ones.
+///
+/// Lazy removal alone keeps a stale entry until it reaches the top, so one long timer (a
+/// held lock's deadline an hour away) kept every stale entry behind it: 10,000 finished
+/// locks left 10,000 entries. An indexed heap would remove entries at once, but it has to
+/// update every moved entry's position in its owner, a map lookup per swap on the hot path.
+/// Compaction costs one comparison per push or removal and, amortized, O(log n) per entry.
 #[derive(Debug)]
 pub(crate) struct TimerQueue<K: Ord> {
     heap: BinaryHeap<Reverse<(Instant, K)>>,
+}
+
+impl<K: Ord> Default for TimerQueue<K> {
+    fn default() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+        }
+    }
 }
 
 impl<K: Ord + Copy> TimerQueue<K> {
@@ -69,11 +84,35 @@ impl<K: Ord + Copy> TimerQueue<K> {
     pub(crate) fn pop(&mut self) {
         self.heap.pop();
     }
+
+    /// Whether the queue should be [compacted](Self::compact): it holds more than twice
+    /// `live` entries (plus a little slack), where `live` bounds the timers still armed.
+    #[inline]
+    pub(crate) fn needs_compaction(&self, live: usize) -> bool {
+        self.heap.len() > live.saturating_mul(2).saturating_add(COMPACTION_SLACK)
+    }
+
+    /// Keeps only the entries `armed` accepts, each once, and rebuilds the heap.
+    ///
+    /// Called when [`needs_compaction`](Self::needs_compaction) says so, this removes at
+    /// least half the entries, each pushed once: O(log n) amortized per push. Duplicates go
+    /// too, as a timer re-armed at a deadline it had before would otherwise count twice.
+    pub(crate) fn compact(&mut self, mut armed: impl FnMut(Instant, K) -> bool) {
+        let mut entries = std::mem::take(&mut self.heap).into_vec();
+        entries.retain(|Reverse((at, key))| armed(*at, *key));
+        entries.sort_unstable();
+        entries.dedup();
+        self.heap = BinaryHeap::from(entries);
+    }
 }
 
 /// The shortest wait before a retry, whatever the policy says: time must move between two
 /// attempts, or a retry that fails at once (every node down) would be due again at once.
 pub(crate) const MIN_RETRY_DELAY: Duration = Duration::from_millis(1);
+
+/// Entries a timer queue may hold beyond twice its live timers before it is compacted: keeps
+/// a small queue from being compacted over and over.
+const COMPACTION_SLACK: usize = 16;
 
 /// About a century: the stand-in for "never" when a sum would overflow.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -114,5 +153,29 @@ mod tests {
         assert_eq!(q.pop_due(later).map(|e| e.1), Some(1));
         assert_eq!(q.pop_due(later).map(|e| e.1), Some(2));
         assert_eq!(q.pop_due(later), None);
+    }
+
+    #[test]
+    fn compaction_keeps_live_entries_once() {
+        let t = crate::test_epoch::epoch();
+        let ms = Duration::from_millis;
+        let mut q = TimerQueue::new();
+        // Key k is armed at t + k ms; every other entry is stale, and key 3 is there twice.
+        for k in 0..40u32 {
+            q.push(t + ms(u64::from(k)), k);
+            q.push(t + ms(1000 + u64::from(k)), k);
+        }
+        q.push(t + ms(3), 3);
+        let live = 40;
+        assert!(!q.needs_compaction(live));
+        let live = 10;
+        assert!(q.needs_compaction(live));
+        q.compact(|at, k| k < 10 && at == t + ms(u64::from(k)));
+        assert_eq!(q.len(), 10);
+        assert!(!q.needs_compaction(live));
+        let popped: Vec<u32> = std::iter::from_fn(|| q.pop_due(t + ms(5000)).map(|e| e.1))
+            .take(100)
+            .collect();
+        assert_eq!(popped, (0..10).collect::<Vec<_>>());
     }
 }

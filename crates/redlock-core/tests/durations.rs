@@ -1,0 +1,488 @@
+//! Every `Duration` the public configuration API takes, at 0, 1 ns and `Duration::MAX`
+//! (issue 17, P2): each value is either refused by `build()` (or, per lock, by `acquire_with`)
+//! with an error naming its field, or accepted and then driven without a panic through a
+//! connection, a lock (with a contended first attempt, so that a retry follows), a
+//! disconnection with 70 failed reconnects, a release and a second lock.
+//!
+//! The setters: `ConfigBuilder` (`ttl`, `drift_floor`, `attempt_timeout`, `release_timeout`,
+//! `min_validity`, `reconnect_backoff`, and the durations inside `retry` and `auto_extend`)
+//! and `LockOptions` (`ttl`, `max_wait`, `retry`, `auto_extend`). `NodeSettings` has none.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use redlock_core::{
+    AutoExtend, Client, Config, ConfigBuilder, Event, Input, LockOptions, MAX_RECONNECT_BACKOFF,
+    NodeId, OpId, Output, Resource, RetryPolicy, UsageError,
+};
+
+const NS: Duration = Duration::from_nanos(1);
+const VALUES: [Duration; 3] = [Duration::ZERO, NS, Duration::MAX];
+const NODES: usize = 3;
+/// Failed reconnects in a row after the forced disconnection: past the ~64 doublings that
+/// overflowed a backoff of (1 s, `Duration::MAX`).
+const FAILED_RECONNECTS: u32 = 70;
+
+/// What a value must lead to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// Accepted, and the scenario runs to its end.
+    Works,
+    /// Refused, by an error naming this field.
+    Refused(&'static str),
+}
+use Expect::{Refused, Works};
+
+/// One setter: how the value is applied, and what each of 0, 1 ns and MAX must do.
+struct Row {
+    setter: &'static str,
+    config: fn(ConfigBuilder, Duration) -> ConfigBuilder,
+    options: fn(&Config, Duration) -> LockOptions,
+    expect: [Expect; 3],
+}
+
+fn same(b: ConfigBuilder, _: Duration) -> ConfigBuilder {
+    b
+}
+
+fn none(_: &Config, _: Duration) -> LockOptions {
+    LockOptions::default()
+}
+
+fn retry_with(f: impl FnOnce(&mut RetryPolicy)) -> RetryPolicy {
+    let mut retry = RetryPolicy::default();
+    f(&mut retry);
+    retry
+}
+
+fn auto_extend(max_hold: Duration) -> Option<AutoExtend> {
+    Some(AutoExtend {
+        max_hold: Some(max_hold),
+        ..AutoExtend::default()
+    })
+}
+
+fn rows() -> Vec<Row> {
+    let row = |setter, config, options, expect| Row {
+        setter,
+        config,
+        options,
+        expect,
+    };
+    vec![
+        row("ttl", |b, d| b.ttl(d), none, [Refused("ttl"); 3]),
+        row(
+            "drift_floor",
+            |b, d| b.drift_floor(d),
+            none,
+            [Works, Works, Refused("drift_floor")],
+        ),
+        row(
+            "attempt_timeout",
+            |b, d| b.attempt_timeout(d),
+            none,
+            [
+                Refused("attempt_timeout"),
+                Works,
+                Refused("attempt_timeout"),
+            ],
+        ),
+        row(
+            "release_timeout",
+            |b, d| b.release_timeout(d),
+            none,
+            [Refused("release_timeout"), Works, Works],
+        ),
+        row(
+            "min_validity",
+            |b, d| b.min_validity(d),
+            none,
+            [Works, Works, Refused("min_validity")],
+        ),
+        row(
+            "reconnect_backoff(d, d)",
+            |b, d| b.reconnect_backoff(d, d),
+            none,
+            [
+                Refused("reconnect_backoff"),
+                Works,
+                Refused("reconnect_backoff"),
+            ],
+        ),
+        row(
+            "reconnect_backoff(1 ns, d)",
+            |b, d| b.reconnect_backoff(NS, d),
+            none,
+            [
+                Refused("reconnect_backoff"),
+                Works,
+                Refused("reconnect_backoff"),
+            ],
+        ),
+        row(
+            "reconnect_backoff(d, MAX_RECONNECT_BACKOFF)",
+            |b, d| b.reconnect_backoff(d, MAX_RECONNECT_BACKOFF),
+            none,
+            [
+                Refused("reconnect_backoff"),
+                Works,
+                Refused("reconnect_backoff"),
+            ],
+        ),
+        row(
+            "reconnect_backoff(1 s, d)",
+            |b, d| b.reconnect_backoff(Duration::from_secs(1), d),
+            none,
+            [Refused("reconnect_backoff"); 3],
+        ),
+        row(
+            "retry.max_wait",
+            |b, d| b.retry(retry_with(|r| r.max_wait = Some(d))),
+            none,
+            [Works; 3],
+        ),
+        row(
+            "retry.max_wait (no attempt bound)",
+            |b, d| {
+                b.retry(retry_with(|r| {
+                    r.max_attempts = None;
+                    r.max_wait = Some(d);
+                }))
+            },
+            none,
+            [Works; 3],
+        ),
+        row(
+            "retry.delay_min and delay_max",
+            |b, d| {
+                b.retry(retry_with(|r| {
+                    r.delay_min = d;
+                    r.delay_max = d;
+                }))
+            },
+            none,
+            [Works; 3],
+        ),
+        row(
+            "retry.delay_max",
+            |b, d| {
+                b.retry(retry_with(|r| {
+                    (r.delay_min, r.delay_max) = (Duration::ZERO, d)
+                }))
+            },
+            none,
+            [Works; 3],
+        ),
+        row(
+            "auto_extend.max_hold",
+            |b, d| b.auto_extend(auto_extend(d)),
+            none,
+            [Works; 3],
+        ),
+        row(
+            "LockOptions::ttl",
+            same,
+            |_, d| LockOptions::default().ttl(d),
+            [Refused("ttl"); 3],
+        ),
+        row(
+            "LockOptions::max_wait",
+            same,
+            |c, d| LockOptions::default().max_wait(c, d),
+            [Works; 3],
+        ),
+        row(
+            "LockOptions::retry delays",
+            same,
+            |_, d| {
+                LockOptions::default().retry(retry_with(|r| {
+                    r.delay_min = d;
+                    r.delay_max = d;
+                    r.max_wait = Some(d);
+                }))
+            },
+            [Works; 3],
+        ),
+        row(
+            "LockOptions::auto_extend max_hold",
+            same,
+            |_, d| LockOptions::default().auto_extend(auto_extend(d)),
+            [Works; 3],
+        ),
+    ]
+}
+
+#[test]
+fn every_duration_is_refused_by_name_or_works() {
+    let mut failures = Vec::new();
+    for row in rows() {
+        for (value, expect) in VALUES.into_iter().zip(row.expect) {
+            let case = format!("{} = {value:?}", row.setter);
+            let outcome = catch_unwind(AssertUnwindSafe(|| run(&row, value)));
+            match outcome {
+                Ok(got) if got == expect => {}
+                Ok(got) => failures.push(format!("{case}: expected {expect:?}, got {got:?}")),
+                Err(panic) => {
+                    let msg = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    failures.push(format!("{case}: panicked: {msg}"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Builds the config and the lock options with `value`, then runs the scenario.
+fn run(row: &Row, value: Duration) -> Expect {
+    let builder = (row.config)(Config::builder(NODES), value);
+    let config = match builder.build() {
+        Ok(config) => config,
+        Err(e) => return Refused(e.field()),
+    };
+    let options = (row.options)(&config, value);
+    let mut world = World::new(config);
+    world.run_until("every node up", |w| w.all_up());
+
+    // A lock whose first attempt meets another holder on every node, so that it retries.
+    world.nil_sets = NODES;
+    let op = match world.acquire(&options) {
+        Ok(op) => op,
+        Err(UsageError::InvalidOption(e)) => return Refused(e.field()),
+        Err(e) => panic!("acquire refused: {e}"),
+    };
+    world.run_until("the first lock's outcome", |w| w.decided(op));
+
+    // Node 0 drops; its next reconnects fail, then one succeeds.
+    world.refuse_connects = FAILED_RECONNECTS;
+    world.feed(Input::Disconnected {
+        now: world.now,
+        node: NodeId::new(0),
+    });
+    world.run_until("node 0 reconnected", |w| {
+        w.refuse_connects == 0 && w.client.is_up(NodeId::new(0))
+    });
+    world.release_if_held(op);
+
+    // The client still works: a second lock, released at once if it is held.
+    let second = world.acquire(&options).expect("options accepted before");
+    world.run_until("the second lock's outcome", |w| w.decided(second));
+    world.release_if_held(second);
+    world.run_until("no operation left", |w| w.client.active_ops() == 0);
+    Works
+}
+
+/// A client on virtual time with 3 nodes that agree to everything, 1 ms away.
+struct World {
+    client: Client<ChaCha20Rng>,
+    now: Instant,
+    deadline: Option<Instant>,
+    /// Inputs to feed, in order, each 1 ms after the one before.
+    pending: VecDeque<Pending>,
+    events: Vec<Event>,
+    /// `SET`s to answer with nil (key held by another client), first come first served.
+    nil_sets: usize,
+    /// Connection attempts to node 0 to fail before one succeeds.
+    refuse_connects: u32,
+}
+
+#[derive(Debug)]
+enum Pending {
+    Connect(NodeId),
+    Refuse(NodeId),
+    Reply(NodeId, Vec<u8>),
+}
+
+impl World {
+    fn new(config: Config) -> Self {
+        let support::Harness { client, now } = support::Harness::new(config);
+        let mut world = Self {
+            client,
+            now,
+            deadline: None,
+            pending: VecDeque::new(),
+            events: Vec::new(),
+            nil_sets: 0,
+            refuse_connects: 0,
+        };
+        world.drain();
+        world
+    }
+
+    fn acquire(&mut self, options: &LockOptions) -> Result<OpId, UsageError> {
+        self.drain();
+        let op = self
+            .client
+            .acquire_with(self.now, Resource::from("res"), options);
+        self.drain();
+        op
+    }
+
+    fn release_if_held(&mut self, op: OpId) {
+        if self.client.held(op).is_some() {
+            self.client
+                .release(self.now, op)
+                .expect("held lock released");
+            self.drain();
+            self.run_until("the release", |w| {
+                w.events
+                    .iter()
+                    .any(|e| matches!(e, Event::Released { op: o, .. } if *o == op))
+            });
+        }
+    }
+
+    fn all_up(&self) -> bool {
+        (0..NODES).all(|i| self.client.is_up(NodeId::new(i)))
+    }
+
+    fn decided(&self, op: OpId) -> bool {
+        self.events.iter().any(|e| match e {
+            Event::Acquired(a) => a.op == op,
+            Event::AcquireFailed { op: o, .. } => *o == op,
+            _ => false,
+        })
+    }
+
+    /// Feeds inputs (or fires the earliest deadline) until `done`, within a step budget.
+    fn run_until(&mut self, what: &str, done: impl Fn(&Self) -> bool) {
+        for _ in 0..20_000 {
+            if done(self) {
+                return;
+            }
+            let next = self.now + Duration::from_millis(1);
+            match self.deadline {
+                Some(at) if at <= next || self.pending.is_empty() => {
+                    self.now = self.now.max(at);
+                    self.feed(Input::Timeout(self.now));
+                }
+                _ => {
+                    let Some(input) = self.pending.pop_front() else {
+                        panic!("idle before {what}");
+                    };
+                    self.now = next;
+                    match input {
+                        Pending::Connect(node) => self.feed(Input::Connected {
+                            now: self.now,
+                            node,
+                        }),
+                        Pending::Refuse(node) => self.feed(Input::Disconnected {
+                            now: self.now,
+                            node,
+                        }),
+                        Pending::Reply(node, bytes) => {
+                            self.client
+                                .handle_input(Input::Received {
+                                    now: self.now,
+                                    node,
+                                    bytes: &bytes,
+                                })
+                                .expect("input accepted");
+                            self.drain();
+                        }
+                    }
+                }
+            }
+        }
+        panic!("no {what} within the step budget");
+    }
+
+    fn feed(&mut self, input: Input<'_>) {
+        if let Input::Disconnected { node, .. } = input {
+            // Bytes from the closed connection are never fed.
+            self.forget_replies(node);
+        }
+        self.client.handle_input(input).expect("input accepted");
+        self.drain();
+    }
+
+    fn forget_replies(&mut self, node: NodeId) {
+        self.pending
+            .retain(|p| !matches!(p, Pending::Reply(n, _) if *n == node));
+    }
+
+    fn drain(&mut self) {
+        self.deadline = None;
+        for _ in 0..100_000 {
+            match self.client.poll_output() {
+                Output::Transmit(t) => {
+                    let reply = self.answer(&t.bytes);
+                    self.pending.push_back(Pending::Reply(t.node, reply));
+                }
+                Output::Connect(node) => {
+                    if node.index() == 0 && self.refuse_connects > 0 {
+                        self.refuse_connects -= 1;
+                        self.pending.push_back(Pending::Refuse(node));
+                    } else {
+                        self.pending.push_back(Pending::Connect(node));
+                    }
+                }
+                Output::Disconnect(node) => self.forget_replies(node),
+                Output::Event(e) => self.events.push(e),
+                Output::Timeout(at) => {
+                    self.deadline = Some(at);
+                    return;
+                }
+                Output::Idle => return,
+            }
+        }
+        panic!("drain did not end");
+    }
+
+    /// The replies of an agreeing node to every command in `bytes`.
+    fn answer(&mut self, mut bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            let name = next_command(&mut bytes);
+            let reply: &[u8] = match name.as_slice() {
+                b"SET" if self.nil_sets > 0 => {
+                    self.nil_sets -= 1;
+                    b"$-1\r\n"
+                }
+                b"SET" | b"AUTH" | b"SELECT" => b"+OK\r\n",
+                b"EVALSHA" | b"EVAL" => b":1\r\n",
+                b"SCRIPT" => b"$40\r\n0000000000000000000000000000000000000000\r\n",
+                other => panic!("unexpected command {}", String::from_utf8_lossy(other)),
+            };
+            out.extend_from_slice(reply);
+        }
+        out
+    }
+}
+
+/// Reads one RESP command (an array of bulk strings) off the front of `bytes` and returns
+/// its name. The client writes whole commands, so a transmit never ends in the middle of one.
+fn next_command(bytes: &mut &[u8]) -> Vec<u8> {
+    let count = header(bytes, b'*');
+    let mut name = Vec::new();
+    for i in 0..count {
+        let len = header(bytes, b'$');
+        if i == 0 {
+            name = bytes[..len].to_vec();
+        }
+        *bytes = &bytes[len + 2..];
+    }
+    name
+}
+
+/// Reads `<kind><decimal>\r\n`.
+fn header(bytes: &mut &[u8], kind: u8) -> usize {
+    assert_eq!(bytes[0], kind, "malformed command");
+    let end = bytes
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .expect("header line");
+    let n = std::str::from_utf8(&bytes[1..end])
+        .expect("digits")
+        .parse()
+        .expect("a length");
+    *bytes = &bytes[end + 2..];
+    n
+}
