@@ -1,13 +1,14 @@
 //! Scenarios for the driver defects of issue 17, one function each, generic over the
-//! [`Driver`] adapter: extreme durations (P1), `with_lock` past the deadline (W1), and an
-//! extension racing a release (E1). Each failed on the drivers before their fix; each
-//! asserts what holds by construction, so a loaded machine cannot make it pass or fail.
+//! [`Driver`] adapter: extreme durations (P1), `with_lock` past the deadline (W1), an
+//! extension racing a release (E1), and a paused node's capped backlog (L2). Each failed on
+//! the drivers before their fix; each asserts what holds by construction, so a loaded
+//! machine cannot make it pass or fail.
 
 use std::time::{Duration, Instant};
 
-use redlock_core::AutoExtend;
+use redlock_core::{AutoExtend, NodeFault};
 
-use crate::scenarios::{cluster, keys_on};
+use crate::scenarios::{cluster, eventually, keys_on};
 use crate::{Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy};
 
 /// P1: zero, 1 ns and `Duration::MAX` as the connect timeout and as a lock's wait bounds and
@@ -145,3 +146,45 @@ pub fn extension_racing_release_is_never_shutdown<D: Driver>() {
 const EXTREMES: [Duration; 3] = [Duration::ZERO, Duration::from_nanos(1), Duration::MAX];
 const MS: Duration = Duration::from_millis(1);
 const SECOND: Duration = Duration::from_secs(1);
+
+/// L2: a paused node (SIGSTOP keeps its connections open, so no error ever comes) gets at
+/// most `max_in_flight` requests. Past that its votes fail at once as `Backlogged`, locks go
+/// on with the other four nodes without waiting for it, and once resumed it drains its
+/// backlog and serves again.
+pub fn paused_node_backlog_is_capped<D: Driver>() {
+    const CAP: usize = 20;
+    let c = cluster(5);
+    let d = D::build(&c.urls(), |b| {
+        b.ttl(Duration::from_secs(5)).max_in_flight(CAP)
+    })
+    .unwrap();
+    d.lock("warmup").unwrap().release().unwrap();
+    c.node(0).pause().unwrap();
+    // Each cycle sends node 0 a SET and a release: the cap is reached within 10 cycles.
+    let mut backlogged = 0;
+    for i in 0..60 {
+        let g = d.lock(&format!("l2-{i}")).expect("4 of 5 nodes lock");
+        let nodes = g.release().expect("release");
+        match &nodes[0] {
+            ReleaseOutcome::Failed(NodeFault::Backlogged { max_in_flight }) => {
+                assert_eq!(*max_in_flight, CAP);
+                backlogged += 1;
+            }
+            ReleaseOutcome::Failed(NodeFault::Timeout) => {}
+            other => panic!("cycle {i}: node 0 paused, yet {other:?}"),
+        }
+    }
+    assert!(
+        backlogged >= 50,
+        "only {backlogged} of 60 releases saw the cap"
+    );
+    c.node(0).resume().unwrap();
+    let serves = || {
+        let g = d.lock("l2-after").expect("lock after resume");
+        g.release().expect("release")[0] == ReleaseOutcome::Released
+    };
+    assert!(
+        eventually(Duration::from_secs(10), serves),
+        "node 0 never served again after resume"
+    );
+}

@@ -124,6 +124,7 @@ macro_rules! conformance_suite {
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,
+            defects::paused_node_backlog_is_capped,
             late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,

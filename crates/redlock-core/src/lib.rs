@@ -19,7 +19,8 @@
 //! - **Connection layer**, [`Client`]: N ordered byte streams and any number of concurrent
 //!   locks. It encodes RESP, pipelines, decodes replies from arbitrarily split chunks,
 //!   matches them in FIFO order, runs the `AUTH`/`SELECT` handshake, fails requests to down
-//!   nodes at once and decides when to reconnect. Drivers use this one.
+//!   nodes (and to nodes with `max_in_flight` requests unanswered) at once and decides when
+//!   to reconnect. Drivers use this one.
 //!
 //! # The run loop
 //! Drain outputs, wait for one thing, feed it with a fresh `now`, repeat. The numbered
