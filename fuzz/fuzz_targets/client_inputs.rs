@@ -146,7 +146,9 @@ impl Driver {
             .retry(retry)
             .max_reply_size(max_reply)
             .max_read_buffer(max_read_buffer)
-            .preload_scripts(flags & 1 == 0);
+            .preload_scripts(flags & 1 == 0)
+            // Small caps reach the backlog path: requests past it fail unsent.
+            .max_in_flight([1, 2, 4, 10_000][usize::from((caps >> 4) & 3)]);
         match timing & 3 {
             0 => {}
             1 => builder = builder.attempt_timeout(Duration::from_millis(1)),
