@@ -16,6 +16,7 @@ pub use redlock_core::{
 
 pub mod defects;
 pub mod late_delivery;
+pub mod rules;
 pub mod scenarios;
 
 /// A driver under test, seen through blocking calls.
@@ -128,6 +129,7 @@ macro_rules! conformance_suite {
             late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,
+            rules::extension_spares_another_token,
         );
     };
     (@tests $driver:ty; $($module:ident::$name:ident),* $(,)?) => {
