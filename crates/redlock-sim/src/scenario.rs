@@ -25,7 +25,7 @@ pub struct Scenario {
     pub clock_skew: f64,
     /// Delays and splitting.
     pub network: NetworkKnobs,
-    /// Pauses, cuts, crashes.
+    /// Pauses, cuts, crashes, flushes, half-closes.
     pub faults: FaultKnobs,
     /// What clients do.
     pub workload: WorkloadKnobs,
@@ -61,6 +61,14 @@ pub struct FaultKnobs {
     pub crash_weight: u32,
     /// Relative weight of script cache flushes (`SCRIPT FLUSH` on a node).
     pub flush_weight: u32,
+    /// Relative weight of half-closes: a middlebox holds what the client writes on a link for
+    /// `half_close_hold`, then the client side dies (the client reconnects) and the held bytes
+    /// reach the node `late_delivery` later, run there on the orphaned server side.
+    pub half_close_weight: u32,
+    /// How long the middlebox holds a link's client bytes before its client side dies.
+    pub half_close_hold: (Duration, Duration),
+    /// How long after the client side died the held bytes reach the node.
+    pub late_delivery: (Duration, Duration),
     /// How long a pause lasts.
     pub pause: (Duration, Duration),
     /// How long a crashed node stays down before it restarts empty. Safe only if at least
@@ -73,7 +81,8 @@ pub struct FaultKnobs {
 }
 
 impl Default for FaultKnobs {
-    /// No faults.
+    /// No faults. Once enabled, every kind has weight 1 except half-closes (0, newer: a
+    /// scenario that names the older weights only keeps its runs).
     fn default() -> Self {
         Self {
             every: None,
@@ -82,6 +91,9 @@ impl Default for FaultKnobs {
             cut_weight: 1,
             crash_weight: 1,
             flush_weight: 1,
+            half_close_weight: 0,
+            half_close_hold: (Duration::ZERO, Duration::from_millis(100)),
+            late_delivery: (Duration::from_millis(50), Duration::from_millis(300)),
             pause: (Duration::from_millis(10), Duration::from_millis(200)),
             restart_delay: (Duration::from_secs(1), Duration::from_secs(2)),
             max_down: usize::MAX,

@@ -121,6 +121,7 @@ pub fn safety(seed: u64) -> Scenario {
         restart_delay: safe_restart(ttl_max, s.clock_skew),
         max_down: d.range(1, nodes as u64) as usize,
         down_at_start: 0,
+        ..FaultKnobs::default()
     };
     s.workload.ops_per_client = d.range(2, 5) as u32;
     s.workload.ttl = (ms(50), ttl_max);
