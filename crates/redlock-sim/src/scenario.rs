@@ -130,8 +130,21 @@ pub struct WorkloadKnobs {
     pub cancel_chance: f64,
     /// A cancelled acquisition is cancelled uniformly within this time after it started.
     pub cancel_within: Duration,
-    /// Chance that an operation uses a caller-supplied token (`c<client>-o<n>`).
+    /// Chance that an operation uses a caller-supplied token (else the core generates one
+    /// per attempt).
     pub token_chance: f64,
+    /// Which token an operation supplies, when it does.
+    pub supplied_token: SuppliedToken,
+}
+
+/// The caller-supplied token of a lock call (see [`WorkloadKnobs::token_chance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuppliedToken {
+    /// `c<client>-o<n>` for the client's n-th call (from 1): unique per call, the same for
+    /// every attempt of that call.
+    PerCall,
+    /// `c<client>` for every call of the client, like an application passing `hostname:pid`.
+    PerClient,
 }
 
 impl Default for WorkloadKnobs {
@@ -155,6 +168,7 @@ impl Default for WorkloadKnobs {
             cancel_chance: 0.0,
             cancel_within: Duration::from_millis(50),
             token_chance: 0.0,
+            supplied_token: SuppliedToken::PerCall,
         }
     }
 }
