@@ -54,6 +54,6 @@ pub use node::{Node, NodeState};
 pub use random::Dice;
 pub use report::{Report, Stats};
 pub use resp::ServerReply;
-pub use scenario::{FaultKnobs, Resources, Scenario, SuppliedToken, WorkloadKnobs};
+pub use scenario::{ClockRates, FaultKnobs, Resources, Scenario, SuppliedToken, WorkloadKnobs};
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

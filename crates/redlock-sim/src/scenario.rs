@@ -21,8 +21,11 @@ pub struct Scenario {
     pub clients: usize,
     /// Which resources clients lock.
     pub resources: Resources,
-    /// Each clock (clients and nodes) runs at a rate drawn uniformly in `[1 - s, 1 + s]`.
+    /// Each clock (clients and nodes) runs at a rate in `[1 - s, 1 + s]`, drawn as
+    /// `clock_rates` says.
     pub clock_skew: f64,
+    /// How clock rates are drawn within the skew.
+    pub clock_rates: ClockRates,
     /// Delays and splitting.
     pub network: NetworkKnobs,
     /// Pauses, cuts, crashes, flushes, half-closes.
@@ -44,6 +47,15 @@ pub enum Resources {
     Shared(usize),
     /// Each client has its own resource (no contention).
     PerClient,
+}
+
+/// How each clock's rate is drawn from `[1 - s, 1 + s]` (`s` = [`Scenario::clock_skew`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockRates {
+    /// Uniformly in the range.
+    Uniform,
+    /// At one end or the other, at random: the largest rate differences the skew allows.
+    Edges,
 }
 
 /// Faults injected at random times.
@@ -183,6 +195,7 @@ impl Scenario {
             clients: 3,
             resources: Resources::PerClient,
             clock_skew: 0.0,
+            clock_rates: ClockRates::Uniform,
             network: NetworkKnobs::default(),
             faults: FaultKnobs::default(),
             workload: WorkloadKnobs::default(),

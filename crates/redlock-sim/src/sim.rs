@@ -19,7 +19,7 @@ use crate::node::Node;
 use crate::orphan::Orphan;
 use crate::random::Dice;
 use crate::report::{Report, Stats, Trace};
-use crate::scenario::Scenario;
+use crate::scenario::{ClockRates, Scenario};
 use crate::workload::Workload;
 
 /// A deterministic simulation of one [`Scenario`].
@@ -134,7 +134,15 @@ impl Sim {
         let mut dice = Dice::new(scenario.seed);
         let n = scenario.nodes();
         let skew = scenario.clock_skew;
-        let clock = |dice: &mut Dice| Clock::with_skew(origin, dice.float(-skew, skew));
+        let rates = scenario.clock_rates;
+        let clock = |dice: &mut Dice| {
+            let s = match rates {
+                ClockRates::Uniform => dice.float(-skew, skew),
+                ClockRates::Edges if dice.chance(0.5) => skew,
+                ClockRates::Edges => -skew,
+            };
+            Clock::with_skew(origin, s)
+        };
         let nodes: Vec<Node> = (0..n)
             .map(|_| {
                 Node::new(

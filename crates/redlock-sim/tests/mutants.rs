@@ -1,4 +1,4 @@
-//! Negative controls: five deliberate bugs, each of which the checker must catch within a
+//! Negative controls: six deliberate bugs, each of which the checker must catch within a
 //! fixed seed budget, and the correct core on the very same scenario families, which must
 //! pass. The mutants are reachable only here (dev-dependency feature `_mutants`).
 
@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    MUTANT_BUDGET, assert_safe, contention, crashy, family_count, first_violation, late_extend,
-    skewed, slow_network,
+    MUTANT_BUDGET, assert_safe, clock_edge, contention, crashy, family_count, first_violation,
+    late_extend, skewed, slow_network,
 };
 use redlock_core::Mutant;
 use redlock_sim::Scenario;
@@ -54,6 +54,16 @@ fn mutant_no_drift_allowance_is_caught() {
 fn correct_core_is_safe_with_a_drift_allowance_above_the_skew() {
     // Rates 5% apart need ttl * 2s/(1+s) = 9.5% of the ttl; give 10% plus the default floor.
     assert_family_safe(|seed| skewed(seed, 0.10, Duration::from_millis(2)));
+}
+
+#[test]
+fn mutant_drift_allowance_half_the_clock_edge_is_caught() {
+    // The edge scenarios (clocks 0.995% apart) with half the allowance they need: shows that
+    // they are sharp enough for `safety_holds_with_every_clock_at_the_edge_of_the_drift_
+    // allowance` (tests/safety.rs) to mean something.
+    assert_caught("drift 0.5% at the clock edge", |seed| {
+        clock_edge(seed, 0.005)
+    });
 }
 
 #[test]

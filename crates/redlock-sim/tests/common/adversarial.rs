@@ -1,13 +1,13 @@
-//! Scenario families built to provoke one bug each (the mutants, and the supplied-token
-//! bug): the correct core must pass them, the broken one must not. Each takes a seed and the
-//! knob (or core configuration tweak) under test.
+//! Scenario families built to provoke one bug each (the mutants, the supplied-token bugs,
+//! the drift allowance at its edge): the correct core must pass them, the broken one must
+//! not. Each takes a seed and the knob (or core configuration tweak) under test.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use redlock_core::{Config, ConfigBuilder, RetryPolicy};
 use redlock_sim::script::millis_arg;
-use redlock_sim::{Dice, FaultKnobs, Keys, Resources, Scenario, ServerReply};
+use redlock_sim::{ClockRates, Dice, FaultKnobs, Keys, Resources, Scenario, ServerReply};
 
 use super::{ms, retry, safe_restart};
 
@@ -59,6 +59,42 @@ pub fn skewed(seed: u64, drift_factor: f64, drift_floor: Duration) -> Scenario {
     s.clock_skew = 0.05;
     s.network.latency_min = Duration::from_micros(100);
     s.network.latency_max = Duration::from_micros(800);
+    s.workload.ttl = (ms(150), ms(300));
+    s.workload.hold = (0.95, 1.5);
+    s.workload.start_spread = ms(5);
+    s.workload.think = (ms(0), ms(3));
+    s.time_limit = ms(5_000);
+    s
+}
+
+/// Every clock (clients and nodes) at 0.495% fast or slow, so two rates differ by up to
+/// 0.995%, just inside the default 1% drift allowance, which gets no floor here (issue 17,
+/// "Also"). Holders hold past their deadline and contenders retry every few milliseconds, so
+/// a contender takes the lock as soon as the keys expire. `drift_factor` is the allowance.
+pub fn clock_edge(seed: u64, drift_factor: f64) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xed6e);
+    let nodes = [3, 5][d.index(2)];
+    let config = Config::builder(nodes)
+        .ttl(ms(300))
+        .attempt_timeout(ms(15))
+        .drift_factor(drift_factor)
+        .drift_floor(Duration::ZERO)
+        .retry(RetryPolicy {
+            max_attempts: Some(60),
+            max_wait: None,
+            delay_min: ms(1),
+            delay_max: ms(3),
+        })
+        .build()
+        .expect("valid clock-edge config");
+    let mut s = Scenario::new(seed, config);
+    s.clients = d.range(3, 4) as usize;
+    s.workload.ops_per_client = 3;
+    s.resources = Resources::Shared(1);
+    s.clock_skew = EDGE_SKEW;
+    s.clock_rates = ClockRates::Edges;
+    s.network.latency_min = Duration::from_micros(10);
+    s.network.latency_max = Duration::from_micros(300);
     s.workload.ttl = (ms(150), ms(300));
     s.workload.hold = (0.95, 1.5);
     s.workload.start_spread = ms(5);
@@ -199,6 +235,10 @@ pub fn reorder(seed: u64, supplied_tokens: bool) -> Scenario {
     s.time_limit = ms(5_000);
     s
 }
+
+/// The clock skew of [`clock_edge`]: rates `1 ± s` differ by `2s / (1 - s)` = 0.995% at most.
+pub const EDGE_SKEW: f64 = 0.004_95;
+
 /// The RedLock.net extension bug, natively: `GET == token` → `PEXPIRE` → 1; missing → `SET
 /// token PX ttl` → 1 (resurrected); another token → 0.
 fn resurrecting_extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
