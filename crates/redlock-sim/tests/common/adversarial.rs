@@ -7,7 +7,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use redlock_core::{Config, ConfigBuilder, RetryPolicy};
 use redlock_sim::script::millis_arg;
-use redlock_sim::{ClockRates, Dice, FaultKnobs, Keys, Resources, Scenario, ServerReply};
+use redlock_sim::{
+    ClockRates, Dice, FaultKnobs, Keys, Resources, Scenario, ServerReply, SuppliedToken,
+};
 
 use super::{ms, retry, safe_restart};
 
@@ -232,6 +234,55 @@ pub fn reorder(seed: u64, supplied_tokens: bool) -> Scenario {
     s.workload.start_spread = ms(5);
     s.workload.think = (ms(0), ms(5));
     s.workload.token_chance = if supplied_tokens { 1.0 } else { 0.0 };
+    s.time_limit = ms(5_000);
+    s
+}
+/// Contenders with many quick retries on one resource while links keep being half-closed: a
+/// middlebox holds what a client writes on a link for up to 80 ms, the client side dies (the
+/// client reconnects), and the held bytes reach the node 50-300 ms later, so an earlier
+/// attempt's `SET` and cleanup release can run after a later attempt's `SET` (issues 17 S1
+/// and 18). `tokens`: what each lock call supplies (`None`: the core generates a token per
+/// attempt). `tweak` sets the core configuration (the mutant, or nothing).
+pub fn late_delivery(
+    seed: u64,
+    tokens: Option<SuppliedToken>,
+    tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Scenario {
+    let mut d = Dice::new(seed ^ 0x1a7e_de11);
+    let nodes = [3, 5][d.index(2)];
+    let builder = Config::builder(nodes)
+        .ttl(ms(300))
+        .attempt_timeout(ms(20))
+        .retry(RetryPolicy {
+            max_attempts: Some(20),
+            max_wait: None,
+            delay_min: ms(2),
+            delay_max: ms(10),
+        });
+    let mut s = Scenario::new(seed, tweak(builder).build().expect("valid config"));
+    s.clients = d.range(4, 6) as usize;
+    s.resources = Resources::Shared(1);
+    s.clock_skew = d.float(0.0, 0.004);
+    s.network.latency_max = d.duration(ms(1), ms(4));
+    s.faults = FaultKnobs {
+        every: Some((ms(5), ms(40))),
+        until: ms(3_000),
+        pause_weight: 0,
+        cut_weight: 0,
+        crash_weight: 0,
+        flush_weight: 0,
+        half_close_weight: 1,
+        half_close_hold: (ms(0), ms(80)),
+        late_delivery: (ms(50), ms(300)),
+        ..FaultKnobs::default()
+    };
+    s.workload.ops_per_client = 4;
+    s.workload.ttl = (ms(200), ms(400));
+    s.workload.hold = (0.1, 1.0);
+    s.workload.start_spread = ms(5);
+    s.workload.think = (ms(0), ms(10));
+    s.workload.token_chance = if tokens.is_some() { 1.0 } else { 0.0 };
+    s.workload.supplied_token = tokens.unwrap_or(SuppliedToken::PerCall);
     s.time_limit = ms(5_000);
     s
 }
