@@ -224,6 +224,12 @@ impl Sim {
     pub(crate) fn on_node_bytes(&mut self, c: usize, n: usize, epoch: u64, bytes: &[u8]) {
         let link = self.net.link(c, n);
         if !link.accepts(epoch) {
+            // Dropped, unless the connection was half-closed and lives on as an orphan.
+            self.orphan_bytes(c, n, epoch, bytes);
+            return;
+        }
+        if link.holding {
+            link.held.extend_from_slice(bytes);
             return;
         }
         link.inbox.extend_from_slice(bytes);
@@ -234,30 +240,10 @@ impl Sim {
 
     /// Executes every complete command the node has from client `c` and sends the replies.
     pub(crate) fn process_inbox(&mut self, c: usize, n: usize) {
-        let mut out = BytesMut::new();
         let link = self.net.link(c, n);
         let mut inbox = std::mem::take(&mut link.inbox);
         let mut db = link.db;
-        let mut broken = false;
-        loop {
-            match next_command(&mut inbox) {
-                Ok(Some(args)) => {
-                    let scripts = &self.scenario.scripts;
-                    let reply = self.nodes[n].execute(self.now, &mut db, &args, scripts);
-                    if matches!(&reply, ServerReply::Error(e) if e.starts_with("NOSCRIPT")) {
-                        self.stats.noscript += 1;
-                    }
-                    self.note(|| format!("node {n} <- client {c}: {} -> {reply:?}", show(&args)));
-                    reply.encode(&mut out);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    ServerReply::error(format!("ERR Protocol error: {}", e.0)).encode(&mut out);
-                    broken = true;
-                    break;
-                }
-            }
-        }
+        let (out, broken) = self.execute_stream(n, c, None, &mut inbox, &mut db);
         let link = self.net.link(c, n);
         link.inbox = inbox;
         link.db = db;
@@ -287,6 +273,41 @@ impl Sim {
             // Redis closes the connection after a protocol error.
             self.stats.bad_requests += 1;
             self.cut(c, n);
+        }
+    }
+
+    /// Runs every complete command of `inbox` on node `n` for one connection of client `c`
+    /// (orphan `orphan`'s, if any) whose database is `db`. Returns the encoded replies and
+    /// whether a protocol error ends the connection.
+    pub(crate) fn execute_stream(
+        &mut self,
+        n: usize,
+        c: usize,
+        orphan: Option<usize>,
+        inbox: &mut BytesMut,
+        db: &mut u32,
+    ) -> (BytesMut, bool) {
+        let mut out = BytesMut::new();
+        loop {
+            match next_command(inbox) {
+                Ok(Some(args)) => {
+                    let scripts = &self.scenario.scripts;
+                    let reply = self.nodes[n].execute(self.now, db, &args, scripts);
+                    if matches!(&reply, ServerReply::Error(e) if e.starts_with("NOSCRIPT")) {
+                        self.stats.noscript += 1;
+                    }
+                    self.note(|| {
+                        let from = orphan.map_or(String::new(), |o| format!("orphan {o} of "));
+                        format!("node {n} <- {from}client {c}: {} -> {reply:?}", show(&args))
+                    });
+                    reply.encode(&mut out);
+                }
+                Ok(None) => return (out, false),
+                Err(e) => {
+                    ServerReply::error(format!("ERR Protocol error: {}", e.0)).encode(&mut out);
+                    return (out, true);
+                }
+            }
         }
     }
 

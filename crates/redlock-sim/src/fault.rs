@@ -1,5 +1,6 @@
 //! Fault injection: at random times, pause a node, cut a link, flush a node's script cache,
-//! or crash a node (losing its data and script cache) and restart it after a delay.
+//! crash a node (losing its data and script cache) and restart it after a delay, or
+//! half-close a link (`orphan.rs`).
 //!
 //! Faults act on processes and links only; they never touch a client's core except through
 //! the `Disconnected` inputs a real driver would see.
@@ -18,6 +19,7 @@ impl Sim {
             knobs.cut_weight,
             knobs.crash_weight,
             knobs.flush_weight,
+            knobs.half_close_weight,
         ];
         let total: u32 = weights.iter().sum();
         if total > 0 {
@@ -37,12 +39,13 @@ impl Sim {
                 0 => self.pause_random_node(),
                 1 => self.cut_random_link(),
                 2 => self.crash_random_node(),
-                _ => {
+                3 => {
                     let node = self.dice.index(self.nodes.len());
                     self.nodes[node].flush_scripts();
                     self.stats.flushes += 1;
                     self.note(|| format!("node {node} script cache flushed"));
                 }
+                _ => self.half_close_random_link(),
             }
         }
         if let Some((lo, hi)) = knobs.every {
@@ -79,6 +82,7 @@ impl Sim {
         for c in 0..self.clients.len() {
             self.cut(c, node);
         }
+        self.kill_orphans(node);
         let (lo, hi) = self.scenario.faults.restart_delay;
         let at = self.now.saturating_add(self.dice.duration(lo, hi));
         self.schedule(at, Ev::Restart { node });
@@ -97,6 +101,7 @@ impl Sim {
                 self.process_inbox(c, node);
             }
         }
+        self.process_orphans(node);
     }
 
     fn pause_random_node(&mut self) {

@@ -1,5 +1,5 @@
 //! A deterministic simulation of Redlock: simulated Redis nodes, a network that delays,
-//! splits, reorders (across links) and cuts, skewed clocks, and a virtual-time scheduler
+//! splits, reorders (across links), cuts and half-closes (late delivery), skewed clocks, and a virtual-time scheduler
 //! driving real `redlock_core::Client`s.
 //!
 //! No real IO, no sleeps, no threads: a [`Scenario`] (seed and knobs) fully determines a run,
@@ -21,7 +21,8 @@
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
 //! - [`node`], `keyspace`, [`script`], `resp`: a node executing the core's commands.
-//! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations.
+//! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
+//!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
 //!   [`Report`] (`report.rs`): counters and the trace hash.
 //! - `workload`, [`checker`]: what clients do, and what must never happen.
@@ -36,6 +37,7 @@ mod fault;
 mod keyspace;
 mod network;
 pub mod node;
+mod orphan;
 mod random;
 mod report;
 mod resp;
@@ -52,6 +54,6 @@ pub use node::{Node, NodeState};
 pub use random::Dice;
 pub use report::{Report, Stats};
 pub use resp::ServerReply;
-pub use scenario::{FaultKnobs, Resources, Scenario, WorkloadKnobs};
+pub use scenario::{ClockRates, FaultKnobs, Resources, Scenario, SuppliedToken, WorkloadKnobs};
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

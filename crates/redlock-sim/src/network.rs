@@ -1,6 +1,7 @@
 //! The simulated network: one TCP-like link per (client, node) pair, with FIFO delivery in
 //! each direction, random delay, random chunk splitting, and generations that make a cut or
-//! a reconnect drop everything still in flight.
+//! a reconnect drop everything still in flight (unless the cut was a half-close, whose
+//! client-to-node bytes live on in an orphan: see `orphan.rs`).
 //!
 //! This module plans deliveries; the scheduler owns the event queue and the processes.
 
@@ -64,6 +65,11 @@ pub(crate) struct Link {
     pub(crate) inbox: BytesMut,
     /// The database the connection selected.
     pub(crate) db: u32,
+    /// A middlebox in front of the node holds what the client writes (the first stage of a
+    /// half-close): bytes arriving for the node go to `held`, not to `inbox`.
+    pub(crate) holding: bool,
+    /// Bytes held by the middlebox, in stream order.
+    pub(crate) held: BytesMut,
     last_to_node: SimTime,
     last_to_client: SimTime,
 }
@@ -83,6 +89,8 @@ impl Network {
             state: LinkState::Closed,
             inbox: BytesMut::new(),
             db: 0,
+            holding: false,
+            held: BytesMut::new(),
             last_to_node: SimTime::ZERO,
             last_to_client: SimTime::ZERO,
         };
@@ -166,6 +174,8 @@ impl Link {
         self.state = state;
         self.inbox.clear();
         self.db = 0;
+        self.holding = false;
+        self.held.clear();
     }
 
     /// Whether a delivery of generation `epoch` still belongs to this open link.

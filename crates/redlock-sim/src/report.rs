@@ -29,6 +29,10 @@ pub struct Stats {
     pub noscript: u32,
     /// Usage errors returned by the core for workload calls that raced an event.
     pub usage_errors: u32,
+    /// Connections half-closed: the client side died, the held bytes went on to the node.
+    pub half_closes: u32,
+    /// Commands nodes ran on half-closed connections (written before the client side died).
+    pub orphan_commands: u64,
 }
 
 /// The outcome of a run.
@@ -100,6 +104,12 @@ impl Trace {
                 self.words(&[6, *node as u64, u64::from(*incarnation)]);
             }
             Ev::Restart { node } => self.words(&[7, *node as u64]),
+            Ev::HalfClose {
+                client,
+                node,
+                epoch,
+            } => self.words(&[8, *client as u64, *node as u64, *epoch]),
+            Ev::LateDelivery { orphan } => self.words(&[9, *orphan as u64]),
         }
     }
 

@@ -21,11 +21,14 @@ pub struct Scenario {
     pub clients: usize,
     /// Which resources clients lock.
     pub resources: Resources,
-    /// Each clock (clients and nodes) runs at a rate drawn uniformly in `[1 - s, 1 + s]`.
+    /// Each clock (clients and nodes) runs at a rate in `[1 - s, 1 + s]`, drawn as
+    /// `clock_rates` says.
     pub clock_skew: f64,
+    /// How clock rates are drawn within the skew.
+    pub clock_rates: ClockRates,
     /// Delays and splitting.
     pub network: NetworkKnobs,
-    /// Pauses, cuts, crashes.
+    /// Pauses, cuts, crashes, flushes, half-closes.
     pub faults: FaultKnobs,
     /// What clients do.
     pub workload: WorkloadKnobs,
@@ -46,6 +49,15 @@ pub enum Resources {
     PerClient,
 }
 
+/// How each clock's rate is drawn from `[1 - s, 1 + s]` (`s` = [`Scenario::clock_skew`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockRates {
+    /// Uniformly in the range.
+    Uniform,
+    /// At one end or the other, at random: the largest rate differences the skew allows.
+    Edges,
+}
+
 /// Faults injected at random times.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FaultKnobs {
@@ -61,6 +73,14 @@ pub struct FaultKnobs {
     pub crash_weight: u32,
     /// Relative weight of script cache flushes (`SCRIPT FLUSH` on a node).
     pub flush_weight: u32,
+    /// Relative weight of half-closes: a middlebox holds what the client writes on a link for
+    /// `half_close_hold`, then the client side dies (the client reconnects) and the held bytes
+    /// reach the node `late_delivery` later, run there on the orphaned server side.
+    pub half_close_weight: u32,
+    /// How long the middlebox holds a link's client bytes before its client side dies.
+    pub half_close_hold: (Duration, Duration),
+    /// How long after the client side died the held bytes reach the node.
+    pub late_delivery: (Duration, Duration),
     /// How long a pause lasts.
     pub pause: (Duration, Duration),
     /// How long a crashed node stays down before it restarts empty. Safe only if at least
@@ -73,7 +93,8 @@ pub struct FaultKnobs {
 }
 
 impl Default for FaultKnobs {
-    /// No faults.
+    /// No faults. Once enabled, every kind has weight 1 except half-closes (0, newer: a
+    /// scenario that names the older weights only keeps its runs).
     fn default() -> Self {
         Self {
             every: None,
@@ -82,6 +103,9 @@ impl Default for FaultKnobs {
             cut_weight: 1,
             crash_weight: 1,
             flush_weight: 1,
+            half_close_weight: 0,
+            half_close_hold: (Duration::ZERO, Duration::from_millis(100)),
+            late_delivery: (Duration::from_millis(50), Duration::from_millis(300)),
             pause: (Duration::from_millis(10), Duration::from_millis(200)),
             restart_delay: (Duration::from_secs(1), Duration::from_secs(2)),
             max_down: usize::MAX,
@@ -118,8 +142,21 @@ pub struct WorkloadKnobs {
     pub cancel_chance: f64,
     /// A cancelled acquisition is cancelled uniformly within this time after it started.
     pub cancel_within: Duration,
-    /// Chance that an operation uses a caller-supplied token (`c<client>-o<n>`).
+    /// Chance that an operation uses a caller-supplied token (else the core generates one
+    /// per attempt).
     pub token_chance: f64,
+    /// Which token an operation supplies, when it does.
+    pub supplied_token: SuppliedToken,
+}
+
+/// The caller-supplied token of a lock call (see [`WorkloadKnobs::token_chance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuppliedToken {
+    /// `c<client>-o<n>` for the client's n-th call (from 1): unique per call, the same for
+    /// every attempt of that call.
+    PerCall,
+    /// `c<client>` for every call of the client, like an application passing `hostname:pid`.
+    PerClient,
 }
 
 impl Default for WorkloadKnobs {
@@ -143,6 +180,7 @@ impl Default for WorkloadKnobs {
             cancel_chance: 0.0,
             cancel_within: Duration::from_millis(50),
             token_chance: 0.0,
+            supplied_token: SuppliedToken::PerCall,
         }
     }
 }
@@ -157,6 +195,7 @@ impl Scenario {
             clients: 3,
             resources: Resources::PerClient,
             clock_skew: 0.0,
+            clock_rates: ClockRates::Uniform,
             network: NetworkKnobs::default(),
             faults: FaultKnobs::default(),
             workload: WorkloadKnobs::default(),

@@ -2,7 +2,7 @@
 //! the nodes, the network, the clients with their cores and workloads, and the checker.
 //!
 //! Processing an event may schedule others but never waits; `step` jumps to the next event.
-//! Client driving lives in `driver.rs`, fault injection in `fault.rs`.
+//! Client driving lives in `driver.rs`, fault injection in `fault.rs` and `orphan.rs`.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -16,9 +16,10 @@ use crate::checker::Checker;
 use crate::clock::{Clock, SimTime};
 use crate::network::Network;
 use crate::node::Node;
+use crate::orphan::Orphan;
 use crate::random::Dice;
 use crate::report::{Report, Stats, Trace};
-use crate::scenario::Scenario;
+use crate::scenario::{ClockRates, Scenario};
 use crate::workload::Workload;
 
 /// A deterministic simulation of one [`Scenario`].
@@ -33,6 +34,8 @@ pub struct Sim {
     pub(crate) nodes: Vec<Node>,
     pub(crate) clients: Vec<SimClient>,
     pub(crate) net: Network,
+    /// Node sides of half-closed connections, by id (never removed, so ids stay valid).
+    pub(crate) orphans: Vec<Orphan>,
     pub(crate) checker: Checker,
     pub(crate) trace: Trace,
     pub(crate) stats: Stats,
@@ -86,6 +89,29 @@ pub(crate) enum Ev {
     Resume { node: usize, incarnation: u32 },
     /// A crashed node restarts empty.
     Restart { node: usize },
+    /// The client side of a held link dies (if it is still that generation and open).
+    HalfClose {
+        client: usize,
+        node: usize,
+        epoch: u64,
+    },
+    /// The middlebox delivers what it held for an orphan.
+    LateDelivery { orphan: usize },
+}
+
+impl Ev {
+    /// Whether the event carries bytes or a connection change that can still alter a node's
+    /// data (counted in flight for [`Sim::is_quiet`]).
+    fn in_transit(&self) -> bool {
+        matches!(
+            self,
+            Self::ToNode { .. }
+                | Self::ToClient { .. }
+                | Self::ConnectDone { .. }
+                | Self::HalfClose { .. }
+                | Self::LateDelivery { .. }
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -108,7 +134,15 @@ impl Sim {
         let mut dice = Dice::new(scenario.seed);
         let n = scenario.nodes();
         let skew = scenario.clock_skew;
-        let clock = |dice: &mut Dice| Clock::with_skew(origin, dice.float(-skew, skew));
+        let rates = scenario.clock_rates;
+        let clock = |dice: &mut Dice| {
+            let s = match rates {
+                ClockRates::Uniform => dice.float(-skew, skew),
+                ClockRates::Edges if dice.chance(0.5) => skew,
+                ClockRates::Edges => -skew,
+            };
+            Clock::with_skew(origin, s)
+        };
         let nodes: Vec<Node> = (0..n)
             .map(|_| {
                 Node::new(
@@ -141,6 +175,7 @@ impl Sim {
             .collect();
         let mut sim = Self {
             net: Network::new(scenario.network, scenario.clients, n),
+            orphans: Vec::new(),
             checker: Checker::new(scenario.seed),
             scenario,
             now: SimTime::ZERO,
@@ -175,10 +210,7 @@ impl Sim {
         debug_assert!(at >= self.now, "the heap gave an event in the past");
         self.now = at;
         self.stats.events += 1;
-        if matches!(
-            ev,
-            Ev::ToNode { .. } | Ev::ToClient { .. } | Ev::ConnectDone { .. }
-        ) {
+        if ev.in_transit() {
             self.in_flight -= 1;
         }
         self.trace.event(at, &ev);
@@ -311,10 +343,7 @@ impl Sim {
     }
 
     pub(crate) fn schedule(&mut self, at: SimTime, ev: Ev) {
-        if matches!(
-            ev,
-            Ev::ToNode { .. } | Ev::ToClient { .. } | Ev::ConnectDone { .. }
-        ) {
+        if ev.in_transit() {
             self.in_flight += 1;
         }
         self.seq += 1;
@@ -345,6 +374,12 @@ impl Sim {
             Ev::Fault => self.inject_fault(),
             Ev::Resume { node, incarnation } => self.on_resume(node, incarnation),
             Ev::Restart { node } => self.nodes[node].restart(),
+            Ev::HalfClose {
+                client,
+                node,
+                epoch,
+            } => self.on_half_close(client, node, epoch),
+            Ev::LateDelivery { orphan } => self.on_late_delivery(orphan),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redlock_core::{Event, LockOptions, OpId, Resource, Token};
 
 use crate::random::Dice;
-use crate::scenario::{Resources, WorkloadKnobs};
+use crate::scenario::{Resources, SuppliedToken, WorkloadKnobs};
 
 /// Something the workload wants done to its client's core now.
 #[derive(Debug, Clone)]
@@ -215,7 +215,10 @@ impl Workload {
             options = options.auto_extend(Some(k.auto_extend));
         }
         if self.dice.chance(k.token_chance) {
-            let token = format!("c{}-o{}", self.client, self.started);
+            let token = match k.supplied_token {
+                SuppliedToken::PerCall => format!("c{}-o{}", self.client, self.started),
+                SuppliedToken::PerClient => format!("c{}", self.client),
+            };
             // A short ASCII string is always a valid token.
             options = options.token(Token::new(token).expect("short non-empty token"));
         }

@@ -12,6 +12,12 @@
 //! first test shows. Fixed in the core by 323c4e6 (a round's request to a node waits while an
 //! older cleanup round is open there); the second test guards it, and on failure prints the
 //! node's `SET`-then-`EVAL` pair from a replay of the failing seed.
+//!
+//! That fix orders requests on one connection only. If the connection's client side dies
+//! while the cleanup release is still on its way (a half-close with late delivery), the
+//! cleanup counts as failed, the next attempt's `SET` goes out on a new connection, and the
+//! late release can again delete its key: issue 17 S1, shown by `tests/late_delivery.rs`.
+//! The scenarios here have no half-closes, so they test the one-connection case alone.
 
 mod common;
 

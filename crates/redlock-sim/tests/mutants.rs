@@ -1,4 +1,4 @@
-//! Negative controls: five deliberate bugs, each of which the checker must catch within a
+//! Negative controls: seven deliberate bugs, each of which the checker must catch within a
 //! fixed seed budget, and the correct core on the very same scenario families, which must
 //! pass. The mutants are reachable only here (dev-dependency feature `_mutants`).
 
@@ -7,11 +7,11 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    MUTANT_BUDGET, assert_safe, contention, crashy, family_count, first_violation, late_extend,
-    skewed, slow_network,
+    MUTANT_BUDGET, assert_safe, clock_edge, contention, crashy, family_count, first_violation,
+    late_delivery, late_extend, late_releases, skewed, slow_network,
 };
 use redlock_core::Mutant;
-use redlock_sim::Scenario;
+use redlock_sim::{Scenario, Sim, SuppliedToken};
 
 /// Asserts that `family` breaks property (S) within the budget, and prints the first seed.
 fn assert_caught(name: &str, family: impl Fn(u64) -> Scenario) {
@@ -57,6 +57,16 @@ fn correct_core_is_safe_with_a_drift_allowance_above_the_skew() {
 }
 
 #[test]
+fn mutant_drift_allowance_half_the_clock_edge_is_caught() {
+    // The edge scenarios (clocks 0.995% apart) with half the allowance they need: shows that
+    // they are sharp enough for `safety_holds_with_every_clock_at_the_edge_of_the_drift_
+    // allowance` (tests/safety.rs) to mean something.
+    assert_caught("drift 0.5% at the clock edge", |seed| {
+        clock_edge(seed, 0.005)
+    });
+}
+
+#[test]
 fn mutant_restart_without_delay_is_caught() {
     assert_caught("restart without delay", |seed| {
         crashy(seed, Some(Duration::ZERO))
@@ -90,4 +100,45 @@ fn mutant_validity_from_quorum_is_caught() {
 #[test]
 fn correct_core_is_safe_on_a_slow_network() {
     assert_family_safe(|seed| slow_network(seed, |b| b));
+}
+
+#[test]
+fn mutant_shared_stored_value_is_caught_across_attempts() {
+    // Each lock call supplies its own token, so only the attempts of one call share a value.
+    // The correct core passes this family: tests/late_delivery.rs.
+    assert_caught("SharedStoredValue, a token per call", |seed| {
+        late_delivery(seed, Some(SuppliedToken::PerCall), |b| {
+            b.mutant(Mutant::SharedStoredValue)
+        })
+    });
+}
+
+#[test]
+fn mutant_shared_stored_value_is_caught_across_calls() {
+    // Every call of a client supplies the same token; caught only by a violation in which a
+    // late release written by an earlier call deleted the first holder's key.
+    let family = |seed| {
+        late_delivery(seed, Some(SuppliedToken::PerClient), |b| {
+            b.mutant(Mutant::SharedStoredValue)
+        })
+    };
+    let found = (0..MUTANT_BUDGET).find_map(|seed| {
+        let scenario = family(seed);
+        let report = Sim::new(scenario.clone()).run();
+        let release = late_releases(scenario, &report)
+            .into_iter()
+            .find(|r| r.from_earlier_call)?;
+        Some((report, release))
+    });
+    let Some((report, release)) = found else {
+        panic!("SharedStoredValue across calls was not caught within {MUTANT_BUDGET} seeds");
+    };
+    let v = report
+        .violation
+        .expect("late releases come from a violating run");
+    println!(
+        "mutant SharedStoredValue across calls: first failing seed {} of budget \
+         {MUTANT_BUDGET}: {v}\nlate release of an earlier call: {}",
+        report.seed, release.line
+    );
 }

@@ -1,10 +1,12 @@
 //! Property (S) over thousands of seeded scenarios: 3/5/7 nodes, contention, pauses, cuts,
-//! crashes with a safe restart delay, reordering, skew within the drift allowance, short ttls.
-//! Also: the same seed gives the same run. `REDLOCK_SIM_SCENARIOS` sets the scenario count.
+//! crashes with a safe restart delay, half-closes with late delivery, reordering, skew within
+//! the drift allowance, short ttls, supplied tokens (reused by every call of a client in half
+//! the scenarios); and with every clock at the edge of the drift allowance. Also: the same
+//! seed gives the same run. `REDLOCK_SIM_SCENARIOS` sets the scenario count.
 
 mod common;
 
-use common::{assert_safe, safety, scenario_count};
+use common::{EDGE_SKEW, assert_safe, clock_edge, family_count, safety, scenario_count};
 use redlock_sim::Sim;
 
 /// Runs every `parts`-th seed from `part`, and checks that the scenarios did exercise what
@@ -12,6 +14,7 @@ use redlock_sim::Sim;
 fn run_part(part: u64, parts: u64) {
     let (mut acquired, mut retried, mut lost, mut extended, mut cancelled) = (0, 0, 0, 0, 0);
     let (mut pauses, mut cuts, mut crashes, mut noscript) = (0, 0, 0, 0);
+    let (mut half_closes, mut late_commands) = (0, 0);
     for seed in (part..scenario_count()).step_by(parts as usize) {
         let report = assert_safe(safety(seed));
         for op in report.checker.ops() {
@@ -25,14 +28,25 @@ fn run_part(part: u64, parts: u64) {
         cuts += report.stats.cuts;
         crashes += report.stats.crashes;
         noscript += report.stats.noscript;
+        half_closes += report.stats.half_closes;
+        late_commands += report.stats.orphan_commands;
     }
     if scenario_count() >= 100 * parts {
         let seen = [
-            acquired, retried, lost, extended, cancelled, pauses, cuts, crashes, noscript,
+            acquired,
+            retried,
+            lost,
+            extended,
+            cancelled,
+            pauses,
+            cuts,
+            crashes,
+            noscript,
+            half_closes,
         ];
         assert!(
-            seen.iter().all(|n| *n > 0),
-            "a behaviour never happened: {seen:?}"
+            seen.iter().all(|n| *n > 0) && late_commands > 0,
+            "a behaviour never happened: {seen:?}, {late_commands} late commands"
         );
     }
 }
@@ -55,6 +69,27 @@ fn safety_holds_under_faults_part_2() {
 #[test]
 fn safety_holds_under_faults_part_3() {
     run_part(3, 4);
+}
+
+#[test]
+fn safety_holds_with_every_clock_at_the_edge_of_the_drift_allowance() {
+    // Rates 1 ± 0.495% are 0.995% apart at most: inside the default 1% allowance, no floor.
+    // Half the usual family count: these runs are retry storms, several times a safety run.
+    let mut lost = 0;
+    for seed in 0..(family_count() / 2).max(10) {
+        let scenario = clock_edge(seed, 0.01);
+        let sim = Sim::new(scenario.clone());
+        for node in sim.nodes() {
+            let off = (node.clock().rate() - 1.0).abs();
+            assert!(
+                (off - EDGE_SKEW).abs() < 1e-9,
+                "a node clock off the edge: {off}"
+            );
+        }
+        let report = assert_safe(scenario);
+        lost += report.checker.ops().iter().filter(|op| op.lost).count();
+    }
+    assert!(lost > 0, "no holder ever held to its deadline");
 }
 
 #[test]

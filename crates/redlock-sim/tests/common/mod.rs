@@ -7,12 +7,17 @@
 use std::time::Duration;
 
 use redlock_core::{AutoExtend, Config, NodeSettings, RetryPolicy};
-use redlock_sim::{Dice, FaultKnobs, NetworkKnobs, Report, Resources, Scenario, Sim};
+use redlock_sim::{
+    Dice, FaultKnobs, NetworkKnobs, Report, Resources, Scenario, Sim, SuppliedToken,
+};
 
 mod adversarial;
+mod evidence;
 
-#[allow(unused_imports)] // not every test file uses the adversarial families
+#[allow(unused_imports)] // not every test file uses the adversarial families or the evidence
 pub use adversarial::*;
+#[allow(unused_imports)]
+pub use evidence::*;
 
 /// Scenarios per run of the safety property; `REDLOCK_SIM_SCENARIOS` overrides.
 pub fn scenario_count() -> u64 {
@@ -73,8 +78,9 @@ pub(crate) fn safe_restart(ttl_max: Duration, skew: f64) -> (Duration, Duration)
 }
 
 /// (S): a random mix of 3/5/7 nodes, 2-5 clients on 1-2 resources, pauses, cuts, crashes
-/// with a safe restart delay, reordering and splitting, clock skew within the drift
-/// allowance, short ttls, extensions, auto-extension and cancellation.
+/// with a safe restart delay, half-closes with late delivery, reordering and splitting, clock
+/// skew within the drift allowance, short ttls, extensions, auto-extension, cancellation, and
+/// supplied tokens (per call, or one per client reused by every call).
 pub fn safety(seed: u64) -> Scenario {
     let mut d = Dice::new(seed ^ 0x5afe_5afe);
     let nodes = [3, 5, 7][d.index(3)];
@@ -121,6 +127,7 @@ pub fn safety(seed: u64) -> Scenario {
         restart_delay: safe_restart(ttl_max, s.clock_skew),
         max_down: d.range(1, nodes as u64) as usize,
         down_at_start: 0,
+        ..FaultKnobs::default()
     };
     s.workload.ops_per_client = d.range(2, 5) as u32;
     s.workload.ttl = (ms(50), ttl_max);
@@ -139,6 +146,15 @@ pub fn safety(seed: u64) -> Scenario {
     s.workload.token_chance = 0.3;
     s.preload_scripts = d.chance(0.5);
     s.time_limit = ms(6_000);
+    // Drawn last, so that every earlier knob of a seed stayed what it was before these.
+    s.faults.half_close_weight = d.range(0, 3) as u32;
+    s.faults.half_close_hold = (ms(10), d.millis(ms(30), ms(150)));
+    s.faults.late_delivery = (ms(50), ms(300));
+    s.workload.supplied_token = if d.chance(0.5) {
+        SuppliedToken::PerClient
+    } else {
+        SuppliedToken::PerCall
+    };
     s
 }
 
