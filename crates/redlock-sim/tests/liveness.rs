@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{cleanup, quiet};
+use redlock_core::STAMP_LEN;
 use redlock_sim::{Report, Sim};
 
 const SEEDS: u64 = 100;
@@ -83,11 +84,15 @@ fn cancelled_acquisitions_leave_no_key() {
         let keys = sim.live_keys();
         for op in sim.checker().ops().iter().filter(|op| op.cancelled) {
             cancelled += 1;
-            // Every operation here uses a supplied token, so its keys can be named.
+            // Every operation here uses a supplied token, so its keys can be named: each
+            // attempt stores it stamped, `<value>:<40 hex digits>`.
             let token = op.token.as_ref().expect("cleanup scenarios supply tokens");
+            let supplied = token.supplied().unwrap_or(token.as_bytes());
             let left: Vec<_> = keys
                 .iter()
-                .filter(|(_, _, _, value)| value[..] == *token.as_bytes())
+                .filter(|(_, _, _, value)| {
+                    value.len() == supplied.len() + STAMP_LEN && value.starts_with(supplied)
+                })
                 .collect();
             assert!(
                 left.is_empty(),
