@@ -6,7 +6,7 @@
 //! `async-io` and `futures-lite`, never on either runtime: its futures run under
 //! `async_std::task::block_on`, `smol::block_on`, a `smol::Executor`, or any other executor.
 //!
-//! A thin driver: one dedicated background thread (`redlock-asyncio`) runs the driver loop
+//! A thin driver: one dedicated background thread (`redlock-driverio`) runs the driver loop
 //! under `async_io::block_on`. It owns the sans-IO [`redlock_core::Client`] and the N
 //! connections, and every quorum, drift, validity, retry and extension decision is the core's;
 //! the thread only moves bytes, sleeps until the core's deadline, and hands events to your
@@ -50,13 +50,13 @@ mod runtime;
 
 use std::ops::Deref;
 
-use redlock_async::{DriverParts, IoLoop, Start};
+use redlock_driver::{DriverParts, IoLoop, Start};
 
-pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
+pub use redlock_driver::{Handle, LockGuard, LockRef, WithLockError};
 
 /// A handle to a set of N nodes, served by one driver thread. Cheap to clone; `Send + Sync`.
 ///
@@ -72,7 +72,7 @@ pub struct Redlock(Handle);
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// starts the driver thread. It needs no executor.
-pub type Builder = redlock_async::Builder<AsyncIo>;
+pub type Builder = redlock_driver::Builder<AsyncIo>;
 
 /// async-io, as this driver's runtime: the driver loop runs under `async_io::block_on` on a
 /// thread of its own, over `Async<TcpStream>` and async-io's timer. Only [`Builder`]'s
@@ -123,4 +123,4 @@ impl Deref for Redlock {
 }
 
 /// The driver thread's name (15 bytes: Linux keeps no more).
-const DRIVER_THREAD: &str = "redlock-asyncio";
+const DRIVER_THREAD: &str = "redlock-driverio";

@@ -1,4 +1,4 @@
-//! What async-io gives the shared driver loop (`redlock_async::IoLoop`): `Async<TcpStream>`,
+//! What async-io gives the shared driver loop (`redlock_driver::IoLoop`): `Async<TcpStream>`,
 //! its timer, and std's clock. The loop runs under `async_io::block_on` on its own thread.
 
 use std::future::Future;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
 use futures_lite::future;
-use redlock_async::{Connecting, Runtime};
+use redlock_driver::{Connecting, Runtime};
 use tokio::sync::oneshot;
 
 use crate::AsyncIo;

@@ -1,6 +1,6 @@
 //! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
 //! the loop of STYLE.md section 4. It moves bytes; requests and events go through
-//! `redlock-async`'s `Waiters`, and every decision is the core's.
+//! `redlock-driver`'s `Waiters`, and every decision is the core's.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -13,8 +13,8 @@ use std::{mem, vec};
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
 use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use redlock_driver::{Cmd, DriverParts, OsRng, Waiters};
 use tokio::sync::mpsc;
 
 /// One node's socket. `serial` numbers the sockets opened for the node, so that readiness

@@ -1,5 +1,5 @@
 //! What a lock holder sees: [`LockGuard`] (releases on drop) and [`LockRef`] (a cheap view
-//! for code running under the lock). Blocking faces on `redlock-async`'s guard and view:
+//! for code running under the lock). Blocking faces on `redlock-driver`'s guard and view:
 //! they read the state the driver thread publishes and wait for its answers by parking.
 
 use std::ops::Deref;
@@ -13,7 +13,7 @@ use crate::park::{block_on, block_until};
 ///
 /// Cheap to clone; does not release anything when dropped.
 #[derive(Debug, Clone)]
-pub struct LockRef(pub(crate) redlock_async::LockRef);
+pub struct LockRef(pub(crate) redlock_driver::LockRef);
 
 impl LockRef {
     /// The locked resource.
@@ -66,12 +66,12 @@ impl LockRef {
 /// dropping thread beyond a channel send.
 #[derive(Debug)]
 pub struct LockGuard {
-    guard: redlock_async::LockGuard,
+    guard: redlock_driver::LockGuard,
     view: LockRef,
 }
 
 impl LockGuard {
-    pub(crate) fn new(guard: redlock_async::LockGuard) -> Self {
+    pub(crate) fn new(guard: redlock_driver::LockGuard) -> Self {
         let view = LockRef(guard.lock_ref());
         Self { guard, view }
     }

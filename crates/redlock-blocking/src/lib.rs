@@ -4,7 +4,7 @@
 //! A thin driver: one background thread per [`Redlock`] owns the sans-IO
 //! [`redlock_core::Client`] and N non-blocking `mio` sockets polled together, and every
 //! quorum, drift, validity, retry and extension decision is the core's. The handle, guard and
-//! request bookkeeping are `redlock-async`'s, shared with the async drivers; this crate waits
+//! request bookkeeping are `redlock-driver`'s, shared with the async drivers; this crate waits
 //! on them by parking the calling thread, and moves bytes. Read `docs/safety.md` for what a
 //! lock promises.
 //!
@@ -36,15 +36,15 @@ mod driver;
 mod guard;
 mod park;
 
-use redlock_async::{DriverParts, Handle, Start};
 use redlock_core::Config;
+use redlock_driver::{DriverParts, Handle, Start};
 
 pub use guard::{LockGuard, LockRef};
-pub use redlock_async::WithLockError;
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
+pub use redlock_driver::WithLockError;
 
 use driver::Driver;
 use park::block_on;
@@ -58,7 +58,7 @@ pub struct Redlock(Handle);
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// starts the driver thread.
-pub type Builder = redlock_async::Builder<MioThread>;
+pub type Builder = redlock_driver::Builder<MioThread>;
 
 /// How this driver starts: a thread of its own polling the sockets with `mio`. Only
 /// [`Builder`]'s parameter.

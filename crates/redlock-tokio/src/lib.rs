@@ -36,13 +36,13 @@ mod runtime;
 use std::ops::Deref;
 use std::time::Instant;
 
-use redlock_async::{DriverParts, IoLoop, Runtime, Start};
+use redlock_driver::{DriverParts, IoLoop, Runtime, Start};
 
-pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
     AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
     RetryPolicy, Token,
 };
+pub use redlock_driver::{Handle, LockGuard, LockRef, WithLockError};
 
 /// A handle to a set of N nodes, served by one driver task. Cheap to clone; `Send + Sync`.
 ///
@@ -58,7 +58,7 @@ pub struct Redlock(Handle);
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// spawns the driver task on the current tokio runtime.
-pub type Builder = redlock_async::Builder<Tokio>;
+pub type Builder = redlock_driver::Builder<Tokio>;
 
 /// tokio, as this driver's runtime: the driver loop is a task on the runtime current at
 /// [`Builder::build`], over tokio's sockets and timer. Only [`Builder`]'s parameter.

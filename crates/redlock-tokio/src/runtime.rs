@@ -1,4 +1,4 @@
-//! What tokio gives the shared driver loop (`redlock_async::IoLoop`): its sockets, its
+//! What tokio gives the shared driver loop (`redlock_driver::IoLoop`): its sockets, its
 //! timer and its clock. The loop runs as one task on the runtime that built the `Redlock`.
 
 use std::io;
@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use redlock_async::{Connecting, Runtime};
+use redlock_driver::{Connecting, Runtime};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 

@@ -23,7 +23,7 @@
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
-//! use redlock_async::{DriverParts, Setup, Waiters};
+//! use redlock_driver::{DriverParts, Setup, Waiters};
 //! use redlock_core::Output;
 //!
 //! let urls = ["redis://127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];

@@ -7,11 +7,11 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use redlock_async::WithLockError;
-use redlock_async::{Cmd, DriverParts, Handle, LockGuard, OsRng, Setup, Waiters};
 use redlock_core::{
     AutoExtend, Client, ConfigBuilder, Input, LockError, LostReason, NodeId, Output, ReleaseOutcome,
 };
+use redlock_driver::WithLockError;
+use redlock_driver::{Cmd, DriverParts, Handle, LockGuard, OsRng, Setup, Waiters};
 use tokio::sync::mpsc;
 
 /// The driver side: a one-node loop whose socket is this test.
@@ -365,7 +365,7 @@ fn handles_are_clone_send_sync() {
     fn check<T: Clone + Send + Sync + 'static>() {}
     fn send<T: Send + 'static>() {}
     check::<Handle>();
-    check::<redlock_async::LockRef>();
+    check::<redlock_driver::LockRef>();
     send::<LockGuard>();
     send::<DriverParts>();
 }
