@@ -5,7 +5,10 @@
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlock_core::{LockError, LostReason, ReleaseOutcome, Resource, Token};
+use redlock_core::{LostReason, ReleaseOutcome, Resource, Token};
+use redlock_driver::{LockError, Start};
+
+use crate::MioThread;
 
 use crate::park::{block_on, block_until};
 
@@ -49,7 +52,7 @@ impl LockRef {
     /// Blocks until the lock is lost and returns the reason, or returns `None` once
     /// `timeout` passes or the lock is released (a released lock is never reported lost).
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = MioThread::now().checked_add(timeout);
         block_until(self.0.lost_or_released(), deadline).flatten()
     }
 
