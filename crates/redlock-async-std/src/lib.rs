@@ -6,7 +6,7 @@
 //! `async-io` and `futures-lite`, never on either runtime: its futures run under
 //! `async_std::task::block_on`, `smol::block_on`, a `smol::Executor`, or any other executor.
 //!
-//! A thin driver: one dedicated background thread (`redlock-driverio`) runs the driver loop
+//! A thin driver: one dedicated background thread (`redlock-asyncio`) runs the driver loop
 //! under `async_io::block_on`. It owns the sans-IO [`redlock_core::Client`] and the N
 //! connections, and every quorum, drift, validity, retry and extension decision is the core's;
 //! the thread only moves bytes, sleeps until the core's deadline, and hands events to your
