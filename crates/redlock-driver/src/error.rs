@@ -126,11 +126,13 @@ impl<E: fmt::Display> fmt::Display for WithLockError<E> {
     }
 }
 
-impl<E: Error + 'static> Error for WithLockError<E> {
+/// Transparent: it displays as the error it holds, and the lock error's source is its own.
+/// A closure's error needs only `Debug + Display`, so its source is not reachable here.
+impl<E: fmt::Debug + fmt::Display> Error for WithLockError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::Lock(e) => Some(e),
-            Self::Closure(e) => Some(e),
+            Self::Lock(e) => e.source(),
+            Self::Closure(_) => None,
         }
     }
 }
@@ -237,5 +239,16 @@ mod tests {
         let usage = LockError::from(UsageError::EmptyResource);
         assert!(matches!(usage, LockError::Usage(UsageError::EmptyResource)));
         assert!(usage.source().is_some());
+        // WithLockError is transparent: the lock error's source, not the lock error again.
+        let with = WithLockError::<String>::Lock(e);
+        assert_eq!(
+            with.to_string(),
+            format!("invalid node URL `nope`: {}", bad.reason())
+        );
+        assert_eq!(
+            with.source().map(ToString::to_string),
+            Some(bad.to_string())
+        );
+        assert!(WithLockError::Closure("boom".to_owned()).source().is_none());
     }
 }

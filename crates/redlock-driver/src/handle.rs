@@ -16,7 +16,8 @@ use crate::request::{Cmd, LockState, Request};
 /// A handle to a set of N nodes, served by a driver loop. Cheap to clone; `Send + Sync`.
 ///
 /// The driver loop runs as long as a handle or a guard exists, or an operation (a background
-/// release, say) is unfinished. Each driver's `Redlock` derefs to this type.
+/// release, say) is unfinished. The async drivers' `Redlock` derefs to this type; the blocking
+/// driver's `Handle` wraps it.
 #[derive(Debug, Clone)]
 pub struct Handle {
     tx: mpsc::UnboundedSender<Cmd>,
