@@ -12,8 +12,9 @@ use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
 use crate::config::Config;
-use crate::error::{NodeFault, UsageError};
-use crate::io::{Event, Input, NodeId, OpId, Output, Transmit};
+use crate::error::UsageError;
+use crate::id::{NodeId, OpId, RequestId};
+use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending};
 use crate::options::LockOptions;
@@ -316,13 +317,7 @@ impl<R: CryptoRng> Client<R> {
         }
     }
 
-    fn deliver(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        id: crate::RequestId,
-        reply: Result<&Reply, NodeFault>,
-    ) {
+    fn deliver(&mut self, now: Instant, op: OpId, id: RequestId, reply: Result<&Reply, NodeFault>) {
         if let Some(entry) = self.locks.get_mut(&op) {
             entry.lock.handle_reply(now, id, reply, &mut self.rng);
             self.pump(now, op);

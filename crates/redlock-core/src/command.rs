@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::error::NodeFault;
+use crate::io::NodeFault;
 use crate::resp::{self, Reply};
 use crate::token::{Resource, Token};
 

@@ -7,6 +7,9 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::id::MAX_NODES;
+#[cfg(feature = "_mutants")]
+use crate::mutant::Mutant;
 use crate::policy::{AutoExtend, NodeSettings, RetryPolicy};
 
 /// Validated configuration shared by every lock of a [`Client`](crate::Client).
@@ -25,7 +28,7 @@ pub struct Config {
     pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     #[cfg(feature = "_mutants")]
-    pub(crate) mutant: Option<crate::Mutant>,
+    pub(crate) mutant: Option<Mutant>,
 }
 
 /// The time parameters of one lock, derived from the ttl and checked together.
@@ -177,7 +180,7 @@ pub struct ConfigBuilder {
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     #[cfg(feature = "_mutants")]
-    mutant: Option<crate::Mutant>,
+    mutant: Option<Mutant>,
 }
 
 impl ConfigBuilder {
@@ -315,7 +318,7 @@ impl ConfigBuilder {
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
-    pub fn mutant(mut self, mutant: crate::Mutant) -> Self {
+    pub fn mutant(mut self, mutant: Mutant) -> Self {
         self.mutant = Some(mutant);
         self
     }
@@ -323,10 +326,10 @@ impl ConfigBuilder {
     /// Checks every rule and returns the configuration, or the first broken field.
     pub fn build(self) -> Result<Config, ConfigError> {
         let n = self.nodes.len();
-        if n == 0 || n > crate::MAX_NODES {
+        if n == 0 || n > MAX_NODES {
             return Err(ConfigError::new(
                 "nodes",
-                format!("need 1 to {} nodes", crate::MAX_NODES),
+                format!("need 1 to {} nodes", MAX_NODES),
             ));
         }
         if let Some(index) = self.node_out_of_range {
@@ -424,12 +427,6 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// Default fixed drift allowance (the distlock reference implementation uses 2 ms).
 pub const DEFAULT_DRIFT_FLOOR: Duration = Duration::from_millis(2);
-/// Default attempts per acquisition.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-/// Default shortest retry delay.
-pub const DEFAULT_RETRY_DELAY_MIN: Duration = Duration::from_millis(50);
-/// Default longest retry delay.
-pub const DEFAULT_RETRY_DELAY_MAX: Duration = Duration::from_millis(250);
 /// Longest ttl accepted: far beyond any sane lease, and `now + ttl` never overflows a node's
 /// 64-bit millisecond clock.
 pub const MAX_TTL_MS: u64 = 1 << 50;

@@ -105,19 +105,19 @@ pub(crate) struct LockParams {
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) release_timeout: Duration,
     #[cfg(feature = "_mutants")]
-    pub(crate) mutant: Option<crate::Mutant>,
+    pub(crate) mutant: Option<crate::mutant::Mutant>,
 }
 
 impl LockParams {
     /// Whether a test-only mutant is switched on.
     #[cfg(feature = "_mutants")]
-    pub(crate) fn mutant(&self, m: crate::Mutant) -> bool {
+    pub(crate) fn mutant(&self, m: crate::mutant::Mutant) -> bool {
         self.mutant == Some(m)
     }
 
     /// Whether a test-only mutant is switched on (never, without the test feature).
     #[cfg(not(feature = "_mutants"))]
-    pub(crate) fn mutant(&self, _m: crate::Mutant) -> bool {
+    pub(crate) fn mutant(&self, _m: crate::mutant::Mutant) -> bool {
         false
     }
 }

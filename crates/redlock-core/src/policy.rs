@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::config::{DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN};
 use crate::error::ConfigError;
 
 /// How [`Client::acquire`](crate::Client::acquire) retries after a failed attempt.
@@ -129,3 +128,10 @@ impl NodeSettings {
         Ok(())
     }
 }
+
+/// Default attempts per acquisition.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default shortest retry delay.
+pub const DEFAULT_RETRY_DELAY_MIN: Duration = Duration::from_millis(50);
+/// Default longest retry delay.
+pub const DEFAULT_RETRY_DELAY_MAX: Duration = Duration::from_millis(250);

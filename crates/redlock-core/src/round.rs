@@ -10,31 +10,9 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::NodeId;
+use crate::id::{NodeId, RequestId};
+use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
-
-/// Names one request of the operation layer: which round of the lock, and which node.
-///
-/// Hand it back with the node's reply to [`Lock::handle_reply`](crate::Lock::handle_reply).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId(u64);
-
-impl RequestId {
-    fn new(round: u32, node: NodeId) -> Self {
-        Self((u64::from(round) << 16) | node.index() as u64)
-    }
-
-    #[inline]
-    pub(crate) fn round(self) -> u32 {
-        (self.0 >> 16) as u32
-    }
-
-    #[inline]
-    pub(crate) fn node(self) -> NodeId {
-        NodeId::new((self.0 & 0xffff) as usize)
-    }
-}
 
 /// One node's part in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,13 +204,6 @@ mod tests {
             (3, 2),
             Vec::new(),
         )
-    }
-
-    #[test]
-    fn request_ids_round_trip() {
-        let id = RequestId::new(u32::MAX, NodeId::new(65_535));
-        assert_eq!(id.round(), u32::MAX);
-        assert_eq!(id.node(), NodeId::new(65_535));
     }
 
     #[test]

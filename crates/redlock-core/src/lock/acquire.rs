@@ -6,10 +6,9 @@ use std::time::Instant;
 use rand_core::CryptoRng;
 
 use super::{Held, Lock, Phase};
-use crate::Mutant;
 use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event};
+use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event, NodeFault};
+use crate::mutant::Mutant;
 use crate::options::LockParams;
 use crate::quorum;
 use crate::round::{Round, Slot};

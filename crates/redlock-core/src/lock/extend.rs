@@ -6,9 +6,9 @@ use std::time::Instant;
 use rand_core::CryptoRng;
 
 use super::{Held, Lock, Phase};
-use crate::Mutant;
 use crate::command::Command;
 use crate::io::{Event, LostReason};
+use crate::mutant::Mutant;
 use crate::quorum;
 use crate::time;
 

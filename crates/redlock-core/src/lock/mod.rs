@@ -13,15 +13,16 @@ use bytes::BytesMut;
 
 use rand_core::CryptoRng;
 
-use crate::Mutant;
 use crate::command::{Command, Vote};
 use crate::config::Config;
-use crate::error::{NodeFault, UsageError};
-use crate::io::{AcquireFailure, Event, NodeId, OpId};
+use crate::error::UsageError;
+use crate::id::{NodeId, OpId, RequestId};
+use crate::io::{AcquireFailure, Event, NodeFault};
+use crate::mutant::Mutant;
 use crate::options::{LockOptions, LockParams};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
-use crate::round::{RequestId, Round, Slot};
+use crate::round::{Round, Slot};
 use crate::token::{Resource, Token};
 
 mod acquire;

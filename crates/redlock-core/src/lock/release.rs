@@ -5,8 +5,7 @@ use std::time::Instant;
 
 use super::{Lock, Phase};
 use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::{Event, LostReason, ReleaseOutcome};
+use crate::io::{Event, LostReason, NodeFault, ReleaseOutcome};
 use crate::round::{Round, Slot};
 use crate::time;
 use crate::token::Token;
