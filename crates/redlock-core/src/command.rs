@@ -98,18 +98,13 @@ impl Command {
         Self::new(kind, resource, token, 0)
     }
 
-    pub(crate) fn extend(resource: &Resource, token: &Token, ttl_ms: u64, resurrect: bool) -> Self {
-        #[cfg(feature = "_mutants")]
-        let script = if resurrect {
-            &RESURRECTING_EXTEND_SCRIPT
-        } else {
-            &EXTEND_SCRIPT
-        };
-        #[cfg(not(feature = "_mutants"))]
-        let script = {
-            debug_assert!(!resurrect, "mutants need the _mutants feature");
-            &EXTEND_SCRIPT
-        };
+    /// Runs `script` (the extend script, compare-and-expire) on the key.
+    pub(crate) fn extend(
+        resource: &Resource,
+        token: &Token,
+        ttl_ms: u64,
+        script: &'static Script,
+    ) -> Self {
         Self::new(
             CommandKind::EvalSha(script, ScriptUse::Extend),
             resource,
@@ -265,9 +260,9 @@ mod tests {
         assert_eq!(eval.args()[0], "EVAL");
         assert_eq!(eval.args()[1], RELEASE_SCRIPT.body);
         assert_eq!(eval.as_eval(), None);
-        let extend = Command::extend(&r, &t, 0, false);
+        let extend = Command::extend(&r, &t, 0, &EXTEND_SCRIPT);
         assert_eq!(extend.args()[5], "0");
-        let extend = Command::extend(&r, &t, u64::MAX, false);
+        let extend = Command::extend(&r, &t, u64::MAX, &EXTEND_SCRIPT);
         assert_eq!(extend.args()[5], "18446744073709551615");
     }
 
@@ -277,7 +272,7 @@ mod tests {
         let t = Token::new("t").unwrap();
         let set = Command::set_nx_px(&r, &t, 1);
         let release = Command::release(&r, &t);
-        let extend = Command::extend(&r, &t, 1, false);
+        let extend = Command::extend(&r, &t, 1, &EXTEND_SCRIPT);
         assert_eq!(set.vote(&Reply::Ok), Vote::Yes);
         assert_eq!(set.vote(&Reply::Nil), Vote::No);
         assert!(matches!(

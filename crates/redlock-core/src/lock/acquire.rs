@@ -8,7 +8,6 @@ use rand_core::CryptoRng;
 use super::{Held, Lock, Phase};
 use crate::command::{Command, Vote};
 use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event, NodeFault};
-use crate::mutant::Mutant;
 use crate::options::LockParams;
 use crate::quorum;
 use crate::round::{Round, Slot};
@@ -161,8 +160,8 @@ pub(super) fn attempt_token<R: CryptoRng + ?Sized>(
     rng: &mut R,
 ) -> Token {
     match supplied {
-        Some(value) if params.mutant(Mutant::SharedStoredValue) => value.clone(),
-        Some(value) => value.stamped(rng),
+        Some(value) if params.stamp_supplied => value.stamped(rng),
+        Some(value) => value.clone(),
         None => Token::generate(rng),
     }
 }

@@ -8,26 +8,26 @@ use rand_core::CryptoRng;
 use super::{Held, Lock, Phase};
 use crate::command::Command;
 use crate::io::{Event, LostReason};
-use crate::mutant::Mutant;
 use crate::quorum;
 use crate::time;
 
 impl Lock {
     pub(super) fn start_extend(&mut self, now: Instant) {
-        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
+        let ends = self.params.deadline_ends_lock;
         let Phase::Held(h) = &mut self.phase else {
             return;
         };
-        if now >= h.deadline && !resurrect {
+        if now >= h.deadline && ends {
             let reason = Self::deadline_reason(h);
             return self.lose(now, reason);
         }
         h.renew_at = None;
         h.retry_at = None;
         let timing = &self.params.timing;
-        let command = Command::extend(&self.resource, &h.token, timing.ttl_ms, resurrect);
+        let script = self.params.extend_script;
+        let command = Command::extend(&self.resource, &h.token, timing.ttl_ms, script);
         let mut deadline = time::add(now, timing.attempt_timeout);
-        if !resurrect {
+        if ends {
             // Votes after the lock's deadline cannot save it.
             deadline = deadline.min(h.deadline);
         }
@@ -73,7 +73,7 @@ impl Lock {
         if not_ours.len() > self.params.nodes - self.params.quorum {
             return self.lose(now, LostReason::NotOwned { nodes: not_ours });
         }
-        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
+        let ends = self.params.deadline_ends_lock;
         let retry = self.params.retry;
         let Phase::Held(h) = &mut self.phase else {
             return;
@@ -84,13 +84,13 @@ impl Lock {
         // remaining validity. If none is left, the deadline timer reports the loss.
         let remaining = h.deadline.saturating_duration_since(now);
         let mut delay = time::uniform(rng, retry.delay_min, retry.delay_max);
-        if !resurrect {
+        if ends {
             delay = delay.min(remaining / 2);
         }
         // Never retry in the same instant: with every node down the retry fails at once and
         // would be due again at once (found by fuzzing).
         let retry_at = time::add(now, delay.max(time::MIN_RETRY_DELAY));
-        if resurrect || retry_at < h.deadline {
+        if !ends || retry_at < h.deadline {
             h.retry_at = Some(retry_at);
         }
     }

@@ -18,8 +18,7 @@ use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeId, OpId, RequestId};
 use crate::io::{AcquireFailure, Event, NodeFault};
-use crate::mutant::Mutant;
-use crate::options::{LockOptions, LockParams};
+use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
 use crate::round::{Round, Slot};
@@ -243,11 +242,7 @@ impl Lock {
         let phase = match &self.phase {
             Phase::Acquiring { retry_at, .. } => *retry_at,
             Phase::Held(h) => {
-                let deadline = if self.params.mutant(Mutant::ResurrectingExtend) {
-                    None
-                } else {
-                    Some(h.deadline)
-                };
+                let deadline = self.params.deadline_ends_lock.then_some(h.deadline);
                 [deadline, h.renew_at, h.retry_at]
                     .into_iter()
                     .flatten()
@@ -400,7 +395,7 @@ impl Lock {
     fn lose_if_past_deadline(&mut self, now: Instant) {
         if let Phase::Held(h) = &self.phase
             && now >= h.deadline
-            && !self.params.mutant(Mutant::ResurrectingExtend)
+            && self.params.deadline_ends_lock
         {
             let reason = Self::deadline_reason(h);
             self.lose(now, reason);
@@ -409,11 +404,7 @@ impl Lock {
 
     fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
         let n = self.params.nodes;
-        let q = if self.params.mutant(Mutant::QuorumHalf) {
-            (n / 2).max(1)
-        } else {
-            self.params.quorum
-        };
+        let q = self.params.quorum;
         let slots = std::mem::take(&mut self.spare_slots);
         Round::new(self.seq(), command, now, deadline, (n, q), slots)
     }
@@ -430,10 +421,9 @@ impl Lock {
 
     /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1`.
     fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
-        let start = if self.params.mutant(Mutant::ValidityFromQuorum) {
-            t1
-        } else {
-            t0
+        let start = match self.params.validity_from {
+            ValidityFrom::AttemptStart => t0,
+            ValidityFrom::Decision => t1,
         };
         let timing = &self.params.timing;
         quorum::deadline(start, timing.ttl(), timing.drift())
