@@ -94,7 +94,7 @@ enum Timer {
 
 // `Client` is generic over its RNG, so its methods are compiled in the driver's crate. The
 // small per-reply helpers they call here (node, decoder, lock, round) are `#[inline]`, so
-// that they can be inlined there without LTO (they were a tenth of a lock cycle as calls).
+// that they can be inlined there without LTO.
 impl<R: CryptoRng> Client<R> {
     /// A client for the nodes of `config`. The first outputs ask to connect to every node.
     pub fn new(config: Config, rng: R) -> Self {

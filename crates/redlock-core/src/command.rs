@@ -21,7 +21,7 @@ pub struct Script {
 }
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
-/// holds another token ([algorithm note](https://valkey.io/topics/distlock/), "Releasing").
+/// holds another token (algorithm.md §6).
 pub const RELEASE_SCRIPT: Script = Script {
     body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end",
     sha1: "63a5d32a929e2ae5edfa6ed689e1ed3702d55f56",

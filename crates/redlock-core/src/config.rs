@@ -1,5 +1,6 @@
 //! [`Config`] and its builder: every number the algorithm uses, validated once, with the
-//! defaults of the [algorithm note](https://valkey.io/topics/distlock/).
+//! defaults of the [Valkey distlock page](https://valkey.io/topics/distlock/) (algorithm.md
+//! §1, §2, §4).
 //!
 //! Per-lock overrides live in [`LockOptions`]; they are checked against the same rules when
 //! a lock is requested. Nothing here talks to nodes.
@@ -415,15 +416,15 @@ impl ConfigBuilder {
     }
 }
 
-/// 5% of the ttl, at most 1 s (algorithm note, step 2), at least 1 µs.
+/// 5% of the ttl, at most 1 s (algorithm.md §2), at least 1 µs.
 pub(crate) fn default_attempt_timeout(ttl: Duration) -> Duration {
     (ttl / 20).clamp(Duration::from_micros(1), Duration::from_secs(1))
 }
 
 /// Default lock time to live.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
-/// Default proportional drift allowance ([algorithm note](https://valkey.io/topics/distlock/),
-/// "Safety arguments").
+/// Default proportional drift allowance (algorithm.md §4; the
+/// [Valkey distlock page](https://valkey.io/topics/distlock/), "Safety arguments").
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// Default fixed drift allowance (the distlock reference implementation uses 2 ms).
 pub const DEFAULT_DRIFT_FLOOR: Duration = Duration::from_millis(2);

@@ -7,8 +7,9 @@
 //! lock events. All quorum, clock-drift, validity, timeout, retry, extension and release
 //! logic lives here once, so every driver (tokio, async-io, blocking) behaves the same.
 //!
-//! The algorithm and its decisions are fixed in the project's algorithm note, which follows
-//! the [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
+//! Every rule of the algorithm, with its reason and the test that shows it, is in
+//! `docs/algorithm.md` (code comments cite it by section, `algorithm.md §4`); it follows the
+//! [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
 //! does not promise (process pauses, clock jumps, node restarts, fencing) is in
 //! `docs/safety.md`; read it before relying on a lock for correctness.
 //!

@@ -65,7 +65,7 @@ impl RetryPolicy {
 /// Automatic renewal of held locks.
 ///
 /// At least one bound is required: unbounded renewal would turn a hung holder into a
-/// deadlock (liveness A of the algorithm note).
+/// deadlock (algorithm.md §10).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AutoExtend {
     /// Renew when the remaining validity drops below this fraction of the ttl, in (0, 1).

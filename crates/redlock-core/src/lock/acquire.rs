@@ -31,7 +31,7 @@ impl Lock {
         }
         *attempts += 1;
         let command = Command::set_nx_px(&self.resource, token, self.params.timing.ttl_ms);
-        // Algorithm note, step 2: one command to all N nodes at once, each with until
+        // algorithm.md §2: one command to all N nodes at once, each with until
         // t0 + attempt_timeout to answer.
         let deadline = time::add(now, self.params.timing.attempt_timeout);
         self.main = Some(self.new_round(command, now, deadline));
@@ -47,7 +47,7 @@ impl Lock {
         else {
             return;
         };
-        // Algorithm note, step 4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's
+        // algorithm.md §4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's
         // start, and the deadline is t0 + ttl - drift.
         let deadline = self.deadline_from(round.started, now);
         match quorum::validity(deadline, now) {
@@ -102,7 +102,7 @@ impl Lock {
             return;
         };
         let (attempts, first_start, token) = (*attempts, *first_start, token.clone());
-        // Algorithm note, step 5: release on ALL N nodes, also those that did not answer,
+        // algorithm.md §6: release on ALL N nodes, also those that did not answer,
         // since a lost reply can hide a successful SET.
         self.push_cleanup(now, &token);
         let retry = self.params.retry;

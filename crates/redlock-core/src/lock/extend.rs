@@ -38,7 +38,7 @@ impl Lock {
         let Some(round) = self.main.take() else {
             return;
         };
-        // Algorithm note, step 7: validity counted from the extension's own t0.
+        // algorithm.md §8: validity counted from the extension's own t0.
         let deadline = self.deadline_from(round.started, now);
         let min = self.params.timing.min_validity;
         let Some(validity) = quorum::validity(deadline, now).filter(|v| *v > min) else {
@@ -68,7 +68,7 @@ impl Lock {
             return;
         };
         let not_ours = round.nodes_voting_no();
-        // Algorithm note, step 7: more than N - q nodes without our key means another
+        // algorithm.md §9: more than N - q nodes without our key means another
         // client may hold the lock now.
         if not_ours.len() > self.params.nodes - self.params.quorum {
             return self.lose(now, LostReason::NotOwned { nodes: not_ours });

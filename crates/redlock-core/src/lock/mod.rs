@@ -4,7 +4,7 @@
 //! This is the operation layer: a library that owns its own Redis connections drives a
 //! `Lock` directly, sending each [`Request`] to its node by any client and handing back the
 //! reply. [`Client`](crate::Client) drives many of them over its own byte streams. The
-//! decision rules are those of the algorithm note; each is cited where it is applied.
+//! decision rules are those of `docs/algorithm.md`; each is cited where it is applied.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -293,7 +293,7 @@ impl Lock {
     pub fn handle_timeout<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
         self.cleanup
             .retain(|r| r.deadline > now && !r.is_complete());
-        // Algorithm note, step 7: past the deadline the lock is lost, whatever is in flight;
+        // algorithm.md §9: past the deadline the lock is lost, whatever is in flight;
         // a late extension reply can no longer bring it back. Falls through: if the keys
         // should be gone already, the release starts now.
         self.lose_if_past_deadline(now);
@@ -320,7 +320,7 @@ impl Lock {
     /// Starts an extension by the lock's ttl, counted from `now`.
     ///
     /// If an extension is already in flight this joins it. If the deadline has passed the
-    /// lock is reported [`Event::Lost`] and nothing is sent (algorithm note, step 7).
+    /// lock is reported [`Event::Lost`] and nothing is sent (algorithm.md §8).
     pub fn extend(&mut self, now: Instant) -> Result<(), UsageError> {
         match &self.phase {
             Phase::Held(_) if self.main.is_some() => Ok(()),
@@ -390,8 +390,8 @@ impl Lock {
 
     // ---- helpers ----
 
-    /// Reports a held lock lost if `now` is at or past its deadline (algorithm note, step
-    /// 7), without waiting for the deadline timer to be fed.
+    /// Reports a held lock lost if `now` is at or past its deadline (algorithm.md §9),
+    /// without waiting for the deadline timer to be fed.
     fn lose_if_past_deadline(&mut self, now: Instant) {
         if let Phase::Held(h) = &self.phase
             && now >= h.deadline

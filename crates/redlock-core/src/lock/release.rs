@@ -44,7 +44,7 @@ impl Lock {
             Phase::Expired { token, .. } => token.clone(),
             _ => return,
         };
-        // Algorithm note, step 6: release on ALL N nodes, whatever the votes were. Dropping
+        // algorithm.md §6: release on ALL N nodes, whatever the votes were. Dropping
         // an extension in flight is safe: on each connection the release follows it.
         let command = Command::release(&self.resource, &token);
         let deadline = time::add(now, self.params.release_timeout);
