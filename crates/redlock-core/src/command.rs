@@ -190,6 +190,23 @@ impl Command {
     }
 }
 
+/// Where commands are encoded. Each encoding is split off as its own [`Bytes`]; the
+/// storage is reused once every `Bytes` split from it has been dropped, so a round's
+/// encoding usually allocates nothing. It remembers no command.
+#[derive(Debug, Default)]
+pub(crate) struct Encoder {
+    buf: BytesMut,
+}
+
+impl Encoder {
+    /// The RESP bytes of `command`.
+    #[inline]
+    pub(crate) fn encode(&mut self, command: &Command) -> Bytes {
+        command.encode(&mut self.buf);
+        self.buf.split().freeze()
+    }
+}
+
 fn with_ttl(head: &[&[u8]; 5], usage: ScriptUse, ttl: &[u8], f: impl FnOnce(&[&[u8]])) {
     match usage {
         ScriptUse::Release => f(head),

@@ -14,10 +14,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use rand_core::CryptoRng;
 
-use crate::command::{Command, Vote};
+use crate::command::{Command, Encoder, Vote};
 use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeId, OpId, RequestId};
@@ -25,7 +25,7 @@ use crate::io::{Event, NodeFault};
 use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
-use crate::round::{Round, Slot};
+use crate::round::{Form, Round, Slot};
 use crate::token::{Resource, Token};
 
 mod acquire;
@@ -184,38 +184,38 @@ impl Lock {
 
     /// The next request to send, if any. Drain after every call that changes the lock.
     pub fn poll_request(&mut self) -> Option<Request> {
-        let (id, node, eval) = self.next_send()?;
-        let command = self.round(id.round())?.command_for(eval);
+        let (round, id, node, form) = self.next_send()?;
+        let command = round.command_for(form);
         Some(Request { id, node, command })
     }
 
-    /// The next request as (id, node, is the `EVAL` form), without building its command:
-    /// cleanup releases first, then the phase's round.
+    /// The next request as its id, its node and its RESP bytes, shared with the other
+    /// nodes' requests of its round.
+    #[inline]
+    pub(crate) fn next_transmit(
+        &mut self,
+        encoder: &mut Encoder,
+    ) -> Option<(RequestId, NodeId, &Bytes)> {
+        let (round, id, node, form) = self.next_send()?;
+        Some((id, node, round.encoded(form, encoder)))
+    }
+
+    /// The next request, with its round: cleanup releases first, then the phase's round.
     ///
     /// No order between rounds is needed for safety: every attempt stores its own value, so
     /// an older round's command that runs after a newer one's, on this connection or on a
     /// dead one whose bytes arrive late, compares another value and touches nothing of the
     /// newer attempt (algorithm.md §5).
     #[inline]
-    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
+    fn next_send(&mut self) -> Option<(&mut Round, RequestId, NodeId, Form)> {
         for round in &mut self.ctx.cleanup {
-            if let Some(send) = round.next_send() {
-                return Some(send);
+            if let Some((id, node, form)) = round.next_send() {
+                return Some((round, id, node, form));
             }
         }
-        self.phase.round_mut()?.next_send()
-    }
-
-    /// Appends the RESP bytes of a request from [`next_send`](Self::next_send).
-    pub(crate) fn encode_request(&self, id: RequestId, eval: bool, buf: &mut BytesMut) {
-        if let Some(round) = self.round(id.round()) {
-            round.encode_for(eval, buf);
-        }
-    }
-
-    fn round(&self, seq: u32) -> Option<&Round> {
-        let mut rounds = self.ctx.cleanup.iter().chain(self.phase.round());
-        rounds.find(|r| r.seq == seq)
+        let round = self.phase.round_mut()?;
+        let (id, node, form) = round.next_send()?;
+        Some((round, id, node, form))
     }
 
     /// The next event, if any.
