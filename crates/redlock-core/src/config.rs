@@ -370,6 +370,28 @@ impl ConfigBuilder {
         if let Some(auto) = &self.auto_extend {
             auto.check()?;
         }
+        self.check_connections()?;
+        Ok(Config {
+            nodes: self.nodes,
+            quorum,
+            timing,
+            retry: self.retry,
+            auto_extend: self.auto_extend,
+            release_timeout,
+            max_reply_size: self.max_reply_size,
+            max_read_buffer: self.max_read_buffer,
+            reconnect_min: self.reconnect_min,
+            reconnect_max: self.reconnect_max,
+            max_in_flight: self.max_in_flight,
+            preload_scripts: self.preload_scripts,
+            #[cfg(feature = "_mutants")]
+            mutant: self.mutant,
+        })
+    }
+
+    /// The rules of the per-node connection settings: buffer caps, reconnect backoff,
+    /// requests in flight, AUTH.
+    fn check_connections(&self) -> Result<(), ConfigError> {
         if self.max_reply_size < MIN_BUFFER || self.max_read_buffer < self.max_reply_size {
             return Err(ConfigError::new(
                 "max_reply_size",
@@ -397,22 +419,7 @@ impl ConfigBuilder {
         for settings in &self.nodes {
             settings.check()?;
         }
-        Ok(Config {
-            nodes: self.nodes,
-            quorum,
-            timing,
-            retry: self.retry,
-            auto_extend: self.auto_extend,
-            release_timeout,
-            max_reply_size: self.max_reply_size,
-            max_read_buffer: self.max_read_buffer,
-            reconnect_min: self.reconnect_min,
-            reconnect_max: self.reconnect_max,
-            max_in_flight: self.max_in_flight,
-            preload_scripts: self.preload_scripts,
-            #[cfg(feature = "_mutants")]
-            mutant: self.mutant,
-        })
+        Ok(())
     }
 }
 
