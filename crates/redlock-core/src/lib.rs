@@ -92,7 +92,6 @@ mod error;
 mod id;
 mod io;
 mod lock;
-mod lock_error;
 mod mutant;
 mod node;
 mod options;
@@ -118,7 +117,6 @@ pub use io::{
     ReleaseOutcome, Transmit,
 };
 pub use lock::{Lock, Request};
-pub use lock_error::LockError;
 pub use options::LockOptions;
 pub use policy::{
     AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN,
