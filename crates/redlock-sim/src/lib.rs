@@ -24,7 +24,8 @@
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
-//!   [`Report`] (`report.rs`): counters and the trace hash.
+//!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
+//!   hash.
 //! - `workload`, [`checker`]: what clients do, and what must never happen.
 
 #![forbid(unsafe_code)]
@@ -33,6 +34,7 @@
 pub mod checker;
 pub mod clock;
 mod driver;
+mod event;
 mod fault;
 mod keyspace;
 mod network;
