@@ -1,11 +1,11 @@
 //! A deterministic simulation of Redlock: simulated Redis nodes, a network that delays,
-//! splits, reorders (across links), cuts and half-closes (late delivery), skewed clocks, and a virtual-time scheduler
-//! driving real `redlock_core::Client`s.
+//! splits, reorders (across links), cuts and half-closes (late delivery), skewed clocks,
+//! and a virtual-time scheduler driving real `redlock_core::Client`s.
 //!
 //! No real IO, no sleeps, no threads: a [`Scenario`] (seed and knobs) fully determines a run,
 //! so a failing seed replays exactly ([`Sim::enable_log`] prints it). The [`Checker`] records
-//! every hold in true time and reports two holders of one resource at once (property S of
-//! the algorithm note).
+//! every hold in true time and reports two holders of one resource at once (the safety
+//! property of docs/algorithm.md, which §1 and §4 give).
 //!
 //! ```
 //! use std::time::Duration;
