@@ -48,77 +48,51 @@
 
 mod runtime;
 
-use std::ops::Deref;
+use std::time::Instant;
 
-use redlock_async::{DriverParts, IoLoop, Start};
+use redlock_driver::{DriverParts, IoLoop, Start};
 
-pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
-    AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
-    RetryPolicy, Token,
+    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
+    Resource, RetryPolicy, Token,
 };
+pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
 
 /// A handle to a set of N nodes, served by one driver thread. Cheap to clone; `Send + Sync`.
 ///
-/// The lock methods ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
+/// The lock calls ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
 /// [`lock_with`](Handle::lock_with), [`with_lock`](Handle::with_lock),
 /// [`config`](Handle::config)) are those of [`Handle`], reached through `Deref`;
-/// `Handle::clone(&redlock)` gives a handle free of the runtime's name.
-///
-/// The driver thread runs as long as a handle or a guard exists, or an operation (a
-/// background release, say) is unfinished.
-#[derive(Debug, Clone)]
-pub struct Redlock(Handle);
+/// `Handle::clone(&redlock)` gives a handle free of the runtime's name. The driver thread
+/// runs as long as a handle or a guard exists, or an operation (a background release, say)
+/// is unfinished.
+pub type Redlock = redlock_driver::Redlock<AsyncIo>;
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// starts the driver thread. It needs no executor.
-pub type Builder = redlock_async::Builder<AsyncIo>;
+pub type Builder = redlock_driver::Builder<AsyncIo>;
 
 /// async-io, as this driver's runtime: the driver loop runs under `async_io::block_on` on a
-/// thread of its own, over `Async<TcpStream>` and async-io's timer. Only [`Builder`]'s
-/// parameter.
+/// thread of its own, over `Async<TcpStream>` and async-io's timer. Only [`Redlock`]'s and
+/// [`Builder`]'s parameter.
 #[derive(Debug)]
 pub enum AsyncIo {}
 
 impl Start for AsyncIo {
-    type Redlock = Redlock;
+    type Handle = Handle;
 
-    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+    fn start(parts: DriverParts) -> Result<(), LockError> {
         let driver = IoLoop::<Self>::new(parts);
         std::thread::Builder::new()
             .name(DRIVER_THREAD.into())
             .spawn(move || async_io::block_on(driver.run()))
             .map_err(|e| LockError::Start(format!("no driver thread: {e}")))?;
-        Ok(Redlock(handle))
-    }
-}
-
-impl Redlock {
-    /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
-    /// `host:port`. A bad URL is an error naming it; `rediss://` is refused (no TLS yet).
-    pub fn builder<I, S>(urls: I) -> Result<Builder, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Builder::new(urls)
+        Ok(())
     }
 
-    /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
-    pub fn new<I, S>(urls: I) -> Result<Self, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Self::builder(urls)?.build()
-    }
-}
-
-impl Deref for Redlock {
-    type Target = Handle;
-
-    fn deref(&self) -> &Handle {
-        &self.0
+    /// std's clock, which async-io's timers count in; the guards read it too.
+    fn now() -> Instant {
+        Instant::now()
     }
 }
 

@@ -1,5 +1,5 @@
-//! What async-io gives the shared driver loop (`redlock_async::IoLoop`): `Async<TcpStream>`,
-//! its timer, and std's clock. The loop runs under `async_io::block_on` on its own thread.
+//! What async-io gives the shared driver loop (`redlock_driver::IoLoop`): `Async<TcpStream>`
+//! and its timer, which counts in std's clock (`Start::now`). The loop runs under `async_io::block_on` on its own thread.
 
 use std::future::Future;
 use std::io::{self, Read, Write};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
 use futures_lite::future;
-use redlock_async::{Connecting, Runtime};
+use redlock_driver::{Connecting, Runtime};
 use tokio::sync::oneshot;
 
 use crate::AsyncIo;
@@ -18,11 +18,6 @@ use crate::AsyncIo;
 impl Runtime for AsyncIo {
     type Stream = Async<TcpStream>;
     type Timer = Timer;
-
-    /// std's clock: async-io's timers and the guards read the same one.
-    fn now() -> Instant {
-        Instant::now()
-    }
 
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Async<TcpStream>> {
         let timed_out = async move {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_async_std::{LockError, Redlock, ReleaseOutcome, RetryPolicy};
+use redlock_async_std::{AcquireFailure, LockError, Redlock, ReleaseOutcome, RetryPolicy};
 use redlock_testkit::Cluster;
 
 /// Building needs no executor and succeeds with every node down; locking then fails cleanly.
@@ -17,7 +17,10 @@ fn builds_outside_any_executor() {
         .build()
         .unwrap();
     let result = async_std::task::block_on(r.lock("x"));
-    assert!(matches!(result, Err(LockError::QuorumUnreachable { .. })));
+    assert!(matches!(
+        result,
+        Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { .. }))
+    ));
 }
 
 /// A host name is resolved off the driver thread; `localhost` may name `::1` first, where
@@ -55,7 +58,10 @@ fn unreachable_node_fails_in_bounded_time() {
     let start = Instant::now();
     let result = async_std::task::block_on(r.lock("x"));
     assert!(
-        matches!(result, Err(LockError::QuorumUnreachable { .. })),
+        matches!(
+            result,
+            Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { .. }))
+        ),
         "{result:?}"
     );
     let bound = r.config().attempt_timeout() + Duration::from_secs(1);

@@ -1,6 +1,6 @@
 //! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
 //! the loop of STYLE.md section 4. It moves bytes; requests and events go through
-//! `redlock-async`'s `Waiters`, and every decision is the core's.
+//! `redlock-driver`'s `Waiters`, and every decision is the core's.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -13,8 +13,8 @@ use std::{mem, vec};
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_async::{Cmd, DriverParts, OsRng, Waiters};
 use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use redlock_driver::{Cmd, DriverParts, OsRng, Waiters};
 use tokio::sync::mpsc;
 
 /// One node's socket. `serial` numbers the sockets opened for the node, so that readiness
@@ -57,11 +57,8 @@ pub(crate) struct Driver {
     deadline: Option<Instant>,
     read_buf: Vec<u8>,
     closed: bool,
-}
-
-/// The driver's one clock.
-fn now() -> Instant {
-    Instant::now()
+    /// The driver's one clock (`MioThread::now`), which the handle and guards read too.
+    clock: fn() -> Instant,
 }
 
 impl Driver {
@@ -81,6 +78,7 @@ impl Driver {
             deadline: None,
             read_buf: vec![0; 64 * 1024],
             closed: false,
+            clock: parts.clock,
         })
     }
 
@@ -94,7 +92,10 @@ impl Driver {
         loop {
             // Failures found while draining go first, one input per turn.
             if let Some(node) = self.down.pop_front() {
-                self.feed(Input::Disconnected { now: now(), node });
+                self.feed(Input::Disconnected {
+                    now: self.now(),
+                    node,
+                });
                 continue;
             }
             // Everything this turn queued for a node leaves in one write.
@@ -106,7 +107,7 @@ impl Driver {
                 return;
             }
             // A lock acquired for a caller who is gone: nobody else will release it.
-            if self.waiters.release_orphan(now(), &mut self.client) {
+            if self.waiters.release_orphan(self.now(), &mut self.client) {
                 self.drain();
                 continue;
             }
@@ -115,9 +116,8 @@ impl Driver {
             let wake = self.conns.iter().filter_map(|c| c.connecting?.deadline);
             let timeout = match busy {
                 true => Some(Duration::ZERO),
-                false => {
-                    (wake.chain(self.deadline).min()).map(|at| at.saturating_duration_since(now()))
-                }
+                false => (wake.chain(self.deadline).min())
+                    .map(|at| at.saturating_duration_since(self.now())),
             };
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
@@ -144,6 +144,11 @@ impl Driver {
             self.expire();
             busy = self.commands();
         }
+    }
+
+    /// The clock every input is stamped with.
+    fn now(&self) -> Instant {
+        (self.clock)()
     }
 
     /// Feeds one input, then drains. The loop drains after every input and mutation, so the
@@ -181,7 +186,7 @@ impl Driver {
                 Ok(len) => {
                     let bytes = &self.read_buf[..len];
                     let _ = self.client.handle_input(Input::Received {
-                        now: now(),
+                        now: self.now(),
                         node,
                         bytes,
                     });
@@ -193,7 +198,10 @@ impl Driver {
         }
         // End of stream or a socket error.
         self.close(node);
-        self.feed(Input::Disconnected { now: now(), node });
+        self.feed(Input::Disconnected {
+            now: self.now(),
+            node,
+        });
     }
 
     /// Writes what each socket takes now; the rest waits for a WRITABLE event.
@@ -244,7 +252,7 @@ impl Driver {
             .unwrap_or_default();
         // Checked: a timeout too long for an `Instant` (`Duration::MAX`) is no deadline, not
         // a panic of the driver thread.
-        let deadline = now().checked_add(self.connect_timeout);
+        let deadline = self.now().checked_add(self.connect_timeout);
         self.open(node, addrs.into_iter(), Connecting { deadline });
     }
 
@@ -295,7 +303,10 @@ impl Driver {
             // Best effort: a lock round trip is a few small writes each way.
             let _ = stream.set_nodelay(true);
             conn.connecting = None;
-            return self.feed(Input::Connected { now: now(), node });
+            return self.feed(Input::Connected {
+                now: self.now(),
+                node,
+            });
         }
         let rest = mem::take(&mut conn.rest);
         self.close(node);
@@ -318,16 +329,16 @@ impl Driver {
     fn expire(&mut self) {
         for i in 0..self.conns.len() {
             let deadline = self.conns[i].connecting.and_then(|c| c.deadline);
-            if deadline.is_some_and(|at| at <= now()) {
+            if deadline.is_some_and(|at| at <= self.now()) {
                 self.close(NodeId::new(i));
                 self.feed(Input::Disconnected {
-                    now: now(),
+                    now: self.now(),
                     node: NodeId::new(i),
                 });
             }
         }
-        if self.deadline.is_some_and(|at| at <= now()) {
-            self.feed(Input::Timeout(now()));
+        if self.deadline.is_some_and(|at| at <= self.now()) {
+            self.feed(Input::Timeout(self.now()));
         }
     }
 
@@ -339,7 +350,7 @@ impl Driver {
         for _ in 0..COMMAND_BURST {
             match self.rx.poll_recv(&mut cx) {
                 Ready::Ready(Some(cmd)) => {
-                    self.waiters.command(now(), &mut self.client, cmd);
+                    self.waiters.command(self.now(), &mut self.client, cmd);
                     self.drain();
                 }
                 Ready::Ready(None) => {

@@ -1,11 +1,14 @@
 //! What a lock holder sees: [`LockGuard`] (releases on drop) and [`LockRef`] (a cheap view
-//! for code running under the lock). Blocking faces on `redlock-async`'s guard and view:
+//! for code running under the lock). Blocking faces on `redlock-driver`'s guard and view:
 //! they read the state the driver thread publishes and wait for its answers by parking.
 
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlock_core::{LockError, LostReason, ReleaseOutcome, Resource, Token};
+use redlock_core::{LostReason, ReleaseOutcome, Resource, Token};
+use redlock_driver::{LockError, Start};
+
+use crate::MioThread;
 
 use crate::park::{block_on, block_until};
 
@@ -13,7 +16,7 @@ use crate::park::{block_on, block_until};
 ///
 /// Cheap to clone; does not release anything when dropped.
 #[derive(Debug, Clone)]
-pub struct LockRef(pub(crate) redlock_async::LockRef);
+pub struct LockRef(pub(crate) redlock_driver::LockRef);
 
 impl LockRef {
     /// The locked resource.
@@ -49,7 +52,7 @@ impl LockRef {
     /// Blocks until the lock is lost and returns the reason, or returns `None` once
     /// `timeout` passes or the lock is released (a released lock is never reported lost).
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = MioThread::now().checked_add(timeout);
         block_until(self.0.lost_or_released(), deadline).flatten()
     }
 
@@ -66,12 +69,12 @@ impl LockRef {
 /// dropping thread beyond a channel send.
 #[derive(Debug)]
 pub struct LockGuard {
-    guard: redlock_async::LockGuard,
+    guard: redlock_driver::LockGuard,
     view: LockRef,
 }
 
 impl LockGuard {
-    pub(crate) fn new(guard: redlock_async::LockGuard) -> Self {
+    pub(crate) fn new(guard: redlock_driver::LockGuard) -> Self {
         let view = LockRef(guard.lock_ref());
         Self { guard, view }
     }

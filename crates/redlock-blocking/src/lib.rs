@@ -4,7 +4,7 @@
 //! A thin driver: one background thread per [`Redlock`] owns the sans-IO
 //! [`redlock_core::Client`] and N non-blocking `mio` sockets polled together, and every
 //! quorum, drift, validity, retry and extension decision is the core's. The handle, guard and
-//! request bookkeeping are `redlock-async`'s, shared with the async drivers; this crate waits
+//! request bookkeeping are `redlock-driver`'s, shared with the async drivers; this crate waits
 //! on them by parking the calling thread, and moves bytes. Read `docs/safety.md` for what a
 //! lock promises.
 //!
@@ -36,68 +36,67 @@ mod driver;
 mod guard;
 mod park;
 
-use redlock_async::{DriverParts, Handle, Start};
+use std::time::Instant;
+
 use redlock_core::Config;
+use redlock_driver::{DriverParts, Start};
 
 pub use guard::{LockGuard, LockRef};
-pub use redlock_async::WithLockError;
 pub use redlock_core::{
-    AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
-    RetryPolicy, Token,
+    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
+    Resource, RetryPolicy, Token,
 };
+pub use redlock_driver::{LockError, WithLockError};
 
 use driver::Driver;
 use park::block_on;
 
 /// A handle to a set of N nodes. Cheap to clone; `Send + Sync`.
 ///
-/// The driver thread runs as long as a handle or a guard exists, or an operation (a
-/// background release, say) is unfinished.
-#[derive(Debug, Clone)]
-pub struct Redlock(Handle);
+/// The lock calls are those of [`Handle`], reached through `Deref`. The driver thread runs
+/// as long as a handle or a guard exists, or an operation (a background release, say) is
+/// unfinished.
+pub type Redlock = redlock_driver::Redlock<MioThread>;
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// starts the driver thread.
-pub type Builder = redlock_async::Builder<MioThread>;
+pub type Builder = redlock_driver::Builder<MioThread>;
 
-/// How this driver starts: a thread of its own polling the sockets with `mio`. Only
-/// [`Builder`]'s parameter.
+/// How this driver starts: a thread of its own polling the sockets with `mio`, on std's
+/// clock. Only [`Redlock`]'s and [`Builder`]'s parameter.
 #[derive(Debug)]
 pub enum MioThread {}
 
 impl Start for MioThread {
-    type Redlock = Redlock;
+    type Handle = Handle;
 
-    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+    fn start(parts: DriverParts) -> Result<(), LockError> {
         let driver = Driver::new(parts).map_err(|e| LockError::Start(format!("no poller: {e}")))?;
         std::thread::Builder::new()
             .name("redlock-driver".to_owned())
             .spawn(move || driver.run())
             .map_err(|e| LockError::Start(format!("no driver thread: {e}")))?;
-        Ok(Redlock(handle))
+        Ok(())
+    }
+
+    /// std's clock, which `mio`'s poll timeouts and thread parking count in.
+    fn now() -> Instant {
+        Instant::now()
     }
 }
 
-impl Redlock {
-    /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
-    /// `host:port`. A bad URL is an error naming it; `rediss://` is refused (no TLS yet).
-    pub fn builder<I, S>(urls: I) -> Result<Builder, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Builder::new(urls)
-    }
+/// The blocking lock calls, what [`Redlock`] derefs to: each waits on the shared async
+/// handle by parking the calling thread. Cheap to clone; `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct Handle(redlock_driver::Handle);
 
-    /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
-    pub fn new<I, S>(urls: I) -> Result<Self, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Self::builder(urls)?.build()
+impl From<redlock_driver::Handle> for Handle {
+    fn from(handle: redlock_driver::Handle) -> Self {
+        Self(handle)
     }
+}
 
+impl Handle {
     /// The configuration in use.
     pub fn config(&self) -> &Config {
         self.0.config()

@@ -9,6 +9,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
+use redlock_driver::Start;
+
+use crate::MioThread;
+
 /// Polls `fut` until it is ready, parking the thread in between.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
     match block_until(fut, None) {
@@ -17,7 +21,8 @@ pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
     }
 }
 
-/// Polls `fut` until it is ready or `deadline` passes (`None`: no deadline).
+/// Polls `fut` until it is ready or `deadline` (by the driver's clock, `MioThread::now`)
+/// passes (`None`: no deadline).
 pub(crate) fn block_until<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut fut = pin!(fut);
     let waker = Waker::from(Arc::new(Unpark(thread::current())));
@@ -30,7 +35,7 @@ pub(crate) fn block_until<F: Future>(fut: F, deadline: Option<Instant>) -> Optio
         // early return from `park` is followed by another poll: no wake-up is lost.
         match deadline {
             None => thread::park(),
-            Some(at) => match at.checked_duration_since(Instant::now()) {
+            Some(at) => match at.checked_duration_since(MioThread::now()) {
                 Some(left) if !left.is_zero() => thread::park_timeout(left),
                 _ => return None,
             },

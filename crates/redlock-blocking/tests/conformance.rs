@@ -6,7 +6,7 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{LockGuard, Redlock, WithLockError};
+use redlock_blocking::{AcquireFailure, LockGuard, Redlock, WithLockError};
 use redlock_conformance::{
     Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
     ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
@@ -60,7 +60,9 @@ impl Driver for Blocking {
         assert!(
             matches!(
                 outcome,
-                Err(LockError::WaitDeadline | LockError::Contended { .. })
+                Err(LockError::Acquire(
+                    AcquireFailure::WaitDeadline | AcquireFailure::Contended { .. }
+                ))
             ),
             "the acquisition did not give up: {outcome:?}"
         );

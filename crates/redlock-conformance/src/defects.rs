@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use redlock_core::{AutoExtend, NodeFault};
 
 use crate::scenarios::{cluster, eventually, keys_on};
-use crate::{Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy};
+use crate::{
+    AcquireFailure, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
+};
 
 /// P1: zero, 1 ns and `Duration::MAX` as the connect timeout and as a lock's wait bounds and
 /// ttl never panic or stop a driver. Each call locks and releases or fails with a clear
@@ -27,7 +29,8 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         for call in 0..2 {
             match d.lock("p1") {
                 Ok(g) => assert_eq!(g.release(), Ok(vec![ReleaseOutcome::Released; 3])),
-                Err(LockError::QuorumUnreachable { .. }) if timeout < MS => {}
+                Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { .. }))
+                    if timeout < MS => {}
                 Err(e) => panic!("connect timeout {timeout:?}, call {call}: {e:?}"),
             }
         }
@@ -44,14 +47,17 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         });
         match d.lock_with("free", wait.clone()) {
             Ok(g) => assert_eq!(g.release(), Ok(vec![ReleaseOutcome::Released; 3])),
-            Err(LockError::WaitDeadline) if extreme < MS => {}
+            Err(LockError::Acquire(AcquireFailure::WaitDeadline)) if extreme < MS => {}
             Err(e) => panic!("max_wait {extreme:?} on a free resource: {e:?}"),
         }
         let err = d.lock_with("busy", wait).err();
         assert!(
             matches!(
                 err,
-                Some(LockError::Contended { .. } | LockError::WaitDeadline)
+                Some(
+                    LockError::Acquire(AcquireFailure::Contended { .. })
+                        | LockError::Acquire(AcquireFailure::WaitDeadline)
+                )
             ),
             "max_wait {extreme:?} on a held resource: {err:?}"
         );
@@ -66,7 +72,10 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         assert!(
             matches!(
                 err,
-                Some(LockError::Contended { .. } | LockError::WaitDeadline)
+                Some(
+                    LockError::Acquire(AcquireFailure::Contended { .. })
+                        | LockError::Acquire(AcquireFailure::WaitDeadline)
+                )
             ),
             "retry delay {extreme:?} on a held resource: {err:?}"
         );

@@ -17,7 +17,7 @@ use redlock_core::Token;
 use redlock_testkit::{Cluster, Proxy, Reply};
 
 use crate::scenarios::{eventually, value_on};
-use crate::{Driver, Guard, LockError, LockOptions, RetryPolicy};
+use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, RetryPolicy};
 
 const MS: Duration = Duration::from_millis(1);
 const KEY: &str = "late";
@@ -227,7 +227,7 @@ fn expect_one_holder<D: Driver>(c: &Cluster, x: &Proxy, holder: &D::Guard, secon
     let late = String::from_utf8_lossy(&x.late_replies()).into_owned();
     c.node(1).command(&["DEL", KEY]).unwrap();
     match second.try_lock(KEY) {
-        Err(LockError::Contended { .. }) => {}
+        Err(LockError::Acquire(AcquireFailure::Contended { .. })) => {}
         Ok(_) => panic!(
             "two holders: the first still has {:?} of validity; node 0 answered the late \
              commands {late:?}",

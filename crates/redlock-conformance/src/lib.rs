@@ -11,8 +11,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlock_core::{
-    Config, ConfigBuilder, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
+    AcquireFailure, Config, ConfigBuilder, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
 };
+pub use redlock_driver::LockError;
 
 pub mod defects;
 pub mod late_delivery;

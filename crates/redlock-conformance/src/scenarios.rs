@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redlock_core::AutoExtend;
 use redlock_testkit::{Cluster, Reply};
 
-use crate::{Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
+use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -65,7 +65,13 @@ pub fn minority_down_works_majority_down_fails_in_bounded_time<D: Driver>() {
         (d.config().attempt_timeout() + retry.delay_max) * attempts + Duration::from_secs(1);
     let start = Instant::now();
     let err = d.lock("k").err().expect("no quorum");
-    assert!(matches!(err, LockError::QuorumUnreachable { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+        ),
+        "{err}"
+    );
     assert!(
         start.elapsed() <= bound,
         "{:?} > {bound:?}",
@@ -309,7 +315,7 @@ pub fn single_node<D: Driver>() {
     let g = d.lock("one").unwrap();
     assert!(matches!(
         d.try_lock("one"),
-        Err(LockError::Contended { .. })
+        Err(LockError::Acquire(AcquireFailure::Contended { .. }))
     ));
     assert_eq!(value_on(&c, 0, "one"), Reply::bulk(&g.token()));
     assert_eq!(g.release().unwrap(), vec![ReleaseOutcome::Released]);
@@ -334,7 +340,13 @@ pub fn silent_node_is_outwaited<D: Driver>() {
         .lock("quiet")
         .err()
         .expect("three votes needed, two possible");
-    assert!(matches!(err, LockError::QuorumUnreachable { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+        ),
+        "{err}"
+    );
     let bound = d.config().attempt_timeout() + Duration::from_secs(1);
     assert!(
         start.elapsed() <= bound,
@@ -354,7 +366,13 @@ pub fn refused_connections_fail_fast<D: Driver>() {
     let d = D::build(&ports, |b| b.retry(RetryPolicy::once())).unwrap();
     let start = Instant::now();
     let err = d.lock("nobody").err().expect("no node");
-    assert!(matches!(err, LockError::QuorumUnreachable { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+        ),
+        "{err}"
+    );
     assert!(
         start.elapsed() <= Duration::from_secs(3),
         "{:?}",

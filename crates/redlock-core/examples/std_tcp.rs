@@ -40,21 +40,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 }
                 Output::Connect(node) => {
-                    let sock = TcpStream::connect_timeout(
-                        &addrs[node.index()].parse()?,
-                        Duration::from_millis(200),
-                    );
-                    let now = Instant::now();
+                    let (now, sock) = (Instant::now(), connect(addrs[node.index()])?);
                     // Reported after the drain, as its own input.
-                    events.push(match sock {
-                        Ok(s) => {
-                            s.set_nodelay(true)?;
-                            s.set_nonblocking(true)?;
-                            socks[node.index()] = Some(s);
-                            (now, node, true)
-                        }
-                        Err(_) => (now, node, false),
-                    });
+                    events.push((now, node, sock.is_some()));
+                    socks[node.index()] = sock;
                 }
                 Output::Disconnect(node) => socks[node.index()] = None,
                 Output::Event(Event::Acquired(a)) => {
@@ -90,30 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         // Wait for bytes from any node, or the deadline.
-        let mut fed = false;
-        for (i, sock) in socks.iter_mut().enumerate() {
-            let Some(s) = sock else { continue };
-            let node = NodeId::new(i);
-            let now = Instant::now();
-            match s.read(&mut buf) {
-                Ok(0) => {
-                    *sock = None;
-                    client.handle_input(Input::Disconnected { now, node })?;
-                }
-                Ok(n) => client.handle_input(Input::Received {
-                    now,
-                    node,
-                    bytes: &buf[..n],
-                })?,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
-                Err(_) => {
-                    *sock = None;
-                    client.handle_input(Input::Disconnected { now, node })?;
-                }
-            }
-            fed = true;
-            break;
-        }
+        let fed = read_one(&mut client, &mut socks, &mut buf)?;
         if !fed {
             let now = Instant::now();
             match deadline {
@@ -122,6 +88,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+}
+
+/// Connects with a timeout; `None` if the node cannot be reached.
+fn connect(addr: &str) -> Result<Option<TcpStream>, Box<dyn std::error::Error>> {
+    match TcpStream::connect_timeout(&addr.parse()?, Duration::from_millis(200)) {
+        Ok(s) => {
+            s.set_nodelay(true)?;
+            s.set_nonblocking(true)?;
+            Ok(Some(s))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
+/// Feeds the bytes (or the disconnection) of the first node that has any; false if none.
+fn read_one<R: rand_core::CryptoRng>(
+    client: &mut Client<R>,
+    socks: &mut [Option<TcpStream>],
+    buf: &mut [u8],
+) -> Result<bool, Box<dyn std::error::Error>> {
+    for (i, sock) in socks.iter_mut().enumerate() {
+        let Some(s) = sock else { continue };
+        let node = NodeId::new(i);
+        let now = Instant::now();
+        match s.read(buf) {
+            Ok(0) => {
+                *sock = None;
+                client.handle_input(Input::Disconnected { now, node })?;
+            }
+            Ok(n) => client.handle_input(Input::Received {
+                now,
+                node,
+                bytes: &buf[..n],
+            })?,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+            Err(_) => {
+                *sock = None;
+                client.handle_input(Input::Disconnected { now, node })?;
+            }
+        }
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 fn write_all(s: &mut TcpStream, mut bytes: &[u8]) -> std::io::Result<()> {

@@ -5,15 +5,16 @@
 //! and node streams, and wakes locks when their timers are due.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
+use crate::command::Encoder;
 use crate::config::Config;
-use crate::error::{NodeFault, UsageError};
-use crate::io::{Event, Input, NodeId, OpId, Output, Transmit};
+use crate::error::UsageError;
+use crate::id::{NodeId, OpId, RequestId};
+use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending};
 use crate::options::LockOptions;
@@ -54,12 +55,9 @@ pub struct Client<R> {
     config: Config,
     rng: R,
     nodes: Vec<Node>,
-    locks: HashMap<OpId, Entry, BuildHasherDefault<OpIdHasher>>,
-    timers: TimerQueue<Timer>,
-    /// The earliest timer was found armed by `poll_output`, and no timer has been pushed,
-    /// popped or disarmed since: it need not be looked up again. Cleared wherever a lock's
-    /// `armed` or a node's link changes.
-    top_armed: bool,
+    locks: HashMap<OpId, Lock, BuildHasherDefault<OpIdHasher>>,
+    /// Each lock's next deadline and each down node's reconnection.
+    timers: TimerQueue<Timer, BuildHasherDefault<OpIdHasher>>,
     actions: VecDeque<Output>,
     events: VecDeque<Event>,
     next_op: u64,
@@ -68,21 +66,8 @@ pub struct Client<R> {
     /// Nodes that may have bytes to write, in the order they got them (a node appears at
     /// most once: see `Node::mark_dirty`).
     dirty: VecDeque<NodeId>,
-    /// The last command encoded, and which round (and form) it belongs to: a round sends
-    /// the same bytes to every node, so they are encoded once and shared by every node's
-    /// transmit (no copy per node).
-    encoded: Bytes,
-    encoded_for: Option<(OpId, u32, bool)>,
-    /// Where commands are encoded: split off into `encoded`, its storage is reused once
-    /// every transmit sharing it has been dropped.
-    scratch: BytesMut,
-}
-
-#[derive(Debug)]
-struct Entry {
-    lock: Lock,
-    /// The timer armed for this lock in the queue (others for it are stale).
-    armed: Option<Instant>,
+    /// Where rounds encode their commands (each round keeps its own bytes).
+    encoder: Encoder,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -91,9 +76,19 @@ enum Timer {
     Op(OpId),
 }
 
+impl Hash for Timer {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // One word per key: the derived hash would also write the discriminant.
+        state.write_u64(match *self {
+            Self::Op(op) => op.as_raw() << 1,
+            Self::Node(node) => ((node.index() as u64) << 1) | 1,
+        });
+    }
+}
+
 // `Client` is generic over its RNG, so its methods are compiled in the driver's crate. The
 // small per-reply helpers they call here (node, decoder, lock, round) are `#[inline]`, so
-// that they can be inlined there without LTO (they were a tenth of a lock cycle as calls).
+// that they can be inlined there without LTO.
 impl<R: CryptoRng> Client<R> {
     /// A client for the nodes of `config`. The first outputs ask to connect to every node.
     pub fn new(config: Config, rng: R) -> Self {
@@ -110,17 +105,14 @@ impl<R: CryptoRng> Client<R> {
             rng,
             nodes,
             locks: HashMap::default(),
-            timers: TimerQueue::new(),
-            top_armed: false,
+            timers: TimerQueue::default(),
             actions,
             events: VecDeque::new(),
             next_op: 0,
             now: None,
             drained: false,
             dirty: VecDeque::new(),
-            encoded: Bytes::new(),
-            encoded_for: None,
-            scratch: BytesMut::new(),
+            encoder: Encoder::default(),
         }
     }
 
@@ -131,7 +123,7 @@ impl<R: CryptoRng> Client<R> {
 
     /// The token and deadline of a held lock.
     pub fn held(&self, op: OpId) -> Option<(&Token, Instant)> {
-        self.locks.get(&op)?.lock.held()
+        self.locks.get(&op)?.held()
     }
 
     /// Whether the node's connection is up.
@@ -158,7 +150,8 @@ impl<R: CryptoRng> Client<R> {
         let now = self.clock(input.now());
         match input {
             Input::Connected { node, .. } => {
-                self.top_armed = false;
+                // A reconnection that was still due is moot.
+                self.timers.arm(Timer::Node(node), None);
                 if self.nodes[node.index()].link == Link::Up {
                     // A second Connected without a Disconnected: the old stream is gone.
                     self.close(now, node, NodeFault::Disconnected, false);
@@ -208,7 +201,7 @@ impl<R: CryptoRng> Client<R> {
         let lock = Lock::acquire(now, op, &self.config, resource, options, &mut self.rng)
             .inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
-        self.locks.insert(op, Entry { lock, armed: None });
+        self.locks.insert(op, lock);
         self.pump(now, op);
         Ok(op)
     }
@@ -248,14 +241,10 @@ impl<R: CryptoRng> Client<R> {
             return Output::Event(event);
         }
         self.drained = true;
-        while let Some((at, timer)) = self.timers.peek() {
-            if self.top_armed || self.is_armed(at, timer) {
-                self.top_armed = true;
-                return Output::Timeout(at);
-            }
-            self.timers.pop();
+        match self.timers.next() {
+            Some(at) => Output::Timeout(at),
+            None => Output::Idle,
         }
-        Output::Idle
     }
 
     // ---- internals ----
@@ -269,7 +258,7 @@ impl<R: CryptoRng> Client<R> {
         self.check_drained()?;
         let now = self.clock(now);
         let result = match self.locks.get_mut(&op) {
-            Some(entry) => f(&mut entry.lock, now),
+            Some(lock) => f(lock, now),
             None => Err(UsageError::UnknownOp(op)),
         };
         match result {
@@ -316,15 +305,9 @@ impl<R: CryptoRng> Client<R> {
         }
     }
 
-    fn deliver(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        id: crate::RequestId,
-        reply: Result<&Reply, NodeFault>,
-    ) {
-        if let Some(entry) = self.locks.get_mut(&op) {
-            entry.lock.handle_reply(now, id, reply, &mut self.rng);
+    fn deliver(&mut self, now: Instant, op: OpId, id: RequestId, reply: Result<&Reply, NodeFault>) {
+        if let Some(lock) = self.locks.get_mut(&op) {
+            lock.handle_reply(now, id, reply, &mut self.rng);
             self.pump(now, op);
         }
         // Otherwise the lock is finished: a late reply, swallowed.
@@ -333,8 +316,7 @@ impl<R: CryptoRng> Client<R> {
     /// Drops a node's connection and fails its requests in flight with `fault`.
     fn close(&mut self, now: Instant, node: NodeId, fault: NodeFault, tell_driver: bool) {
         let (retry_at, pending) = self.nodes[node.index()].close(now, &mut self.rng);
-        self.top_armed = false;
-        self.arm(retry_at, Timer::Node(node));
+        self.timers.arm(Timer::Node(node), Some(retry_at));
         if tell_driver {
             self.actions.push_back(Output::Disconnect(node));
         }
@@ -348,17 +330,13 @@ impl<R: CryptoRng> Client<R> {
     fn fire_timers(&mut self, now: Instant) {
         // Each due timer is handled once per input: a handler leaves its owner's next timer
         // after `now` (asserted below), so the bound only matters if that invariant broke.
-        self.top_armed = false;
         let mut budget = self.timers.len() + 1;
         while let Some((at, timer)) = self.timers.pop_due(now) {
-            if !self.is_armed(at, timer) {
-                continue;
-            }
             budget = match budget.checked_sub(1) {
                 Some(b) => b,
                 None => {
                     // Keep it armed: the driver is told this deadline again and comes back.
-                    self.arm(at, timer);
+                    self.timers.arm(timer, Some(at));
                     break;
                 }
             };
@@ -368,11 +346,10 @@ impl<R: CryptoRng> Client<R> {
                     self.actions.push_back(Output::Connect(node));
                 }
                 Timer::Op(op) => {
-                    if let Some(entry) = self.locks.get_mut(&op) {
-                        entry.armed = None;
-                        entry.lock.handle_timeout(now, &mut self.rng);
+                    if let Some(lock) = self.locks.get_mut(&op) {
+                        lock.handle_timeout(now, &mut self.rng);
                         debug_assert!(
-                            entry.lock.poll_timeout().is_none_or(|t| t > now),
+                            lock.poll_timeout().is_none_or(|t| t > now),
                             "a lock left a timer due after handling its timeout"
                         );
                         self.pump(now, op);
@@ -385,22 +362,13 @@ impl<R: CryptoRng> Client<R> {
     /// Moves a lock's requests to node streams (failing those to down nodes at once), its
     /// events to the output queue, and re-arms its timer.
     fn pump(&mut self, now: Instant, op: OpId) {
-        let Some(entry) = self.locks.get_mut(&op) else {
+        let Some(lock) = self.locks.get_mut(&op) else {
             return;
         };
-        while let Some((id, to, eval)) = entry.lock.next_send() {
+        while let Some((id, to, bytes)) = lock.next_transmit(&mut self.encoder) {
             let node = &mut self.nodes[to.index()];
             if node.accepts_requests() && node.has_room() {
-                // A round sends the same bytes to every node: encode them once.
-                let key = (op, id.round(), eval);
-                if self.encoded_for != Some(key) {
-                    // Drop our share first, so the scratch storage can be reclaimed.
-                    self.encoded = Bytes::new();
-                    entry.lock.encode_request(id, eval, &mut self.scratch);
-                    self.encoded = self.scratch.split().freeze();
-                    self.encoded_for = Some(key);
-                }
-                node.send(op, id, &self.encoded);
+                node.send(op, id, bytes);
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }
@@ -414,62 +382,22 @@ impl<R: CryptoRng> Client<R> {
                 } else {
                     NodeFault::Disconnected
                 };
-                entry.lock.handle_reply(now, id, Err(fault), &mut self.rng);
+                lock.handle_reply(now, id, Err(fault), &mut self.rng);
             }
         }
-        while let Some(event) = entry.lock.poll_event() {
+        while let Some(event) = lock.poll_event() {
             self.events.push_back(event);
         }
-        if entry.lock.is_finished() {
+        let next = lock.poll_timeout();
+        if lock.is_finished() {
             self.locks.remove(&op);
-            self.top_armed = false;
-            // Fewer live timers: the bound on stale ones shrinks with them.
-            self.tidy_timers();
-            return;
         }
-        let next = entry.lock.poll_timeout();
-        if next != entry.armed {
-            entry.armed = next;
-            self.top_armed = false;
-            if let Some(at) = next {
-                self.arm(at, Timer::Op(op));
-            }
-        }
-    }
-
-    /// Queues a timer, then keeps the queue bounded.
-    #[inline]
-    fn arm(&mut self, at: Instant, timer: Timer) {
-        self.timers.push(at, timer);
-        self.tidy_timers();
-    }
-
-    /// Keeps the timer queue within twice the live timers (plus slack): each lock and each
-    /// node has at most one armed timer, and an entry whose owner re-armed or finished is
-    /// stale. Compaction only drops stale entries, so the earliest armed timer (and
-    /// `top_armed`) stays as it was.
-    #[inline]
-    fn tidy_timers(&mut self) {
-        if self
-            .timers
-            .needs_compaction(self.locks.len() + self.nodes.len())
-        {
-            let mut timers = std::mem::take(&mut self.timers);
-            timers.compact(|at, timer| self.is_armed(at, timer));
-            self.timers = timers;
-        }
+        self.timers.arm(Timer::Op(op), next);
     }
 
     fn mark_dirty(&mut self, node: NodeId) {
         if self.nodes[node.index()].mark_dirty() {
             self.dirty.push_back(node);
-        }
-    }
-
-    fn is_armed(&self, at: Instant, timer: Timer) -> bool {
-        match timer {
-            Timer::Node(node) => self.nodes[node.index()].link == Link::Down { retry_at: at },
-            Timer::Op(op) => self.locks.get(&op).is_some_and(|e| e.armed == Some(at)),
         }
     }
 

@@ -7,7 +7,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::error::NodeFault;
+use crate::io::NodeFault;
 use crate::resp::{self, Reply};
 use crate::token::{Resource, Token};
 
@@ -21,7 +21,7 @@ pub struct Script {
 }
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
-/// holds another token ([algorithm note](https://valkey.io/topics/distlock/), "Releasing").
+/// holds another token (algorithm.md §6).
 pub const RELEASE_SCRIPT: Script = Script {
     body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end",
     sha1: "63a5d32a929e2ae5edfa6ed689e1ed3702d55f56",
@@ -98,18 +98,13 @@ impl Command {
         Self::new(kind, resource, token, 0)
     }
 
-    pub(crate) fn extend(resource: &Resource, token: &Token, ttl_ms: u64, resurrect: bool) -> Self {
-        #[cfg(feature = "_mutants")]
-        let script = if resurrect {
-            &RESURRECTING_EXTEND_SCRIPT
-        } else {
-            &EXTEND_SCRIPT
-        };
-        #[cfg(not(feature = "_mutants"))]
-        let script = {
-            debug_assert!(!resurrect, "mutants need the _mutants feature");
-            &EXTEND_SCRIPT
-        };
+    /// Runs `script` (the extend script, compare-and-expire) on the key.
+    pub(crate) fn extend(
+        resource: &Resource,
+        token: &Token,
+        ttl_ms: u64,
+        script: &'static Script,
+    ) -> Self {
         Self::new(
             CommandKind::EvalSha(script, ScriptUse::Extend),
             resource,
@@ -195,6 +190,23 @@ impl Command {
     }
 }
 
+/// Where commands are encoded. Each encoding is split off as its own [`Bytes`]; the
+/// storage is reused once every `Bytes` split from it has been dropped, so a round's
+/// encoding usually allocates nothing. It remembers no command.
+#[derive(Debug, Default)]
+pub(crate) struct Encoder {
+    buf: BytesMut,
+}
+
+impl Encoder {
+    /// The RESP bytes of `command`.
+    #[inline]
+    pub(crate) fn encode(&mut self, command: &Command) -> Bytes {
+        command.encode(&mut self.buf);
+        self.buf.split().freeze()
+    }
+}
+
 fn with_ttl(head: &[&[u8]; 5], usage: ScriptUse, ttl: &[u8], f: impl FnOnce(&[&[u8]])) {
     match usage {
         ScriptUse::Release => f(head),
@@ -265,9 +277,9 @@ mod tests {
         assert_eq!(eval.args()[0], "EVAL");
         assert_eq!(eval.args()[1], RELEASE_SCRIPT.body);
         assert_eq!(eval.as_eval(), None);
-        let extend = Command::extend(&r, &t, 0, false);
+        let extend = Command::extend(&r, &t, 0, &EXTEND_SCRIPT);
         assert_eq!(extend.args()[5], "0");
-        let extend = Command::extend(&r, &t, u64::MAX, false);
+        let extend = Command::extend(&r, &t, u64::MAX, &EXTEND_SCRIPT);
         assert_eq!(extend.args()[5], "18446744073709551615");
     }
 
@@ -277,7 +289,7 @@ mod tests {
         let t = Token::new("t").unwrap();
         let set = Command::set_nx_px(&r, &t, 1);
         let release = Command::release(&r, &t);
-        let extend = Command::extend(&r, &t, 1, false);
+        let extend = Command::extend(&r, &t, 1, &EXTEND_SCRIPT);
         assert_eq!(set.vote(&Reply::Ok), Vote::Yes);
         assert_eq!(set.vote(&Reply::Nil), Vote::No);
         assert!(matches!(

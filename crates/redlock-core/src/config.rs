@@ -1,5 +1,6 @@
 //! [`Config`] and its builder: every number the algorithm uses, validated once, with the
-//! defaults of the [algorithm note](https://valkey.io/topics/distlock/).
+//! defaults of the [Valkey distlock page](https://valkey.io/topics/distlock/) (algorithm.md
+//! §1, §2, §4).
 //!
 //! Per-lock overrides live in [`LockOptions`]; they are checked against the same rules when
 //! a lock is requested. Nothing here talks to nodes.
@@ -7,6 +8,9 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::id::MAX_NODES;
+#[cfg(feature = "_mutants")]
+use crate::mutant::Mutant;
 use crate::policy::{AutoExtend, NodeSettings, RetryPolicy};
 
 /// Validated configuration shared by every lock of a [`Client`](crate::Client).
@@ -25,7 +29,7 @@ pub struct Config {
     pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     #[cfg(feature = "_mutants")]
-    pub(crate) mutant: Option<crate::Mutant>,
+    pub(crate) mutant: Option<Mutant>,
 }
 
 /// The time parameters of one lock, derived from the ttl and checked together.
@@ -177,7 +181,7 @@ pub struct ConfigBuilder {
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     #[cfg(feature = "_mutants")]
-    mutant: Option<crate::Mutant>,
+    mutant: Option<Mutant>,
 }
 
 impl ConfigBuilder {
@@ -315,7 +319,7 @@ impl ConfigBuilder {
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
-    pub fn mutant(mut self, mutant: crate::Mutant) -> Self {
+    pub fn mutant(mut self, mutant: Mutant) -> Self {
         self.mutant = Some(mutant);
         self
     }
@@ -323,10 +327,10 @@ impl ConfigBuilder {
     /// Checks every rule and returns the configuration, or the first broken field.
     pub fn build(self) -> Result<Config, ConfigError> {
         let n = self.nodes.len();
-        if n == 0 || n > crate::MAX_NODES {
+        if n == 0 || n > MAX_NODES {
             return Err(ConfigError::new(
                 "nodes",
-                format!("need 1 to {} nodes", crate::MAX_NODES),
+                format!("need 1 to {} nodes", MAX_NODES),
             ));
         }
         if let Some(index) = self.node_out_of_range {
@@ -366,6 +370,28 @@ impl ConfigBuilder {
         if let Some(auto) = &self.auto_extend {
             auto.check()?;
         }
+        self.check_connections()?;
+        Ok(Config {
+            nodes: self.nodes,
+            quorum,
+            timing,
+            retry: self.retry,
+            auto_extend: self.auto_extend,
+            release_timeout,
+            max_reply_size: self.max_reply_size,
+            max_read_buffer: self.max_read_buffer,
+            reconnect_min: self.reconnect_min,
+            reconnect_max: self.reconnect_max,
+            max_in_flight: self.max_in_flight,
+            preload_scripts: self.preload_scripts,
+            #[cfg(feature = "_mutants")]
+            mutant: self.mutant,
+        })
+    }
+
+    /// The rules of the per-node connection settings: buffer caps, reconnect backoff,
+    /// requests in flight, AUTH.
+    fn check_connections(&self) -> Result<(), ConfigError> {
         if self.max_reply_size < MIN_BUFFER || self.max_read_buffer < self.max_reply_size {
             return Err(ConfigError::new(
                 "max_reply_size",
@@ -393,43 +419,22 @@ impl ConfigBuilder {
         for settings in &self.nodes {
             settings.check()?;
         }
-        Ok(Config {
-            nodes: self.nodes,
-            quorum,
-            timing,
-            retry: self.retry,
-            auto_extend: self.auto_extend,
-            release_timeout,
-            max_reply_size: self.max_reply_size,
-            max_read_buffer: self.max_read_buffer,
-            reconnect_min: self.reconnect_min,
-            reconnect_max: self.reconnect_max,
-            max_in_flight: self.max_in_flight,
-            preload_scripts: self.preload_scripts,
-            #[cfg(feature = "_mutants")]
-            mutant: self.mutant,
-        })
+        Ok(())
     }
 }
 
-/// 5% of the ttl, at most 1 s (algorithm note, step 2), at least 1 µs.
+/// 5% of the ttl, at most 1 s (algorithm.md §2), at least 1 µs.
 pub(crate) fn default_attempt_timeout(ttl: Duration) -> Duration {
     (ttl / 20).clamp(Duration::from_micros(1), Duration::from_secs(1))
 }
 
 /// Default lock time to live.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
-/// Default proportional drift allowance ([algorithm note](https://valkey.io/topics/distlock/),
-/// "Safety arguments").
+/// Default proportional drift allowance (algorithm.md §4; the
+/// [Valkey distlock page](https://valkey.io/topics/distlock/), "Safety arguments").
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// Default fixed drift allowance (the distlock reference implementation uses 2 ms).
 pub const DEFAULT_DRIFT_FLOOR: Duration = Duration::from_millis(2);
-/// Default attempts per acquisition.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-/// Default shortest retry delay.
-pub const DEFAULT_RETRY_DELAY_MIN: Duration = Duration::from_millis(50);
-/// Default longest retry delay.
-pub const DEFAULT_RETRY_DELAY_MAX: Duration = Duration::from_millis(250);
 /// Longest ttl accepted: far beyond any sane lease, and `now + ttl` never overflows a node's
 /// 64-bit millisecond clock.
 pub const MAX_TTL_MS: u64 = 1 << 50;

@@ -1,5 +1,6 @@
-//! What crosses the boundary between the core and a driver: identifiers, [`Input`],
-//! [`Output`], [`Transmit`] and the lock [`Event`]s with their reasons.
+//! What crosses the boundary between the core and a driver: [`Input`], [`Output`],
+//! [`Transmit`], the lock [`Event`]s with their reasons, and [`NodeFault`], why one node's
+//! vote failed.
 //!
 //! The contract for using them is documented on [`Client`](crate::Client).
 
@@ -8,64 +9,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::error::NodeFault;
+use crate::id::{NodeId, OpId};
 use crate::token::{Resource, Token};
-
-/// Index of a node (a Redis or Valkey primary) in the configured node list, `0..N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(u16);
-
-impl NodeId {
-    /// The node at position `index` of the configuration.
-    ///
-    /// # Panics
-    /// If `index` exceeds [`MAX_NODES`](crate::MAX_NODES), a limit that configurations
-    /// already enforce.
-    #[inline]
-    pub fn new(index: usize) -> Self {
-        match u16::try_from(index) {
-            Ok(i) => Self(i),
-            Err(_) => panic!("node index {index} exceeds the node limit"),
-        }
-    }
-
-    /// The node's position in the configuration.
-    #[inline]
-    pub fn index(self) -> usize {
-        usize::from(self.0)
-    }
-}
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node#{}", self.0)
-    }
-}
-
-/// Identifies one lock operation: an acquisition and, once acquired, the lock it holds.
-///
-/// Every event about the lock (extensions, loss, release) carries the same id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct OpId(u64);
-
-impl OpId {
-    /// Makes an id from a raw number. The connection layer numbers its operations itself;
-    /// users of the operation layer ([`Lock`](crate::Lock)) may pick any numbering.
-    pub fn from_raw(raw: u64) -> Self {
-        Self(raw)
-    }
-
-    /// The raw number.
-    pub fn as_raw(self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for OpId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "op#{}", self.0)
-    }
-}
 
 /// One thing that happened outside the core, stamped with the driver's monotonic `now`.
 #[derive(Debug, Clone, Copy)]
@@ -283,3 +228,45 @@ pub enum ReleaseOutcome {
     /// The node failed; the key, if any, expires on its own.
     Failed(NodeFault),
 }
+
+/// Why one node's vote failed. Reported inside events; never a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeFault {
+    /// The node was down or its connection dropped before it answered.
+    Disconnected,
+    /// The node did not answer before the round's deadline.
+    Timeout,
+    /// The node answered with an error reply (e.g. `-NOPERM`, `-READONLY`); the server's
+    /// message is kept.
+    Server(String),
+    /// The node sent bytes that are not valid RESP, a reply too large, or a reply of a type
+    /// the command cannot produce.
+    Protocol(String),
+    /// The connection handshake (`AUTH`, `SELECT`) was refused; the server's message is kept.
+    Handshake(String),
+    /// Not sent: the node already has this many requests unanswered (the configured
+    /// [`max_in_flight`](crate::ConfigBuilder::max_in_flight)).
+    Backlogged {
+        /// The cap that was reached.
+        max_in_flight: usize,
+    },
+}
+
+impl fmt::Display for NodeFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Disconnected => f.write_str("node disconnected"),
+            Self::Timeout => f.write_str("node did not answer in time"),
+            Self::Server(msg) => write!(f, "node replied with an error: {msg}"),
+            Self::Protocol(msg) => write!(f, "protocol violation: {msg}"),
+            Self::Handshake(msg) => write!(f, "connection handshake refused: {msg}"),
+            Self::Backlogged { max_in_flight } => write!(
+                f,
+                "not sent: the node has {max_in_flight} requests unanswered (max_in_flight)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NodeFault {}

@@ -7,8 +7,9 @@
 //! lock events. All quorum, clock-drift, validity, timeout, retry, extension and release
 //! logic lives here once, so every driver (tokio, async-io, blocking) behaves the same.
 //!
-//! The algorithm and its decisions are fixed in the project's algorithm note, which follows
-//! the [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
+//! Every rule of the algorithm, with its reason and the test that shows it, is in
+//! `docs/algorithm.md` (code comments cite it by section, `algorithm.md §4`); it follows the
+//! [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
 //! does not promise (process pauses, clock jumps, node restarts, fencing) is in
 //! `docs/safety.md`; read it before relying on a lock for correctness.
 //!
@@ -88,8 +89,11 @@ mod client;
 mod command;
 mod config;
 mod error;
+mod id;
 mod io;
 mod lock;
+mod lock_error;
+mod mutant;
 mod node;
 mod options;
 mod policy;
@@ -103,21 +107,24 @@ pub use address::{AddressError, NodeAddress};
 pub use client::Client;
 pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
 pub use config::{
-    Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
-    DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DEFAULT_TTL, MAX_RECONNECT_BACKOFF,
+    Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_TTL, MAX_RECONNECT_BACKOFF,
     MAX_TTL_MS,
 };
-pub use error::{ConfigError, LockError, NodeFault, UsageError};
+pub use error::{ConfigError, UsageError};
+pub use id::{MAX_NODES, NodeId, OpId, RequestId};
 pub use io::{
-    AcquireFailure, AcquireOutcome, Acquired, Event, Input, LostReason, NodeId, OpId, Output,
+    AcquireFailure, AcquireOutcome, Acquired, Event, Input, LostReason, NodeFault, Output,
     ReleaseOutcome, Transmit,
 };
 pub use lock::{Lock, Request};
+pub use lock_error::LockError;
 pub use options::LockOptions;
-pub use policy::{AutoExtend, NodeSettings, RetryPolicy};
+pub use policy::{
+    AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN,
+    NodeSettings, RetryPolicy,
+};
 pub use resp::{Decoder, ProtocolError, Reply};
-pub use round::RequestId;
 pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
@@ -126,29 +133,7 @@ pub use command::RESURRECTING_EXTEND_SCRIPT;
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use mutant::Mutant;
-#[cfg(not(feature = "_mutants"))]
-pub(crate) use mutant::Mutant;
 
 #[cfg(test)]
 #[path = "../tests/support/epoch.rs"]
 mod test_epoch;
-
-/// Most nodes a configuration may name (node ids are 16-bit).
-pub const MAX_NODES: usize = 1 << 12;
-
-mod mutant {
-    /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    #[allow(unreachable_pub, dead_code)]
-    pub enum Mutant {
-        /// Quorum lowered to N/2.
-        QuorumHalf,
-        /// Validity counted from the quorum reply instead of the attempt start.
-        ValidityFromQuorum,
-        /// Extensions sent after the deadline that re-create missing keys (RedLock.net).
-        ResurrectingExtend,
-        /// A supplied token stored as is, the same in every attempt and lock call, instead
-        /// of stamped with a nonce per attempt (the bug the late-delivery fault finds).
-        SharedStoredValue,
-    }
-}

@@ -32,10 +32,9 @@ use rand_core::Rng;
 
 use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
-use crate::io::OpId;
+use crate::id::{OpId, RequestId};
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder};
-use crate::round::RequestId;
 use crate::time;
 
 /// Whether the node can take requests.

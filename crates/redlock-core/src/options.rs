@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::command::{EXTEND_SCRIPT, Script};
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
 use crate::policy::{AutoExtend, RetryPolicy};
@@ -82,42 +83,81 @@ impl LockOptions {
         if let Some(auto) = &auto_extend {
             auto.check()?;
         }
-        Ok(LockParams {
+        let params = LockParams {
             nodes: config.nodes.len(),
             quorum: config.quorum,
             timing,
             retry,
             auto_extend,
             release_timeout: config.release_timeout,
-            #[cfg(feature = "_mutants")]
-            mutant: config.mutant,
-        })
+            validity_from: ValidityFrom::AttemptStart,
+            extend_script: &EXTEND_SCRIPT,
+            deadline_ends_lock: true,
+            stamp_supplied: true,
+        };
+        #[cfg(feature = "_mutants")]
+        let params = match config.mutant {
+            Some(mutant) => with_mutant(params, mutant),
+            None => params,
+        };
+        Ok(params)
     }
 }
 
-/// Everything one lock's lifecycle needs, copied out of the configuration.
+/// The parameters with one deliberate bug, for the simulation's negative controls: the
+/// only place a mutant changes anything.
+#[cfg(feature = "_mutants")]
+fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams {
+    use crate::mutant::Mutant;
+    match mutant {
+        Mutant::QuorumHalf => LockParams {
+            quorum: (params.nodes / 2).max(1),
+            ..params
+        },
+        Mutant::ValidityFromQuorum => LockParams {
+            validity_from: ValidityFrom::Decision,
+            ..params
+        },
+        Mutant::ResurrectingExtend => LockParams {
+            extend_script: &crate::command::RESURRECTING_EXTEND_SCRIPT,
+            deadline_ends_lock: false,
+            ..params
+        },
+        Mutant::SharedStoredValue => LockParams {
+            stamp_supplied: false,
+            ..params
+        },
+    }
+}
+
+/// Everything one lock's lifecycle needs, copied out of the configuration and resolved
+/// once, when the lock is requested.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct LockParams {
     pub(crate) nodes: usize,
+    /// Yes votes an acquire or extend round needs (algorithm.md §1).
     pub(crate) quorum: usize,
     pub(crate) timing: Timing,
     pub(crate) retry: RetryPolicy,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) release_timeout: Duration,
-    #[cfg(feature = "_mutants")]
-    pub(crate) mutant: Option<crate::Mutant>,
+    /// Where a round's validity is counted from (algorithm.md §4).
+    pub(crate) validity_from: ValidityFrom,
+    /// The compare-and-expire script extensions run (algorithm.md §8).
+    pub(crate) extend_script: &'static Script,
+    /// Whether the lock ends at its deadline: no extension is sent past it, and a reply
+    /// that comes later cannot save it (algorithm.md §8, §9).
+    pub(crate) deadline_ends_lock: bool,
+    /// Whether a supplied value is stamped with a fresh nonce per attempt (algorithm.md §5).
+    pub(crate) stamp_supplied: bool,
 }
 
-impl LockParams {
-    /// Whether a test-only mutant is switched on.
-    #[cfg(feature = "_mutants")]
-    pub(crate) fn mutant(&self, m: crate::Mutant) -> bool {
-        self.mutant == Some(m)
-    }
-
-    /// Whether a test-only mutant is switched on (never, without the test feature).
-    #[cfg(not(feature = "_mutants"))]
-    pub(crate) fn mutant(&self, _m: crate::Mutant) -> bool {
-        false
-    }
+/// The instant a round's validity is counted from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ValidityFrom {
+    /// `t0`, the round's start, before any byte was written: the conservative choice.
+    AttemptStart,
+    /// The moment the round was decided (a deliberate bug, for the negative controls).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    Decision,
 }

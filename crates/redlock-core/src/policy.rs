@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::config::{DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN};
 use crate::error::ConfigError;
 
 /// How [`Client::acquire`](crate::Client::acquire) retries after a failed attempt.
@@ -66,7 +65,7 @@ impl RetryPolicy {
 /// Automatic renewal of held locks.
 ///
 /// At least one bound is required: unbounded renewal would turn a hung holder into a
-/// deadlock (liveness A of the algorithm note).
+/// deadlock (algorithm.md §10).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AutoExtend {
     /// Renew when the remaining validity drops below this fraction of the ttl, in (0, 1).
@@ -129,3 +128,10 @@ impl NodeSettings {
         Ok(())
     }
 }
+
+/// Default attempts per acquisition.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default shortest retry delay.
+pub const DEFAULT_RETRY_DELAY_MIN: Duration = Duration::from_millis(50);
+/// Default longest retry delay.
+pub const DEFAULT_RETRY_DELAY_MAX: Duration = Duration::from_millis(250);

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-/// The clock-drift allowance: `ttl * factor + floor` (algorithm note, step 4), to the
+/// The clock-drift allowance: `ttl * factor + floor` (algorithm.md §4), to the
 /// nearest nanosecond.
 pub(crate) fn drift(ttl: Duration, factor: f64, floor: Duration) -> Duration {
     // ttl <= 2^50 ms and factor < 0.5: the product fits an f64 and a Duration. Rounding to

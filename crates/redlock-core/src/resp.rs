@@ -225,8 +225,7 @@ fn common_reply(buf: &[u8]) -> Option<(Reply, usize)> {
 /// Appends `args` as one RESP command array of bulk strings to `buf`.
 ///
 /// Written by hand rather than through `redis_protocol`'s encoder, which sizes every length
-/// prefix with `f64::log10` and was half of a lock cycle's cost; a test checks the bytes
-/// against that encoder. Our own output is trusted, so there is nothing to validate. The
+/// prefix with `f64::log10`; a test checks the bytes against that encoder. Our own output is trusted, so there is nothing to validate. The
 /// exact length is reserved once and filled in place, so the small pieces (type bytes,
 /// length digits, CRLFs) cost no call each.
 pub(crate) fn encode(buf: &mut BytesMut, args: &[&[u8]]) {

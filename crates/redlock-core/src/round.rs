@@ -7,34 +7,12 @@
 
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
-use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::NodeId;
+use crate::command::{Command, Encoder, Vote};
+use crate::id::{NodeId, RequestId};
+use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
-
-/// Names one request of the operation layer: which round of the lock, and which node.
-///
-/// Hand it back with the node's reply to [`Lock::handle_reply`](crate::Lock::handle_reply).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RequestId(u64);
-
-impl RequestId {
-    fn new(round: u32, node: NodeId) -> Self {
-        Self((u64::from(round) << 16) | node.index() as u64)
-    }
-
-    #[inline]
-    pub(crate) fn round(self) -> u32 {
-        (self.0 >> 16) as u32
-    }
-
-    #[inline]
-    pub(crate) fn node(self) -> NodeId {
-        NodeId::new((self.0 & 0xffff) as usize)
-    }
-}
 
 /// One node's part in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,10 +29,22 @@ pub(crate) enum Slot {
     Done(Vote),
 }
 
+/// Which form of the round's command a request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// The command as made (`SET`, or a script's `EVALSHA`).
+    Plain = 0,
+    /// A script's `EVAL`, resent once after `-NOSCRIPT` (algorithm.md §12).
+    Eval = 1,
+}
+
 #[derive(Debug)]
 pub(crate) struct Round {
     pub(crate) seq: u32,
     pub(crate) command: Command,
+    /// The RESP bytes of each [`Form`], encoded when first sent and shared by every node's
+    /// transmit.
+    encoded: [Option<Bytes>; 2],
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
     pub(crate) slots: Vec<Slot>,
@@ -80,6 +70,7 @@ impl Round {
         Self {
             seq,
             command,
+            encoded: [None, None],
             started,
             deadline,
             slots,
@@ -89,45 +80,46 @@ impl Round {
         }
     }
 
-    /// The next request to hand out, in node order. The flag says whether it is the `EVAL`
-    /// form of the round's command.
-    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
+    /// The next request to hand out, in node order, and the form of the command it carries.
+    #[inline]
+    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, Form)> {
         while self.cursor < self.slots.len() {
             let i = self.cursor;
             self.cursor += 1;
-            let eval = match self.slots[i] {
-                Slot::Unsent => false,
-                Slot::Resend => true,
+            let (form, sent) = match self.slots[i] {
+                Slot::Unsent => (Form::Plain, Slot::Pending),
+                Slot::Resend => (Form::Eval, Slot::Resent),
                 _ => continue,
             };
-            self.slots[i] = if eval { Slot::Resent } else { Slot::Pending };
-            return Some((
-                RequestId::new(self.seq, NodeId::new(i)),
-                NodeId::new(i),
-                eval,
-            ));
+            self.slots[i] = sent;
+            let node = NodeId::new(i);
+            return Some((RequestId::new(self.seq, node), node, form));
         }
         None
     }
 
     /// The command of a request handed out by [`next_send`](Self::next_send).
-    pub(crate) fn command_for(&self, eval: bool) -> Command {
-        match eval {
-            // Only script commands are ever resent (see `handle_reply`).
-            true => self
-                .command
-                .as_eval()
-                .unwrap_or_else(|| self.command.clone()),
-            false => self.command.clone(),
+    pub(crate) fn command_for(&self, form: Form) -> Command {
+        match form {
+            Form::Plain => self.command.clone(),
+            Form::Eval => Self::eval_of(&self.command),
         }
     }
 
-    /// Appends the RESP bytes of a request handed out by [`next_send`](Self::next_send).
-    pub(crate) fn encode_for(&self, eval: bool, buf: &mut BytesMut) {
-        match eval {
-            true => self.command_for(true).encode(buf),
-            false => self.command.encode(buf),
-        }
+    /// The RESP bytes of a request handed out by [`next_send`](Self::next_send): encoded
+    /// once per form, then shared.
+    #[inline]
+    pub(crate) fn encoded(&mut self, form: Form, encoder: &mut Encoder) -> &Bytes {
+        let command = &self.command;
+        self.encoded[form as usize].get_or_insert_with(|| match form {
+            Form::Plain => encoder.encode(command),
+            Form::Eval => encoder.encode(&Self::eval_of(command)),
+        })
+    }
+
+    /// The `EVAL` form; only script commands are ever resent (see `handle_reply`).
+    fn eval_of(command: &Command) -> Command {
+        command.as_eval().unwrap_or_else(|| command.clone())
     }
 
     /// Records a node's reply (or failure). Late or duplicate replies are ignored.
@@ -229,26 +221,23 @@ mod tests {
     }
 
     #[test]
-    fn request_ids_round_trip() {
-        let id = RequestId::new(u32::MAX, NodeId::new(65_535));
-        assert_eq!(id.round(), u32::MAX);
-        assert_eq!(id.node(), NodeId::new(65_535));
-    }
-
-    #[test]
     fn hands_out_one_request_per_node_then_resends_noscript_once() {
         let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
         let mut r = round(cmd.clone());
         let sent: Vec<_> = std::iter::from_fn(|| r.next_send()).collect();
         assert_eq!(sent.len(), 3);
-        assert!(sent.iter().all(|(_, _, eval)| !eval));
-        assert_eq!(r.command_for(false), cmd);
+        assert!(sent.iter().all(|(_, _, form)| *form == Form::Plain));
+        assert_eq!(r.command_for(Form::Plain), cmd);
         let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT"));
         r.handle_reply(NodeId::new(1), cmd.vote(&noscript));
-        let (_, node, is_eval) = r.next_send().unwrap();
+        let (_, node, form) = r.next_send().unwrap();
         assert_eq!(node, NodeId::new(1));
-        assert!(is_eval);
-        let eval = r.command_for(true);
+        assert_eq!(form, Form::Eval);
+        let eval = r.command_for(Form::Eval);
+        let mut encoder = Encoder::default();
+        let mut bytes = bytes::BytesMut::new();
+        eval.encode(&mut bytes);
+        assert_eq!(r.encoded(Form::Eval, &mut encoder)[..], bytes[..]);
         assert_eq!(Some(eval.clone()), cmd.as_eval());
         assert!(r.next_send().is_none());
         // A second NOSCRIPT (after EVAL) is a fault, not another resend.

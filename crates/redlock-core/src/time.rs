@@ -6,7 +6,8 @@
 //! makes every validity computed from it conservative.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasher, Hash};
 use std::time::{Duration, Instant};
 
 use rand_core::Rng;
@@ -30,76 +31,94 @@ pub(crate) fn uniform<R: Rng + ?Sized>(rng: &mut R, min: Duration, max: Duration
     min.saturating_add(Duration::from_nanos(offset))
 }
 
-/// A min-queue of armed timers with lazy removal: the owner checks, when a timer pops,
-/// whether it is still wanted, and [compacts](Self::compact) the queue when stale entries
-/// could outnumber live ones.
+/// The timers armed for a set of keys (at most one per key), earliest first.
 ///
-/// Lazy removal alone keeps a stale entry until it reaches the top, so one long timer (a
-/// held lock's deadline an hour away) kept every stale entry behind it: 10,000 finished
-/// locks left 10,000 entries. An indexed heap would remove entries at once, but it has to
-/// update every moved entry's position in its owner, a map lookup per swap on the hot path.
-/// Compaction costs one comparison per push or removal and, amortized, O(log n) per entry.
+/// The queue knows what is armed: [`arm`](Self::arm) sets or clears a key's timer, and the
+/// entry it replaces goes stale. Stale entries are dropped when they reach the top, and the
+/// whole queue is compacted when they could outnumber the armed ones (more than twice the
+/// armed timers plus a small slack), so a long timer (a held lock's deadline an hour away)
+/// never keeps the stale entries of every key that came and went behind it. An indexed heap
+/// would remove entries at once, but it would have to update every moved entry's position,
+/// a map update per swap; compaction is O(log n) per entry, amortized.
 #[derive(Debug)]
-pub(crate) struct TimerQueue<K: Ord> {
+pub(crate) struct TimerQueue<K, S> {
     heap: BinaryHeap<Reverse<(Instant, K)>>,
+    /// The armed timer of each key; a heap entry that disagrees is stale.
+    armed: HashMap<K, Instant, S>,
+    /// The heap's top is known to be armed: set when it was checked, cleared by every
+    /// change to the queue.
+    top_armed: bool,
 }
 
-impl<K: Ord> Default for TimerQueue<K> {
+impl<K, S: Default> Default for TimerQueue<K, S> {
     fn default() -> Self {
         Self {
             heap: BinaryHeap::new(),
+            armed: HashMap::default(),
+            top_armed: false,
         }
     }
 }
 
-impl<K: Ord + Copy> TimerQueue<K> {
-    pub(crate) fn new() -> Self {
-        Self {
-            heap: BinaryHeap::new(),
+impl<K: Ord + Hash + Copy, S: BuildHasher> TimerQueue<K, S> {
+    /// Arms `key`'s timer at `at`, or disarms it (`None`). Arming it where it already is
+    /// changes nothing.
+    #[inline]
+    pub(crate) fn arm(&mut self, key: K, at: Option<Instant>) {
+        match at {
+            Some(at) => {
+                if self.armed.insert(key, at) == Some(at) {
+                    return;
+                }
+                self.heap.push(Reverse((at, key)));
+            }
+            None => {
+                if self.armed.remove(&key).is_none() {
+                    return;
+                }
+            }
         }
-    }
-
-    pub(crate) fn push(&mut self, at: Instant, key: K) {
-        self.heap.push(Reverse((at, key)));
+        self.top_armed = false;
+        if self.heap.len() > self.armed.len().saturating_mul(2) + COMPACTION_SLACK {
+            self.compact();
+        }
     }
 
     /// The earliest armed timer.
-    pub(crate) fn peek(&self) -> Option<(Instant, K)> {
-        self.heap.peek().map(|Reverse(entry)| *entry)
-    }
-
-    /// Removes and returns the earliest timer if it is due at `now`.
-    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, K)> {
-        match self.peek() {
-            Some((at, _)) if at <= now => self.heap.pop().map(|Reverse(entry)| entry),
-            _ => None,
+    #[inline]
+    pub(crate) fn next(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((at, key))) = self.heap.peek() {
+            if self.top_armed || self.armed.get(&key) == Some(&at) {
+                self.top_armed = true;
+                return Some(at);
+            }
+            self.heap.pop();
         }
+        None
     }
 
+    /// Disarms and returns the earliest armed timer if it is due at `now`.
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Option<(Instant, K)> {
+        if self.next()? > now {
+            return None;
+        }
+        let Reverse((at, key)) = self.heap.pop()?;
+        self.armed.remove(&key);
+        self.top_armed = false;
+        Some((at, key))
+    }
+
+    /// Entries held, stale ones included.
     pub(crate) fn len(&self) -> usize {
         self.heap.len()
     }
 
-    /// Removes the earliest timer (used to drop stale entries).
-    pub(crate) fn pop(&mut self) {
-        self.heap.pop();
-    }
-
-    /// Whether the queue should be [compacted](Self::compact): it holds more than twice
-    /// `live` entries (plus a little slack), where `live` bounds the timers still armed.
-    #[inline]
-    pub(crate) fn needs_compaction(&self, live: usize) -> bool {
-        self.heap.len() > live.saturating_mul(2).saturating_add(COMPACTION_SLACK)
-    }
-
-    /// Keeps only the entries `armed` accepts, each once, and rebuilds the heap.
-    ///
-    /// Called when [`needs_compaction`](Self::needs_compaction) says so, this removes at
-    /// least half the entries, each pushed once: O(log n) amortized per push. Duplicates go
-    /// too, as a timer re-armed at a deadline it had before would otherwise count twice.
-    pub(crate) fn compact(&mut self, mut armed: impl FnMut(Instant, K) -> bool) {
+    /// Keeps only the armed entries, each once, and rebuilds the heap. Called when more
+    /// than half the entries are stale, so it removes at least half of them, each pushed
+    /// once: O(log n) amortized per push.
+    fn compact(&mut self) {
         let mut entries = std::mem::take(&mut self.heap).into_vec();
-        entries.retain(|Reverse((at, key))| armed(*at, *key));
+        entries.retain(|Reverse((at, key))| self.armed.get(key) == Some(at));
         entries.sort_unstable();
         entries.dedup();
         self.heap = BinaryHeap::from(entries);
@@ -110,8 +129,8 @@ impl<K: Ord + Copy> TimerQueue<K> {
 /// attempts, or a retry that fails at once (every node down) would be due again at once.
 pub(crate) const MIN_RETRY_DELAY: Duration = Duration::from_millis(1);
 
-/// Entries a timer queue may hold beyond twice its live timers before it is compacted: keeps
-/// a small queue from being compacted over and over.
+/// Entries a timer queue may hold beyond twice its armed timers before it is compacted:
+/// keeps a small queue from being compacted over and over.
 const COMPACTION_SLACK: usize = 16;
 
 /// About a century: the stand-in for "never" when a sum would overflow.
@@ -141,41 +160,43 @@ mod tests {
         assert!(add(t, Duration::MAX) > t);
     }
 
+    type Queue = TimerQueue<u32, std::hash::RandomState>;
+
     #[test]
-    fn queue_pops_in_time_order_only_when_due() {
+    fn queue_pops_armed_timers_in_time_order_only_when_due() {
         let t = crate::test_epoch::epoch();
-        let mut q = TimerQueue::new();
-        q.push(t + Duration::from_millis(5), 2u32);
-        q.push(t + Duration::from_millis(1), 1u32);
+        let ms = Duration::from_millis;
+        let mut q = Queue::default();
+        q.arm(2, Some(t + ms(5)));
+        q.arm(1, Some(t + ms(1)));
+        q.arm(3, Some(t + ms(2)));
+        q.arm(3, None);
         assert_eq!(q.pop_due(t), None);
-        assert_eq!(q.peek(), Some((t + Duration::from_millis(1), 1)));
-        let later = t + Duration::from_millis(9);
+        assert_eq!(q.next(), Some(t + ms(1)));
+        let later = t + ms(9);
         assert_eq!(q.pop_due(later).map(|e| e.1), Some(1));
         assert_eq!(q.pop_due(later).map(|e| e.1), Some(2));
         assert_eq!(q.pop_due(later), None);
+        assert_eq!(q.next(), None);
     }
 
     #[test]
-    fn compaction_keeps_live_entries_once() {
+    fn stale_entries_are_compacted_away() {
         let t = crate::test_epoch::epoch();
         let ms = Duration::from_millis;
-        let mut q = TimerQueue::new();
-        // Key k is armed at t + k ms; every other entry is stale, and key 3 is there twice.
+        let mut q = Queue::default();
+        // Key k ends up armed at t + k ms for k < 10; every other entry goes stale.
         for k in 0..40u32 {
-            q.push(t + ms(u64::from(k)), k);
-            q.push(t + ms(1000 + u64::from(k)), k);
+            q.arm(k, Some(t + ms(1000 + u64::from(k))));
+            q.arm(k, (k < 10).then(|| t + ms(u64::from(k))));
+            assert!(q.len() <= 2 * 40 + COMPACTION_SLACK);
         }
-        q.push(t + ms(3), 3);
-        let live = 40;
-        assert!(!q.needs_compaction(live));
-        let live = 10;
-        assert!(q.needs_compaction(live));
-        q.compact(|at, k| k < 10 && at == t + ms(u64::from(k)));
-        assert_eq!(q.len(), 10);
-        assert!(!q.needs_compaction(live));
+        q.arm(3, Some(t + ms(3)));
+        assert!(q.len() <= 2 * 10 + COMPACTION_SLACK);
         let popped: Vec<u32> = std::iter::from_fn(|| q.pop_due(t + ms(5000)).map(|e| e.1))
             .take(100)
             .collect();
         assert_eq!(popped, (0..10).collect::<Vec<_>>());
+        assert_eq!(q.len(), 0);
     }
 }

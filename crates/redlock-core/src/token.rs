@@ -17,8 +17,7 @@ use crate::error::UsageError;
 /// A lock token: the value stored under the lock key on every node.
 ///
 /// Generated tokens are [`TOKEN_RANDOM_BYTES`] bytes from a cryptographically secure RNG,
-/// hex-encoded (40 ASCII characters), as the
-/// [algorithm note](https://valkey.io/topics/distlock/) asks, drawn afresh for every attempt.
+/// hex-encoded (40 ASCII characters), drawn afresh for every attempt (algorithm.md §5).
 ///
 /// A caller may supply its own value with [`Token::new`] (an owner id such as
 /// `hostname:pid`, the same for every lock call if it likes). That value is never stored as

@@ -1,4 +1,4 @@
-//! Transcript tests: scripted inputs, exact expected outputs (STYLE.md section 10), plus one
+//! Transcript tests: scripted inputs, exact expected outputs, plus one
 //! regression test per bug seen in peer Redlock clients.
 
 mod support;

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_testkit::Cluster;
-use redlock_tokio::{LockError, LockOptions, Redlock, RetryPolicy};
+use redlock_tokio::{AcquireFailure, LockError, LockOptions, Redlock, RetryPolicy};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     match redlock.try_lock("demo:invoice-42").await {
-        Err(LockError::Contended { nodes }) => {
+        Err(LockError::Acquire(AcquireFailure::Contended { nodes })) => {
             println!("a second try is refused: held on {} nodes", nodes.len())
         }
         other => println!("unexpected: {other:?}"),

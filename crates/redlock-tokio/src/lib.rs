@@ -33,79 +33,49 @@
 
 mod runtime;
 
-use std::ops::Deref;
 use std::time::Instant;
 
-use redlock_async::{DriverParts, IoLoop, Runtime, Start};
+use redlock_driver::{DriverParts, IoLoop, Start};
 
-pub use redlock_async::{Handle, LockGuard, LockRef, WithLockError};
 pub use redlock_core::{
-    AutoExtend, LockError, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome, Resource,
-    RetryPolicy, Token,
+    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
+    Resource, RetryPolicy, Token,
 };
+pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
 
 /// A handle to a set of N nodes, served by one driver task. Cheap to clone; `Send + Sync`.
 ///
-/// The lock methods ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
+/// The lock calls ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
 /// [`lock_with`](Handle::lock_with), [`with_lock`](Handle::with_lock),
 /// [`config`](Handle::config)) are those of [`Handle`], reached through `Deref`;
-/// `Handle::clone(&redlock)` gives a handle free of the runtime's name.
-///
-/// The driver task runs as long as a handle or a guard exists, or an operation (a
-/// background release, say) is unfinished.
-#[derive(Debug, Clone)]
-pub struct Redlock(Handle);
+/// `Handle::clone(&redlock)` gives a handle free of the runtime's name. The driver task runs
+/// as long as a handle or a guard exists, or an operation (a background release, say) is
+/// unfinished.
+pub type Redlock = redlock_driver::Redlock<Tokio>;
 
 /// Builds a [`Redlock`] from node URLs and core configuration; [`build`](Builder::build)
 /// spawns the driver task on the current tokio runtime.
-pub type Builder = redlock_async::Builder<Tokio>;
+pub type Builder = redlock_driver::Builder<Tokio>;
 
 /// tokio, as this driver's runtime: the driver loop is a task on the runtime current at
-/// [`Builder::build`], over tokio's sockets and timer. Only [`Builder`]'s parameter.
+/// [`Builder::build`], over tokio's sockets, timer and clock. Only [`Redlock`]'s and
+/// [`Builder`]'s parameter.
 #[derive(Debug)]
 pub enum Tokio {}
 
 impl Start for Tokio {
-    type Redlock = Redlock;
+    type Handle = Handle;
 
-    fn start(handle: Handle, parts: DriverParts) -> Result<Redlock, LockError> {
+    fn start(parts: DriverParts) -> Result<(), LockError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| LockError::Start("no tokio runtime: call build() inside one".into()))?;
         runtime.spawn(IoLoop::<Self>::new(parts).run());
-        Ok(Redlock(handle))
+        Ok(())
     }
 
-    /// The loop's clock (`Runtime::now`): tokio's, so that paused time applies to guards.
+    /// tokio's clock, which is std's unless time is paused: the loop, its timer and the
+    /// guards all read it, so paused test time skews nothing.
     fn now() -> Instant {
-        <Self as Runtime>::now()
-    }
-}
-
-impl Redlock {
-    /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
-    /// `host:port`. A bad URL is an error naming it; `rediss://` is refused (no TLS yet).
-    pub fn builder<I, S>(urls: I) -> Result<Builder, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Builder::new(urls)
-    }
-
-    /// Shorthand for `Redlock::builder(urls)?.build()` with every default.
-    pub fn new<I, S>(urls: I) -> Result<Self, LockError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Self::builder(urls)?.build()
-    }
-}
-
-impl Deref for Redlock {
-    type Target = Handle;
-
-    fn deref(&self) -> &Handle {
-        &self.0
+        tokio::time::Instant::now().into_std()
     }
 }

@@ -1,12 +1,12 @@
-//! What tokio gives the shared driver loop (`redlock_async::IoLoop`): its sockets, its
-//! timer and its clock. The loop runs as one task on the runtime that built the `Redlock`.
+//! What tokio gives the shared driver loop (`redlock_driver::IoLoop`): its sockets and its
+//! timer, which counts in tokio's clock (`Start::now`). The loop runs as one task on the runtime that built the `Redlock`.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use redlock_async::{Connecting, Runtime};
+use redlock_driver::{Connecting, Runtime};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
@@ -15,12 +15,6 @@ use crate::Tokio;
 impl Runtime for Tokio {
     type Stream = TcpStream;
     type Timer = Pin<Box<Sleep>>;
-
-    /// tokio's clock, which is std's unless time is paused. Guards read it too
-    /// (`Start::now`), so a paused clock skews nothing.
-    fn now() -> Instant {
-        tokio::time::Instant::now().into_std()
-    }
 
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<TcpStream> {
         Box::pin(async move {

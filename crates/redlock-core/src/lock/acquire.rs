@@ -1,151 +1,200 @@
-//! Acquiring: one attempt's fan-out, the decision at quorum (validity from `t0`), and the
-//! retry or final failure. A failed attempt always hands its token to a cleanup release.
+//! Acquiring: one attempt after another, each with a fresh stored value, each failed one
+//! released on all N nodes, until a quorum grants the lock in time or the retry policy
+//! gives up.
 
 use std::time::Instant;
 
 use rand_core::CryptoRng;
 
-use super::{Held, Lock, Phase};
-use crate::Mutant;
+use super::extend::Held;
+use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event};
+use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event, NodeFault};
 use crate::options::LockParams;
-use crate::quorum;
+use crate::quorum::{self, Decision};
 use crate::round::{Round, Slot};
 use crate::time;
 use crate::token::Token;
 
-impl Lock {
-    pub(super) fn start_attempt<R: CryptoRng + ?Sized>(
-        &mut self,
-        now: Instant,
-        rng: Option<&mut R>,
-    ) {
-        let Phase::Acquiring {
-            attempts, token, ..
-        } = &mut self.phase
-        else {
-            return;
+/// The acquiring phase: an attempt in flight, or the wait before the next one.
+#[derive(Debug)]
+pub(super) struct Acquiring {
+    attempts: u32,
+    first_start: Instant,
+    /// The value of the attempt in flight (or of the last one).
+    token: Token,
+    /// The attempt in flight.
+    round: Option<Round>,
+    /// When the next attempt starts, while none is in flight.
+    retry_at: Option<Instant>,
+}
+
+impl Acquiring {
+    /// The first attempt, started at `now` (its `t0`).
+    pub(super) fn start<R: CryptoRng + ?Sized>(ctx: &mut Ctx, now: Instant, rng: &mut R) -> Self {
+        let mut acquiring = Self {
+            attempts: 0,
+            first_start: now,
+            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
+            round: None,
+            retry_at: None,
         };
-        if let Some(rng) = rng {
-            *token = attempt_token(self.supplied_token.as_ref(), &self.params, rng);
-        }
-        *attempts += 1;
-        let command = Command::set_nx_px(&self.resource, token, self.params.timing.ttl_ms);
-        // Algorithm note, step 2: one command to all N nodes at once, each with until
-        // t0 + attempt_timeout to answer.
-        let deadline = time::add(now, self.params.timing.attempt_timeout);
-        self.main = Some(self.new_round(command, now, deadline));
+        acquiring.attempt(ctx, now);
+        acquiring
     }
 
-    pub(super) fn on_acquire_quorum<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        let Some(round) = self.main.take() else {
-            return;
-        };
-        let Phase::Acquiring {
-            attempts, token, ..
-        } = &self.phase
-        else {
-            return;
-        };
-        // Algorithm note, step 4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's
-        // start, and the deadline is t0 + ttl - drift.
-        let deadline = self.deadline_from(round.started, now);
+    fn attempt(&mut self, ctx: &mut Ctx, now: Instant) {
+        self.attempts += 1;
+        let timing = &ctx.params.timing;
+        let command = Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms);
+        // algorithm.md §2: one command to all N nodes at once, each with until
+        // t0 + attempt_timeout to answer.
+        let deadline = time::add(now, timing.attempt_timeout);
+        self.round = Some(ctx.new_round(command, now, deadline));
+    }
+
+    pub(super) fn round(&self) -> Option<&Round> {
+        self.round.as_ref()
+    }
+
+    pub(super) fn round_mut(&mut self) -> Option<&mut Round> {
+        self.round.as_mut()
+    }
+
+    /// When the next attempt is due.
+    pub(super) fn timer(&self) -> Option<Instant> {
+        self.retry_at
+    }
+
+    /// Whether the attempt in flight is decided.
+    pub(super) fn is_decided(&self) -> bool {
+        self.round.as_ref().is_some_and(Ctx::decided)
+    }
+
+    /// The retry is due: the next attempt, with a fresh value (algorithm.md §5, §7).
+    pub(super) fn on_timer<R: CryptoRng + ?Sized>(
+        mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
+            self.attempt(ctx, now);
+        }
+        Phase::Acquiring(self)
+    }
+
+    /// The attempt in flight is decided: held, or failed.
+    pub(super) fn on_decided<R: CryptoRng + ?Sized>(
+        mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
+        match self.round.take() {
+            Some(round) if round.decision() == Decision::Reached => {
+                self.on_quorum(round, ctx, now, rng)
+            }
+            Some(round) => {
+                let reason = acquire_failure(&round);
+                ctx.recycle(round);
+                self.on_attempt_failed(ctx, now, rng, reason)
+            }
+            None => Phase::Acquiring(self),
+        }
+    }
+
+    fn on_quorum<R: CryptoRng + ?Sized>(
+        self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
+        // algorithm.md §4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's start, and
+        // the deadline is t0 + ttl - drift.
+        let deadline = ctx.deadline_from(round.started, now);
         match quorum::validity(deadline, now) {
-            Some(validity) if validity > self.params.timing.min_validity => {
-                let token = token.clone();
+            Some(validity) if validity > ctx.params.timing.min_validity => {
                 let acquired = Acquired {
-                    op: self.op,
-                    resource: self.resource.clone(),
-                    token: token.clone(),
+                    op: ctx.op,
+                    resource: ctx.resource.clone(),
+                    token: self.token.clone(),
                     deadline,
                     validity,
-                    attempts: *attempts,
+                    attempts: self.attempts,
                     nodes: round.slots.iter().map(acquire_outcome).collect(),
                 };
-                let mut held = Held {
-                    token,
-                    deadline,
-                    acquired_at: now,
-                    renewals: 0,
-                    renew_at: None,
-                    retry_at: None,
-                    last_failure: None,
-                };
-                held.renew_at = self.renewal_time(&held, now);
-                self.phase = Phase::Held(held);
-                self.events.push_back(Event::Acquired(acquired));
-                self.recycle(round);
+                let held = Held::new(&ctx.params, self.token, deadline, now);
+                ctx.events.push_back(Event::Acquired(acquired));
+                ctx.recycle(round);
+                Phase::Held(held)
             }
             _ => {
-                self.main = Some(round);
-                self.on_attempt_failed(now, rng, AcquireFailure::ValidityExhausted);
+                ctx.recycle(round);
+                self.on_attempt_failed(ctx, now, rng, AcquireFailure::ValidityExhausted)
             }
         }
     }
 
-    pub(super) fn on_attempt_failed<R: CryptoRng + ?Sized>(
-        &mut self,
+    fn on_attempt_failed<R: CryptoRng + ?Sized>(
+        mut self,
+        ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
         reason: AcquireFailure,
-    ) {
-        if let Some(round) = self.main.take() {
-            self.recycle(round);
+    ) -> Phase {
+        // algorithm.md §6: release on ALL N nodes, also those that did not answer, since a
+        // lost reply can hide a successful SET.
+        ctx.push_cleanup(now, &self.token);
+        let retry = ctx.params.retry;
+        if retry.max_attempts.is_some_and(|max| self.attempts >= max) {
+            return self.fail(ctx, reason);
         }
-        let Phase::Acquiring {
-            attempts,
-            first_start,
-            token,
-            ..
-        } = &self.phase
-        else {
-            return;
-        };
-        let (attempts, first_start, token) = (*attempts, *first_start, token.clone());
-        // Algorithm note, step 5: release on ALL N nodes, also those that did not answer,
-        // since a lost reply can hide a successful SET.
-        self.push_cleanup(now, &token);
-        let retry = self.params.retry;
-        if retry.max_attempts.is_some_and(|max| attempts >= max) {
-            return self.finish_acquire(reason);
-        }
-        // Never retry in the same instant (a zero delay with every node down would spin).
+        // algorithm.md §7: a random delay, never retrying in the same instant (a zero delay
+        // with every node down would spin).
         let delay = time::uniform(rng, retry.delay_min, retry.delay_max);
         let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
         if retry
             .max_wait
-            .is_some_and(|wait| next > time::add(first_start, wait))
+            .is_some_and(|wait| next > time::add(self.first_start, wait))
         {
-            return self.finish_acquire(AcquireFailure::WaitDeadline);
+            return self.fail(ctx, AcquireFailure::WaitDeadline);
         }
-        if let Phase::Acquiring { retry_at, .. } = &mut self.phase {
-            *retry_at = Some(next);
-        }
+        self.retry_at = Some(next);
+        Phase::Acquiring(self)
     }
 
-    pub(super) fn finish_acquire(&mut self, reason: AcquireFailure) {
-        if let Phase::Acquiring { attempts, .. } = self.phase {
-            self.events.push_back(Event::AcquireFailed {
-                op: self.op,
-                resource: self.resource.clone(),
-                reason,
-                attempts,
-            });
+    /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
+    /// so it is released.
+    pub(super) fn cancel(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+        if self.round.take().is_some() {
+            ctx.push_cleanup(now, &self.token);
         }
-        self.phase = Phase::Finished;
+        self.fail(ctx, AcquireFailure::Cancelled)
     }
 
-    pub(super) fn acquire_failure(round: &Round) -> AcquireFailure {
-        let held = round.nodes_voting_no();
-        if held.is_empty() {
-            AcquireFailure::QuorumUnreachable {
-                errors: round.faults(),
-            }
-        } else {
-            AcquireFailure::Contended { nodes: held }
+    fn fail(self, ctx: &mut Ctx, reason: AcquireFailure) -> Phase {
+        ctx.events.push_back(Event::AcquireFailed {
+            op: ctx.op,
+            resource: ctx.resource.clone(),
+            reason,
+            attempts: self.attempts,
+        });
+        Phase::Finished
+    }
+}
+
+fn acquire_failure(round: &Round) -> AcquireFailure {
+    let held = round.nodes_voting_no();
+    if held.is_empty() {
+        AcquireFailure::QuorumUnreachable {
+            errors: round.faults(),
         }
+    } else {
+        AcquireFailure::Contended { nodes: held }
     }
 }
 
@@ -156,19 +205,19 @@ impl Lock {
 /// the same supplied value), compares a value that is not this attempt's and leaves its key
 /// alone. Ordering commands per connection cannot give that: a dead connection's bytes may
 /// still reach the node after a new connection's (docs/design.md, "Stored values").
-pub(super) fn attempt_token<R: CryptoRng + ?Sized>(
+fn attempt_token<R: CryptoRng + ?Sized>(
     supplied: Option<&Token>,
     params: &LockParams,
     rng: &mut R,
 ) -> Token {
     match supplied {
-        Some(value) if params.mutant(Mutant::SharedStoredValue) => value.clone(),
-        Some(value) => value.stamped(rng),
+        Some(value) if params.stamp_supplied => value.stamped(rng),
+        Some(value) => value.clone(),
         None => Token::generate(rng),
     }
 }
 
-pub(super) fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
+fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
     match slot {
         Slot::Done(Vote::Yes) => AcquireOutcome::Locked,
         Slot::Done(Vote::No) => AcquireOutcome::Held,

@@ -1,130 +1,248 @@
 //! Holding: extension rounds (manual or automatic), their retries within the remaining
-//! validity, and the auto-extension schedule. Never sent after the deadline.
+//! validity, the auto-extension schedule, and losing the lock. Never sent after the
+//! deadline.
 
 use std::time::Instant;
 
 use rand_core::CryptoRng;
 
-use super::{Held, Lock, Phase};
-use crate::Mutant;
+use super::release::{self, Expired};
+use super::{Ctx, Phase};
 use crate::command::Command;
-use crate::io::{Event, LostReason};
-use crate::quorum;
+use crate::id::NodeId;
+use crate::io::{Event, LostReason, NodeFault};
+use crate::options::LockParams;
+use crate::quorum::{self, Decision};
+use crate::round::Round;
 use crate::time;
+use crate::token::Token;
 
-impl Lock {
-    pub(super) fn start_extend(&mut self, now: Instant) {
-        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
-        let Phase::Held(h) = &mut self.phase else {
-            return;
+/// The held phase: the lock's token and deadline, its renewal timers, and the extension in
+/// flight, if any.
+#[derive(Debug)]
+pub(super) struct Held {
+    token: Token,
+    deadline: Instant,
+    acquired_at: Instant,
+    renewals: u32,
+    renew_at: Option<Instant>,
+    retry_at: Option<Instant>,
+    /// Faults of the last failed extension, reported if the deadline passes before the next
+    /// succeeds.
+    last_failure: Option<Vec<(NodeId, NodeFault)>>,
+    /// The extension in flight.
+    extension: Option<Round>,
+}
+
+impl Held {
+    /// Held from `now` until `deadline`.
+    pub(super) fn new(params: &LockParams, token: Token, deadline: Instant, now: Instant) -> Self {
+        let mut held = Self {
+            token,
+            deadline,
+            acquired_at: now,
+            renewals: 0,
+            renew_at: None,
+            retry_at: None,
+            last_failure: None,
+            extension: None,
         };
-        if now >= h.deadline && !resurrect {
-            let reason = Self::deadline_reason(h);
-            return self.lose(now, reason);
-        }
-        h.renew_at = None;
-        h.retry_at = None;
-        let timing = &self.params.timing;
-        let command = Command::extend(&self.resource, &h.token, timing.ttl_ms, resurrect);
-        let mut deadline = time::add(now, timing.attempt_timeout);
-        if !resurrect {
-            // Votes after the lock's deadline cannot save it.
-            deadline = deadline.min(h.deadline);
-        }
-        self.main = Some(self.new_round(command, now, deadline));
+        held.renew_at = held.renewal_time(params, now);
+        held
     }
 
-    pub(super) fn on_extend_quorum<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        let Some(round) = self.main.take() else {
-            return;
-        };
-        // Algorithm note, step 7: validity counted from the extension's own t0.
-        let deadline = self.deadline_from(round.started, now);
-        let min = self.params.timing.min_validity;
-        let Some(validity) = quorum::validity(deadline, now).filter(|v| *v > min) else {
-            self.main = Some(round);
-            return self.on_extend_failed(now, rng);
-        };
-        let Phase::Held(h) = &mut self.phase else {
-            return;
-        };
-        h.deadline = deadline;
-        h.renewals += 1;
-        h.last_failure = None;
-        let renew_at = self.renewal_time_of(now);
-        if let Phase::Held(h) = &mut self.phase {
-            h.renew_at = renew_at;
+    pub(super) fn token_and_deadline(&self) -> (&Token, Instant) {
+        (&self.token, self.deadline)
+    }
+
+    pub(super) fn into_token(self) -> Token {
+        self.token
+    }
+
+    pub(super) fn round(&self) -> Option<&Round> {
+        self.extension.as_ref()
+    }
+
+    pub(super) fn round_mut(&mut self) -> Option<&mut Round> {
+        self.extension.as_mut()
+    }
+
+    pub(super) fn is_extending(&self) -> bool {
+        self.extension.is_some()
+    }
+
+    /// Whether the extension in flight is decided.
+    pub(super) fn is_decided(&self) -> bool {
+        self.extension.as_ref().is_some_and(Ctx::decided)
+    }
+
+    /// The earliest of the deadline (if it ends the lock), the renewal and the retry.
+    #[inline]
+    pub(super) fn timer(&self, params: &LockParams) -> Option<Instant> {
+        let deadline = params.deadline_ends_lock.then_some(self.deadline);
+        [deadline, self.renew_at, self.retry_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Whether the lock has ended at its deadline by `now` (algorithm.md §9).
+    pub(super) fn is_past_deadline(&self, params: &LockParams, now: Instant) -> bool {
+        params.deadline_ends_lock && now >= self.deadline
+    }
+
+    /// A renewal or an extension's retry is due: the next extension.
+    pub(super) fn on_timer(self, ctx: &mut Ctx, now: Instant) -> Phase {
+        let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
+        if self.extension.is_none() && (due(self.renew_at) || due(self.retry_at)) {
+            self.start_extend(ctx, now)
+        } else {
+            Phase::Held(self)
         }
-        self.events.push_back(Event::Extended {
-            op: self.op,
+    }
+
+    /// Sends an extension by the ttl from `now`, or reports the lock lost if its deadline
+    /// has passed (algorithm.md §8).
+    pub(super) fn start_extend(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+        let params = &ctx.params;
+        if self.is_past_deadline(params, now) {
+            return self.lose_at_deadline(ctx, now);
+        }
+        self.renew_at = None;
+        self.retry_at = None;
+        let timing = &params.timing;
+        let command = Command::extend(
+            &ctx.resource,
+            &self.token,
+            timing.ttl_ms,
+            params.extend_script,
+        );
+        let mut deadline = time::add(now, timing.attempt_timeout);
+        if params.deadline_ends_lock {
+            // Votes after the lock's deadline cannot save it.
+            deadline = deadline.min(self.deadline);
+        }
+        self.extension = Some(ctx.new_round(command, now, deadline));
+        Phase::Held(self)
+    }
+
+    /// The extension in flight is decided: extended, or failed.
+    pub(super) fn on_decided<R: CryptoRng + ?Sized>(
+        mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
+        match self.extension.take() {
+            Some(round) if round.decision() == Decision::Reached => {
+                self.on_quorum(round, ctx, now, rng)
+            }
+            Some(round) => self.on_failed(round, ctx, now, rng),
+            None => Phase::Held(self),
+        }
+    }
+
+    fn on_quorum<R: CryptoRng + ?Sized>(
+        mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
+        // algorithm.md §8: validity counted from the extension's own t0.
+        let deadline = ctx.deadline_from(round.started, now);
+        let min = ctx.params.timing.min_validity;
+        let Some(validity) = quorum::validity(deadline, now).filter(|v| *v > min) else {
+            return self.on_failed(round, ctx, now, rng);
+        };
+        self.deadline = deadline;
+        self.renewals += 1;
+        self.last_failure = None;
+        self.renew_at = self.renewal_time(&ctx.params, now);
+        ctx.events.push_back(Event::Extended {
+            op: ctx.op,
             deadline,
             validity,
         });
-        self.recycle(round);
+        ctx.recycle(round);
+        Phase::Held(self)
     }
 
-    pub(super) fn on_extend_failed<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        let Some(round) = self.main.take() else {
-            return;
-        };
+    fn on_failed<R: CryptoRng + ?Sized>(
+        mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Phase {
         let not_ours = round.nodes_voting_no();
-        // Algorithm note, step 7: more than N - q nodes without our key means another
-        // client may hold the lock now.
-        if not_ours.len() > self.params.nodes - self.params.quorum {
-            return self.lose(now, LostReason::NotOwned { nodes: not_ours });
+        // algorithm.md §9: more than N - q nodes without our key means another client may
+        // hold the lock now.
+        if not_ours.len() > ctx.params.nodes - ctx.params.quorum {
+            return self.lose(ctx, now, LostReason::NotOwned { nodes: not_ours });
         }
-        let resurrect = self.params.mutant(Mutant::ResurrectingExtend);
-        let retry = self.params.retry;
-        let Phase::Held(h) = &mut self.phase else {
-            return;
-        };
-        h.last_failure = Some(round.faults());
-        self.spare_slots = round.slots;
-        // A failed extension does not delete a healthy lock: try again within the
-        // remaining validity. If none is left, the deadline timer reports the loss.
-        let remaining = h.deadline.saturating_duration_since(now);
+        self.last_failure = Some(round.faults());
+        ctx.recycle(round);
+        // A failed extension does not delete a healthy lock: try again within the remaining
+        // validity. If none is left, the deadline timer reports the loss.
+        let ends = ctx.params.deadline_ends_lock;
+        let retry = ctx.params.retry;
+        let remaining = self.deadline.saturating_duration_since(now);
         let mut delay = time::uniform(rng, retry.delay_min, retry.delay_max);
-        if !resurrect {
+        if ends {
             delay = delay.min(remaining / 2);
         }
         // Never retry in the same instant: with every node down the retry fails at once and
         // would be due again at once (found by fuzzing).
         let retry_at = time::add(now, delay.max(time::MIN_RETRY_DELAY));
-        if resurrect || retry_at < h.deadline {
-            h.retry_at = Some(retry_at);
+        if !ends || retry_at < self.deadline {
+            self.retry_at = Some(retry_at);
         }
+        Phase::Held(self)
     }
 
-    pub(super) fn renewal_time_of(&self, now: Instant) -> Option<Instant> {
-        match &self.phase {
-            Phase::Held(h) => self.renewal_time(h, now),
-            _ => None,
-        }
-    }
-
-    /// When auto-extension renews next, or `None` if it is off or its bounds are reached.
-    pub(super) fn renewal_time(&self, h: &Held, now: Instant) -> Option<Instant> {
-        let auto = self.params.auto_extend?;
-        if auto.max_renewals.is_some_and(|max| h.renewals >= max) {
+    /// When auto-extension renews next, or `None` if it is off or its bounds are reached
+    /// (algorithm.md §10).
+    fn renewal_time(&self, params: &LockParams, now: Instant) -> Option<Instant> {
+        let auto = params.auto_extend?;
+        if auto.max_renewals.is_some_and(|max| self.renewals >= max) {
             return None;
         }
-        let margin = self.params.timing.ttl().mul_f64(auto.renew_below);
-        let at = h.deadline.checked_sub(margin).unwrap_or(now).max(now);
+        let margin = params.timing.ttl().mul_f64(auto.renew_below);
+        let at = self.deadline.checked_sub(margin).unwrap_or(now).max(now);
         if auto
             .max_hold
-            .is_some_and(|max_hold| at >= time::add(h.acquired_at, max_hold))
+            .is_some_and(|max_hold| at >= time::add(self.acquired_at, max_hold))
         {
             return None;
         }
         Some(at)
     }
 
-    pub(super) fn deadline_reason(h: &Held) -> LostReason {
-        match &h.last_failure {
-            Some(errors) => LostReason::QuorumUnreachable {
-                errors: errors.clone(),
-            },
+    /// The deadline passed: lost, for lack of a successful extension.
+    pub(super) fn lose_at_deadline(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+        let reason = match self.last_failure.take() {
+            Some(errors) => LostReason::QuorumUnreachable { errors },
             None => LostReason::DeadlinePassed,
+        };
+        self.lose(ctx, now, reason)
+    }
+
+    /// Reports the loss and lets go of the keys (algorithm.md §9, §14).
+    ///
+    /// Keys other nodes say are not ours are released at once: our remaining keys only
+    /// block others. Past the deadline the keys are about to expire on their own; releasing
+    /// them now would race that expiry, so the release waits until they should be gone
+    /// (`t0 + ttl + drift` on our clock) and only cleans up after slow node clocks. The
+    /// caller may release earlier. An extension in flight is dropped.
+    fn lose(self, ctx: &mut Ctx, now: Instant, reason: LostReason) -> Phase {
+        let immediate = matches!(reason, LostReason::NotOwned { .. });
+        ctx.events.push_back(Event::Lost { op: ctx.op, reason });
+        if immediate {
+            return release::start(ctx, now, self.token);
         }
+        let drift = ctx.params.timing.drift();
+        let release_at = time::add(self.deadline, drift.saturating_mul(2)).max(now);
+        Phase::Expired(Expired::new(self.token, release_at))
     }
 }

@@ -4,29 +4,37 @@
 //! This is the operation layer: a library that owns its own Redis connections drives a
 //! `Lock` directly, sending each [`Request`] to its node by any client and handing back the
 //! reply. [`Client`](crate::Client) drives many of them over its own byte streams. The
-//! decision rules are those of the algorithm note; each is cited where it is applied.
+//! decision rules are those of `docs/algorithm.md`; each is cited where it is applied.
+//!
+//! A lock is in one [`Phase`] at a time. Each phase owns its state (its round in flight, its
+//! timers, its token) and its handlers, in acquire.rs, extend.rs and release.rs; a handler
+//! takes the phase by value and returns the next one. This file only routes replies and
+//! timers to the phase, and keeps what every phase shares ([`Ctx`]).
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use bytes::BytesMut;
-
+use bytes::Bytes;
 use rand_core::CryptoRng;
 
-use crate::Mutant;
-use crate::command::{Command, Vote};
+use crate::command::{Command, Encoder, Vote};
 use crate::config::Config;
-use crate::error::{NodeFault, UsageError};
-use crate::io::{AcquireFailure, Event, NodeId, OpId};
-use crate::options::{LockOptions, LockParams};
+use crate::error::UsageError;
+use crate::id::{NodeId, OpId, RequestId};
+use crate::io::{Event, NodeFault};
+use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
-use crate::round::{RequestId, Round, Slot};
+use crate::round::{Form, Round, Slot};
 use crate::token::{Resource, Token};
 
 mod acquire;
 mod extend;
 mod release;
+
+use acquire::Acquiring;
+use extend::Held;
+use release::{Expired, Releasing};
 
 /// One lock's life, sans IO: acquire with retries, hold, extend, lose, release, as
 /// per-node [`Request`]s and reply reading, with no connections.
@@ -44,19 +52,8 @@ mod release;
 /// decision. The lock is over when [`is_finished`](Self::is_finished).
 #[derive(Debug)]
 pub struct Lock {
-    op: OpId,
-    resource: Resource,
-    params: LockParams,
-    supplied_token: Option<Token>,
+    ctx: Ctx,
     phase: Phase,
-    /// The round the phase is waiting on: an acquire attempt, an extension or the release.
-    main: Option<Round>,
-    /// Releases of failed or cancelled attempts; they report nothing.
-    cleanup: Vec<Round>,
-    next_seq: u32,
-    events: Events,
-    /// The slots of the last finished round, kept for the next round's use.
-    spare_slots: Vec<Slot>,
 }
 
 /// A request for one node, handed out by [`Lock::poll_request`].
@@ -70,36 +67,35 @@ pub struct Request {
     pub command: Command,
 }
 
+/// Where a lock is in its life. Each variant's state and handlers live in its own file.
 #[derive(Debug)]
 enum Phase {
-    Acquiring {
-        attempts: u32,
-        first_start: Instant,
-        retry_at: Option<Instant>,
-        /// The token of the attempt in flight (or of the last one).
-        token: Token,
-    },
+    /// acquire.rs: an attempt in flight, or the wait before the next one.
+    Acquiring(Acquiring),
+    /// extend.rs: held; maybe an extension in flight.
     Held(Held),
-    /// Lost at its deadline; the release waits until the keys should have expired.
-    Expired {
-        token: Token,
-        release_at: Instant,
-    },
-    Releasing,
+    /// release.rs: lost at its deadline; the release waits until the keys should be gone.
+    Expired(Expired),
+    /// release.rs: the release round to all N nodes.
+    Releasing(Releasing),
+    /// Nothing more to report (cleanup releases may still be in flight).
     Finished,
 }
 
+/// What every phase shares: the lock's identity and parameters, its events, the silent
+/// cleanup releases of failed attempts, and round numbering.
 #[derive(Debug)]
-struct Held {
-    token: Token,
-    deadline: Instant,
-    acquired_at: Instant,
-    renewals: u32,
-    renew_at: Option<Instant>,
-    retry_at: Option<Instant>,
-    /// Faults of the last failed extension, reported if the deadline passes before the next
-    /// succeeds.
-    last_failure: Option<Vec<(NodeId, NodeFault)>>,
+struct Ctx {
+    op: OpId,
+    resource: Resource,
+    params: LockParams,
+    supplied_token: Option<Token>,
+    /// Releases of failed or cancelled attempts; they report nothing.
+    cleanup: Vec<Round>,
+    next_seq: u32,
+    events: Events,
+    /// The slots of the last finished round, kept for the next round's use.
+    spare_slots: Vec<Slot>,
 }
 
 /// Events waiting for [`Lock::poll_event`]. The first is kept inline, so a lock that reports
@@ -148,43 +144,34 @@ impl Lock {
             return Err(UsageError::EmptyResource);
         }
         let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
-        let token = acquire::attempt_token(options.token.as_ref(), &params, rng);
-        let mut lock = Self {
+        let mut ctx = Ctx {
             op,
             resource,
             params,
             supplied_token: options.token.clone(),
-            phase: Phase::Finished,
-            main: None,
             cleanup: Vec::new(),
             next_seq: 0,
             events: Events::default(),
             spare_slots: Vec::new(),
         };
-        lock.phase = Phase::Acquiring {
-            attempts: 0,
-            first_start: now,
-            retry_at: None,
-            token,
-        };
-        lock.start_attempt::<R>(now, None);
-        Ok(lock)
+        let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
+        Ok(Self { ctx, phase })
     }
 
     /// The operation id events carry.
     pub fn op(&self) -> OpId {
-        self.op
+        self.ctx.op
     }
 
     /// The resource being locked.
     pub fn resource(&self) -> &Resource {
-        &self.resource
+        &self.ctx.resource
     }
 
     /// The token and deadline while the lock is held.
     pub fn held(&self) -> Option<(&Token, Instant)> {
         match &self.phase {
-            Phase::Held(h) => Some((&h.token, h.deadline)),
+            Phase::Held(h) => Some(h.token_and_deadline()),
             _ => None,
         }
     }
@@ -192,73 +179,63 @@ impl Lock {
     /// Nothing more will be sent or reported; the lock can be dropped.
     #[inline]
     pub fn is_finished(&self) -> bool {
-        matches!(self.phase, Phase::Finished) && self.main.is_none() && self.cleanup.is_empty()
+        matches!(self.phase, Phase::Finished) && self.ctx.cleanup.is_empty()
     }
 
     /// The next request to send, if any. Drain after every call that changes the lock.
     pub fn poll_request(&mut self) -> Option<Request> {
-        let (id, node, eval) = self.next_send()?;
-        let command = self.round(id.round())?.command_for(eval);
+        let (round, id, node, form) = self.next_send()?;
+        let command = round.command_for(form);
         Some(Request { id, node, command })
     }
 
-    /// The next request as (id, node, is the `EVAL` form), without building its command:
-    /// cleanup releases first, then the main round.
+    /// The next request as its id, its node and its RESP bytes, shared with the other
+    /// nodes' requests of its round.
+    #[inline]
+    pub(crate) fn next_transmit(
+        &mut self,
+        encoder: &mut Encoder,
+    ) -> Option<(RequestId, NodeId, &Bytes)> {
+        let (round, id, node, form) = self.next_send()?;
+        Some((id, node, round.encoded(form, encoder)))
+    }
+
+    /// The next request, with its round: cleanup releases first, then the phase's round.
     ///
     /// No order between rounds is needed for safety: every attempt stores its own value, so
     /// an older round's command that runs after a newer one's, on this connection or on a
     /// dead one whose bytes arrive late, compares another value and touches nothing of the
-    /// newer attempt (see `acquire::attempt_token`).
+    /// newer attempt (algorithm.md §5).
     #[inline]
-    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, bool)> {
-        for round in &mut self.cleanup {
-            if let Some(send) = round.next_send() {
-                return Some(send);
+    fn next_send(&mut self) -> Option<(&mut Round, RequestId, NodeId, Form)> {
+        for round in &mut self.ctx.cleanup {
+            if let Some((id, node, form)) = round.next_send() {
+                return Some((round, id, node, form));
             }
         }
-        self.main.as_mut()?.next_send()
-    }
-
-    /// Appends the RESP bytes of a request from [`next_send`](Self::next_send).
-    pub(crate) fn encode_request(&self, id: RequestId, eval: bool, buf: &mut BytesMut) {
-        if let Some(round) = self.round(id.round()) {
-            round.encode_for(eval, buf);
-        }
-    }
-
-    fn round(&self, seq: u32) -> Option<&Round> {
-        self.cleanup.iter().chain(&self.main).find(|r| r.seq == seq)
+        let round = self.phase.round_mut()?;
+        let (id, node, form) = round.next_send()?;
+        Some((round, id, node, form))
     }
 
     /// The next event, if any.
     #[inline]
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.ctx.events.pop_front()
     }
 
     /// The earliest time at which [`handle_timeout`](Self::handle_timeout) has work.
     #[inline]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let phase = match &self.phase {
-            Phase::Acquiring { retry_at, .. } => *retry_at,
-            Phase::Held(h) => {
-                let deadline = if self.params.mutant(Mutant::ResurrectingExtend) {
-                    None
-                } else {
-                    Some(h.deadline)
-                };
-                [deadline, h.renew_at, h.retry_at]
-                    .into_iter()
-                    .flatten()
-                    .min()
-            }
-            Phase::Expired { release_at, .. } => Some(*release_at),
-            Phase::Releasing | Phase::Finished => None,
+        let mut next = match &self.phase {
+            Phase::Acquiring(a) => a.timer(),
+            Phase::Held(h) => h.timer(&self.ctx.params),
+            Phase::Expired(e) => Some(e.timer()),
+            Phase::Releasing(_) | Phase::Finished => None,
         };
         // Plain loops: this runs after every reply, and iterator chains of `Option`s cost
         // several times as much here.
-        let mut next = phase;
-        for round in self.cleanup.iter().chain(&self.main) {
+        for round in self.ctx.cleanup.iter().chain(self.phase.round()) {
             next = Some(next.map_or(round.deadline, |t| t.min(round.deadline)));
         }
         next
@@ -281,58 +258,55 @@ impl Lock {
             self.handle_timeout(now, rng);
         }
         let seq = id.round();
-        let rounds = self.cleanup.iter_mut().chain(self.main.as_mut());
-        let Some(round) = rounds.into_iter().find(|r| r.seq == seq) else {
-            return;
-        };
-        let vote = match reply {
+        let vote = |round: &Round| match reply {
             Ok(reply) => round.command.vote(reply),
             Err(fault) => Vote::Fault(fault),
         };
-        round.handle_reply(id.node(), vote);
-        self.progress(now, rng);
+        if let Some(round) = self.ctx.cleanup.iter_mut().find(|r| r.seq == seq) {
+            round.handle_reply(id.node(), vote(round));
+            self.ctx.cleanup.retain(|r| !r.is_complete());
+        } else if let Some(round) = self.phase.round_mut().filter(|r| r.seq == seq) {
+            round.handle_reply(id.node(), vote(round));
+            self.on_vote(now, rng);
+        }
     }
 
     /// Handles every timer due at `now`: node deadlines, retries, renewals, the lock deadline.
     pub fn handle_timeout<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        self.cleanup
+        self.ctx
+            .cleanup
             .retain(|r| r.deadline > now && !r.is_complete());
-        // Algorithm note, step 7: past the deadline the lock is lost, whatever is in flight;
-        // a late extension reply can no longer bring it back. Falls through: if the keys
-        // should be gone already, the release starts now.
+        // algorithm.md §9: past the deadline the lock is lost, whatever is in flight; a late
+        // extension reply can no longer bring it back. Falls through: if the keys should be
+        // gone already, the release starts now.
         self.lose_if_past_deadline(now);
-        if let Some(round) = self.main.as_mut().filter(|r| r.deadline <= now) {
+        if let Some(round) = self.phase.round_mut().filter(|r| r.deadline <= now) {
             round.expire();
-            self.progress(now, rng);
+            self.on_vote(now, rng);
         }
-        match &mut self.phase {
-            Phase::Acquiring { retry_at, .. } if retry_at.is_some_and(|t| t <= now) => {
-                *retry_at = None;
-                self.start_attempt(now, Some(rng));
-            }
-            Phase::Held(h) if self.main.is_none() => {
-                let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
-                if due(h.renew_at) || due(h.retry_at) {
-                    self.start_extend(now);
-                }
-            }
-            Phase::Expired { release_at, .. } if *release_at <= now => self.start_release(now),
-            _ => {}
-        }
+        self.step(|phase, ctx| match phase {
+            Phase::Acquiring(a) => a.on_timer(ctx, now, rng),
+            Phase::Held(h) => h.on_timer(ctx, now),
+            Phase::Expired(e) => e.on_timer(ctx, now),
+            other @ (Phase::Releasing(_) | Phase::Finished) => other,
+        });
     }
 
     /// Starts an extension by the lock's ttl, counted from `now`.
     ///
     /// If an extension is already in flight this joins it. If the deadline has passed the
-    /// lock is reported [`Event::Lost`] and nothing is sent (algorithm note, step 7).
+    /// lock is reported [`Event::Lost`] and nothing is sent (algorithm.md §8).
     pub fn extend(&mut self, now: Instant) -> Result<(), UsageError> {
         match &self.phase {
-            Phase::Held(_) if self.main.is_some() => Ok(()),
+            Phase::Held(h) if h.is_extending() => Ok(()),
             Phase::Held(_) => {
-                self.start_extend(now);
+                self.step(|phase, ctx| match phase {
+                    Phase::Held(h) => h.start_extend(ctx, now),
+                    other => other,
+                });
                 Ok(())
             }
-            _ => Err(UsageError::NotHeld(self.op)),
+            _ => Err(UsageError::NotHeld(self.ctx.op)),
         }
     }
 
@@ -344,75 +318,103 @@ impl Lock {
     pub fn release(&mut self, now: Instant) -> Result<(), UsageError> {
         self.lose_if_past_deadline(now);
         match &self.phase {
-            Phase::Held(_) | Phase::Expired { .. } => {
-                self.start_release(now);
+            Phase::Held(_) | Phase::Expired(_) => {
+                self.step(|phase, ctx| phase.release(ctx, now));
                 Ok(())
             }
-            _ => Err(UsageError::NotHeld(self.op)),
+            _ => Err(UsageError::NotHeld(self.ctx.op)),
         }
     }
 
-    /// Gives up: an acquisition ends with [`AcquireFailure::Cancelled`] and whatever it may
+    /// Gives up: an acquisition ends with
+    /// [`AcquireFailure::Cancelled`](crate::AcquireFailure::Cancelled) and whatever it may
     /// have set is released; a held lock is released (after [`Event::Lost`] if its deadline
     /// has passed, as for [`release`](Self::release)). Does nothing once releasing.
     pub fn cancel(&mut self, now: Instant) {
         self.lose_if_past_deadline(now);
-        match &self.phase {
-            Phase::Acquiring { token, .. } => {
-                if self.main.take().is_some() {
-                    // The attempt in flight may have set keys we will never hear about.
-                    let token = token.clone();
-                    self.push_cleanup(now, &token);
-                }
-                self.finish_acquire(AcquireFailure::Cancelled);
-            }
-            Phase::Held(_) | Phase::Expired { .. } => self.start_release(now),
-            Phase::Releasing | Phase::Finished => {}
-        }
+        self.step(|phase, ctx| match phase {
+            Phase::Acquiring(a) => a.cancel(ctx, now),
+            held @ (Phase::Held(_) | Phase::Expired(_)) => held.release(ctx, now),
+            other @ (Phase::Releasing(_) | Phase::Finished) => other,
+        });
     }
 
-    // ---- lifecycle steps ----
+    /// Replaces the phase with the one `f` returns for it.
+    #[inline]
+    fn step(&mut self, f: impl FnOnce(Phase, &mut Ctx) -> Phase) {
+        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
+        self.phase = f(phase, &mut self.ctx);
+    }
 
-    /// Reads the main round after a vote or expiry, and drops finished cleanup rounds.
-    fn progress<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        self.cleanup.retain(|r| !r.is_complete());
-        let Some(round) = &self.main else {
-            return;
+    /// After a vote or expiry on the phase's round: hands the round to its phase once it is
+    /// decided.
+    #[inline]
+    fn on_vote<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        let decided = match &self.phase {
+            Phase::Acquiring(a) => a.is_decided(),
+            Phase::Held(h) => h.is_decided(),
+            Phase::Releasing(r) => r.is_complete(),
+            Phase::Expired(_) | Phase::Finished => false,
         };
-        match (&self.phase, round.decision()) {
-            (Phase::Acquiring { .. }, Decision::Reached) => self.on_acquire_quorum(now, rng),
-            (Phase::Acquiring { .. }, Decision::Impossible) => {
-                let reason = Self::acquire_failure(round);
-                self.on_attempt_failed(now, rng, reason);
-            }
-            (Phase::Held(_), Decision::Reached) => self.on_extend_quorum(now, rng),
-            (Phase::Held(_), Decision::Impossible) => self.on_extend_failed(now, rng),
-            (Phase::Releasing, _) if round.is_complete() => self.on_released(),
-            _ => {}
+        if decided {
+            self.step(|phase, ctx| match phase {
+                Phase::Acquiring(a) => a.on_decided(ctx, now, rng),
+                Phase::Held(h) => h.on_decided(ctx, now, rng),
+                Phase::Releasing(r) => r.on_complete(ctx),
+                other @ (Phase::Expired(_) | Phase::Finished) => other,
+            });
         }
     }
 
-    // ---- helpers ----
-
-    /// Reports a held lock lost if `now` is at or past its deadline (algorithm note, step
-    /// 7), without waiting for the deadline timer to be fed.
+    /// Reports a held lock lost if `now` is at or past its deadline (algorithm.md §9),
+    /// without waiting for the deadline timer to be fed.
     fn lose_if_past_deadline(&mut self, now: Instant) {
-        if let Phase::Held(h) = &self.phase
-            && now >= h.deadline
-            && !self.params.mutant(Mutant::ResurrectingExtend)
-        {
-            let reason = Self::deadline_reason(h);
-            self.lose(now, reason);
+        if matches!(&self.phase, Phase::Held(h) if h.is_past_deadline(&self.ctx.params, now)) {
+            self.step(|phase, ctx| match phase {
+                Phase::Held(h) => h.lose_at_deadline(ctx, now),
+                other => other,
+            });
+        }
+    }
+}
+
+impl Phase {
+    /// The round the phase waits on: an acquire attempt, an extension or the release.
+    #[inline]
+    fn round(&self) -> Option<&Round> {
+        match self {
+            Self::Acquiring(a) => a.round(),
+            Self::Held(h) => h.round(),
+            Self::Releasing(r) => Some(r.round()),
+            Self::Expired(_) | Self::Finished => None,
         }
     }
 
+    #[inline]
+    fn round_mut(&mut self) -> Option<&mut Round> {
+        match self {
+            Self::Acquiring(a) => a.round_mut(),
+            Self::Held(h) => h.round_mut(),
+            Self::Releasing(r) => Some(r.round_mut()),
+            Self::Expired(_) | Self::Finished => None,
+        }
+    }
+
+    /// Lets go of a held or expired lock: the release round to all N nodes.
+    fn release(self, ctx: &mut Ctx, now: Instant) -> Self {
+        match self {
+            Self::Held(h) => release::start(ctx, now, h.into_token()),
+            Self::Expired(e) => release::start(ctx, now, e.into_token()),
+            other => other,
+        }
+    }
+}
+
+impl Ctx {
+    /// A round of `command` to every node, needing the lock's quorum of yes votes.
     fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
         let n = self.params.nodes;
-        let q = if self.params.mutant(Mutant::QuorumHalf) {
-            (n / 2).max(1)
-        } else {
-            self.params.quorum
-        };
+        let q = self.params.quorum;
         let slots = std::mem::take(&mut self.spare_slots);
         Round::new(self.seq(), command, now, deadline, (n, q), slots)
     }
@@ -427,14 +429,18 @@ impl Lock {
         self.next_seq
     }
 
-    /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1`.
+    /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1` (algorithm.md §4).
     fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
-        let start = if self.params.mutant(Mutant::ValidityFromQuorum) {
-            t1
-        } else {
-            t0
+        let start = match self.params.validity_from {
+            ValidityFrom::AttemptStart => t0,
+            ValidityFrom::Decision => t1,
         };
         let timing = &self.params.timing;
         quorum::deadline(start, timing.ttl(), timing.drift())
+    }
+
+    /// Whether a round's votes decide it.
+    fn decided(round: &Round) -> bool {
+        round.decision() != Decision::Open
     }
 }

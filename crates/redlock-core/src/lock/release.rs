@@ -1,88 +1,100 @@
-//! Letting go: loss, the release round to all N nodes and its report, and the silent
-//! cleanup releases of failed or cancelled attempts.
+//! Letting go: the phase after a loss at the deadline, the release round to all N nodes and
+//! its report, and the silent cleanup releases of failed or cancelled attempts.
 
 use std::time::Instant;
 
-use super::{Lock, Phase};
+use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
-use crate::error::NodeFault;
-use crate::io::{Event, LostReason, ReleaseOutcome};
+use crate::io::{Event, NodeFault, ReleaseOutcome};
 use crate::round::{Round, Slot};
 use crate::time;
 use crate::token::Token;
 
-impl Lock {
-    /// Reports the loss and lets go of the keys.
-    ///
-    /// Keys other nodes say are not ours are released at once: our remaining keys only
-    /// block others. Past the deadline the keys are about to expire on their own; releasing
-    /// them now would race that expiry, so the release waits until they should be gone
-    /// (`t0 + ttl + drift` on our clock) and only cleans up after slow node clocks. The
-    /// caller may release earlier.
-    pub(super) fn lose(&mut self, now: Instant, reason: LostReason) {
-        let immediate = matches!(reason, LostReason::NotOwned { .. });
-        self.events.push_back(Event::Lost {
-            op: self.op,
-            reason,
-        });
-        let Phase::Held(h) = &self.phase else {
-            return;
-        };
-        if immediate {
-            return self.start_release(now);
+/// Lost at its deadline; the release waits until the keys should have expired
+/// (algorithm.md §14).
+#[derive(Debug)]
+pub(super) struct Expired {
+    token: Token,
+    release_at: Instant,
+}
+
+impl Expired {
+    pub(super) fn new(token: Token, release_at: Instant) -> Self {
+        Self { token, release_at }
+    }
+
+    pub(super) fn timer(&self) -> Instant {
+        self.release_at
+    }
+
+    pub(super) fn into_token(self) -> Token {
+        self.token
+    }
+
+    /// The keys should be gone: the release starts.
+    pub(super) fn on_timer(self, ctx: &mut Ctx, now: Instant) -> Phase {
+        if self.release_at <= now {
+            start(ctx, now, self.token)
+        } else {
+            Phase::Expired(self)
         }
-        self.main = None;
-        let drift = self.params.timing.drift();
-        self.phase = Phase::Expired {
-            token: h.token.clone(),
-            release_at: time::add(h.deadline, drift.saturating_mul(2)).max(now),
-        };
+    }
+}
+
+/// The release round, reported by [`Event::Released`] once every node has answered or
+/// timed out.
+#[derive(Debug)]
+pub(super) struct Releasing {
+    round: Round,
+}
+
+impl Releasing {
+    pub(super) fn round(&self) -> &Round {
+        &self.round
     }
 
-    pub(super) fn start_release(&mut self, now: Instant) {
-        let token = match &self.phase {
-            Phase::Held(h) => h.token.clone(),
-            Phase::Expired { token, .. } => token.clone(),
-            _ => return,
-        };
-        // Algorithm note, step 6: release on ALL N nodes, whatever the votes were. Dropping
-        // an extension in flight is safe: on each connection the release follows it.
-        let command = Command::release(&self.resource, &token);
-        let deadline = time::add(now, self.params.release_timeout);
-        let n = self.params.nodes;
-        let slots = std::mem::take(&mut self.spare_slots);
-        self.main = Some(Round::new(
-            self.seq(),
-            command,
-            now,
-            deadline,
-            (n, n),
-            slots,
-        ));
-        self.phase = Phase::Releasing;
+    pub(super) fn round_mut(&mut self) -> &mut Round {
+        &mut self.round
     }
 
-    pub(super) fn on_released(&mut self) {
-        let Some(round) = self.main.take() else {
-            return;
-        };
-        let nodes = round.slots.iter().map(release_outcome).collect();
-        self.events
-            .push_back(Event::Released { op: self.op, nodes });
-        self.phase = Phase::Finished;
+    pub(super) fn is_complete(&self) -> bool {
+        self.round.is_complete()
     }
 
-    pub(super) fn push_cleanup(&mut self, now: Instant, token: &Token) {
+    /// Every node has answered or timed out: the lock's life is over.
+    pub(super) fn on_complete(self, ctx: &mut Ctx) -> Phase {
+        let nodes = self.round.slots.iter().map(release_outcome).collect();
+        ctx.events.push_back(Event::Released { op: ctx.op, nodes });
+        Phase::Finished
+    }
+}
+
+/// The release round of `token`'s keys.
+pub(super) fn start(ctx: &mut Ctx, now: Instant, token: Token) -> Phase {
+    // algorithm.md §6: release on ALL N nodes, whatever the votes were. Dropping an
+    // extension in flight is safe: the release compares the same value.
+    let round = ctx.release_round(now, &token);
+    Phase::Releasing(Releasing { round })
+}
+
+impl Ctx {
+    /// A release round to all N nodes that waits for every one of them.
+    fn release_round(&mut self, now: Instant, token: &Token) -> Round {
         let command = Command::release(&self.resource, token);
         let deadline = time::add(now, self.params.release_timeout);
         let n = self.params.nodes;
         let slots = std::mem::take(&mut self.spare_slots);
-        let round = Round::new(self.seq(), command, now, deadline, (n, n), slots);
+        Round::new(self.seq(), command, now, deadline, (n, n), slots)
+    }
+
+    /// Releases a failed or cancelled attempt's keys without reporting anything.
+    pub(super) fn push_cleanup(&mut self, now: Instant, token: &Token) {
+        let round = self.release_round(now, token);
         self.cleanup.push(round);
     }
 }
 
-pub(super) fn release_outcome(slot: &Slot) -> ReleaseOutcome {
+fn release_outcome(slot: &Slot) -> ReleaseOutcome {
     match slot {
         Slot::Done(Vote::Yes) => ReleaseOutcome::Released,
         Slot::Done(Vote::No) => ReleaseOutcome::NotHeld,

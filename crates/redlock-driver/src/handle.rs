@@ -1,22 +1,23 @@
 //! The user's [`Handle`]: lock, try, lock with options, run a closure under a lock. It only
 //! sends requests to the driver loop and awaits the answers; the loop does the rest.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use redlock_core::{Config, LockError, LockOptions, LostReason, Resource, RetryPolicy};
+use redlock_core::{Config, LockOptions, LostReason, Resource, RetryPolicy};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::guard::{LockGuard, LockRef, LockState};
-use crate::waiters::{Cmd, Request};
+use crate::error::{LockError, WithLockError};
+use crate::guard::{LockGuard, LockRef};
+use crate::request::{Cmd, LockState, Request};
 
 /// A handle to a set of N nodes, served by a driver loop. Cheap to clone; `Send + Sync`.
 ///
 /// The driver loop runs as long as a handle or a guard exists, or an operation (a background
-/// release, say) is unfinished. Each driver's `Redlock` derefs to this type.
+/// release, say) is unfinished. The async drivers' `Redlock` derefs to this type; the blocking
+/// driver's `Handle` wraps it.
 #[derive(Debug, Clone)]
 pub struct Handle {
     tx: mpsc::UnboundedSender<Cmd>,
@@ -150,26 +151,6 @@ impl Handle {
         }
     }
 }
-
-/// The error of [`Handle::with_lock`]: the closure's own, or the lock's.
-#[derive(Debug)]
-pub enum WithLockError<E> {
-    /// Acquiring failed, or the lock was lost while the closure ran.
-    Lock(LockError),
-    /// The closure failed.
-    Closure(E),
-}
-
-impl<E: fmt::Display> fmt::Display for WithLockError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Lock(e) => e.fmt(f),
-            Self::Closure(e) => e.fmt(f),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for WithLockError<E> {}
 
 /// Cancels an acquisition whose future is dropped before it returned a guard.
 struct CancelOnDrop<'a> {

@@ -1,54 +1,20 @@
-//! The driver loop's bookkeeping: the requests handles send ([`Cmd`]), and who waits for what
-//! on each operation ([`Waiters`]). It turns requests into core calls and core events into
-//! answers; it never touches a socket or a clock.
+//! The driver loop's bookkeeping: who waits for what on each operation ([`Waiters`]). It
+//! turns requests into core calls and core events into answers; it never touches a socket or
+//! a clock.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
-use redlock_core::{
-    Acquired, Client, Event, LockError, LockOptions, OpId, ReleaseOutcome, Resource,
-};
-use tokio::sync::{oneshot, watch};
+use redlock_core::{Acquired, Client, Event, OpId, ReleaseOutcome};
+use tokio::sync::watch;
 
-use crate::guard::LockState;
-
-/// A request from a [`Handle`](crate::Handle), [`LockGuard`](crate::LockGuard) or
-/// [`LockRef`](crate::LockRef) to the driver loop. Opaque: the loop receives it from
-/// [`DriverParts::commands`](crate::DriverParts::commands) and hands it to
-/// [`Waiters::command`].
-pub struct Cmd(pub(crate) Request);
-
-/// The requests themselves.
-pub(crate) enum Request {
-    Acquire {
-        ticket: u64,
-        resource: Resource,
-        options: LockOptions,
-        reply: Reply<(OpId, Acquired)>,
-        state: watch::Sender<LockState>,
-    },
-    /// The `lock()` future was dropped before it returned a guard.
-    Cancel {
-        ticket: u64,
-    },
-    Extend {
-        op: OpId,
-        reply: Reply<Instant>,
-    },
-    /// Release; `reply` is `None` when a guard is dropped.
-    Release {
-        op: OpId,
-        reply: Option<Reply<Vec<ReleaseOutcome>>>,
-    },
-}
-
-/// Where the driver answers one request.
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, LockError>>;
+use crate::error::LockError;
+use crate::request::{Cmd, LockState, Reply, Request};
 
 /// Who waits for what on each operation in flight, and which acquired locks nobody holds.
 ///
-/// The driver loop MUST hand every [`Cmd`] it receives to [`Waiters::command`] and every
+/// The driver loop MUST hand every [`Cmd`](crate::Cmd) it receives to [`Waiters::command`] and every
 /// `Event` it drains to [`Waiters::dispatch`], and SHOULD call [`Waiters::release_orphan`]
 /// after each drain, before waiting.
 #[derive(Default)]

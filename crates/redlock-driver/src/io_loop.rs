@@ -14,22 +14,24 @@ use bytes::{Buf, BytesMut};
 use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
 use tokio::sync::mpsc;
 
+use crate::request::Cmd;
 use crate::setup::{DriverParts, OsRng};
-use crate::waiters::{Cmd, Waiters};
+use crate::waiters::Waiters;
 
 /// A connection attempt in progress.
 pub type Connecting<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
 
 /// What an async runtime gives [`IoLoop`]. Every method is a thin call into the runtime.
+///
+/// Its timer MUST count in the clock the loop is built with
+/// ([`DriverParts::clock`](crate::DriverParts::clock), the driver's
+/// [`Start::now`](crate::Start::now)): the loop sets it to the core's deadlines.
 pub trait Runtime: 'static {
     /// A connected non-blocking TCP stream.
     type Stream: Send;
     /// A timer that can be set to an instant again and again.
     type Timer: Send;
 
-    /// The loop's clock. Guards read the driver's [`Start::now`](crate::Start::now), so the
-    /// two must agree.
-    fn now() -> Instant;
     /// Connects to `host:port` (resolving the name without blocking the loop), failing with
     /// `TimedOut` after `timeout`. Nagle's algorithm off, on a best-effort basis.
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Self::Stream>;
@@ -88,6 +90,8 @@ pub struct IoLoop<R: Runtime> {
     /// Inputs found while draining (write errors), fed before waiting.
     pending: VecDeque<NodeId>,
     timer: R::Timer,
+    /// The loop's one clock, which the handle and guards read too.
+    clock: fn() -> Instant,
     /// The deadline `timer` is set to; `None` once it fired.
     armed: Option<Instant>,
     read_buf: Vec<u8>,
@@ -96,7 +100,8 @@ pub struct IoLoop<R: Runtime> {
 }
 
 impl<R: Runtime> IoLoop<R> {
-    /// A loop over what [`Builder::build`](crate::Builder::build) hands the driver.
+    /// A loop over what [`Builder::build`](crate::Builder::build) hands the driver's
+    /// [`Start::start`](crate::Start::start).
     pub fn new(parts: DriverParts) -> Self {
         Self {
             client: parts.client,
@@ -107,6 +112,7 @@ impl<R: Runtime> IoLoop<R> {
             waiters: Waiters::new(),
             pending: VecDeque::new(),
             timer: R::timer(),
+            clock: parts.clock,
             armed: None,
             read_buf: vec![0; 64 * 1024],
             next_read: 0,
@@ -124,12 +130,15 @@ impl<R: Runtime> IoLoop<R> {
                 return;
             }
             // Work discovered while draining goes first, one input per turn.
-            if self.waiters.release_orphan(R::now(), &mut self.client) {
+            if self
+                .waiters
+                .release_orphan((self.clock)(), &mut self.client)
+            {
                 continue;
             }
             if let Some(node) = self.pending.pop_front() {
                 self.feed(Input::Disconnected {
-                    now: R::now(),
+                    now: (self.clock)(),
                     node,
                 });
                 continue;
@@ -143,7 +152,7 @@ impl<R: Runtime> IoLoop<R> {
             }
             let wake = poll_fn(|cx| self.poll_wake(cx, deadline.is_some())).await;
             // 3. Feed it, stamped with a fresh `now`.
-            let now = R::now();
+            let now = (self.clock)();
             match wake {
                 Wake::Cmd(Some(cmd)) => {
                     self.waiters.command(now, &mut self.client, cmd);
@@ -182,7 +191,7 @@ impl<R: Runtime> IoLoop<R> {
             if self.conns[i].stream.is_some() {
                 // Transmits queue per node; the deadline is read again at the top.
                 let _ = self.drain();
-                self.read(R::now(), NodeId::new(i));
+                self.read((self.clock)(), NodeId::new(i));
             }
         }
         self.take_commands();
@@ -193,7 +202,7 @@ impl<R: Runtime> IoLoop<R> {
         for _ in 0..COMMAND_BURST {
             let Ok(cmd) = self.rx.try_recv() else { break };
             let _ = self.drain();
-            self.waiters.command(R::now(), &mut self.client, cmd);
+            self.waiters.command((self.clock)(), &mut self.client, cmd);
         }
     }
 

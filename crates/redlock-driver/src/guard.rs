@@ -5,18 +5,11 @@
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlock_core::{LockError, LostReason, OpId, ReleaseOutcome, Resource, Token};
+use redlock_core::{LostReason, OpId, ReleaseOutcome, Resource, Token};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::waiters::{Cmd, Request};
-
-/// What the driver publishes about one lock.
-#[derive(Debug, Clone)]
-pub(crate) struct LockState {
-    pub(crate) deadline: Instant,
-    pub(crate) lost: Option<LostReason>,
-    pub(crate) released: Option<Vec<ReleaseOutcome>>,
-}
+use crate::error::LockError;
+use crate::request::{Cmd, LockState, Request};
 
 /// A view of a held lock: token, deadline, remaining validity, loss, extension.
 ///

@@ -7,11 +7,11 @@ use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use redlock_async::WithLockError;
-use redlock_async::{Cmd, DriverParts, Handle, LockGuard, OsRng, Setup, Waiters};
 use redlock_core::{
-    AutoExtend, Client, ConfigBuilder, Input, LockError, LostReason, NodeId, Output, ReleaseOutcome,
+    AutoExtend, Client, ConfigBuilder, Input, LostReason, NodeId, Output, ReleaseOutcome,
 };
+use redlock_driver::WithLockError;
+use redlock_driver::{Cmd, DriverParts, Handle, LockError, LockGuard, OsRng, Setup, Waiters};
 use tokio::sync::mpsc;
 
 /// The driver side: a one-node loop whose socket is this test.
@@ -34,7 +34,7 @@ impl Scripted {
         let (handle, parts) = Setup::from_urls(["127.0.0.1:1"])
             .unwrap()
             .config(configure)
-            .build()
+            .build(Instant::now)
             .unwrap();
         let DriverParts {
             client, commands, ..
@@ -342,7 +342,10 @@ fn extension_overtaken_by_a_release_is_not_held() {
 
 #[test]
 fn without_a_loop_requests_fail_with_shutdown() {
-    let (handle, parts) = Setup::from_urls(["127.0.0.1:1"]).unwrap().build().unwrap();
+    let (handle, parts) = Setup::from_urls(["127.0.0.1:1"])
+        .unwrap()
+        .build(Instant::now)
+        .unwrap();
     drop(parts);
     let result = poll(pin!(handle.lock("r")));
     assert!(matches!(result, Poll::Ready(Err(LockError::Shutdown))));
@@ -355,7 +358,7 @@ fn setup_names_bad_urls_and_configs() {
     let err = Setup::from_urls(["127.0.0.1:1"])
         .unwrap()
         .config(|c| c.quorum(2))
-        .build()
+        .build(Instant::now)
         .unwrap_err();
     assert!(err.to_string().contains("quorum"), "{err}");
 }
@@ -365,7 +368,7 @@ fn handles_are_clone_send_sync() {
     fn check<T: Clone + Send + Sync + 'static>() {}
     fn send<T: Send + 'static>() {}
     check::<Handle>();
-    check::<redlock_async::LockRef>();
+    check::<redlock_driver::LockRef>();
     send::<LockGuard>();
     send::<DriverParts>();
 }

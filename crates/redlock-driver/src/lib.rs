@@ -1,40 +1,41 @@
-//! The handle, guard, bookkeeping and async driver loop shared by the Redlock drivers
-//! (`redlock-tokio`, `redlock-async-std`, `redlock-blocking`). Runtime-agnostic: it uses
+//! Everything the Redlock drivers (`redlock-tokio`, `redlock-async-std`, `redlock-blocking`)
+//! share but their IO: the user's `Redlock<S>` and its builder, [`LockError`], the guards,
+//! the loop's bookkeeping, and the async driver loop. Runtime-agnostic: it uses
 //! only tokio's `sync` channels, which need no tokio runtime, and it does IO only through
 //! the [`Runtime`] a driver gives it. Its API is async; the blocking driver waits on these
 //! futures by parking the calling thread.
 //!
-//! Users reach this crate through a driver, which re-exports [`Handle`] (behind its
-//! `Redlock`), [`LockGuard`], [`LockRef`] and [`WithLockError`], or wraps them in blocking
-//! calls. What a driver gets from here:
+//! Users reach this crate through a driver, which names [`Redlock<ItsStart>`](Redlock) its
+//! `Redlock` and re-exports [`LockError`], [`LockGuard`], [`LockRef`] and [`WithLockError`]
+//! (the blocking driver wraps the last three in blocking calls). What a driver gets from here:
+//! - [`Redlock`] and [`Builder`], generic over the driver's [`Start`]: how it starts its loop,
+//!   the loop's clock ([`Start::now`]), and the handle users call through `Deref`.
 //! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
-//!   timeout, the loop's clock). [`Setup::build`] validates it and returns the user's [`Handle`] with the
-//!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver and the
-//!   node addresses.
-//! - [`Builder`] is the builder users see, generic over the driver's [`Start`] (how it starts
-//!   its loop); each driver names `Builder<ItsStart>` its own `Builder`.
+//!   timeout). [`Setup::build`] validates it and returns the user's [`Handle`] with the
+//!   [`DriverParts`] the driver's loop owns: the core `Client`, the command receiver, the node
+//!   addresses and the clock the handle reads, which the loop MUST stamp its inputs with.
 //! - [`Waiters`] is the loop's bookkeeping: it takes each [`Cmd`] the handles send, each core
 //!   `Event` the loop drains, and releases locks whose `lock()` future was dropped.
 //! - [`IoLoop`] is the whole loop of an async driver (connect, read, write once per node per
 //!   turn, sleep until the core's deadline, batch under load), over a [`Runtime`]: the
-//!   runtime's sockets, timer, clock and yield. `redlock-tokio` and `redlock-async-std` are
-//!   a [`Runtime`] and a [`Start`] each. The blocking driver has its own `mio` loop and uses
+//!   runtime's sockets, timer and yield. `redlock-tokio` and `redlock-async-std` are a
+//!   [`Runtime`] and a [`Start`] each. The blocking driver has its own `mio` loop and uses
 //!   [`Waiters`] directly, as below.
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
-//! use redlock_async::{DriverParts, Setup, Waiters};
+//! use redlock_driver::{DriverParts, LockError, Setup, Waiters};
 //! use redlock_core::Output;
 //!
 //! let urls = ["redis://127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
 //! let (handle, parts) = Setup::from_urls(urls)?
 //!     .config(|c| c.ttl(Duration::from_secs(10)))
-//!     .build()?;
+//!     .build(Instant::now)?;
 //! // A real driver spawns its async loop; `handle.lock("invoices:42").await` from here on.
 //! std::thread::spawn(move || run(parts));
 //!
 //! fn run(parts: DriverParts) {
-//!     let DriverParts { mut client, mut commands, .. } = parts;
+//!     let DriverParts { mut client, mut commands, clock, .. } = parts;
 //!     let mut waiters = Waiters::new();
 //!     loop {
 //!         // Drain: events go to their waiters; the rest is the driver's IO.
@@ -45,29 +46,35 @@
 //!                 _ => { /* write, connect, disconnect */ }
 //!             }
 //!         }
-//!         if waiters.release_orphan(Instant::now(), &mut client) {
+//!         if waiters.release_orphan(clock(), &mut client) {
 //!             continue;
 //!         }
-//!         // Wait for one thing (here only a command) and feed it. A real driver finishes
-//!         // the operations in flight before it returns.
+//!         // Wait for one thing (here only a command) and feed it, stamped by the one clock.
+//!         // A real driver finishes the operations in flight before it returns.
 //!         let Some(cmd) = commands.blocking_recv() else { return };
-//!         waiters.command(Instant::now(), &mut client, cmd);
+//!         waiters.command(clock(), &mut client, cmd);
 //!     }
 //! }
-//! # Ok::<(), redlock_core::LockError>(())
+//! # Ok::<(), LockError>(())
 //! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod error;
 mod guard;
 mod handle;
 mod io_loop;
+mod redlock;
+mod request;
 mod setup;
 mod waiters;
 
+pub use error::{LockError, WithLockError};
 pub use guard::{LockGuard, LockRef};
-pub use handle::{Handle, WithLockError};
+pub use handle::Handle;
 pub use io_loop::{Connecting, IoLoop, Runtime};
-pub use setup::{Builder, DriverParts, OsRng, Setup, Start};
-pub use waiters::{Cmd, Waiters};
+pub use redlock::{Builder, Redlock, Start};
+pub use request::Cmd;
+pub use setup::{DriverParts, OsRng, Setup};
+pub use waiters::Waiters;

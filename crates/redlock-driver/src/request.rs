@@ -1,0 +1,51 @@
+//! What passes between the user's side and the driver loop: the requests handles and guards
+//! send ([`Cmd`]), where the loop answers each ([`Reply`]), and what it publishes about a held
+//! lock ([`LockState`]). Plain data; neither side's logic lives here.
+
+use std::time::Instant;
+
+use redlock_core::{Acquired, LockOptions, LostReason, OpId, ReleaseOutcome, Resource};
+use tokio::sync::{oneshot, watch};
+
+use crate::error::LockError;
+
+/// A request from a [`Handle`](crate::Handle), [`LockGuard`](crate::LockGuard) or
+/// [`LockRef`](crate::LockRef) to the driver loop. Opaque: the loop receives it from
+/// [`DriverParts::commands`](crate::DriverParts::commands) and hands it to
+/// [`Waiters::command`](crate::Waiters::command).
+pub struct Cmd(pub(crate) Request);
+
+/// The requests themselves.
+pub(crate) enum Request {
+    Acquire {
+        ticket: u64,
+        resource: Resource,
+        options: LockOptions,
+        reply: Reply<(OpId, Acquired)>,
+        state: watch::Sender<LockState>,
+    },
+    /// The `lock()` future was dropped before it returned a guard.
+    Cancel {
+        ticket: u64,
+    },
+    Extend {
+        op: OpId,
+        reply: Reply<Instant>,
+    },
+    /// Release; `reply` is `None` when a guard is dropped.
+    Release {
+        op: OpId,
+        reply: Option<Reply<Vec<ReleaseOutcome>>>,
+    },
+}
+
+/// Where the driver answers one request.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, LockError>>;
+
+/// What the driver publishes about one lock.
+#[derive(Debug, Clone)]
+pub(crate) struct LockState {
+    pub(crate) deadline: Instant,
+    pub(crate) lost: Option<LostReason>,
+    pub(crate) released: Option<Vec<ReleaseOutcome>>,
+}

@@ -1,0 +1,100 @@
+//! What every driver's builder collects ([`Setup`]) and what its loop starts from
+//! ([`DriverParts`]): the core, the command channel, the node addresses and the loop's one
+//! clock, which the handle and its guards read too.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{Client, Config, ConfigBuilder, NodeAddress};
+use tokio::sync::mpsc;
+
+use crate::error::LockError;
+use crate::handle::Handle;
+use crate::request::Cmd;
+
+/// The RNG the core draws tokens and jitter from: the operating system's.
+pub type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
+
+/// Node addresses, core configuration and connect timeout, as a driver's builder collects
+/// them.
+#[derive(Debug)]
+pub struct Setup {
+    addrs: Vec<NodeAddress>,
+    config: ConfigBuilder,
+    connect_timeout: Duration,
+}
+
+/// What a driver loop owns once [`Setup::build`] has validated the configuration.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DriverParts {
+    /// The core, with the operating system's RNG.
+    pub client: Client<OsRng>,
+    /// Requests from the [`Handle`] and its guards; `None` once all of them are gone.
+    pub commands: mpsc::UnboundedReceiver<Cmd>,
+    /// Where each node is, indexed by `NodeId`.
+    pub addrs: Vec<NodeAddress>,
+    /// How long a connection attempt (name resolution included) may take.
+    pub connect_timeout: Duration,
+    /// The loop's clock, given to [`Setup::build`]: the loop MUST stamp every core input
+    /// with it, since the handle and its guards judge the core's deadlines by it.
+    pub clock: fn() -> Instant,
+}
+
+impl Setup {
+    /// Parses node URLs: `redis://[user:password@]host:port[/db]` or `host:port`. A bad URL
+    /// is an error naming it; `rediss://` is refused (no TLS yet). Each node's credentials
+    /// and database go into the core configuration.
+    pub fn from_urls<I, S>(urls: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let addrs = urls
+            .into_iter()
+            .map(|u| NodeAddress::parse(u.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut config = Config::builder(addrs.len());
+        for (i, addr) in addrs.iter().enumerate() {
+            config = config.node(i, addr.settings.clone());
+        }
+        Ok(Self {
+            addrs,
+            config,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        })
+    }
+
+    /// Adjusts the core configuration (ttl, quorum, drift, retry, auto-extension, ...).
+    pub fn config(mut self, f: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
+        self.config = f(self.config);
+        self
+    }
+
+    /// How long a connection attempt (name resolution included) may take. Default 1 s.
+    /// A timeout too long to add to an `Instant` (`Duration::MAX`) means no timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Validates the configuration; returns the user's handle and what the driver loop owns.
+    /// `clock` is the loop's clock (the driver's [`Start::now`](crate::Start::now)): the
+    /// handle and its guards read it, and the loop stamps its inputs with it
+    /// ([`DriverParts::clock`]), so the core's deadlines and `validity()` agree. Dropping the
+    /// parts instead of running them makes every request fail with [`LockError::Shutdown`].
+    pub fn build(self, clock: fn() -> Instant) -> Result<(Handle, DriverParts), LockError> {
+        let config = self.config.build()?;
+        let client = Client::new(config.clone(), rand_core::UnwrapErr(getrandom::SysRng));
+        let (tx, commands) = mpsc::unbounded_channel();
+        let parts = DriverParts {
+            client,
+            commands,
+            addrs: self.addrs,
+            connect_timeout: self.connect_timeout,
+            clock,
+        };
+        Ok((Handle::new(tx, config, clock), parts))
+    }
+}
+
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
