@@ -28,6 +28,7 @@ use redlock_core::{
     AutoExtend, Client, Config, EXTEND_SCRIPT, Event, Input, LockOptions, NodeId, NodeSettings,
     OpId, Output, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
 };
+use redlock_testkit::resp::{self, Reply};
 
 fuzz_target!(|data: &[u8]| {
     let mut script = Script { data, pos: 0 };
@@ -124,71 +125,7 @@ struct Driver {
 
 impl Driver {
     fn new(s: &mut Script<'_>) -> Self {
-        let n = 1 + usize::from(s.byte() % 7);
-        let ttl = Duration::from_millis([100, 150, 300, 500, 1000][usize::from(s.byte() % 5)]);
-        let flags = s.byte();
-        let caps = s.byte();
-        let retry_b = s.byte();
-        let timing = s.byte();
-        let seed = u64::from(s.byte());
-
-        let max_reply = [64, 128, 256, 1024][usize::from(caps & 3)];
-        let max_read_buffer = [256, 1024, 64, 4096][usize::from((caps >> 2) & 3)].max(max_reply);
-        let delay_min = Duration::from_millis(u64::from((retry_b >> 2) & 3) * 10) + MIN_RETRY_DELAY;
-        let retry = RetryPolicy {
-            max_attempts: Some(1 + u32::from(retry_b % 4)),
-            max_wait: (retry_b & 0x40 != 0).then_some(ttl * 2),
-            delay_min,
-            delay_max: delay_min + Duration::from_millis(u64::from((retry_b >> 4) & 3) * 20),
-        };
-        let mut builder = Config::builder(n)
-            .ttl(ttl)
-            .retry(retry)
-            .max_reply_size(max_reply)
-            .max_read_buffer(max_read_buffer)
-            .preload_scripts(flags & 1 == 0)
-            // Small caps reach the backlog path: requests past it fail unsent.
-            .max_in_flight([1, 2, 4, 10_000][usize::from((caps >> 4) & 3)]);
-        match timing & 3 {
-            0 => {}
-            1 => builder = builder.attempt_timeout(Duration::from_millis(1)),
-            2 => builder = builder.attempt_timeout(ttl / 4),
-            _ => builder = builder.attempt_timeout(ttl / 2),
-        }
-        if timing & 4 != 0 {
-            builder = builder.min_validity(ttl / 2);
-        }
-        if timing & 8 != 0 {
-            builder = builder.release_timeout(Duration::from_millis(5));
-        }
-        let backoff = Duration::from_millis(1 + u64::from((timing >> 4) & 3) * 10);
-        builder = builder.reconnect_backoff(backoff, backoff * 8);
-        if flags & 2 != 0 {
-            builder = builder.auto_extend(Some(AutoExtend {
-                renew_below: [0.2, 0.5, 0.9, 0.99][usize::from((flags >> 6) & 3)],
-                max_renewals: (flags & 0x80 == 0).then_some(3),
-                max_hold: Some(ttl * 5),
-            }));
-        }
-        if flags & 8 != 0 {
-            let settings = NodeSettings {
-                password: Some("pw".into()),
-                ..NodeSettings::default()
-            };
-            builder = builder.node(0, settings);
-        }
-        if flags & 0x10 != 0 {
-            let settings = NodeSettings {
-                username: Some("user".into()),
-                password: Some("pw".into()),
-                db: 3,
-            };
-            builder = builder.node(n - 1, settings);
-        }
-        if flags & 0x20 != 0 {
-            builder = builder.quorum(n);
-        }
-        let config = builder.build().expect("the harness builds valid configs");
+        let (config, n, flags, seed) = read_config(s);
         trace(|| format!("{config:?} strict={} seed={seed}", flags & 4 != 0));
         let client = Client::new(config.clone(), ChaCha20Rng::seed_from_u64(seed));
         let mut driver = Self {
@@ -258,6 +195,27 @@ impl Driver {
                     });
                 }
             }
+            8..=11 => self.pass_time(s, op % 18),
+            12 => {
+                let resource = resource(s.byte());
+                let result = self.client.acquire(self.now, resource);
+                self.acquired(result, None);
+            }
+            13 => {
+                let resource = resource(s.byte());
+                let result = self.client.try_acquire(self.now, resource);
+                self.acquired(result, None);
+            }
+            14 => self.acquire_with(s),
+            15..=17 => self.on_known_op(s, op % 18),
+            _ => unreachable!("opcode taken modulo 18"),
+        }
+    }
+
+    /// Opcodes 8 to 11: time passes, with a `Timeout` fed at, after or before the deadline,
+    /// or with nothing to report.
+    fn pass_time(&mut self, s: &mut Script<'_>, op: u8) {
+        match op {
             8 | 9 => {
                 let b = s.byte();
                 let ms = u64::from(b & 0x7f) * if b & 0x80 != 0 { 8 } else { 1 };
@@ -276,49 +234,39 @@ impl Driver {
                 self.timeout();
             }
             // Time passes with nothing to report: the next input comes late.
-            11 => self.now += Duration::from_millis(u64::from(s.byte())),
-            12 => {
-                let resource = resource(s.byte());
-                let result = self.client.acquire(self.now, resource);
-                self.acquired(result, None);
-            }
-            13 => {
-                let resource = resource(s.byte());
-                let result = self.client.try_acquire(self.now, resource);
-                self.acquired(result, None);
-            }
-            14 => self.acquire_with(s),
-            15..=17 => {
-                let which = s.byte();
-                let id = match self.ops.len() {
-                    _ if which >= 0xf0 => OpId::from_raw(1_000 + u64::from(which)),
-                    0 => OpId::from_raw(u64::from(which)),
-                    len => self.ops[usize::from(which) % len],
-                };
-                let result = match op % 18 {
-                    15 => self.client.extend(self.now, id),
-                    16 => self.client.release(self.now, id),
-                    _ => self.client.cancel(self.now, id),
-                };
-                let name = ["extend", "release", "cancel"][usize::from(op % 18 - 15)];
-                trace(|| format!("{:?} {name}({id}) = {result:?}", self.at()));
-                assert_ne!(
-                    result,
-                    Err(UsageError::NotDrained),
-                    "drained before the call"
-                );
-                if result.is_ok()
-                    && op % 18 != 15
-                    && let Some(info) = self.info.get_mut(&id)
-                    && info.held
-                    && !info.finished
-                {
-                    info.stopped = true;
-                }
-                self.drain();
-            }
-            _ => unreachable!("opcode taken modulo 18"),
+            _ => self.now += Duration::from_millis(u64::from(s.byte())),
         }
+    }
+
+    /// Opcodes 15 to 17: extend, release or cancel a known operation (or a bogus id).
+    fn on_known_op(&mut self, s: &mut Script<'_>, op: u8) {
+        let which = s.byte();
+        let id = match self.ops.len() {
+            _ if which >= 0xf0 => OpId::from_raw(1_000 + u64::from(which)),
+            0 => OpId::from_raw(u64::from(which)),
+            len => self.ops[usize::from(which) % len],
+        };
+        let result = match op {
+            15 => self.client.extend(self.now, id),
+            16 => self.client.release(self.now, id),
+            _ => self.client.cancel(self.now, id),
+        };
+        let name = ["extend", "release", "cancel"][usize::from(op - 15)];
+        trace(|| format!("{:?} {name}({id}) = {result:?}", self.at()));
+        assert_ne!(
+            result,
+            Err(UsageError::NotDrained),
+            "drained before the call"
+        );
+        if result.is_ok()
+            && op != 15
+            && let Some(info) = self.info.get_mut(&id)
+            && info.held
+            && !info.finished
+        {
+            info.stopped = true;
+        }
+        self.drain();
     }
 
     /// Answers the oldest unanswered commands on `node` with a reply that fits each command
@@ -545,28 +493,7 @@ impl Driver {
             }
         };
         let first_flush = self.first_flush.take();
-        trace(|| {
-            let mut lines = String::new();
-            for output in &outputs {
-                let line = match output {
-                    Output::Transmit(t) => {
-                        let names: Vec<String> = parse_commands(&t.bytes)
-                            .iter()
-                            .map(|c| String::from_utf8_lossy(c[0]).into_owned())
-                            .collect();
-                        format!("    -> Transmit {} {names:?}", t.node)
-                    }
-                    other => format!("    -> {other:?}"),
-                };
-                lines.push_str(&line);
-                lines.push('\n');
-            }
-            lines.push_str(&format!(
-                "    -> deadline {:?}",
-                self.deadline.map(|d| d - origin())
-            ));
-            lines
-        });
+        self.trace_drain(&outputs);
         // Acquired events first: a transmit in the same drain may already extend the lock.
         for output in &outputs {
             if let Output::Event(Event::Acquired(a)) = output {
@@ -607,6 +534,37 @@ impl Driver {
                 info.stopped = true;
             }
         }
+        self.check_states();
+    }
+
+    /// The outputs of one drain and the deadline it ended with, when tracing.
+    fn trace_drain(&self, outputs: &[Output]) {
+        trace(|| {
+            let mut lines = String::new();
+            for output in outputs {
+                let line = match output {
+                    Output::Transmit(t) => {
+                        let names: Vec<String> = parse_commands(&t.bytes)
+                            .iter()
+                            .map(|c| String::from_utf8_lossy(c[0]).into_owned())
+                            .collect();
+                        format!("    -> Transmit {} {names:?}", t.node)
+                    }
+                    other => format!("    -> {other:?}"),
+                };
+                lines.push_str(&line);
+                lines.push('\n');
+            }
+            lines.push_str(&format!(
+                "    -> deadline {:?}",
+                self.deadline.map(|d| d - origin())
+            ));
+            lines
+        });
+    }
+
+    /// The client's getters agree with the model: which locks are held, which nodes up.
+    fn check_states(&self) {
         for (op, info) in &self.info {
             let held = info.held && !info.stopped;
             assert_eq!(self.client.held(*op).is_some(), held, "held({op})");
@@ -749,6 +707,77 @@ impl Driver {
     }
 }
 
+/// Reads the six header bytes and the seed: the client's configuration, N, the flags byte
+/// (bit 2: a strict driver) and the RNG seed.
+fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64) {
+    let n = 1 + usize::from(s.byte() % 7);
+    let ttl = Duration::from_millis([100, 150, 300, 500, 1000][usize::from(s.byte() % 5)]);
+    let flags = s.byte();
+    let caps = s.byte();
+    let retry_b = s.byte();
+    let timing = s.byte();
+    let seed = u64::from(s.byte());
+
+    let max_reply = [64, 128, 256, 1024][usize::from(caps & 3)];
+    let max_read_buffer = [256, 1024, 64, 4096][usize::from((caps >> 2) & 3)].max(max_reply);
+    let delay_min = Duration::from_millis(u64::from((retry_b >> 2) & 3) * 10) + MIN_RETRY_DELAY;
+    let retry = RetryPolicy {
+        max_attempts: Some(1 + u32::from(retry_b % 4)),
+        max_wait: (retry_b & 0x40 != 0).then_some(ttl * 2),
+        delay_min,
+        delay_max: delay_min + Duration::from_millis(u64::from((retry_b >> 4) & 3) * 20),
+    };
+    let mut builder = Config::builder(n)
+        .ttl(ttl)
+        .retry(retry)
+        .max_reply_size(max_reply)
+        .max_read_buffer(max_read_buffer)
+        .preload_scripts(flags & 1 == 0)
+        // Small caps reach the backlog path: requests past it fail unsent.
+        .max_in_flight([1, 2, 4, 10_000][usize::from((caps >> 4) & 3)]);
+    match timing & 3 {
+        0 => {}
+        1 => builder = builder.attempt_timeout(Duration::from_millis(1)),
+        2 => builder = builder.attempt_timeout(ttl / 4),
+        _ => builder = builder.attempt_timeout(ttl / 2),
+    }
+    if timing & 4 != 0 {
+        builder = builder.min_validity(ttl / 2);
+    }
+    if timing & 8 != 0 {
+        builder = builder.release_timeout(Duration::from_millis(5));
+    }
+    let backoff = Duration::from_millis(1 + u64::from((timing >> 4) & 3) * 10);
+    builder = builder.reconnect_backoff(backoff, backoff * 8);
+    if flags & 2 != 0 {
+        builder = builder.auto_extend(Some(AutoExtend {
+            renew_below: [0.2, 0.5, 0.9, 0.99][usize::from((flags >> 6) & 3)],
+            max_renewals: (flags & 0x80 == 0).then_some(3),
+            max_hold: Some(ttl * 5),
+        }));
+    }
+    if flags & 8 != 0 {
+        let settings = NodeSettings {
+            password: Some("pw".into()),
+            ..NodeSettings::default()
+        };
+        builder = builder.node(0, settings);
+    }
+    if flags & 0x10 != 0 {
+        let settings = NodeSettings {
+            username: Some("user".into()),
+            password: Some("pw".into()),
+            db: 3,
+        };
+        builder = builder.node(n - 1, settings);
+    }
+    if flags & 0x20 != 0 {
+        builder = builder.quorum(n);
+    }
+    let config = builder.build().expect("the harness builds valid configs");
+    (config, n, flags, seed)
+}
+
 /// Prints what the harness does when `FUZZ_TRACE` is set (to replay one input by hand).
 fn trace(line: impl FnOnce() -> String) {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -828,70 +857,28 @@ enum Scan {
     Invalid,
 }
 
-/// An independent reading of one RESP2 reply of the kinds the client accepts.
+/// An independent reading (the test kit's RESP2 parser, not the core's) of one reply of the
+/// kinds the client accepts: arrays are not among them.
 fn scan_reply(buf: &[u8]) -> Scan {
-    let Some(&kind) = buf.first() else {
-        return Scan::Incomplete;
-    };
-    let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
-        return match kind {
-            b'+' | b'-' | b':' | b'$' => Scan::Incomplete,
-            _ => Scan::Invalid,
-        };
-    };
-    match kind {
-        b'+' | b'-' | b':' => Scan::Complete(eol + 2),
-        b'$' => {
-            let len = std::str::from_utf8(&buf[1..eol])
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok());
-            match len {
-                Some(-1) => Scan::Complete(eol + 2),
-                Some(len) if len >= 0 => {
-                    let end = eol + 2 + len as usize + 2;
-                    if buf.len() < end {
-                        Scan::Incomplete
-                    } else if &buf[end - 2..end] == b"\r\n" {
-                        Scan::Complete(end)
-                    } else {
-                        Scan::Invalid
-                    }
-                }
-                _ => Scan::Invalid,
-            }
-        }
-        _ => Scan::Invalid,
+    match resp::parse_reply(buf) {
+        Ok(Some((Reply::Array(_), _))) | Err(_) => Scan::Invalid,
+        Ok(Some((_, len))) => Scan::Complete(len),
+        Ok(None) => Scan::Incomplete,
     }
 }
 
-/// Splits our own RESP output into commands (arrays of bulk strings); anything else is a bug.
+/// Splits our own RESP output into commands (arrays of bulk strings) with the test kit's
+/// parser; anything else, or a command cut short, is a bug.
 fn parse_commands(mut bytes: &[u8]) -> Vec<Vec<&[u8]>> {
-    fn header(bytes: &mut &[u8], kind: u8) -> usize {
-        assert_eq!(bytes.first(), Some(&kind), "malformed command header");
-        let eol = bytes
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("header ends with CRLF");
-        let n = std::str::from_utf8(&bytes[1..eol])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .expect("decimal length");
-        *bytes = &bytes[eol + 2..];
-        n
-    }
     let mut commands = Vec::new();
     while !bytes.is_empty() {
-        let argc = header(&mut bytes, b'*');
-        let mut args = Vec::with_capacity(argc);
-        for _ in 0..argc {
-            let len = header(&mut bytes, b'$');
-            assert!(bytes.len() >= len + 2, "transmit ends inside a command");
-            args.push(&bytes[..len]);
-            assert_eq!(&bytes[len..len + 2], b"\r\n", "bulk string without CRLF");
-            bytes = &bytes[len + 2..];
-        }
+        let command = resp::parse_command(bytes)
+            .expect("the client sends well-formed commands")
+            .expect("transmit ends inside a command");
+        let args: Vec<&[u8]> = command.args(bytes).collect();
         assert!(!args.is_empty(), "empty command");
         commands.push(args);
+        bytes = &bytes[command.frame_len()..];
     }
     commands
 }

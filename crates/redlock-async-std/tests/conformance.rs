@@ -1,6 +1,8 @@
 //! The shared driver conformance suite (`redlock-conformance`) run for this driver against
-//! real servers, twice: every call through `async_std::task::block_on`, then through
-//! `smol::block_on`. The suite brings its own concurrency (threads).
+//! real servers, twice: every call through `async_std::task::block_on`, then as a task
+//! spawned on a `smol::Executor` that the calling thread and one more run. The suite brings
+//! its own concurrency (threads); under smol each thread's call is a task on an executor, so
+//! the driver's futures are polled, and woken, the way an application's spawned tasks are.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,21 +19,32 @@ use redlock_conformance::{
 
 /// An executor's `block_on`.
 trait BlockOn: 'static {
-    fn block_on<T>(future: impl Future<Output = T>) -> T;
+    fn block_on<T: Send>(future: impl Future<Output = T> + Send) -> T;
 }
 
 struct AsyncStd;
 struct Smol;
 
 impl BlockOn for AsyncStd {
-    fn block_on<T>(future: impl Future<Output = T>) -> T {
+    fn block_on<T: Send>(future: impl Future<Output = T> + Send) -> T {
         async_std::task::block_on(future)
     }
 }
 
 impl BlockOn for Smol {
-    fn block_on<T>(future: impl Future<Output = T>) -> T {
-        smol::block_on(future)
+    /// Spawns `future` on a fresh `smol::Executor` run by this thread and a worker thread,
+    /// so the task may be polled, and woken, on either; the worker ends with the call.
+    fn block_on<T: Send>(future: impl Future<Output = T> + Send) -> T {
+        let executor = smol::Executor::new();
+        let (stop, stopped) = smol::channel::bounded::<()>(1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| smol::block_on(executor.run(stopped.recv())));
+            let task = executor.spawn(future);
+            let output = smol::block_on(executor.run(task));
+            // Closing the channel ends the worker's `run`; the scope joins it.
+            drop(stop);
+            output
+        })
     }
 }
 
@@ -178,6 +191,6 @@ mod async_std_block_on {
     redlock_conformance::conformance_suite!(super::Driven<super::AsyncStd>);
 }
 
-mod smol_block_on {
+mod smol_executor {
     redlock_conformance::conformance_suite!(super::Driven<super::Smol>);
 }

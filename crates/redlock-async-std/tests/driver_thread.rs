@@ -4,22 +4,26 @@
 
 #![cfg(target_os = "linux")]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{MS, keys_on, sleep};
+use async_io::Timer;
 use redlock_async_std::Redlock;
+use redlock_testkit::Cluster;
+
+const MS: Duration = Duration::from_millis(1);
 
 #[test]
 fn driver_thread_ends_after_last_handle_guard_and_release() {
-    let c = common::cluster(3);
+    let c = Cluster::start(3).expect("start test nodes");
     assert_eq!(driver_threads(), 0);
     // Under async-std: a guard outlives its handle, and a dropped guard's release is
     // finished in the background before the thread exits.
-    let c = &c;
-    common::on_async_std(|h| async move {
-        let r = h.redlock(&c.proxy_urls(), Duration::from_secs(30));
+    let r = Redlock::builder(c.proxy_urls())
+        .unwrap()
+        .config(|b| b.ttl(Duration::from_secs(30)))
+        .build()
+        .unwrap();
+    async_std::task::block_on(async {
         let g = r.lock("bye").await.unwrap();
         assert_eq!(driver_threads(), 1);
         drop(r);
@@ -37,16 +41,16 @@ fn driver_thread_ends_after_last_handle_guard_and_release() {
             "exited before the release finished"
         );
         for i in 0..3 {
-            assert_eq!(keys_on(c, i), 0, "key left on node {i}");
+            assert_eq!(keys_on(&c, i), 0, "key left on node {i}");
             c.proxy(i).set_latency(Duration::ZERO);
         }
     });
     // Under smol: a handle that never locked, to nodes that are down, ends at once.
-    common::on_smol(|_| async {
+    smol::block_on(async {
         let r = Redlock::new(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]).unwrap();
         let r2 = r.clone();
         // The thread names itself once it runs.
-        assert!(common::eventually(Duration::from_secs(1), || driver_threads() == 1).await);
+        assert!(eventually(Duration::from_secs(1), || driver_threads() == 1).await);
         drop(r);
         sleep(100 * MS).await;
         assert_eq!(driver_threads(), 1, "a clone still needs the driver");
@@ -56,7 +60,28 @@ fn driver_thread_ends_after_last_handle_guard_and_release() {
 }
 
 async fn wait_for_no_driver(limit: Duration) -> bool {
-    common::eventually(limit, || driver_threads() == 0).await
+    eventually(limit, || driver_threads() == 0).await
+}
+
+/// Polls `check` every 10 ms for at most `limit`.
+async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(10 * MS).await;
+    }
+    true
+}
+
+async fn sleep(d: Duration) {
+    Timer::after(d).await;
+}
+
+/// How many keys node `i` holds.
+fn keys_on(c: &Cluster, i: usize) -> i64 {
+    c.node(i).command(&["DBSIZE"]).unwrap().as_int().unwrap()
 }
 
 /// Threads of this process named like the driver thread.

@@ -212,10 +212,13 @@ pub fn release_spares_another_token<D: Driver>() {
     }
 }
 
-/// 8. `SCRIPT FLUSH` on every node between acquire and release: release still works.
+/// 8. `SCRIPT FLUSH` on every node between acquire and release: release still works, both
+///    when the script was loaded before the flush and when this release is the first use.
 pub fn release_survives_script_flush<D: Driver>() {
     let c = cluster(5);
     let d = D::build(&c.urls(), |b| b).unwrap();
+    // A first release loads the script on every node; the flush then takes it away again.
+    d.lock("s0").unwrap().release().unwrap();
     let g = d.lock("s").unwrap();
     for i in 0..5 {
         c.node(i).command(&["SCRIPT", "FLUSH"]).unwrap();
@@ -266,7 +269,8 @@ pub fn garbage_node_is_a_failed_vote<D: Driver>() {
     }
 }
 
-/// 11. 1,000 distinct locks held at once with auto-extension for 3 s on a 2 s ttl.
+/// 11. 1,000 distinct locks held at once with auto-extension for 3 s on a 2 s ttl, taken by
+///     50 threads at once (50 acquisitions in flight on one driver).
 pub fn thousand_auto_extended_locks<D: Driver>() {
     let c = cluster(5);
     // A renewal of 1,000 locks is 5,000 commands: give each round 200 ms rather than the
@@ -278,11 +282,11 @@ pub fn thousand_auto_extended_locks<D: Driver>() {
             .auto_extend(Some(AutoExtend::default()))
     })
     .unwrap();
-    let threads: Vec<_> = (0..8)
+    let threads: Vec<_> = (0..50)
         .map(|t| {
             let d = d.clone();
             thread::spawn(move || {
-                (0..125)
+                (0..20)
                     .map(|i| d.lock(&format!("many:{t}:{i}")).expect("lock"))
                     .collect::<Vec<_>>()
             })

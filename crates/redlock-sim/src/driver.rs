@@ -11,10 +11,11 @@ use std::time::Instant;
 use bytes::BytesMut;
 use redlock_core::{Event, Input, NodeId, OpId, Output, UsageError};
 
+use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
 use crate::resp::{ServerReply, next_command};
-use crate::sim::{Ev, Sim};
+use crate::sim::Sim;
 use crate::workload::Action;
 
 impl Sim {

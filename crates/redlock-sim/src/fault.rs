@@ -6,9 +6,10 @@
 //! the `Disconnected` inputs a real driver would see.
 
 use crate::clock::SimTime;
+use crate::event::Ev;
 use crate::network::LinkState;
 use crate::node::NodeState;
-use crate::sim::{Ev, Sim};
+use crate::sim::Sim;
 
 impl Sim {
     /// Injects one random fault, then schedules the next.

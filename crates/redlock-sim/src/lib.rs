@@ -1,11 +1,11 @@
 //! A deterministic simulation of Redlock: simulated Redis nodes, a network that delays,
-//! splits, reorders (across links), cuts and half-closes (late delivery), skewed clocks, and a virtual-time scheduler
-//! driving real `redlock_core::Client`s.
+//! splits, reorders (across links), cuts and half-closes (late delivery), skewed clocks,
+//! and a virtual-time scheduler driving real `redlock_core::Client`s.
 //!
 //! No real IO, no sleeps, no threads: a [`Scenario`] (seed and knobs) fully determines a run,
 //! so a failing seed replays exactly ([`Sim::enable_log`] prints it). The [`Checker`] records
-//! every hold in true time and reports two holders of one resource at once (property S of
-//! the algorithm note).
+//! every hold in true time and reports two holders of one resource at once (the safety
+//! property of docs/algorithm.md, which §1 and §4 give).
 //!
 //! ```
 //! use std::time::Duration;
@@ -24,7 +24,8 @@
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
-//!   [`Report`] (`report.rs`): counters and the trace hash.
+//!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
+//!   hash.
 //! - `workload`, [`checker`]: what clients do, and what must never happen.
 
 #![forbid(unsafe_code)]
@@ -33,6 +34,7 @@
 pub mod checker;
 pub mod clock;
 mod driver;
+mod event;
 mod fault;
 mod keyspace;
 mod network;

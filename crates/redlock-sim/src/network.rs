@@ -202,6 +202,27 @@ fn split(dice: &mut Dice, bytes: Bytes) -> Vec<Bytes> {
     out
 }
 
+/// The node side of a half-closed connection (an orphan); how one comes to be and runs its
+/// late bytes is in `orphan.rs`.
+#[derive(Debug)]
+pub(crate) struct Orphan {
+    pub(crate) client: usize,
+    pub(crate) node: usize,
+    /// The generation of the link it was: deliveries of that generation still in flight
+    /// come here instead of being dropped.
+    pub(crate) epoch: u64,
+    /// The database the connection had selected.
+    pub(crate) db: u32,
+    /// Bytes the node has and has not run yet (it may be paused).
+    pub(crate) inbox: BytesMut,
+    /// Bytes the middlebox still holds; they reach the node at the orphan's late delivery.
+    pub(crate) held: BytesMut,
+    /// The late delivery happened: later arrivals go straight to the inbox.
+    pub(crate) delivered: bool,
+    /// The node crashed, or closed the connection after a protocol error.
+    pub(crate) dead: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::clock::{Clock, SimTime};
-use crate::keyspace::Keyspace;
+use crate::keyspace::{Keys, Keyspace};
 use crate::resp::ServerReply;
 use crate::script::{Scripts, millis_arg};
 
@@ -136,83 +136,120 @@ impl Node {
         let name = name.to_ascii_uppercase();
         let rest = &args[1..];
         let mut keys = self.keyspace.view(*db, now);
-        match (&name[..], rest) {
-            (b"GET", [key]) => keys.get(key).map_or(ServerReply::Nil, ServerReply::Bulk),
-            (b"SET", [key, value, opts @ ..]) => match set_options(opts) {
-                Ok((nx, _)) if nx && keys.get(key).is_some() => ServerReply::Nil,
-                Ok((_, px)) => {
-                    keys.set(key, value.clone(), px);
-                    ServerReply::Ok
-                }
-                Err(e) => e,
-            },
-            (b"DEL", keys_to_delete) if !keys_to_delete.is_empty() => {
-                let n = keys_to_delete.iter().filter(|k| keys.del(k)).count();
-                ServerReply::Int(n as i64)
+        let reply = match &name[..] {
+            b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" => key_command(&mut keys, &name, rest),
+            b"AUTH" | b"SELECT" => connection_command(db, &name, rest),
+            b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
+                script_command(&mut self.loaded, &mut keys, scripts, &name, rest)
             }
-            (b"PEXPIRE", [key, ms]) => match millis_arg(ms) {
-                Ok(ttl) => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
-                Err(e) => e,
-            },
-            (b"PTTL", [key]) => match keys.pttl(key) {
-                None => ServerReply::Int(-2),
-                Some(None) => ServerReply::Int(-1),
-                Some(Some(d)) => ServerReply::Int(d.as_millis() as i64),
-            },
-            (b"AUTH", [_password] | [_, _password]) => ServerReply::Ok,
-            (b"SELECT", [index]) => match std::str::from_utf8(index).map(str::parse::<u32>) {
-                Ok(Ok(i)) if i < DATABASES => {
-                    *db = i;
-                    ServerReply::Ok
-                }
-                _ => ServerReply::error("ERR DB index is out of range"),
-            },
-            (b"EVALSHA", [sha, numkeys, tail @ ..]) => {
-                let Some(script) = scripts.by_sha(sha).filter(|s| self.loaded.contains(s.sha1))
-                else {
-                    return ServerReply::error(NOSCRIPT);
-                };
-                run_script(script.run, &mut keys, numkeys, tail)
+            _ => {
+                return ServerReply::error(format!(
+                    "ERR unknown command '{}'",
+                    String::from_utf8_lossy(&name)
+                ));
             }
-            (b"EVAL", [body, numkeys, tail @ ..]) => {
-                let Some(script) = scripts.by_body(body) else {
-                    return ServerReply::error("ERR simulated node: unknown script body");
-                };
-                let run = script.run;
-                let reply = run_script(run, &mut keys, numkeys, tail);
-                self.loaded.insert(script.sha1);
-                reply
-            }
-            (b"SCRIPT", [sub, body]) if sub.eq_ignore_ascii_case(b"LOAD") => {
-                match scripts.by_body(body) {
-                    Some(script) => {
-                        self.loaded.insert(script.sha1);
-                        ServerReply::Bulk(Bytes::from_static(script.sha1.as_bytes()))
-                    }
-                    None => ServerReply::error("ERR simulated node: unknown script body"),
-                }
-            }
-            (b"SCRIPT", [sub]) if sub.eq_ignore_ascii_case(b"FLUSH") => {
-                self.loaded.clear();
-                ServerReply::Ok
-            }
-            (b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"AUTH" | b"SELECT", _)
-            | (b"EVALSHA" | b"EVAL" | b"SCRIPT", _) => ServerReply::error(format!(
+        };
+        reply.unwrap_or_else(|| {
+            ServerReply::error(format!(
                 "ERR wrong number of arguments for '{}' command",
                 String::from_utf8_lossy(&name).to_lowercase()
-            )),
-            _ => ServerReply::error(format!(
-                "ERR unknown command '{}'",
-                String::from_utf8_lossy(&name)
-            )),
-        }
+            ))
+        })
     }
+}
+
+/// `GET`, `SET`, `DEL`, `PEXPIRE`, `PTTL` on one database; `None` for a wrong arity.
+fn key_command(keys: &mut Keys<'_>, name: &[u8], rest: &[Bytes]) -> Option<ServerReply> {
+    let reply = match (name, rest) {
+        (b"GET", [key]) => keys.get(key).map_or(ServerReply::Nil, ServerReply::Bulk),
+        (b"SET", [key, value, opts @ ..]) => match set_options(opts) {
+            Ok((nx, _)) if nx && keys.get(key).is_some() => ServerReply::Nil,
+            Ok((_, px)) => {
+                keys.set(key, value.clone(), px);
+                ServerReply::Ok
+            }
+            Err(e) => e,
+        },
+        (b"DEL", keys_to_delete) if !keys_to_delete.is_empty() => {
+            let n = keys_to_delete.iter().filter(|k| keys.del(k)).count();
+            ServerReply::Int(n as i64)
+        }
+        (b"PEXPIRE", [key, ms]) => match millis_arg(ms) {
+            Ok(ttl) => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+            Err(e) => e,
+        },
+        (b"PTTL", [key]) => match keys.pttl(key) {
+            None => ServerReply::Int(-2),
+            Some(None) => ServerReply::Int(-1),
+            Some(Some(d)) => ServerReply::Int(d.as_millis() as i64),
+        },
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// `AUTH` (any password) and `SELECT`; `None` for a wrong arity.
+fn connection_command(db: &mut u32, name: &[u8], rest: &[Bytes]) -> Option<ServerReply> {
+    let reply = match (name, rest) {
+        (b"AUTH", [_password] | [_, _password]) => ServerReply::Ok,
+        (b"SELECT", [index]) => match std::str::from_utf8(index).map(str::parse::<u32>) {
+            Ok(Ok(i)) if i < DATABASES => {
+                *db = i;
+                ServerReply::Ok
+            }
+            _ => ServerReply::error("ERR DB index is out of range"),
+        },
+        _ => return None,
+    };
+    Some(reply)
+}
+
+/// `EVALSHA`, `EVAL`, `SCRIPT LOAD|FLUSH` against the node's script cache `loaded`; `None`
+/// for a wrong arity.
+fn script_command(
+    loaded: &mut BTreeSet<&'static str>,
+    keys: &mut Keys<'_>,
+    scripts: &Scripts,
+    name: &[u8],
+    rest: &[Bytes],
+) -> Option<ServerReply> {
+    let reply = match (name, rest) {
+        (b"EVALSHA", [sha, numkeys, tail @ ..]) => {
+            match scripts.by_sha(sha).filter(|s| loaded.contains(s.sha1)) {
+                Some(script) => run_script(script.run, keys, numkeys, tail),
+                None => ServerReply::error(NOSCRIPT),
+            }
+        }
+        (b"EVAL", [body, numkeys, tail @ ..]) => match scripts.by_body(body) {
+            Some(script) => {
+                let reply = run_script(script.run, keys, numkeys, tail);
+                loaded.insert(script.sha1);
+                reply
+            }
+            None => ServerReply::error("ERR simulated node: unknown script body"),
+        },
+        (b"SCRIPT", [sub, body]) if sub.eq_ignore_ascii_case(b"LOAD") => {
+            match scripts.by_body(body) {
+                Some(script) => {
+                    loaded.insert(script.sha1);
+                    ServerReply::Bulk(Bytes::from_static(script.sha1.as_bytes()))
+                }
+                None => ServerReply::error("ERR simulated node: unknown script body"),
+            }
+        }
+        (b"SCRIPT", [sub]) if sub.eq_ignore_ascii_case(b"FLUSH") => {
+            loaded.clear();
+            ServerReply::Ok
+        }
+        _ => return None,
+    };
+    Some(reply)
 }
 
 /// Splits `numkeys key.. arg..` and runs the script.
 fn run_script(
     run: crate::script::ScriptFn,
-    keys: &mut crate::keyspace::Keys<'_>,
+    keys: &mut Keys<'_>,
     numkeys: &[u8],
     tail: &[Bytes],
 ) -> ServerReply {

@@ -8,31 +8,10 @@
 //! how a command written on an old connection can run after one written later on a new one;
 //! the links of `network.rs` never reorder anything within a connection.
 
-use bytes::BytesMut;
-
-use crate::network::LinkState;
+use crate::event::Ev;
+use crate::network::{LinkState, Orphan};
 use crate::node::NodeState;
-use crate::sim::{Ev, Sim};
-
-/// The node side of a half-closed connection.
-#[derive(Debug)]
-pub(crate) struct Orphan {
-    client: usize,
-    node: usize,
-    /// The generation of the link it was: deliveries of that generation still in flight
-    /// come here instead of being dropped.
-    epoch: u64,
-    /// The database the connection had selected.
-    db: u32,
-    /// Bytes the node has and has not run yet (it may be paused).
-    inbox: BytesMut,
-    /// Bytes the middlebox still holds; they reach the node at the orphan's late delivery.
-    held: BytesMut,
-    /// The late delivery happened: later arrivals go straight to the inbox.
-    delivered: bool,
-    /// The node crashed, or closed the connection after a protocol error.
-    dead: bool,
-}
+use crate::sim::Sim;
 
 impl Sim {
     /// Starts a half-close of the open link between client `c` and node `n`: from now on the

@@ -6,7 +6,7 @@ use redlock_core::OpId;
 
 use crate::checker::{Checker, Violation};
 use crate::clock::SimTime;
-use crate::sim::Ev;
+use crate::event::Ev;
 
 /// Counters of what happened in a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,10 +1,12 @@
-//! The server side of RESP2 for simulated nodes: split a byte stream into command arrays of
-//! bulk strings, and encode [`ServerReply`]s.
+//! The server side of RESP2 for simulated nodes: take command arrays of bulk strings off a
+//! byte stream (with `redlock_testkit::resp`, the parser every test shares), and encode
+//! [`ServerReply`]s.
 //!
 //! Only what clients send (arrays of bulk strings) is accepted; inline commands and nested
 //! types are protocol errors, on which a node closes the connection as Redis does.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use redlock_testkit::resp::{ProtocolError, parse_command};
 
 /// A reply a simulated node sends, in RESP2.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,84 +49,19 @@ impl ServerReply {
     }
 }
 
-/// The stream could not be read as a command; the node answers with an error and closes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RequestError(pub(crate) String);
-
-/// Takes the next complete command off the front of `buf`.
+/// Takes the next complete command off the front of `buf`, parsed by the test kit's shared
+/// RESP2 codec; the arguments share the command's bytes.
 ///
-/// `Ok(None)`: more bytes are needed and nothing was consumed.
-pub(crate) fn next_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, RequestError> {
-    let Some((count, mut pos)) = header(buf, 0, b'*')? else {
+/// `Ok(None)`: more bytes are needed and nothing was consumed. `Err`: the stream could not
+/// be read as a command; the node answers with an error and closes.
+pub(crate) fn next_command(buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+    let Some(command) = parse_command(buf)? else {
         return Ok(None);
     };
-    if count > MAX_ARGS {
-        return Err(RequestError(format!("invalid multibulk length {count}")));
-    }
-    let mut spans = Vec::with_capacity(count);
-    for _ in 0..count {
-        let Some((len, start)) = header(buf, pos, b'$')? else {
-            return Ok(None);
-        };
-        if len > MAX_BULK {
-            return Err(RequestError(format!("invalid bulk length {len}")));
-        }
-        let end = start + len;
-        if buf.len() < end + 2 {
-            return Ok(None);
-        }
-        if &buf[end..end + 2] != b"\r\n" {
-            return Err(RequestError("bulk string not followed by CRLF".into()));
-        }
-        spans.push((start, end));
-        pos = end + 2;
-    }
-    let frame = buf.split_to(pos).freeze();
-    Ok(Some(
-        spans.into_iter().map(|(s, e)| frame.slice(s..e)).collect(),
-    ))
+    let frame = buf.split_to(command.frame_len()).freeze();
+    let args = command.arg_ranges().iter();
+    Ok(Some(args.map(|r| frame.slice(r.clone())).collect()))
 }
-
-/// Reads `<kind><decimal>\r\n` at `pos`: the number and the position after the line.
-fn header(buf: &[u8], pos: usize, kind: u8) -> Result<Option<(usize, usize)>, RequestError> {
-    let Some(&first) = buf.get(pos) else {
-        return Ok(None);
-    };
-    if first != kind {
-        let what = if kind == b'*' { "array" } else { "bulk string" };
-        return Err(RequestError(format!(
-            "expected {what}, got byte 0x{first:02x}"
-        )));
-    }
-    let Some(cr) = buf[pos..].iter().position(|&b| b == b'\r') else {
-        if buf.len() - pos > MAX_HEADER {
-            return Err(RequestError("header line too long".into()));
-        }
-        return Ok(None);
-    };
-    let line_end = pos + cr;
-    let Some(&lf) = buf.get(line_end + 1) else {
-        return Ok(None);
-    };
-    if lf != b'\n' {
-        return Err(RequestError("CR not followed by LF".into()));
-    }
-    let digits = &buf[pos + 1..line_end];
-    if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(RequestError("invalid length".into()));
-    }
-    let number = digits
-        .iter()
-        .fold(0usize, |n, d| n * 10 + usize::from(d - b'0'));
-    Ok(Some((number, line_end + 2)))
-}
-
-/// Most arguments in one command (Redis allows far more; ours send at most six).
-const MAX_ARGS: usize = 1024;
-/// Largest bulk string accepted (Redis: 512 MB; scripts here are a few hundred bytes).
-const MAX_BULK: usize = 1024 * 1024;
-/// Longest header line before a protocol error.
-const MAX_HEADER: usize = 32;
 
 #[cfg(test)]
 mod tests {

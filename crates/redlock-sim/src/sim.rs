@@ -14,9 +14,9 @@ use redlock_core::Client;
 
 use crate::checker::Checker;
 use crate::clock::{Clock, SimTime};
-use crate::network::Network;
+use crate::event::Ev;
+use crate::network::{Network, Orphan};
 use crate::node::Node;
-use crate::orphan::Orphan;
 use crate::random::Dice;
 use crate::report::{Report, Stats, Trace};
 use crate::scenario::{ClockRates, Scenario};
@@ -56,62 +56,6 @@ pub(crate) struct SimClient {
     /// The wake event armed on the heap: (true time, generation).
     pub(crate) wake: Option<SimTime>,
     pub(crate) wake_epoch: u64,
-}
-
-/// Something scheduled on the heap.
-#[derive(Debug)]
-pub(crate) enum Ev {
-    /// A client's timer (core deadline or workload action).
-    Wake { client: usize, epoch: u64 },
-    /// Bytes arriving at a node.
-    ToNode {
-        client: usize,
-        node: usize,
-        epoch: u64,
-        bytes: Bytes,
-    },
-    /// Bytes arriving at a client.
-    ToClient {
-        client: usize,
-        node: usize,
-        epoch: u64,
-        bytes: Bytes,
-    },
-    /// The outcome of a TCP connect is known.
-    ConnectDone {
-        client: usize,
-        node: usize,
-        epoch: u64,
-    },
-    /// Inject a random fault.
-    Fault,
-    /// A paused node resumes (if still the same incarnation and paused).
-    Resume { node: usize, incarnation: u32 },
-    /// A crashed node restarts empty.
-    Restart { node: usize },
-    /// The client side of a held link dies (if it is still that generation and open).
-    HalfClose {
-        client: usize,
-        node: usize,
-        epoch: u64,
-    },
-    /// The middlebox delivers what it held for an orphan.
-    LateDelivery { orphan: usize },
-}
-
-impl Ev {
-    /// Whether the event carries bytes or a connection change that can still alter a node's
-    /// data (counted in flight for [`Sim::is_quiet`]).
-    fn in_transit(&self) -> bool {
-        matches!(
-            self,
-            Self::ToNode { .. }
-                | Self::ToClient { .. }
-                | Self::ConnectDone { .. }
-                | Self::HalfClose { .. }
-                | Self::LateDelivery { .. }
-        )
-    }
 }
 
 #[derive(Debug)]

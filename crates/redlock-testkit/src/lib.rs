@@ -34,10 +34,11 @@
 
 mod cluster;
 mod config;
+mod conn;
 mod node;
 mod process;
 mod proxy;
-mod resp;
+pub mod resp;
 mod server;
 
 use std::fmt;
@@ -45,9 +46,10 @@ use std::io;
 use std::path::PathBuf;
 
 pub use cluster::{Cluster, ClusterBuilder};
+pub use conn::Conn;
 pub use node::Node;
 pub use proxy::Proxy;
-pub use resp::{Conn, Reply};
+pub use resp::Reply;
 pub use server::{ServerBin, ServerKind};
 
 /// Everything that can go wrong while starting, driving or querying test nodes.

@@ -9,10 +9,11 @@
 //! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
 //! `--scenario` and `--subject` run a subset, for profiling.
 
+mod format;
 mod held;
+mod json;
 mod raw;
 mod report;
-mod resp;
 mod scenario;
 mod stats;
 
@@ -146,7 +147,7 @@ fn run() -> Result<(), String> {
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    std::fs::write(&args.out, report::json(&rows, &held, &machine))
+    std::fs::write(&args.out, json::json(&rows, &held, &machine))
         .map_err(|e| format!("writing {}: {e}", args.out.display()))?;
     eprintln!("cluster bench: wrote {}", args.out.display());
     Ok(())

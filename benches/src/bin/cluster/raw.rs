@@ -18,11 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use redlock_testkit::resp::{self, Reply};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-use crate::resp::{self, Reply};
 
 /// A client of N nodes, one pipelined connection each. Cheap to share behind an `Arc`.
 pub(crate) struct RawClient {
@@ -68,8 +67,7 @@ impl RawClient {
                 other => return Err(format!("raw: SCRIPT LOAD answered {other:?}")),
             }
         }
-        let mut ttl_ms = Vec::new();
-        resp::put_uint(&mut ttl_ms, ttl.as_millis() as u64);
+        let ttl_ms = ttl.as_millis().to_string().into_bytes();
         Ok(Self {
             quorum: conns.len() / 2 + 1,
             conns,
@@ -88,7 +86,12 @@ impl RawClient {
         let token = self.token();
         let set: [&[u8]; 6] = [b"SET", key, &token, b"NX", b"PX", &self.ttl_ms];
         let mut replies = self.fan_out(&set);
-        let acquired = votes(&mut replies, self.quorum, |r| *r == Reply::Ok).await;
+        let acquired = votes(
+            &mut replies,
+            self.quorum,
+            |r| matches!(r, Reply::Simple(s) if s == "OK"),
+        )
+        .await;
         // The minority's `SET` replies are still on their way; each reader drops them.
         drop(replies);
         let release: [&[u8]; 5] = [b"EVALSHA", &self.release_sha, b"1", key, &token];
@@ -198,7 +201,7 @@ impl Conn {
             return rx;
         }
         let idle = state.out.is_empty() && state.waiting.is_empty();
-        resp::encode(&mut state.out, args);
+        resp::encode_command(&mut state.out, args);
         state.waiting.push_back(tx);
         if !idle {
             // Requests are in flight: leave the bytes for the reader task, which flushes
@@ -285,7 +288,7 @@ impl Conn {
     fn dispatch(&self, buf: &mut ReadBuf) -> Result<(), String> {
         let mut state = self.lock();
         loop {
-            match resp::parse(&buf.bytes[buf.start..buf.end]) {
+            match resp::parse_reply(&buf.bytes[buf.start..buf.end]) {
                 Ok(Some((reply, used))) => {
                     buf.start += used;
                     match state.waiting.pop_front() {

@@ -1,9 +1,11 @@
-//! The results as markdown tables (stdout) and as JSON (`target/cluster-bench.json`), with
-//! the issues' targets checked. The JSON is written by hand; nothing here measures anything.
+//! The results as markdown tables (stdout), with the issues' targets checked; the same as
+//! JSON is `json.rs`'s. Nothing here measures anything.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
+use serde::Serialize;
+
+use crate::format::{fixed, micros, ratio, verdict};
 use crate::held::{self, HeldRow};
 use crate::stats::Summary;
 
@@ -41,7 +43,7 @@ pub(crate) struct Row {
 pub(crate) const NODES_P50_RATIO_MAX: f64 = 1.3;
 
 /// p50(N = 9) / p50(N = 3) for each subject that ran `nodes` at both sizes.
-fn nodes_ratios(rows: &[Row]) -> Vec<(&'static str, f64)> {
+pub(crate) fn nodes_ratios(rows: &[Row]) -> Vec<(&'static str, f64)> {
     let p50 = |subject: &str, n: usize| {
         rows.iter()
             .find(|r| r.subject == subject && r.nodes == Some(n))
@@ -67,13 +69,14 @@ pub(crate) struct PeerRatio {
     pub(crate) rslock_ops: f64,
 }
 
-/// Where the numbers were taken.
-#[derive(Debug, Clone)]
+/// Where the numbers were taken (in the JSON as `machine`, with `quick` beside it).
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct Machine {
     pub(crate) nproc: usize,
     pub(crate) cpu: String,
     pub(crate) server: String,
     pub(crate) nodes: usize,
+    #[serde(skip)]
     pub(crate) quick: bool,
 }
 
@@ -187,6 +190,20 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
         machine.cpu,
         if machine.quick { ", --quick" } else { "" }
     );
+    let peers = PeerRatio::from_rows(rows);
+    rows_table(&mut s, rows);
+    peers_table(&mut s, &peers);
+    contended_table(&mut s, rows);
+    nodes_table(&mut s, rows);
+    s.push_str(&held::table(held));
+    s.push('\n');
+    s.push_str(&held::verdicts(held));
+    verdict_lines(&mut s, rows, &peers);
+    s
+}
+
+/// One line per subject and scenario, with the ratios to raw.
+fn rows_table(s: &mut String, rows: &[Row]) {
     if !rows.is_empty() {
         s.push_str(
             "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
@@ -209,71 +226,82 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
             fixed(r.cpu_ratio()),
         );
     }
-    if rows.iter().any(|r| r.runtime != r.baseline_runtime) {
+    if let Some(other) = rows.iter().find(|r| r.runtime != r.baseline_runtime) {
         let _ = writeln!(
             s,
             "\n`{}` rows are compared with raw on `{}`, which ran in the same blocks.",
             crate::OWN_THREAD,
-            rows.iter()
-                .find(|r| r.runtime != r.baseline_runtime)
-                .map_or("", |r| r.baseline_runtime),
+            other.baseline_runtime,
         );
     }
-    let peers = PeerRatio::from_rows(rows);
-    if !peers.is_empty() {
-        s.push_str(
-            "\nconcurrent32, tokio against rslock:\n\n\
-             | runtime | tokio ops/s | rslock ops/s | tokio / rslock |\n|---|---|---|---|\n",
+}
+
+fn peers_table(s: &mut String, peers: &[PeerRatio]) {
+    if peers.is_empty() {
+        return;
+    }
+    s.push_str(
+        "\nconcurrent32, tokio against rslock:\n\n\
+         | runtime | tokio ops/s | rslock ops/s | tokio / rslock |\n|---|---|---|---|\n",
+    );
+    for p in peers {
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {:.0} | {} |",
+            p.runtime,
+            p.tokio_ops,
+            p.rslock_ops,
+            fixed(p.ratio())
         );
-        for p in &peers {
+    }
+}
+
+fn contended_table(s: &mut String, rows: &[Row]) {
+    if !rows.iter().any(|r| r.contended.is_some()) {
+        return;
+    }
+    s.push_str(
+        "\ncontended8 (p50/p99 above are acquire waits, ops/s are sections/s):\n\n\
+         | runtime | subject | sections/s | wait p50 | wait p99 | violations | gave up |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        if let Some((violations, gave_up)) = r.contended {
             let _ = writeln!(
                 s,
-                "| {} | {:.0} | {:.0} | {} |",
-                p.runtime,
-                p.tokio_ops,
-                p.rslock_ops,
-                fixed(p.ratio())
+                "| {} | {} | {:.0} | {} | {} | {violations} | {gave_up} |",
+                r.runtime,
+                r.subject,
+                r.summary.ops_per_s,
+                micros(r.summary.p50),
+                micros(r.summary.p99),
             );
         }
     }
-    if rows.iter().any(|r| r.contended.is_some()) {
-        s.push_str(
-            "\ncontended8 (p50/p99 above are acquire waits, ops/s are sections/s):\n\n\
-             | runtime | subject | sections/s | wait p50 | wait p99 | violations | gave up |\n\
-             |---|---|---|---|---|---|---|\n",
-        );
-        for r in rows {
-            if let Some((violations, gave_up)) = r.contended {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {:.0} | {} | {} | {violations} | {gave_up} |",
-                    r.runtime,
-                    r.subject,
-                    r.summary.ops_per_s,
-                    micros(r.summary.p50),
-                    micros(r.summary.p99),
-                );
-            }
+}
+
+fn nodes_table(s: &mut String, rows: &[Row]) {
+    if !rows.iter().any(|r| r.nodes.is_some()) {
+        return;
+    }
+    s.push_str(
+        "\nnodes, serial p50 per cluster size:\n\n| subject | N | p50 | p99 |\n|---|---|---|---|\n",
+    );
+    for r in rows {
+        if let Some(n) = r.nodes {
+            let _ = writeln!(
+                s,
+                "| {} | {n} | {} | {} |",
+                r.subject,
+                micros(r.summary.p50),
+                micros(r.summary.p99)
+            );
         }
     }
-    let node_ratios = nodes_ratios(rows);
-    if rows.iter().any(|r| r.nodes.is_some()) {
-        s.push_str("\nnodes, serial p50 per cluster size:\n\n| subject | N | p50 | p99 |\n|---|---|---|---|\n");
-        for r in rows {
-            if let Some(n) = r.nodes {
-                let _ = writeln!(
-                    s,
-                    "| {} | {n} | {} | {} |",
-                    r.subject,
-                    micros(r.summary.p50),
-                    micros(r.summary.p99)
-                );
-            }
-        }
-    }
-    s.push_str(&held::table(held));
-    s.push('\n');
-    s.push_str(&held::verdicts(held));
+}
+
+/// The verdict lines of everything but `held`: contended8, nodes, raw ratios, rslock.
+fn verdict_lines(s: &mut String, rows: &[Row], peers: &[PeerRatio]) {
     for r in rows {
         if let Some((violations, _)) = r.contended {
             let _ = writeln!(
@@ -285,7 +313,7 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
             );
         }
     }
-    for (subject, x) in &node_ratios {
+    for (subject, x) in &nodes_ratios(rows) {
         let _ = writeln!(
             s,
             "- nodes / {subject}: p50(N=9) / p50(N=3) <= {NODES_P50_RATIO_MAX}: {} ({})",
@@ -310,7 +338,7 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
             );
         }
     }
-    for p in &peers {
+    for p in peers {
         let _ = writeln!(
             s,
             "- concurrent32 / {}: tokio / rslock ops/s >= {TOKIO_OVER_RSLOCK_MIN}: {} ({})",
@@ -318,170 +346,5 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
             verdict(p.met()),
             fixed(p.ratio()),
         );
-    }
-    s
-}
-
-/// The same as JSON; durations in microseconds.
-pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String {
-    let mut s = String::from("{\n");
-    let _ = writeln!(
-        s,
-        "  \"machine\": {{\"nproc\": {}, \"cpu\": {}, \"server\": {}, \"nodes\": {}}},",
-        machine.nproc,
-        quote(&machine.cpu),
-        quote(&machine.server),
-        machine.nodes
-    );
-    let _ = writeln!(s, "  \"quick\": {},", machine.quick);
-    let _ = writeln!(
-        s,
-        "  \"targets\": {{\"serial_p50_ratio_max\": {SERIAL_P50_RATIO_MAX}, \
-         \"concurrent32_ops_ratio_min\": {CONCURRENT_OPS_RATIO_MIN}, \
-         \"concurrent32_tokio_over_rslock_min\": {TOKIO_OVER_RSLOCK_MIN}}},"
-    );
-    s.push_str("  \"results\": [\n");
-    for (i, r) in rows.iter().enumerate() {
-        let met = r
-            .target()
-            .map_or("null".to_owned(), |(_, met)| met.to_string());
-        let _ = write!(
-            s,
-            "    {{\"scenario\": {}, \"runtime\": {}, \"subject\": {}, \
-             \"baseline_runtime\": {}, \"summary\": {}, \"p50_ratio\": {}, \
-             \"ops_ratio\": {}, \"cpu_ratio\": {}, \"target_met\": {met}{}}}",
-            quote(r.scenario),
-            quote(r.runtime),
-            quote(r.subject),
-            quote(r.baseline_runtime),
-            summary_json(&r.summary),
-            number(r.p50_ratio()),
-            number(r.ops_ratio()),
-            number(r.cpu_ratio()),
-            extra_json(r),
-        );
-        s.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
-    }
-    s.push_str("  ],\n  \"tokio_vs_rslock\": [\n");
-    let peers = PeerRatio::from_rows(rows);
-    for (i, p) in peers.iter().enumerate() {
-        let _ = write!(
-            s,
-            "    {{\"runtime\": {}, \"tokio_ops_per_s\": {:.1}, \"rslock_ops_per_s\": {:.1}, \
-             \"ratio\": {}, \"target_met\": {}}}",
-            quote(p.runtime),
-            p.tokio_ops,
-            p.rslock_ops,
-            number(p.ratio()),
-            p.met(),
-        );
-        s.push_str(if i + 1 < peers.len() { ",\n" } else { "\n" });
-    }
-    s.push_str("  ],\n  \"nodes_p50_ratio_9_over_3\": [\n");
-    let node_ratios = nodes_ratios(rows);
-    for (i, (subject, x)) in node_ratios.iter().enumerate() {
-        let _ = write!(
-            s,
-            "    {{\"subject\": {}, \"ratio\": {}, \"target_met\": {}}}",
-            quote(subject),
-            number(*x),
-            *x <= NODES_P50_RATIO_MAX,
-        );
-        s.push_str(if i + 1 < node_ratios.len() {
-            ",\n"
-        } else {
-            "\n"
-        });
-    }
-    s.push_str("  ],\n  \"held\": [\n");
-    s.push_str(&held::json(held));
-    s.push_str("  ]\n}\n");
-    s
-}
-
-/// The `contended8` and `nodes` fields of a row, if it has them.
-fn extra_json(r: &Row) -> String {
-    let mut s = String::new();
-    if let Some((violations, gave_up)) = r.contended {
-        let _ = write!(s, ", \"violations\": {violations}, \"gave_up\": {gave_up}");
-    }
-    if let Some(n) = r.nodes {
-        let _ = write!(s, ", \"nodes\": {n}");
-    }
-    s
-}
-
-fn summary_json(s: &Summary) -> String {
-    format!(
-        "{{\"cycles\": {}, \"p50_us\": {:.1}, \"p99_us\": {:.1}, \"ops_per_s\": {:.1}, \
-         \"cpu_us_per_cycle\": {:.1}}}",
-        s.cycles,
-        s.p50.as_secs_f64() * 1e6,
-        s.p99.as_secs_f64() * 1e6,
-        s.ops_per_s,
-        s.cpu_per_cycle.as_secs_f64() * 1e6,
-    )
-}
-
-/// A JSON number with 4 decimals, or `null` for NaN and infinities.
-pub(crate) fn number(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.4}")
-    } else {
-        "null".to_owned()
-    }
-}
-
-/// Two decimals, or `–` when there is no baseline.
-pub(crate) fn fixed(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x:.2}")
-    } else {
-        "–".to_owned()
-    }
-}
-
-pub(crate) fn verdict(met: bool) -> &'static str {
-    if met { "met" } else { "MISSED" }
-}
-
-/// Seconds with one decimal.
-pub(crate) fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-fn micros(d: Duration) -> String {
-    format!("{:.0} µs", d.as_secs_f64() * 1e6)
-}
-
-pub(crate) fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { f64::NAN }
-}
-
-/// A JSON string literal.
-pub(crate) fn quote(text: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 2);
-    s.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => s.push_str("\\\""),
-            '\\' => s.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(s, "\\u{:04x}", u32::from(c));
-            }
-            c => s.push(c),
-        }
-    }
-    s.push('"');
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quotes_json_strings() {
-        assert_eq!(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
     }
 }

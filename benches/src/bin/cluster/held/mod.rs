@@ -24,7 +24,7 @@ use crate::scenario::Plan;
 use crate::stats::rss_bytes;
 use crate::{Flavour, NODES};
 
-pub(crate) use row::{HeldRow, json, table, verdicts};
+pub(crate) use row::{HeldEntry, HeldRow, table, verdicts};
 
 /// `held`: each lock count in `plan.held_locks` on one fresh cluster, each in a child process
 /// of its own (this binary with `--held-child`). In one process, memory the allocator kept
@@ -131,15 +131,63 @@ async fn hold(
     let options = LockOptions::default().auto_extend(Some(auto));
     let keys = Keys::new(locks);
 
-    // 1. Acquire, `IN_FLIGHT` at a time. The driver connects in the background: the first
-    // lock retries for up to `CONNECT_GRACE`.
-    let first = connected(&redlock, &keys, &options).await?;
-    let guards = Arc::new(Mutex::new(Vec::with_capacity(locks)));
+    let (guards, acquire) = acquire_all(&redlock, &keys, &options).await?;
+    let rss_held = rss_bytes();
+    eprintln!(
+        "cluster bench: held {locks}: acquired in {:.1} s, holding for {window:?}",
+        acquire.as_secs_f64()
+    );
+    let watched = watch(&guards, &addrs, ttl, window).await?;
+    let rss_end = rss_bytes();
+    let lost = guards.iter().filter(|g| g.lost_reason().is_some()).count();
+    let on_keys = check_keys(&addrs, &keys).await?;
+    let (release, outcomes) = release_all(guards).await?;
+    drop(redlock);
+    let dbsize_after = on_nodes(&addrs, dbsize).await?;
+    let rss_released = rss_bytes();
+
+    Ok(HeldRow {
+        runtime,
+        locks,
+        ttl,
+        renew_below: RENEW_BELOW,
+        held_for: watched.held_for,
+        acquire,
+        renewals: watched.renewals,
+        node_extends_min: watched.node_extends.iter().copied().min().unwrap_or(0),
+        node_extends_max: watched.node_extends.iter().copied().max().unwrap_or(0),
+        lost,
+        min_validity: watched.min_validity,
+        keys_held_min: on_keys.dbsize.iter().copied().min().unwrap_or(0),
+        keys_missing: on_keys.missing,
+        min_pttl: on_keys.min_pttl,
+        release,
+        release_partial: outcomes.partial,
+        release_node_timeouts: outcomes.timeouts,
+        release_node_other: outcomes.other,
+        keys_left: dbsize_after.iter().sum(),
+        rss_before,
+        rss_held,
+        rss_end,
+        rss_released,
+    })
+}
+
+/// Phase 1: acquires every key, `IN_FLIGHT` at a time: the guards, and how long it took from the
+/// second lock on. The driver connects in the background: the first lock retries for up
+/// to `CONNECT_GRACE`.
+async fn acquire_all(
+    redlock: &Redlock,
+    keys: &Keys,
+    options: &LockOptions,
+) -> Result<(Vec<LockGuard>, Duration), String> {
+    let first = connected(redlock, keys, options).await?;
+    let guards = Arc::new(Mutex::new(Vec::with_capacity(keys.count)));
     let t_acquire = Instant::now();
     push(&guards, first);
     let next = Arc::new(AtomicUsize::new(1));
     let mut workers = JoinSet::new();
-    for _ in 0..IN_FLIGHT.min(locks) {
+    for _ in 0..IN_FLIGHT.min(keys.count) {
         let (redlock, keys, options) = (redlock.clone(), keys.clone(), options.clone());
         let (next, guards) = (Arc::clone(&next), Arc::clone(&guards));
         workers.spawn(async move {
@@ -164,20 +212,37 @@ async fn hold(
     }
     join_all(&mut workers).await?;
     let acquire = t_acquire.elapsed();
-    let rss_held = rss_bytes();
     let guards: Vec<LockGuard> = std::mem::take(&mut *lock_vec(&guards));
-    if guards.len() != locks {
-        return Err(format!("held: {} of {locks} locks acquired", guards.len()));
+    if guards.len() != keys.count {
+        return Err(format!(
+            "held: {} of {} locks acquired",
+            guards.len(),
+            keys.count
+        ));
     }
-    eprintln!(
-        "cluster bench: held {locks}: acquired in {:.1} s, holding for {window:?}",
-        acquire.as_secs_f64()
-    );
+    Ok((guards, acquire))
+}
 
-    // 2. Hold. Renewals are counted as moves of each guard's deadline (each `Extended` event
-    // moves it, strictly later), sampled often enough that no lock renews twice between two
-    // samples. The nodes count the extension scripts they ran, as a cross-check.
-    let scripts_before = on_nodes(&addrs, script_calls).await?;
+/// What [`watch`] saw during the window.
+struct Watched {
+    held_for: Duration,
+    renewals: u64,
+    min_validity: Duration,
+    /// Extension scripts each node ran during the window.
+    node_extends: Vec<u64>,
+}
+
+/// Phase 2: holds for `window`. Renewals are counted as moves of each guard's deadline (each
+/// `Extended` event moves it, strictly later), sampled often enough that no lock renews
+/// twice between two samples. The nodes count the extension scripts they ran, as a
+/// cross-check.
+async fn watch(
+    guards: &[LockGuard],
+    addrs: &[SocketAddr],
+    ttl: Duration,
+    window: Duration,
+) -> Result<Watched, String> {
+    let scripts_before = on_nodes(addrs, script_calls).await?;
     let t_window = Instant::now();
     let mut last: Vec<Instant> = guards.iter().map(|g| g.deadline()).collect();
     let mut renewals = 0u64;
@@ -200,29 +265,51 @@ async fn hold(
         tokio::time::sleep(interval.min(left)).await;
     }
     let held_for = t_window.elapsed();
-    let scripts_after = on_nodes(&addrs, script_calls).await?;
-    let rss_end = rss_bytes();
-    let lost = guards.iter().filter(|g| g.lost_reason().is_some()).count();
-    let node_extends: Vec<u64> = scripts_after
-        .iter()
-        .zip(&scripts_before)
-        .map(|(a, b)| a.saturating_sub(*b))
-        .collect();
+    let scripts_after = on_nodes(addrs, script_calls).await?;
+    Ok(Watched {
+        held_for,
+        renewals,
+        min_validity,
+        node_extends: scripts_after
+            .iter()
+            .zip(&scripts_before)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect(),
+    })
+}
 
-    // 3. Every key on every node, with a PTTL only a renewal in the window can explain.
-    let names: Arc<Vec<String>> = Arc::new((0..locks).map(|i| keys.name(i)).collect());
-    let dbsize_held = on_nodes(&addrs, dbsize).await?;
-    let pttls = on_nodes(&addrs, move |addr| pttl_scan(addr, &names)).await?;
-    let missing = pttls.iter().map(|p| p.missing).sum();
-    let min_pttl = pttls.iter().filter_map(|p| p.min).min();
+/// What [`check_keys`] found on the nodes.
+struct OnKeys {
+    /// `DBSIZE` of each node.
+    dbsize: Vec<u64>,
+    /// Keys missing or without expiry, over all nodes.
+    missing: u64,
+    /// The smallest PTTL of any key on any node.
+    min_pttl: Option<Duration>,
+}
 
-    // 4. Release, `IN_FLIGHT` at a time. On a busy machine a node may answer after the
-    // release timeout (the attempt timeout, 1 s at this ttl): the script still runs when the
-    // node gets to it, which the `DBSIZE` below checks. Other answers are counted apart.
+/// Phase 3: every key on every node, with a PTTL only a renewal in the window can explain.
+async fn check_keys(addrs: &[SocketAddr], keys: &Keys) -> Result<OnKeys, String> {
+    let names: Arc<Vec<String>> = Arc::new((0..keys.count).map(|i| keys.name(i)).collect());
+    let dbsize = on_nodes(addrs, dbsize).await?;
+    let pttls = on_nodes(addrs, move |addr| pttl_scan(addr, &names)).await?;
+    Ok(OnKeys {
+        dbsize,
+        missing: pttls.iter().map(|p| p.missing).sum(),
+        min_pttl: pttls.iter().filter_map(|p| p.min).min(),
+    })
+}
+
+/// Phase 4: releases every guard, `IN_FLIGHT` at a time: how long it took, and the nodes'
+/// answers. On a busy machine a node may answer after the release timeout (the attempt
+/// timeout, 1 s at this ttl): the script still runs when the node gets to it, which the
+/// caller's `DBSIZE` checks. Other answers are counted apart.
+async fn release_all(guards: Vec<LockGuard>) -> Result<(Duration, ReleaseCounts), String> {
     let t_release = Instant::now();
+    let count = guards.len();
     let guards = Arc::new(Mutex::new(guards));
     let mut workers = JoinSet::new();
-    for _ in 0..IN_FLIGHT.min(locks) {
+    for _ in 0..IN_FLIGHT.min(count) {
         let guards = Arc::clone(&guards);
         workers.spawn(async move {
             let mut outcomes = ReleaseCounts::default();
@@ -248,35 +335,7 @@ async fn hold(
         outcomes.timeouts += counts.timeouts;
         outcomes.other += counts.other;
     }
-    let release = t_release.elapsed();
-    drop(redlock);
-    let dbsize_after = on_nodes(&addrs, dbsize).await?;
-    let rss_released = rss_bytes();
-
-    Ok(HeldRow {
-        runtime,
-        locks,
-        ttl,
-        held_for,
-        acquire,
-        renewals,
-        node_extends_min: node_extends.iter().copied().min().unwrap_or(0),
-        node_extends_max: node_extends.iter().copied().max().unwrap_or(0),
-        lost,
-        min_validity,
-        keys_held_min: dbsize_held.iter().copied().min().unwrap_or(0),
-        keys_missing: missing,
-        min_pttl,
-        release,
-        release_partial: outcomes.partial,
-        release_node_timeouts: outcomes.timeouts,
-        release_node_other: outcomes.other,
-        keys_left: dbsize_after.iter().sum(),
-        rss_before,
-        rss_held,
-        rss_end,
-        rss_released,
-    })
+    Ok((t_release.elapsed(), outcomes))
 }
 
 /// What the nodes answered to the releases.

@@ -1,17 +1,24 @@
-//! One `held` run's result: [`HeldRow`], its targets, its markdown and JSON, and the one-line
-//! form ([`encode`], [`decode`]) a child process hands its parent.
+//! One `held` run's result: [`HeldRow`], its targets, its markdown and its JSON entry
+//! ([`HeldEntry`]), and the one-line form ([`encode`], [`decode`]) a child process hands its
+//! parent.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::report::{number, quote, ratio, secs, verdict};
+use serde::{Deserialize, Serialize};
+
+use crate::format::{ratio, rounded, secs, verdict};
 
 /// `held`: one run of N locks held under auto-extension (redlock-tokio only).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct HeldRow {
+    /// Not in the child's line: the parent knows the runtime it asked for.
+    #[serde(skip)]
     pub(crate) runtime: &'static str,
     pub(crate) locks: usize,
     pub(crate) ttl: Duration,
+    /// Auto-extension renews when less than this share of the ttl remains.
+    pub(crate) renew_below: f64,
     /// How long all locks were held (the window, as measured).
     pub(crate) held_for: Duration,
     /// From the second lock's acquire to the last's (the first waits for the connections).
@@ -146,135 +153,92 @@ pub(crate) fn verdicts(held: &[HeldRow]) -> String {
     s
 }
 
-/// The `held` runs as the entries of a JSON array (durations in ms or s, as named).
-pub(crate) fn json(held: &[HeldRow]) -> String {
-    let mut s = String::new();
-    for (i, h) in held.iter().enumerate() {
-        let _ = write!(
-            s,
-            "    {{\"runtime\": {}, \"locks\": {}, \"ttl_ms\": {}, \"renew_below\": {:.4}, \
-             \"acquire_s\": {:.3}, \"held_s\": {:.3}, \"renewals\": {}, \
-             \"renewals_per_s\": {}, \"node_extends_min\": {}, \"node_extends_max\": {}, \
-             \"lost\": {}, \"min_validity_ms\": {}, \"keys_held_min\": {}, \
-             \"keys_missing\": {}, \"min_pttl_ms\": {}, \"release_s\": {:.3}, \
-             \"release_partial\": {}, \"release_node_timeouts\": {}, \
-             \"release_node_other\": {}, \"keys_left\": {}, \"rss_before\": {}, \"rss_held\": {}, \
-             \"rss_end\": {}, \"rss_released\": {}, \"rss_per_lock_held\": {}, \
-             \"rss_per_lock_end\": {}, \"none_lost\": {}, \"keys_renewed\": {}, \
-             \"released_clean\": {}}}",
-            quote(h.runtime),
-            h.locks,
-            h.ttl.as_millis(),
-            super::RENEW_BELOW,
-            h.acquire.as_secs_f64(),
-            h.held_for.as_secs_f64(),
-            h.renewals,
-            number(h.renewals_per_s()),
-            h.node_extends_min,
-            h.node_extends_max,
-            h.lost,
-            h.min_validity.as_millis(),
-            h.keys_held_min,
-            h.keys_missing,
-            h.min_pttl
-                .map_or("null".to_owned(), |p| p.as_millis().to_string()),
-            h.release.as_secs_f64(),
-            h.release_partial,
-            h.release_node_timeouts,
-            h.release_node_other,
-            h.keys_left,
-            h.rss_before,
-            h.rss_held,
-            h.rss_end,
-            h.rss_released,
-            number(h.rss_per_lock(h.rss_held)),
-            number(h.rss_per_lock(h.rss_end)),
-            h.none_lost(),
-            h.keys_renewed(),
-            h.released_clean(),
-        );
-        s.push_str(if i + 1 < held.len() { ",\n" } else { "\n" });
-    }
-    s
+/// One `held` run in the JSON report (durations in ms or s, as named).
+#[derive(Debug, Serialize)]
+pub(crate) struct HeldEntry {
+    runtime: &'static str,
+    locks: usize,
+    ttl_ms: u128,
+    renew_below: Option<f64>,
+    acquire_s: Option<f64>,
+    held_s: Option<f64>,
+    renewals: u64,
+    renewals_per_s: Option<f64>,
+    node_extends_min: u64,
+    node_extends_max: u64,
+    lost: usize,
+    min_validity_ms: u128,
+    keys_held_min: u64,
+    keys_missing: u64,
+    min_pttl_ms: Option<u128>,
+    release_s: Option<f64>,
+    release_partial: u64,
+    release_node_timeouts: u64,
+    release_node_other: u64,
+    keys_left: u64,
+    rss_before: u64,
+    rss_held: u64,
+    rss_end: u64,
+    rss_released: u64,
+    rss_per_lock_held: Option<f64>,
+    rss_per_lock_end: Option<f64>,
+    none_lost: bool,
+    keys_renewed: bool,
+    released_clean: bool,
 }
 
-/// The result as one line of `name=value` pairs (durations and bytes as integers).
+impl HeldRow {
+    /// This run's entry in the JSON report.
+    pub(crate) fn entry(&self) -> HeldEntry {
+        HeldEntry {
+            runtime: self.runtime,
+            locks: self.locks,
+            ttl_ms: self.ttl.as_millis(),
+            renew_below: rounded(self.renew_below, 4),
+            acquire_s: rounded(self.acquire.as_secs_f64(), 3),
+            held_s: rounded(self.held_for.as_secs_f64(), 3),
+            renewals: self.renewals,
+            renewals_per_s: rounded(self.renewals_per_s(), 4),
+            node_extends_min: self.node_extends_min,
+            node_extends_max: self.node_extends_max,
+            lost: self.lost,
+            min_validity_ms: self.min_validity.as_millis(),
+            keys_held_min: self.keys_held_min,
+            keys_missing: self.keys_missing,
+            min_pttl_ms: self.min_pttl.map(|p| p.as_millis()),
+            release_s: rounded(self.release.as_secs_f64(), 3),
+            release_partial: self.release_partial,
+            release_node_timeouts: self.release_node_timeouts,
+            release_node_other: self.release_node_other,
+            keys_left: self.keys_left,
+            rss_before: self.rss_before,
+            rss_held: self.rss_held,
+            rss_end: self.rss_end,
+            rss_released: self.rss_released,
+            rss_per_lock_held: rounded(self.rss_per_lock(self.rss_held), 4),
+            rss_per_lock_end: rounded(self.rss_per_lock(self.rss_end), 4),
+            none_lost: self.none_lost(),
+            keys_renewed: self.keys_renewed(),
+            released_clean: self.released_clean(),
+        }
+    }
+}
+
+/// The result as one line: [`LINE_TAG`] and the row as JSON.
 pub(crate) fn encode(h: &HeldRow) -> String {
-    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    let fields: [(&str, u64); 21] = [
-        ("locks", h.locks as u64),
-        ("ttl_ns", ns(h.ttl)),
-        ("held_ns", ns(h.held_for)),
-        ("acquire_ns", ns(h.acquire)),
-        ("renewals", h.renewals),
-        ("node_extends_min", h.node_extends_min),
-        ("node_extends_max", h.node_extends_max),
-        ("lost", h.lost as u64),
-        ("min_validity_ns", ns(h.min_validity)),
-        ("keys_held_min", h.keys_held_min),
-        ("keys_missing", h.keys_missing),
-        // No key with a PTTL at all: `u64::MAX`.
-        ("min_pttl_ns", h.min_pttl.map_or(u64::MAX, ns)),
-        ("release_ns", ns(h.release)),
-        ("release_partial", h.release_partial),
-        ("release_node_timeouts", h.release_node_timeouts),
-        ("release_node_other", h.release_node_other),
-        ("keys_left", h.keys_left),
-        ("rss_before", h.rss_before),
-        ("rss_held", h.rss_held),
-        ("rss_end", h.rss_end),
-        ("rss_released", h.rss_released),
-    ];
-    let pairs: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    format!("{LINE_TAG} {}", pairs.join(" "))
+    // Numbers, durations and options only: serialising cannot fail.
+    let json = serde_json::to_string(h).expect("a held row serialises");
+    format!("{LINE_TAG} {json}")
 }
 
 /// Parses [`encode`]'s line; every field is required.
 pub(crate) fn decode(runtime: &'static str, line: &str) -> Result<HeldRow, String> {
-    let bad = || format!("held: not a result line: {line:?}");
-    let rest = line.strip_prefix(LINE_TAG).ok_or_else(bad)?;
-    let fields: Vec<(&str, u64)> = rest
-        .split_whitespace()
-        .map(|pair| {
-            let (k, v) = pair.split_once('=')?;
-            Some((k, v.parse().ok()?))
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(bad)?;
-    let get = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| *v)
-            .ok_or_else(|| format!("held: no {name} in {line:?}"))
-    };
-    let dur = |name: &str| get(name).map(Duration::from_nanos);
-    let count = |name: &str| get(name).and_then(|v| usize::try_from(v).map_err(|_| bad()));
-    let min_pttl = get("min_pttl_ns")?;
-    Ok(HeldRow {
-        runtime,
-        locks: count("locks")?,
-        ttl: dur("ttl_ns")?,
-        held_for: dur("held_ns")?,
-        acquire: dur("acquire_ns")?,
-        renewals: get("renewals")?,
-        node_extends_min: get("node_extends_min")?,
-        node_extends_max: get("node_extends_max")?,
-        lost: count("lost")?,
-        min_validity: dur("min_validity_ns")?,
-        keys_held_min: get("keys_held_min")?,
-        keys_missing: get("keys_missing")?,
-        min_pttl: (min_pttl != u64::MAX).then(|| Duration::from_nanos(min_pttl)),
-        release: dur("release_ns")?,
-        release_partial: get("release_partial")?,
-        release_node_timeouts: get("release_node_timeouts")?,
-        release_node_other: get("release_node_other")?,
-        keys_left: get("keys_left")?,
-        rss_before: get("rss_before")?,
-        rss_held: get("rss_held")?,
-        rss_end: get("rss_end")?,
-        rss_released: get("rss_released")?,
-    })
+    let rest = line
+        .strip_prefix(LINE_TAG)
+        .ok_or_else(|| format!("held: not a result line: {line:?}"))?;
+    let row: HeldRow =
+        serde_json::from_str(rest).map_err(|e| format!("held: bad result line {line:?}: {e}"))?;
+    Ok(HeldRow { runtime, ..row })
 }
 
 /// How the child's result line starts.
@@ -290,6 +254,7 @@ mod tests {
             runtime: "multi_thread(2)",
             locks: 100_000,
             ttl: Duration::from_secs(30),
+            renew_below: 2.0 / 3.0,
             held_for: Duration::from_millis(20_004),
             acquire: Duration::from_millis(2_213),
             renewals: 200_000,
@@ -320,7 +285,7 @@ mod tests {
             decode("x", &encode(&pttl)).expect("decodes").min_pttl,
             pttl.min_pttl
         );
-        assert!(decode("x", "held-result locks=1").is_err());
+        assert!(decode("x", "held-result {\"locks\": 1}").is_err());
         assert!(decode("x", "something else").is_err());
     }
 }

@@ -1,0 +1,151 @@
+//! The results as JSON (default `target/cluster-bench.json`): the markdown's numbers as serde
+//! structs. Durations are in microseconds unless a field's name says otherwise; ratios have
+//! four decimals; a ratio without a baseline is `null`.
+
+use serde::Serialize;
+
+use crate::format::{rounded, us};
+use crate::held::{HeldEntry, HeldRow};
+use crate::report::{
+    CONCURRENT_OPS_RATIO_MIN, Machine, NODES_P50_RATIO_MAX, PeerRatio, Row, SERIAL_P50_RATIO_MAX,
+    TOKIO_OVER_RSLOCK_MIN, nodes_ratios,
+};
+use crate::stats::Summary;
+
+/// The whole report, pretty-printed.
+pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String {
+    let report = Report {
+        machine,
+        quick: machine.quick,
+        targets: Targets {
+            serial_p50_ratio_max: SERIAL_P50_RATIO_MAX,
+            concurrent32_ops_ratio_min: CONCURRENT_OPS_RATIO_MIN,
+            concurrent32_tokio_over_rslock_min: TOKIO_OVER_RSLOCK_MIN,
+        },
+        results: rows.iter().map(ResultEntry::new).collect(),
+        tokio_vs_rslock: PeerRatio::from_rows(rows).iter().map(Peer::new).collect(),
+        nodes_p50_ratio_9_over_3: nodes_ratios(rows)
+            .into_iter()
+            .map(|(subject, x)| NodesRatio {
+                subject,
+                ratio: rounded(x, 4),
+                target_met: x <= NODES_P50_RATIO_MAX,
+            })
+            .collect(),
+        held: held.iter().map(HeldRow::entry).collect(),
+    };
+    // Plain structs of numbers, strings and options: serialising them cannot fail.
+    let mut text = serde_json::to_string_pretty(&report).expect("the report serialises");
+    text.push('\n');
+    text
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    machine: &'a Machine,
+    quick: bool,
+    targets: Targets,
+    results: Vec<ResultEntry>,
+    tokio_vs_rslock: Vec<Peer>,
+    nodes_p50_ratio_9_over_3: Vec<NodesRatio>,
+    held: Vec<HeldEntry>,
+}
+
+/// The issues' targets the verdicts were checked against.
+#[derive(Serialize)]
+struct Targets {
+    serial_p50_ratio_max: f64,
+    concurrent32_ops_ratio_min: f64,
+    concurrent32_tokio_over_rslock_min: f64,
+}
+
+/// One subject in one scenario.
+#[derive(Serialize)]
+struct ResultEntry {
+    scenario: &'static str,
+    runtime: &'static str,
+    subject: &'static str,
+    baseline_runtime: &'static str,
+    summary: SummaryJson,
+    p50_ratio: Option<f64>,
+    ops_ratio: Option<f64>,
+    cpu_ratio: Option<f64>,
+    /// `null` where the row has no target.
+    target_met: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    violations: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gave_up: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct SummaryJson {
+    cycles: usize,
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+    ops_per_s: Option<f64>,
+    cpu_us_per_cycle: Option<f64>,
+}
+
+/// tokio against rslock on one runtime flavour.
+#[derive(Serialize)]
+struct Peer {
+    runtime: &'static str,
+    tokio_ops_per_s: Option<f64>,
+    rslock_ops_per_s: Option<f64>,
+    ratio: Option<f64>,
+    target_met: bool,
+}
+
+/// p50(N = 9) / p50(N = 3) of one subject.
+#[derive(Serialize)]
+struct NodesRatio {
+    subject: &'static str,
+    ratio: Option<f64>,
+    target_met: bool,
+}
+
+impl ResultEntry {
+    fn new(r: &Row) -> Self {
+        Self {
+            scenario: r.scenario,
+            runtime: r.runtime,
+            subject: r.subject,
+            baseline_runtime: r.baseline_runtime,
+            summary: SummaryJson::new(&r.summary),
+            p50_ratio: rounded(r.p50_ratio(), 4),
+            ops_ratio: rounded(r.ops_ratio(), 4),
+            cpu_ratio: rounded(r.cpu_ratio(), 4),
+            target_met: r.target().map(|(_, met)| met),
+            violations: r.contended.map(|(violations, _)| violations),
+            gave_up: r.contended.map(|(_, gave_up)| gave_up),
+            nodes: r.nodes,
+        }
+    }
+}
+
+impl SummaryJson {
+    fn new(s: &Summary) -> Self {
+        Self {
+            cycles: s.cycles,
+            p50_us: us(s.p50),
+            p99_us: us(s.p99),
+            ops_per_s: rounded(s.ops_per_s, 1),
+            cpu_us_per_cycle: us(s.cpu_per_cycle),
+        }
+    }
+}
+
+impl Peer {
+    fn new(p: &PeerRatio) -> Self {
+        Self {
+            runtime: p.runtime,
+            tokio_ops_per_s: rounded(p.tokio_ops, 1),
+            rslock_ops_per_s: rounded(p.rslock_ops, 1),
+            ratio: rounded(p.ratio(), 4),
+            target_met: p.met(),
+        }
+    }
+}

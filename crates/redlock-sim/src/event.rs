@@ -1,0 +1,60 @@
+//! What the simulation schedules on its heap ([`Ev`]): deliveries, timers, faults. A leaf
+//! module: the scheduler in `sim.rs` dispatches these, the trace in `report.rs` hashes them.
+
+use bytes::Bytes;
+
+/// Something scheduled on the heap.
+#[derive(Debug)]
+pub(crate) enum Ev {
+    /// A client's timer (core deadline or workload action).
+    Wake { client: usize, epoch: u64 },
+    /// Bytes arriving at a node.
+    ToNode {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        bytes: Bytes,
+    },
+    /// Bytes arriving at a client.
+    ToClient {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        bytes: Bytes,
+    },
+    /// The outcome of a TCP connect is known.
+    ConnectDone {
+        client: usize,
+        node: usize,
+        epoch: u64,
+    },
+    /// Inject a random fault.
+    Fault,
+    /// A paused node resumes (if still the same incarnation and paused).
+    Resume { node: usize, incarnation: u32 },
+    /// A crashed node restarts empty.
+    Restart { node: usize },
+    /// The client side of a held link dies (if it is still that generation and open).
+    HalfClose {
+        client: usize,
+        node: usize,
+        epoch: u64,
+    },
+    /// The middlebox delivers what it held for an orphan.
+    LateDelivery { orphan: usize },
+}
+
+impl Ev {
+    /// Whether the event carries bytes or a connection change that can still alter a node's
+    /// data (counted in flight for [`Sim::is_quiet`](crate::Sim::is_quiet)).
+    pub(crate) fn in_transit(&self) -> bool {
+        matches!(
+            self,
+            Self::ToNode { .. }
+                | Self::ToClient { .. }
+                | Self::ConnectDone { .. }
+                | Self::HalfClose { .. }
+                | Self::LateDelivery { .. }
+        )
+    }
+}
