@@ -12,8 +12,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(),
         Some("test") => test(&args[1..]),
+        Some("package") => package(),
+        Some("msrv") => msrv(),
         _ => {
-            eprintln!("usage: cargo xtask demo | cargo xtask test [--valkey PATH]");
+            eprintln!("usage: cargo xtask demo | test [--valkey PATH] | package | msrv");
             return ExitCode::from(2);
         }
     };
@@ -81,6 +83,53 @@ const SERVER_SUITES: &[&str] = &[
     "redlock-tokio",
     "redlock-blocking",
     "redlock-async-std",
+];
+
+/// `cargo package` (with its build check) of every crate published to the registry, each
+/// resolving the others locally.
+fn package() -> Result<(), String> {
+    let mut args = vec!["package"];
+    for name in PUBLISHED {
+        args.extend(["-p", name]);
+    }
+    cargo(&args, &[])
+}
+
+/// Builds the published crates with the workspace's declared `rust-version`, installing
+/// that toolchain with rustup first.
+fn msrv() -> Result<(), String> {
+    let manifest = workspace_root().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("reading {}: {e}", manifest.display()))?;
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim().trim_matches('"').to_owned())
+        .ok_or("no rust-version in the workspace manifest")?;
+    run(Command::new("rustup").args(["toolchain", "install", &version, "--profile", "minimal"]))?;
+    let target = workspace_root().join("target").join("msrv");
+    let mut cmd = Command::new("rustup");
+    cmd.args(["run", &version, "cargo", "check", "--locked"])
+        .current_dir(workspace_root())
+        .env("CARGO_TARGET_DIR", target);
+    for name in PUBLISHED {
+        cmd.args(["-p", name]);
+    }
+    eprintln!(
+        "xtask: rust {version}: cargo check of {}",
+        PUBLISHED.join(", ")
+    );
+    run(&mut cmd)
+}
+
+/// The crates published to the registry (the rest are `publish = false`).
+const PUBLISHED: &[&str] = &[
+    "redlock-core",
+    "redlock-driver",
+    "redlock-tokio",
+    "redlock-async-std",
+    "redlock-blocking",
+    "redlock-testkit",
 ];
 
 /// Installs `redis-server` with apt-get when it is missing and we are root; otherwise says
