@@ -1,6 +1,7 @@
 //! The policies a configuration is made of: retry, auto-extension, and per-node session
 //! settings. Each checks its own rules; [`Config`](crate::Config) composes them.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -107,7 +108,10 @@ impl AutoExtend {
 }
 
 /// How to open a session on one node after the connection is up.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Its `Debug` shows a password as `***`, so no configuration, handle or error that holds
+/// one prints it.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct NodeSettings {
     /// `AUTH` user name (Redis 6 ACL); needs a password.
     pub username: Option<String>,
@@ -115,6 +119,25 @@ pub struct NodeSettings {
     pub password: Option<String>,
     /// `SELECT` database index (0 = no `SELECT`).
     pub db: u32,
+}
+
+impl fmt::Debug for NodeSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeSettings")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| Redacted))
+            .field("db", &self.db)
+            .finish()
+    }
+}
+
+/// Stands in for a secret in `Debug` output.
+struct Redacted;
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
 }
 
 impl NodeSettings {
