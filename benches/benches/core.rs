@@ -77,7 +77,7 @@ fn bench_cycle(c: &mut Criterion) {
             cycle(
                 &mut client,
                 &mut clock,
-                Resource::from(RESOURCES[k]),
+                Resource::from_static(RESOURCES[k]),
                 &mut trace,
             );
             black_box(trace)
@@ -111,7 +111,7 @@ fn report_allocations() {
     cycle(
         &mut client,
         &mut clock,
-        Resource::from(RESOURCES[0]),
+        Resource::from_static(RESOURCES[0]),
         &mut trace,
     );
     assert_eq!(
@@ -139,11 +139,16 @@ fn report_allocations() {
     );
     // Warm up so buffers that are kept across cycles have grown.
     for name in RESOURCES {
-        cycle(&mut client, &mut clock, Resource::from(name), &mut trace);
+        cycle(
+            &mut client,
+            &mut clock,
+            Resource::from_static(name),
+            &mut trace,
+        );
     }
     let (allocs, bytes) = allocations(|| {
         for k in 0..RUNS as usize {
-            let resource = Resource::from(RESOURCES[k % RESOURCES.len()]);
+            let resource = Resource::from_static(RESOURCES[k % RESOURCES.len()]);
             cycle(&mut client, &mut clock, resource, &mut Trace::default());
         }
     });

@@ -107,11 +107,11 @@ impl<E: BlockOn> Driver for Driven<E> {
     }
 
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError> {
-        E::block_on(self.redlock.lock_with(resource.to_owned(), options)).map(Self::wrap)
+        E::block_on(self.redlock.lock_with(resource, options)).map(Self::wrap)
     }
 
     fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
-        E::block_on(self.redlock.try_lock(resource.to_owned())).map(Self::wrap)
+        E::block_on(self.redlock.try_lock(resource)).map(Self::wrap)
     }
 
     fn abandon_lock_after(&self, resource: &str, after: Duration) {

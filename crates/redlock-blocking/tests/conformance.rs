@@ -41,13 +41,11 @@ impl Driver for Blocking {
     }
 
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<BlockingGuard, LockError> {
-        self.0
-            .lock_with(resource.to_owned(), options)
-            .map(BlockingGuard)
+        self.0.lock_with(resource, options).map(BlockingGuard)
     }
 
     fn try_lock(&self, resource: &str) -> Result<BlockingGuard, LockError> {
-        self.0.try_lock(resource.to_owned()).map(BlockingGuard)
+        self.0.try_lock(resource).map(BlockingGuard)
     }
 
     fn abandon_lock_after(&self, resource: &str, after: Duration) {
@@ -56,7 +54,7 @@ impl Driver for Blocking {
             max_wait: Some(after),
             ..*self.0.config().retry()
         });
-        let outcome = self.0.lock_with(resource.to_owned(), give_up);
+        let outcome = self.0.lock_with(resource, give_up);
         assert!(
             matches!(
                 outcome,
@@ -69,7 +67,7 @@ impl Driver for Blocking {
     }
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
-        let run = self.0.with_lock(resource.to_owned(), |lock| {
+        let run = self.0.with_lock(resource, |lock| {
             thread::sleep(hold);
             Ok::<_, Infallible>(lock.validity())
         });
@@ -80,7 +78,7 @@ impl Driver for Blocking {
     }
 
     fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError> {
-        let run = self.0.with_lock(resource.to_owned(), |lock| {
+        let run = self.0.with_lock(resource, |lock| {
             sleep_past(lock.deadline(), past);
             Ok::<_, Infallible>(())
         });

@@ -179,9 +179,30 @@ impl Resource {
     }
 }
 
-impl From<&'static str> for Resource {
-    fn from(key: &'static str) -> Self {
+impl Resource {
+    /// A key known at compile time, used without copying it.
+    pub const fn from_static(key: &'static str) -> Self {
         Self(Bytes::from_static(key.as_bytes()))
+    }
+}
+
+/// Copies the key, so `lock(&key)` works for any borrowed string.
+impl From<&str> for Resource {
+    fn from(key: &str) -> Self {
+        Self(Bytes::copy_from_slice(key.as_bytes()))
+    }
+}
+
+impl From<&String> for Resource {
+    fn from(key: &String) -> Self {
+        Self::from(key.as_str())
+    }
+}
+
+/// Copies the key.
+impl From<&[u8]> for Resource {
+    fn from(key: &[u8]) -> Self {
+        Self(Bytes::copy_from_slice(key))
     }
 }
 
@@ -194,6 +215,12 @@ impl From<String> for Resource {
 impl From<Vec<u8>> for Resource {
     fn from(key: Vec<u8>) -> Self {
         Self(Bytes::from(key))
+    }
+}
+
+impl From<Bytes> for Resource {
+    fn from(key: Bytes) -> Self {
+        Self(key)
     }
 }
 
@@ -276,6 +303,24 @@ mod tests {
             longest.stamped(&mut rng).as_bytes().len(),
             MAX_TOKEN_LEN + STAMP_LEN
         );
+    }
+
+    #[test]
+    fn resources_from_any_borrowed_or_owned_key() {
+        fn borrowed(key: &str) -> Resource {
+            Resource::from(key)
+        }
+        let owned = String::from("invoices:42");
+        let all = [
+            borrowed(&owned),
+            Resource::from(&owned),
+            Resource::from(owned.as_bytes()),
+            Resource::from(owned.clone()),
+            Resource::from(owned.clone().into_bytes()),
+            Resource::from(Bytes::from(owned.clone())),
+            Resource::from_static("invoices:42"),
+        ];
+        assert!(all.iter().all(|r| r.as_bytes() == b"invoices:42"));
     }
 
     #[test]

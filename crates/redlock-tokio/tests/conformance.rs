@@ -63,20 +63,18 @@ impl Driver for Tokio {
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<TokioGuard, LockError> {
         let guard = self
             .rt
-            .block_on(self.redlock.lock_with(resource.to_owned(), options))?;
+            .block_on(self.redlock.lock_with(resource, options))?;
         Ok(self.wrap(guard))
     }
 
     fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {
-        let guard = self
-            .rt
-            .block_on(self.redlock.try_lock(resource.to_owned()))?;
+        let guard = self.rt.block_on(self.redlock.try_lock(resource))?;
         Ok(self.wrap(guard))
     }
 
     fn abandon_lock_after(&self, resource: &str, after: Duration) {
         // Dropping the `lock()` future when the timeout fires cancels the acquisition.
-        let attempt = self.redlock.lock(resource.to_owned());
+        let attempt = self.redlock.lock(resource);
         let outcome = self
             .rt
             .block_on(async { tokio::time::timeout(after, attempt).await });
@@ -87,12 +85,10 @@ impl Driver for Tokio {
     }
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
-        let run = self
-            .redlock
-            .with_lock(resource.to_owned(), |lock| async move {
-                tokio::time::sleep(hold).await;
-                Ok::<_, Infallible>(lock.validity())
-            });
+        let run = self.redlock.with_lock(resource, |lock| async move {
+            tokio::time::sleep(hold).await;
+            Ok::<_, Infallible>(lock.validity())
+        });
         self.rt.block_on(run).map_err(|e| match e {
             WithLockError::Lock(e) => e,
             WithLockError::Closure(never) => match never {},
@@ -101,12 +97,10 @@ impl Driver for Tokio {
 
     fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError> {
         // Blocks the test thread, which `block_on` polls on; the loop runs on the workers.
-        let run = self
-            .redlock
-            .with_lock(resource.to_owned(), |lock| async move {
-                sleep_past(lock.deadline(), past);
-                Ok::<_, Infallible>(())
-            });
+        let run = self.redlock.with_lock(resource, |lock| async move {
+            sleep_past(lock.deadline(), past);
+            Ok::<_, Infallible>(())
+        });
         self.rt.block_on(run).map_err(|e| match e {
             WithLockError::Lock(e) => e,
             WithLockError::Closure(never) => match never {},
