@@ -13,7 +13,8 @@
 //! futures. A thread rather than a spawned task keeps the crate executor-agnostic: it needs
 //! no spawner and behaves the same under async-std and smol. The thread ends once every
 //! [`Redlock`] handle, [`LockGuard`] and [`LockRef`] is gone and every operation (a background
-//! release, say) has finished. Read `docs/safety.md` for what a lock promises.
+//! release, say) has finished. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
+//! rule](redlock_core::docs::algorithm).
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -5,8 +5,8 @@
 //! [`redlock_core::Client`] and N non-blocking `mio` sockets polled together, and every
 //! quorum, drift, validity, retry and extension decision is the core's. The handle, guard and
 //! request bookkeeping are `redlock-driver`'s, shared with the async drivers; this crate waits
-//! on them by parking the calling thread, and moves bytes. Read `docs/safety.md` for what a
-//! lock promises.
+//! on them by parking the calling thread, and moves bytes. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
+//! rule](redlock_core::docs::algorithm).
 //!
 //! ```no_run
 //! # fn demo() -> Result<(), redlock_blocking::LockError> {

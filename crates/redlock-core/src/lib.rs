@@ -8,10 +8,10 @@
 //! logic lives here once, so every driver (tokio, async-io, blocking) behaves the same.
 //!
 //! Every rule of the algorithm, with its reason and the test that shows it, is in
-//! `docs/algorithm.md` (code comments cite it by section, `algorithm.md §4`); it follows the
+//! [`docs::algorithm`] (code comments cite it by section, `algorithm.md §4`); it follows the
 //! [Valkey distlock page](https://valkey.io/topics/distlock/). What the lock does and
 //! does not promise (process pauses, clock jumps, node restarts, fencing) is in
-//! `docs/safety.md`; read it before relying on a lock for correctness.
+//! [`docs::safety`]; read it before relying on a lock for correctness.
 //!
 //! # Two layers
 //! - **Operation layer**, [`Lock`]: one lock's life as per-node [`Request`]s and reply
@@ -101,6 +101,19 @@ mod resp;
 mod round;
 mod time;
 mod token;
+
+/// The project's documents, shipped with the crate: read them before relying on a lock.
+pub mod docs {
+    /// What a lock promises and what it does not: process pauses, clock jumps, node
+    /// restarts, fencing (the repository's `docs/safety.md`).
+    #[doc = include_str!("../doc/safety.md")]
+    pub mod safety {}
+
+    /// Every rule of the algorithm, its reason, and the test that fails without it (the
+    /// repository's `docs/algorithm.md`).
+    #[doc = include_str!("../doc/algorithm.md")]
+    pub mod algorithm {}
+}
 
 pub use address::{AddressError, NodeAddress};
 pub use client::Client;

@@ -3,7 +3,8 @@
 //! A thin driver: one task owns the sans-IO [`redlock_core::Client`] and the N connections,
 //! and every quorum, drift, validity, retry and extension decision is the core's. This
 //! crate only moves bytes, sleeps until the core's deadline, and hands events to your
-//! futures. Read `docs/safety.md` for what a lock promises.
+//! futures. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
+//! rule](redlock_core::docs::algorithm).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redlock_tokio::LockError> {
