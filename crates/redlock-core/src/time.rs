@@ -50,7 +50,7 @@ pub(crate) struct TimerQueue<K, S> {
     top_armed: bool,
 }
 
-impl<K, S: Default> Default for TimerQueue<K, S> {
+impl<K: Ord, S: Default> Default for TimerQueue<K, S> {
     fn default() -> Self {
         Self {
             heap: BinaryHeap::new(),
