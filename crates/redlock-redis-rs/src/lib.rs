@@ -1,7 +1,7 @@
 //! Redlock over the connections your application already has: the `redlock-core` operation
 //! layer ([`Lock`]) driven over `redis` (redis-rs) async connections on tokio.
 //!
-//! This crate is an example meant to be copied, not a dependency: about two hundred lines
+//! This crate is an example meant to be copied, not a dependency: under three hundred lines
 //! that turn each of the lock's per-node [`Request`]s into a `redis::Cmd`, send it on that
 //! node's connection, turn the `redis::Value` (or error) back into a [`Reply`] (or a
 //! [`NodeFault`]), and feed the lock's timers from `tokio::time`. Every rule of the
@@ -11,13 +11,15 @@
 //!
 //! ```no_run
 //! use redlock_core::{Config, LockOptions};
-//! use redlock_redis_rs::RedisLock;
+//! use redlock_redis_rs::{RedisLock, load_scripts};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! // The application's own connections, one per independent node.
 //! let mut nodes = Vec::new();
 //! for url in ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"] {
-//!     nodes.push(redis::Client::open(url)?.get_multiplexed_async_connection().await?);
+//!     let mut conn = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+//!     load_scripts(&mut conn).await?; // once per connection: no EVALSHA miss later
+//!     nodes.push(conn);
 //! }
 //! let config = Config::builder(nodes.len()).build()?;
 //! let (lock, acquired) =
@@ -73,7 +75,8 @@ pub type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
 /// One lock, driven over one connection per node.
 ///
 /// `C` is anything redis-rs can send a command on and that is cheap to clone:
-/// `redis::aio::MultiplexedConnection` or `redis::aio::ConnectionManager`. Each command runs
+/// `redis::aio::MultiplexedConnection`, or `redis::aio::ConnectionManager` (redis's
+/// `connection-manager` feature) to have dropped connections re-established. Each command runs
 /// as its own tokio task, so requests go out (and late ones finish) even between calls.
 /// The lock is only driven inside this type's async methods: nothing renews it in the
 /// background, so call [`extend`](Self::extend) yourself, before the deadline.
