@@ -83,6 +83,7 @@ const SERVER_SUITES: &[&str] = &[
     "redlock-tokio",
     "redlock-blocking",
     "redlock-async-std",
+    "redlock-redis-rs",
 ];
 
 /// `cargo package` (with its build check) of every crate published to the registry, each
