@@ -49,9 +49,16 @@ impl LockOptions {
         self
     }
 
-    /// Sets the overall wait bound, keeping the rest of the retry policy.
+    /// Waits up to `wait` for the lock: attempts go on until `wait` has passed, with the
+    /// configured retry delays.
+    ///
+    /// The configuration's attempt count does not cut the wait short; a cap set on these
+    /// options with [`retry`](Self::retry) before this call still applies.
     pub fn max_wait(mut self, config: &Config, wait: Duration) -> Self {
-        let mut retry = self.retry.unwrap_or(config.retry);
+        let mut retry = self.retry.unwrap_or(RetryPolicy {
+            max_attempts: None,
+            ..config.retry
+        });
         retry.max_wait = Some(wait);
         self.retry = Some(retry);
         self
