@@ -258,15 +258,24 @@ impl Lock {
             self.handle_timeout(now, rng);
         }
         let seq = id.round();
-        let vote = |round: &Round| match reply {
+        let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
+        let round = match cleanup {
+            Some(i) => &mut self.ctx.cleanup[i],
+            None => match self.phase.round_mut().filter(|r| r.seq == seq) {
+                Some(round) => round,
+                // Not a round in flight: decided, timed out or unknown.
+                None => return,
+            },
+        };
+        // One call site each, so that both are inlined here.
+        let vote = match reply {
             Ok(reply) => round.command.vote(reply),
             Err(fault) => Vote::Fault(fault),
         };
-        if let Some(round) = self.ctx.cleanup.iter_mut().find(|r| r.seq == seq) {
-            round.handle_reply(id.node(), vote(round));
+        round.handle_reply(id.node(), vote);
+        if cleanup.is_some() {
             self.ctx.cleanup.retain(|r| !r.is_complete());
-        } else if let Some(round) = self.phase.round_mut().filter(|r| r.seq == seq) {
-            round.handle_reply(id.node(), vote(round));
+        } else {
             self.on_vote(now, rng);
         }
     }
