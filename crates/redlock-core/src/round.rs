@@ -166,11 +166,13 @@ impl Round {
         self.open -= 1;
     }
 
+    #[inline]
     pub(crate) fn decision(&self) -> Decision {
         self.tally.decision()
     }
 
     /// Every node has voted (or timed out).
+    #[inline]
     pub(crate) fn is_complete(&self) -> bool {
         self.open == 0
     }

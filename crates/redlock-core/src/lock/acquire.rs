@@ -83,6 +83,7 @@ impl Acquiring {
     }
 
     /// A vote was counted: once the attempt in flight is decided, held or failed.
+    #[inline]
     pub(super) fn on_vote<R: CryptoRng + ?Sized>(
         &mut self,
         ctx: &mut Ctx,
@@ -91,6 +92,17 @@ impl Acquiring {
     ) -> Option<Phase> {
         // Not decided yet: still acquiring, the round stays in flight.
         let round = self.round.take_if(|r| Ctx::decided(r))?;
+        self.on_decided(round, ctx, now, rng)
+    }
+
+    /// The attempt in flight is decided: held, or failed.
+    fn on_decided<R: CryptoRng + ?Sized>(
+        &mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
         if round.decision() == Decision::Reached {
             self.on_quorum(round, ctx, now, rng)
         } else {

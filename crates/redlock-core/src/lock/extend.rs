@@ -122,6 +122,7 @@ impl Held {
     }
 
     /// A vote was counted: once the extension in flight is decided, extended, or failed.
+    #[inline]
     pub(super) fn on_vote<R: CryptoRng + ?Sized>(
         &mut self,
         ctx: &mut Ctx,
@@ -130,6 +131,17 @@ impl Held {
     ) -> Option<Phase> {
         // Not decided yet: still held, the extension stays in flight.
         let round = self.extension.take_if(|r| Ctx::decided(r))?;
+        self.on_decided(round, ctx, now, rng)
+    }
+
+    /// The extension in flight is decided: extended, or failed.
+    fn on_decided<R: CryptoRng + ?Sized>(
+        &mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
         if round.decision() == Decision::Reached {
             self.on_quorum(round, ctx, now, rng)
         } else {

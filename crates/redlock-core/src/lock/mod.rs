@@ -440,6 +440,7 @@ impl Ctx {
     }
 
     /// Whether a round's votes decide it.
+    #[inline]
     fn decided(round: &Round) -> bool {
         round.decision() != Decision::Open
     }

@@ -55,12 +55,16 @@ impl Releasing {
 
     /// A vote was counted: once every node has answered or timed out, the lock's life is
     /// over (until then, still releasing).
+    #[inline]
     pub(super) fn on_vote(&self, ctx: &mut Ctx) -> Option<Phase> {
-        self.round.is_complete().then(|| {
-            let nodes = self.round.slots.iter().map(release_outcome).collect();
-            ctx.events.push_back(Event::Released { op: ctx.op, nodes });
-            Phase::Finished
-        })
+        self.round.is_complete().then(|| self.on_complete(ctx))
+    }
+
+    /// Every node has answered or timed out: reports each.
+    fn on_complete(&self, ctx: &mut Ctx) -> Phase {
+        let nodes = self.round.slots.iter().map(release_outcome).collect();
+        ctx.events.push_back(Event::Released { op: ctx.op, nodes });
+        Phase::Finished
     }
 }
 
