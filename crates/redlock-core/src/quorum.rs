@@ -74,6 +74,7 @@ impl Tally {
 
     /// The decision so far. Success wins when both hold, which needs more votes than nodes
     /// and so never happens for a well-formed round.
+    #[inline]
     pub(crate) fn decision(&self) -> Decision {
         if self.yes >= self.quorum {
             Decision::Reached

@@ -33,18 +33,21 @@ pub(crate) enum Slot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Form {
     /// The command as made (`SET`, or a script's `EVALSHA`).
-    Plain = 0,
+    Plain,
     /// A script's `EVAL`, resent once after `-NOSCRIPT` (algorithm.md §12).
-    Eval = 1,
+    Eval,
 }
 
 #[derive(Debug)]
 pub(crate) struct Round {
     pub(crate) seq: u32,
     pub(crate) command: Command,
-    /// The RESP bytes of each [`Form`], encoded when first sent and shared by every node's
+    /// The RESP bytes of the plain form, encoded when first sent and shared by every node's
     /// transmit.
-    encoded: [Option<Bytes>; 2],
+    plain: Option<Bytes>,
+    /// The same for the `EVAL` form, which only a node that lost its script cache needs:
+    /// boxed, so that every round (moved whole on each phase change) stays small.
+    eval: Option<Box<Bytes>>,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
     pub(crate) slots: Vec<Slot>,
@@ -70,7 +73,8 @@ impl Round {
         Self {
             seq,
             command,
-            encoded: [None, None],
+            plain: None,
+            eval: None,
             started,
             deadline,
             slots,
@@ -111,10 +115,12 @@ impl Round {
     #[inline]
     pub(crate) fn encoded(&mut self, form: Form, encoder: &mut Encoder) -> &Bytes {
         let command = &self.command;
-        self.encoded[form as usize].get_or_insert_with(|| match form {
-            Form::Plain => encoder.encode(command),
-            Form::Eval => encoder.encode(&Self::eval_of(command)),
-        })
+        match form {
+            Form::Plain => self.plain.get_or_insert_with(|| encoder.encode(command)),
+            Form::Eval => self
+                .eval
+                .get_or_insert_with(|| Box::new(encoder.encode(&Self::eval_of(command)))),
+        }
     }
 
     /// The `EVAL` form; only script commands are ever resent (see `handle_reply`).
@@ -160,11 +166,13 @@ impl Round {
         self.open -= 1;
     }
 
+    #[inline]
     pub(crate) fn decision(&self) -> Decision {
         self.tally.decision()
     }
 
     /// Every node has voted (or timed out).
+    #[inline]
     pub(crate) fn is_complete(&self) -> bool {
         self.open == 0
     }

@@ -67,9 +67,12 @@ impl<K: Ord + Hash + Copy, S: BuildHasher> TimerQueue<K, S> {
     pub(crate) fn arm(&mut self, key: K, at: Option<Instant>) {
         match at {
             Some(at) => {
-                if self.armed.insert(key, at) == Some(at) {
+                // The usual case (a lock re-armed after a reply that moved no timer): a
+                // lookup, cheaper than an insert.
+                if self.armed.get(&key) == Some(&at) {
                     return;
                 }
+                self.armed.insert(key, at);
                 self.heap.push(Reverse((at, key)));
             }
             None => {

@@ -66,53 +66,59 @@ impl Acquiring {
         self.retry_at
     }
 
-    /// Whether the attempt in flight is decided.
-    pub(super) fn is_decided(&self) -> bool {
-        self.round.as_ref().is_some_and(Ctx::decided)
-    }
-
-    /// The retry is due: the next attempt, with a fresh value (algorithm.md §5, §7).
+    /// The retry is due: the next attempt, with a fresh value (algorithm.md §5, §7). Still
+    /// acquiring.
     pub(super) fn on_timer<R: CryptoRng + ?Sized>(
-        mut self,
+        &mut self,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
+    ) -> Option<Phase> {
         if self.retry_at.is_some_and(|t| t <= now) {
             self.retry_at = None;
             self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
             self.attempt(ctx, now);
         }
-        Phase::Acquiring(self)
+        None
     }
 
-    /// The attempt in flight is decided: held, or failed.
-    pub(super) fn on_decided<R: CryptoRng + ?Sized>(
-        mut self,
+    /// A vote was counted: once the attempt in flight is decided, held or failed.
+    #[inline]
+    pub(super) fn on_vote<R: CryptoRng + ?Sized>(
+        &mut self,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
-        match self.round.take() {
-            Some(round) if round.decision() == Decision::Reached => {
-                self.on_quorum(round, ctx, now, rng)
-            }
-            Some(round) => {
-                let reason = acquire_failure(&round);
-                ctx.recycle(round);
-                self.on_attempt_failed(ctx, now, rng, reason)
-            }
-            None => Phase::Acquiring(self),
-        }
+    ) -> Option<Phase> {
+        // Not decided yet: still acquiring, the round stays in flight.
+        let round = self.round.take_if(|r| Ctx::decided(r))?;
+        self.on_decided(round, ctx, now, rng)
     }
 
-    fn on_quorum<R: CryptoRng + ?Sized>(
-        self,
+    /// The attempt in flight is decided: held, or failed.
+    fn on_decided<R: CryptoRng + ?Sized>(
+        &mut self,
         round: Round,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
+    ) -> Option<Phase> {
+        if round.decision() == Decision::Reached {
+            self.on_quorum(round, ctx, now, rng)
+        } else {
+            let reason = acquire_failure(&round);
+            ctx.recycle(round);
+            self.on_attempt_failed(ctx, now, rng, reason)
+        }
+    }
+
+    fn on_quorum<R: CryptoRng + ?Sized>(
+        &mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
         // algorithm.md §4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's start, and
         // the deadline is t0 + ttl - drift.
         let deadline = ctx.deadline_from(round.started, now);
@@ -127,10 +133,10 @@ impl Acquiring {
                     attempts: self.attempts,
                     nodes: round.slots.iter().map(acquire_outcome).collect(),
                 };
-                let held = Held::new(&ctx.params, self.token, deadline, now);
+                let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
                 ctx.recycle(round);
-                Phase::Held(held)
+                Some(Phase::Held(held))
             }
             _ => {
                 ctx.recycle(round);
@@ -139,13 +145,14 @@ impl Acquiring {
         }
     }
 
+    /// Fails the lock, or schedules the next attempt (still acquiring).
     fn on_attempt_failed<R: CryptoRng + ?Sized>(
-        mut self,
+        &mut self,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
         reason: AcquireFailure,
-    ) -> Phase {
+    ) -> Option<Phase> {
         // algorithm.md §6: release on ALL N nodes, also those that did not answer, since a
         // lost reply can hide a successful SET.
         ctx.push_cleanup(now, &self.token);
@@ -164,26 +171,26 @@ impl Acquiring {
             return self.fail(ctx, AcquireFailure::WaitDeadline);
         }
         self.retry_at = Some(next);
-        Phase::Acquiring(self)
+        None
     }
 
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
     /// so it is released.
-    pub(super) fn cancel(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+    pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         if self.round.take().is_some() {
             ctx.push_cleanup(now, &self.token);
         }
         self.fail(ctx, AcquireFailure::Cancelled)
     }
 
-    fn fail(self, ctx: &mut Ctx, reason: AcquireFailure) -> Phase {
+    fn fail(&self, ctx: &mut Ctx, reason: AcquireFailure) -> Option<Phase> {
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,
             resource: ctx.resource.clone(),
             reason,
             attempts: self.attempts,
         });
-        Phase::Finished
+        Some(Phase::Finished)
     }
 }
 

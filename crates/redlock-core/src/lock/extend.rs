@@ -55,8 +55,8 @@ impl Held {
         (&self.token, self.deadline)
     }
 
-    pub(super) fn into_token(self) -> Token {
-        self.token
+    pub(super) fn token(&self) -> &Token {
+        &self.token
     }
 
     pub(super) fn round(&self) -> Option<&Round> {
@@ -69,11 +69,6 @@ impl Held {
 
     pub(super) fn is_extending(&self) -> bool {
         self.extension.is_some()
-    }
-
-    /// Whether the extension in flight is decided.
-    pub(super) fn is_decided(&self) -> bool {
-        self.extension.as_ref().is_some_and(Ctx::decided)
     }
 
     /// The earliest of the deadline (if it ends the lock), the renewal and the retry.
@@ -92,18 +87,18 @@ impl Held {
     }
 
     /// A renewal or an extension's retry is due: the next extension.
-    pub(super) fn on_timer(self, ctx: &mut Ctx, now: Instant) -> Phase {
+    pub(super) fn on_timer(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
         if self.extension.is_none() && (due(self.renew_at) || due(self.retry_at)) {
             self.start_extend(ctx, now)
         } else {
-            Phase::Held(self)
+            None
         }
     }
 
-    /// Sends an extension by the ttl from `now`, or reports the lock lost if its deadline
-    /// has passed (algorithm.md §8).
-    pub(super) fn start_extend(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+    /// Sends an extension by the ttl from `now` (still held), or reports the lock lost if
+    /// its deadline has passed (algorithm.md §8).
+    pub(super) fn start_extend(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         let params = &ctx.params;
         if self.is_past_deadline(params, now) {
             return self.lose_at_deadline(ctx, now);
@@ -123,32 +118,45 @@ impl Held {
             deadline = deadline.min(self.deadline);
         }
         self.extension = Some(ctx.new_round(command, now, deadline));
-        Phase::Held(self)
+        None
     }
 
-    /// The extension in flight is decided: extended, or failed.
-    pub(super) fn on_decided<R: CryptoRng + ?Sized>(
-        mut self,
+    /// A vote was counted: once the extension in flight is decided, extended, or failed.
+    #[inline]
+    pub(super) fn on_vote<R: CryptoRng + ?Sized>(
+        &mut self,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
-        match self.extension.take() {
-            Some(round) if round.decision() == Decision::Reached => {
-                self.on_quorum(round, ctx, now, rng)
-            }
-            Some(round) => self.on_failed(round, ctx, now, rng),
-            None => Phase::Held(self),
-        }
+    ) -> Option<Phase> {
+        // Not decided yet: still held, the extension stays in flight.
+        let round = self.extension.take_if(|r| Ctx::decided(r))?;
+        self.on_decided(round, ctx, now, rng)
     }
 
-    fn on_quorum<R: CryptoRng + ?Sized>(
-        mut self,
+    /// The extension in flight is decided: extended, or failed.
+    fn on_decided<R: CryptoRng + ?Sized>(
+        &mut self,
         round: Round,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
+    ) -> Option<Phase> {
+        if round.decision() == Decision::Reached {
+            self.on_quorum(round, ctx, now, rng)
+        } else {
+            self.on_failed(round, ctx, now, rng)
+        }
+    }
+
+    /// Extended (still held), unless too little validity is left.
+    fn on_quorum<R: CryptoRng + ?Sized>(
+        &mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
         // algorithm.md §8: validity counted from the extension's own t0.
         let deadline = ctx.deadline_from(round.started, now);
         let min = ctx.params.timing.min_validity;
@@ -165,16 +173,17 @@ impl Held {
             validity,
         });
         ctx.recycle(round);
-        Phase::Held(self)
+        None
     }
 
+    /// Lost if other clients may hold the lock now; otherwise still held, with a retry.
     fn on_failed<R: CryptoRng + ?Sized>(
-        mut self,
+        &mut self,
         round: Round,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
-    ) -> Phase {
+    ) -> Option<Phase> {
         let not_ours = round.nodes_voting_no();
         // algorithm.md §9: more than N - q nodes without our key means another client may
         // hold the lock now.
@@ -198,7 +207,7 @@ impl Held {
         if !ends || retry_at < self.deadline {
             self.retry_at = Some(retry_at);
         }
-        Phase::Held(self)
+        None
     }
 
     /// When auto-extension renews next, or `None` if it is off or its bounds are reached
@@ -220,7 +229,7 @@ impl Held {
     }
 
     /// The deadline passed: lost, for lack of a successful extension.
-    pub(super) fn lose_at_deadline(mut self, ctx: &mut Ctx, now: Instant) -> Phase {
+    pub(super) fn lose_at_deadline(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         let reason = match self.last_failure.take() {
             Some(errors) => LostReason::QuorumUnreachable { errors },
             None => LostReason::DeadlinePassed,
@@ -235,14 +244,14 @@ impl Held {
     /// them now would race that expiry, so the release waits until they should be gone
     /// (`t0 + ttl + drift` on our clock) and only cleans up after slow node clocks. The
     /// caller may release earlier. An extension in flight is dropped.
-    fn lose(self, ctx: &mut Ctx, now: Instant, reason: LostReason) -> Phase {
+    fn lose(&self, ctx: &mut Ctx, now: Instant, reason: LostReason) -> Option<Phase> {
         let immediate = matches!(reason, LostReason::NotOwned { .. });
         ctx.events.push_back(Event::Lost { op: ctx.op, reason });
         if immediate {
-            return release::start(ctx, now, self.token);
+            return Some(release::start(ctx, now, &self.token));
         }
         let drift = ctx.params.timing.drift();
         let release_at = time::add(self.deadline, drift.saturating_mul(2)).max(now);
-        Phase::Expired(Expired::new(self.token, release_at))
+        Some(Phase::Expired(Expired::new(self.token.clone(), release_at)))
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! A lock is in one [`Phase`] at a time. Each phase owns its state (its round in flight, its
 //! timers, its token) and its handlers, in acquire.rs, extend.rs and release.rs; a handler
-//! takes the phase by value and returns the next one. This file only routes replies and
+//! updates its phase in place and returns the next phase when the lock moves on (`None`:
+//! it stays), so a phase that stays is never moved. This file only routes replies and
 //! timers to the phase, and keeps what every phase shares ([`Ctx`]).
 
 use std::collections::VecDeque;
@@ -258,15 +259,24 @@ impl Lock {
             self.handle_timeout(now, rng);
         }
         let seq = id.round();
-        let vote = |round: &Round| match reply {
+        let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
+        let round = match cleanup {
+            Some(i) => &mut self.ctx.cleanup[i],
+            None => match self.phase.round_mut().filter(|r| r.seq == seq) {
+                Some(round) => round,
+                // Not a round in flight: decided, timed out or unknown.
+                None => return,
+            },
+        };
+        // One call site each, so that both are inlined here.
+        let vote = match reply {
             Ok(reply) => round.command.vote(reply),
             Err(fault) => Vote::Fault(fault),
         };
-        if let Some(round) = self.ctx.cleanup.iter_mut().find(|r| r.seq == seq) {
-            round.handle_reply(id.node(), vote(round));
+        round.handle_reply(id.node(), vote);
+        if cleanup.is_some() {
             self.ctx.cleanup.retain(|r| !r.is_complete());
-        } else if let Some(round) = self.phase.round_mut().filter(|r| r.seq == seq) {
-            round.handle_reply(id.node(), vote(round));
+        } else {
             self.on_vote(now, rng);
         }
     }
@@ -288,7 +298,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_timer(ctx, now, rng),
             Phase::Held(h) => h.on_timer(ctx, now),
             Phase::Expired(e) => e.on_timer(ctx, now),
-            other @ (Phase::Releasing(_) | Phase::Finished) => other,
+            Phase::Releasing(_) | Phase::Finished => None,
         });
     }
 
@@ -302,7 +312,7 @@ impl Lock {
             Phase::Held(_) => {
                 self.step(|phase, ctx| match phase {
                     Phase::Held(h) => h.start_extend(ctx, now),
-                    other => other,
+                    _ => None,
                 });
                 Ok(())
             }
@@ -334,47 +344,37 @@ impl Lock {
         self.lose_if_past_deadline(now);
         self.step(|phase, ctx| match phase {
             Phase::Acquiring(a) => a.cancel(ctx, now),
-            held @ (Phase::Held(_) | Phase::Expired(_)) => held.release(ctx, now),
-            other @ (Phase::Releasing(_) | Phase::Finished) => other,
+            Phase::Held(_) | Phase::Expired(_) => phase.release(ctx, now),
+            Phase::Releasing(_) | Phase::Finished => None,
         });
     }
 
-    /// Replaces the phase with the one `f` returns for it.
+    /// Lets `f` handle something in the phase, then moves to the phase it returns, if any.
     #[inline]
-    fn step(&mut self, f: impl FnOnce(Phase, &mut Ctx) -> Phase) {
-        let phase = std::mem::replace(&mut self.phase, Phase::Finished);
-        self.phase = f(phase, &mut self.ctx);
+    fn step(&mut self, f: impl FnOnce(&mut Phase, &mut Ctx) -> Option<Phase>) {
+        if let Some(next) = f(&mut self.phase, &mut self.ctx) {
+            self.phase = next;
+        }
     }
 
-    /// After a vote or expiry on the phase's round: hands the round to its phase once it is
-    /// decided.
+    /// After a vote or expiry on the phase's round: the phase decides once the round is.
     #[inline]
     fn on_vote<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
-        let decided = match &self.phase {
-            Phase::Acquiring(a) => a.is_decided(),
-            Phase::Held(h) => h.is_decided(),
-            Phase::Releasing(r) => r.is_complete(),
-            Phase::Expired(_) | Phase::Finished => false,
-        };
-        if decided {
-            self.step(|phase, ctx| match phase {
-                Phase::Acquiring(a) => a.on_decided(ctx, now, rng),
-                Phase::Held(h) => h.on_decided(ctx, now, rng),
-                Phase::Releasing(r) => r.on_complete(ctx),
-                other @ (Phase::Expired(_) | Phase::Finished) => other,
-            });
-        }
+        self.step(|phase, ctx| match phase {
+            Phase::Acquiring(a) => a.on_vote(ctx, now, rng),
+            Phase::Held(h) => h.on_vote(ctx, now, rng),
+            Phase::Releasing(r) => r.on_vote(ctx),
+            Phase::Expired(_) | Phase::Finished => None,
+        });
     }
 
     /// Reports a held lock lost if `now` is at or past its deadline (algorithm.md §9),
     /// without waiting for the deadline timer to be fed.
     fn lose_if_past_deadline(&mut self, now: Instant) {
-        if matches!(&self.phase, Phase::Held(h) if h.is_past_deadline(&self.ctx.params, now)) {
-            self.step(|phase, ctx| match phase {
-                Phase::Held(h) => h.lose_at_deadline(ctx, now),
-                other => other,
-            });
-        }
+        self.step(|phase, ctx| match phase {
+            Phase::Held(h) if h.is_past_deadline(&ctx.params, now) => h.lose_at_deadline(ctx, now),
+            _ => None,
+        });
     }
 }
 
@@ -401,11 +401,11 @@ impl Phase {
     }
 
     /// Lets go of a held or expired lock: the release round to all N nodes.
-    fn release(self, ctx: &mut Ctx, now: Instant) -> Self {
+    fn release(&self, ctx: &mut Ctx, now: Instant) -> Option<Self> {
         match self {
-            Self::Held(h) => release::start(ctx, now, h.into_token()),
-            Self::Expired(e) => release::start(ctx, now, e.into_token()),
-            other => other,
+            Self::Held(h) => Some(release::start(ctx, now, h.token())),
+            Self::Expired(e) => Some(release::start(ctx, now, e.token())),
+            Self::Acquiring(_) | Self::Releasing(_) | Self::Finished => None,
         }
     }
 }
@@ -440,6 +440,7 @@ impl Ctx {
     }
 
     /// Whether a round's votes decide it.
+    #[inline]
     fn decided(round: &Round) -> bool {
         round.decision() != Decision::Open
     }

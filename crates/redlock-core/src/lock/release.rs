@@ -27,17 +27,13 @@ impl Expired {
         self.release_at
     }
 
-    pub(super) fn into_token(self) -> Token {
-        self.token
+    pub(super) fn token(&self) -> &Token {
+        &self.token
     }
 
-    /// The keys should be gone: the release starts.
-    pub(super) fn on_timer(self, ctx: &mut Ctx, now: Instant) -> Phase {
-        if self.release_at <= now {
-            start(ctx, now, self.token)
-        } else {
-            Phase::Expired(self)
-        }
+    /// The keys should be gone: the release starts (before that, still expired).
+    pub(super) fn on_timer(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+        (self.release_at <= now).then(|| start(ctx, now, &self.token))
     }
 }
 
@@ -57,12 +53,15 @@ impl Releasing {
         &mut self.round
     }
 
-    pub(super) fn is_complete(&self) -> bool {
-        self.round.is_complete()
+    /// A vote was counted: once every node has answered or timed out, the lock's life is
+    /// over (until then, still releasing).
+    #[inline]
+    pub(super) fn on_vote(&self, ctx: &mut Ctx) -> Option<Phase> {
+        self.round.is_complete().then(|| self.on_complete(ctx))
     }
 
-    /// Every node has answered or timed out: the lock's life is over.
-    pub(super) fn on_complete(self, ctx: &mut Ctx) -> Phase {
+    /// Every node has answered or timed out: reports each.
+    fn on_complete(&self, ctx: &mut Ctx) -> Phase {
         let nodes = self.round.slots.iter().map(release_outcome).collect();
         ctx.events.push_back(Event::Released { op: ctx.op, nodes });
         Phase::Finished
@@ -70,10 +69,10 @@ impl Releasing {
 }
 
 /// The release round of `token`'s keys.
-pub(super) fn start(ctx: &mut Ctx, now: Instant, token: Token) -> Phase {
+pub(super) fn start(ctx: &mut Ctx, now: Instant, token: &Token) -> Phase {
     // algorithm.md §6: release on ALL N nodes, whatever the votes were. Dropping an
     // extension in flight is safe: the release compares the same value.
-    let round = ctx.release_round(now, &token);
+    let round = ctx.release_round(now, token);
     Phase::Releasing(Releasing { round })
 }
 
