@@ -150,12 +150,14 @@ impl<R: CryptoRng> Client<R> {
         let now = self.clock(input.now());
         match input {
             Input::Connected { node, .. } => {
-                // A reconnection that was still due is moot.
-                self.timers.arm(Timer::Node(node), None);
                 if self.nodes[node.index()].link == Link::Up {
                     // A second Connected without a Disconnected: the old stream is gone.
                     self.close(now, node, NodeFault::Disconnected, false);
                 }
+                // A reconnection that was still due is moot, also the one `close` just
+                // scheduled (found by fuzzing: it fired later and asked to connect a node
+                // that was up).
+                self.timers.arm(Timer::Node(node), None);
                 self.nodes[node.index()].connected();
                 self.mark_dirty(node);
             }

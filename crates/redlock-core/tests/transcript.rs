@@ -473,6 +473,27 @@ fn reconnect_is_requested_with_backoff() {
     assert!(at2 >= h.now + 50 * MS && at2 <= h.now + 150 * MS);
 }
 
+/// Found by fuzzing: a second `Connected` without a `Disconnected` (the old stream is gone)
+/// scheduled a reconnection and left it armed, so later the client asked the driver to
+/// connect a node that was up.
+#[test]
+fn regression_a_second_connected_leaves_no_reconnection_due() {
+    let mut h = Harness::connected(config(3, 1000));
+    h.input(|now| Input::Connected {
+        now,
+        node: NodeId::new(0),
+    });
+    h.answer_preloads(0);
+    let out = h.drain();
+    assert_eq!(out.timeout, None, "a timer is armed: {out:?}");
+    h.ms(10_000);
+    let out = h.timeout();
+    assert!(out.connects.is_empty(), "asked to connect an up node: {out:?}");
+    // The node still serves locks.
+    let (_, out) = h.acquire("res");
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+}
+
 #[test]
 fn handshake_goes_first_and_a_refusal_drops_the_node() {
     let settings = NodeSettings {
