@@ -1,5 +1,5 @@
 //! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
-//! the loop of STYLE.md section 4. It moves bytes; requests and events go through
+//! the run loop of `Client`'s MUST list. It moves bytes; requests and events go through
 //! `redlock-driver`'s `Waiters`, and every decision is the core's.
 
 use std::collections::VecDeque;

@@ -488,7 +488,10 @@ fn regression_a_second_connected_leaves_no_reconnection_due() {
     assert_eq!(out.timeout, None, "a timer is armed: {out:?}");
     h.ms(10_000);
     let out = h.timeout();
-    assert!(out.connects.is_empty(), "asked to connect an up node: {out:?}");
+    assert!(
+        out.connects.is_empty(),
+        "asked to connect an up node: {out:?}"
+    );
     // The node still serves locks.
     let (_, out) = h.acquire("res");
     assert_eq!(out.nodes_sent(), vec![0, 1, 2]);

@@ -1,6 +1,6 @@
 //! The async drivers' one loop ([`IoLoop`]), over what each runtime provides ([`Runtime`]):
 //! non-blocking sockets with readiness, a timer, a connect, a yield. It owns the core
-//! `Client` and the N connections and runs the loop of STYLE.md section 4. It moves bytes;
+//! `Client` and the N connections and runs the run loop of `Client`'s MUST list. It moves bytes;
 //! requests and events go through [`Waiters`], and every decision is the core's.
 
 use std::collections::VecDeque;

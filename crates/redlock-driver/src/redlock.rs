@@ -23,7 +23,7 @@ pub trait Start {
     /// loop cannot start: no runtime to spawn on, no thread or poller.
     fn start(parts: DriverParts) -> Result<(), LockError>;
 
-    /// The loop's clock (STYLE.md section 7: one clock per driver). The loop stamps its
+    /// The loop's clock (algorithm.md §11: one clock per driver). The loop stamps its
     /// inputs with it, and the handle and guards judge the core's deadlines by it.
     fn now() -> Instant;
 }
