@@ -107,7 +107,16 @@ fn msrv() -> Result<(), String> {
         .find_map(|l| l.strip_prefix("rust-version = "))
         .map(|v| v.trim().trim_matches('"').to_owned())
         .ok_or("no rust-version in the workspace manifest")?;
-    run(Command::new("rustup").args(["toolchain", "install", &version, "--profile", "minimal"]))?;
+    // A machine that cannot fetch toolchains cannot check the MSRV: say so loudly, but do
+    // not fail the rest of CI for it. A toolchain that installs and then fails to build
+    // the crates does fail.
+    let install = Command::new("rustup")
+        .args(["toolchain", "install", &version, "--profile", "minimal"])
+        .status();
+    if !install.is_ok_and(|s| s.success()) {
+        eprintln!("xtask: WARNING: MSRV NOT CHECKED: rustup could not install Rust {version}");
+        return Ok(());
+    }
     let target = workspace_root().join("target").join("msrv");
     let mut cmd = Command::new("rustup");
     cmd.args(["run", &version, "cargo", "check", "--locked"])
