@@ -30,7 +30,6 @@
 //! ```no_run
 //! use std::time::Instant;
 //! use redlock_core::{Client, Config, Event, Input, NodeId, Output};
-//! # fn os_rng() -> chacha20::ChaCha20Rng { rand_core::SeedableRng::seed_from_u64(0) }
 //! # enum Wake<'a> { Bytes(NodeId, &'a [u8]), Up(NodeId), Down(NodeId), Timer }
 //! # fn wait_for_one_thing<'a>(_deadline: Option<Instant>) -> Wake<'a> { Wake::Timer }
 //! # fn driver_clock() -> Instant { unimplemented!("the driver's monotonic clock") }
@@ -39,9 +38,11 @@
 //! # fn close(_: NodeId) {}
 //! # fn deliver(_: Event) {}
 //!
-//! // 1. Build the client from a config and a CSPRNG.
+//! // 1. Build the client from a config and a CSPRNG. The OS's generator, through the
+//! //    `getrandom` crate (feature `sys_rng`) and `rand_core`, is what the drivers use; any
+//! //    `rand_core::CryptoRng` will do (a seeded `chacha20::ChaCha20Rng` makes tests repeatable).
 //! let config = Config::builder(5).build()?;
-//! let mut client = Client::new(config, os_rng());
+//! let mut client = Client::new(config, rand_core::UnwrapErr(getrandom::SysRng));
 //! loop {
 //!     // 2. Drain: act on every output until Timeout or Idle.
 //!     let deadline = loop {
