@@ -106,6 +106,10 @@ impl<E: BlockOn> Driver for Driven<E> {
         self.redlock.config()
     }
 
+    fn handle_debug(&self) -> String {
+        format!("{:?}", self.redlock)
+    }
+
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError> {
         E::block_on(self.redlock.lock_with(resource, options)).map(Self::wrap)
     }

@@ -40,6 +40,10 @@ impl Driver for Blocking {
         self.0.config()
     }
 
+    fn handle_debug(&self) -> String {
+        format!("{:?}", self.0)
+    }
+
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<BlockingGuard, LockError> {
         self.0.lock_with(resource, options).map(BlockingGuard)
     }

@@ -41,6 +41,9 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// The configuration in use.
     fn config(&self) -> &Config;
 
+    /// The driver's `Redlock` handle as `{:?}` prints it.
+    fn handle_debug(&self) -> String;
+
     /// Acquires with per-call options, waiting per the retry policy.
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError>;
 
@@ -123,6 +126,7 @@ macro_rules! conformance_suite {
             scenarios::silent_node_is_outwaited,
             scenarios::refused_connections_fail_fast,
             scenarios::bad_urls_and_configs_are_named,
+            scenarios::debug_output_hides_passwords,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

@@ -397,10 +397,9 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
     let err = D::build(&["redis://u:hunter2@h:99999".into()], |b| b)
         .err()
         .unwrap();
-    assert!(
-        !err.to_string().contains("hunter2"),
-        "the password leaked: {err}"
-    );
+    for shown in [err.to_string(), format!("{err:?}")] {
+        assert!(!shown.contains("hunter2"), "the password leaked: {shown}");
+    }
     // A bad per-lock option is a configuration error, not a hang.
     let d = D::build(&[format!("redis://{}", closed_port())], |b| b).unwrap();
     let bad = LockOptions::default().retry(RetryPolicy {
@@ -409,6 +408,19 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
     });
     let err = d.lock_with("x", bad).err().unwrap();
     assert!(matches!(err, LockError::Config(_)), "{err}");
+}
+
+/// No password in a driver handle's `Debug` (it reaches the configuration, every node's
+/// settings and the builder's): `***` stands in for it. Nothing listens on the ports.
+pub fn debug_output_hides_passwords<D: Driver>() {
+    let urls = [
+        format!("redis://app:hunter2@{}/2", closed_port()),
+        format!("redis://hunter2@{}", closed_port()),
+    ];
+    let d = D::build(&urls, |b| b).unwrap();
+    let shown = d.handle_debug();
+    assert!(!shown.contains("hunter2"), "the password leaked: {shown}");
+    assert!(shown.contains("***"), "{shown}");
 }
 
 // ---- helpers ----

@@ -60,6 +60,10 @@ impl Driver for Tokio {
         self.redlock.config()
     }
 
+    fn handle_debug(&self) -> String {
+        format!("{:?}", self.redlock)
+    }
+
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<TokioGuard, LockError> {
         let guard = self
             .rt
