@@ -53,36 +53,126 @@ impl Timing {
         crate::quorum::drift(self.ttl(), self.drift_factor, self.drift_floor)
     }
 
-    pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        if self.ttl_ms == 0 || self.ttl_ms > MAX_TTL_MS {
+    /// The ttl in whole milliseconds, as `PX` carries it; anything finer is refused.
+    pub(crate) fn whole_ms(ttl: Duration) -> Result<u64, ConfigError> {
+        if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(ConfigError::new(
                 "ttl",
-                format!("must be 1 ms to {MAX_TTL_MS} ms (whole milliseconds, as PX takes)"),
+                format!("{ttl:?} is not whole milliseconds (PX takes milliseconds)"),
+            ));
+        }
+        Ok(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Checks the rules, naming the field at fault and the numbers: a ttl too small for
+    /// the drift allowance is the ttl's fault while some ttl up to the limit would do, and
+    /// the drift floor's when none would.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if self.ttl_ms > MAX_TTL_MS {
+            return Err(ConfigError::new(
+                "ttl",
+                format!(
+                    "{}ms is above the limit of {MAX_TTL_MS}ms (2^50 ms, about 35,700 years)",
+                    self.ttl_ms
+                ),
             ));
         }
         if !(0.0..0.5).contains(&self.drift_factor) {
-            return Err(ConfigError::new("drift_factor", "must be in [0, 0.5)"));
+            return Err(ConfigError::new(
+                "drift_factor",
+                format!("{} is outside [0, 0.5)", self.drift_factor),
+            ));
         }
-        if self.drift_floor > self.ttl() {
-            return Err(ConfigError::new("drift_floor", "must not exceed the ttl"));
+        let use_at_least = |min: Option<u64>| match min {
+            Some(min) => format!("; use at least {:?}", Duration::from_millis(min)),
+            None => String::new(),
+        };
+        if self.ttl_ms == 0 {
+            return Err(ConfigError::new(
+                "ttl",
+                format!(
+                    "zero, but a lock must expire{}",
+                    use_at_least(self.min_ttl_ms())
+                ),
+            ));
         }
-        let usable = self.ttl().saturating_sub(self.drift());
-        if self.attempt_timeout.is_zero() || self.attempt_timeout >= usable {
+        let drift = self.drift();
+        let usable = self.ttl().saturating_sub(drift);
+        if usable.is_zero() {
+            let Some(min) = self.min_ttl_ms() else {
+                return Err(ConfigError::new(
+                    "drift_floor",
+                    format!(
+                        "{:?} leaves no validity for any ttl up to the limit of {MAX_TTL_MS}ms",
+                        self.drift_floor
+                    ),
+                ));
+            };
+            return Err(ConfigError::new(
+                "ttl",
+                format!(
+                    "{:?} leaves no validity after the drift allowance of {drift:?} \
+                     (ttl * {} + {:?}){}",
+                    self.ttl(),
+                    self.drift_factor,
+                    self.drift_floor,
+                    use_at_least(Some(min)),
+                ),
+            ));
+        }
+        let below = || {
+            format!(
+                "below ttl - drift allowance = {:?} - {drift:?} = {usable:?}",
+                self.ttl()
+            )
+        };
+        if self.attempt_timeout.is_zero() {
             return Err(ConfigError::new(
                 "attempt_timeout",
                 format!(
-                    "must be above zero and below ttl - drift ({usable:?} for ttl {:?})",
-                    self.ttl()
+                    "zero gives no node time to answer; it must be above zero and {}",
+                    below()
                 ),
+            ));
+        }
+        if self.attempt_timeout >= usable {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                format!("{:?} must be {}", self.attempt_timeout, below()),
             ));
         }
         if self.min_validity >= usable {
             return Err(ConfigError::new(
                 "min_validity",
-                format!("must be below ttl - drift ({usable:?})"),
+                format!("{:?} must be {}", self.min_validity, below()),
             ));
         }
         Ok(())
+    }
+
+    /// The smallest whole-millisecond ttl that leaves validity above its default attempt
+    /// timeout after this drift allowance, if any up to [`MAX_TTL_MS`]. The validity left
+    /// grows with the ttl faster than the default attempt timeout does (by `1 - factor`, at
+    /// least 0.5, against at most 1/20), so a binary search finds it (at most 51 steps).
+    fn min_ttl_ms(&self) -> Option<u64> {
+        let works = |ttl_ms: u64| {
+            let ttl = Duration::from_millis(ttl_ms);
+            let drift = crate::quorum::drift(ttl, self.drift_factor, self.drift_floor);
+            ttl.saturating_sub(drift) > default_attempt_timeout(ttl)
+        };
+        if !works(MAX_TTL_MS) {
+            return None;
+        }
+        let (mut fails, mut ok) = (0, MAX_TTL_MS);
+        while ok - fails > 1 {
+            let mid = fails + (ok - fails) / 2;
+            if works(mid) {
+                ok = mid;
+            } else {
+                fails = mid;
+            }
+        }
+        Some(ok)
     }
 }
 
@@ -347,10 +437,7 @@ impl ConfigBuilder {
                 format!("must be from N/2+1 = {majority} to N = {n}"),
             ));
         }
-        if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(ConfigError::new("ttl", "must be whole milliseconds"));
-        }
-        let ttl_ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl_ms = Timing::whole_ms(self.ttl)?;
         let attempt_timeout = self
             .attempt_timeout
             .unwrap_or_else(|| default_attempt_timeout(self.ttl));
@@ -497,8 +584,8 @@ mod tests {
             field(Config::builder(5).attempt_timeout(Duration::from_secs(10))),
             "attempt_timeout"
         );
-        // 3 ms ttl: drift is 2.03 ms, so no attempt timeout fits below ttl - drift... but
-        // 0.15 ms does.
+        // 3 ms ttl: drift is 2.03 ms, which leaves 0.97 ms, above the default attempt
+        // timeout of 0.15 ms. 2 ms leaves nothing, which is the ttl's fault.
         assert!(
             Config::builder(5)
                 .ttl(Duration::from_millis(3))
@@ -507,7 +594,11 @@ mod tests {
         );
         assert_eq!(
             field(Config::builder(5).ttl(Duration::from_millis(2))),
-            "attempt_timeout"
+            "ttl"
+        );
+        assert_eq!(
+            field(Config::builder(5).ttl(Duration::from_millis(1))),
+            "ttl"
         );
         let retry = RetryPolicy {
             max_attempts: None,
@@ -544,6 +635,118 @@ mod tests {
         );
         assert_eq!(field(Config::builder(2).max_in_flight(0)), "max_in_flight");
         assert!(Config::builder(2).max_in_flight(1).build().is_ok());
+    }
+
+    /// The timing rules with their exact messages: each names the field the user set and
+    /// says the rule with numbers.
+    #[test]
+    fn timing_rules_say_why_with_numbers() {
+        let rule = |b: ConfigBuilder| {
+            let e = b.build().unwrap_err();
+            (e.field(), e.rule().to_owned())
+        };
+        let ms = Duration::from_millis;
+        let ttl = |d| rule(Config::builder(3).ttl(d));
+        assert_eq!(
+            ttl(Duration::ZERO),
+            (
+                "ttl",
+                "zero, but a lock must expire; use at least 3ms".into()
+            )
+        );
+        assert_eq!(
+            ttl(ms(1)),
+            (
+                "ttl",
+                "1ms leaves no validity after the drift allowance of 2.01ms (ttl * 0.01 + 2ms); \
+                 use at least 3ms"
+                    .into()
+            )
+        );
+        assert_eq!(
+            ttl(ms(2)).1,
+            "2ms leaves no validity after the drift allowance of 2.02ms (ttl * 0.01 + 2ms); \
+             use at least 3ms"
+        );
+        // 3 ms is the least: 3 - 2.03 = 0.97 ms of validity, above the default attempt
+        // timeout of 0.15 ms.
+        assert!(Config::builder(3).ttl(ms(3)).build().is_ok());
+        assert_eq!(
+            ttl(Duration::from_micros(1500)),
+            (
+                "ttl",
+                "1.5ms is not whole milliseconds (PX takes milliseconds)".into()
+            )
+        );
+        assert_eq!(
+            ttl(ms(MAX_TTL_MS + 1)),
+            (
+                "ttl",
+                "1125899906842625ms is above the limit of 1125899906842624ms (2^50 ms, about \
+                 35,700 years)"
+                    .into()
+            )
+        );
+        assert!(Config::builder(3).ttl(ms(MAX_TTL_MS)).build().is_ok());
+        // A large drift floor: the ttl is still at fault while a longer one would do.
+        assert_eq!(
+            rule(Config::builder(3).drift_floor(Duration::from_secs(20))),
+            (
+                "ttl",
+                "10s leaves no validity after the drift allowance of 20.1s (ttl * 0.01 + 20s); \
+                 use at least 21.213s"
+                    .into()
+            )
+        );
+        assert!(
+            Config::builder(3)
+                .drift_floor(Duration::from_secs(20))
+                .ttl(ms(21_213))
+                .build()
+                .is_ok()
+        );
+        assert_eq!(
+            rule(Config::builder(3).drift_floor(Duration::MAX)).0,
+            "drift_floor"
+        );
+        assert_eq!(
+            rule(Config::builder(3).drift_factor(0.7)),
+            ("drift_factor", "0.7 is outside [0, 0.5)".into())
+        );
+        assert_eq!(
+            rule(Config::builder(3).attempt_timeout(Duration::ZERO)),
+            (
+                "attempt_timeout",
+                "zero gives no node time to answer; it must be above zero and below ttl - \
+                 drift allowance = 10s - 102ms = 9.898s"
+                    .into()
+            )
+        );
+        assert_eq!(
+            rule(
+                Config::builder(3)
+                    .ttl(ms(3))
+                    .attempt_timeout(Duration::from_secs(1))
+            ),
+            (
+                "attempt_timeout",
+                "1s must be below ttl - drift allowance = 3ms - 2.03ms = 970µs".into()
+            )
+        );
+        assert_eq!(
+            rule(Config::builder(3).min_validity(Duration::from_secs(10))),
+            (
+                "min_validity",
+                "10s must be below ttl - drift allowance = 10s - 102ms = 9.898s".into()
+            )
+        );
+        // The same rules, with the same words, for a per-lock ttl.
+        let c = Config::builder(3).build().unwrap();
+        let per_lock = LockOptions::default().ttl(ms(1)).resolve(&c).unwrap_err();
+        assert_eq!(
+            per_lock.to_string(),
+            format!("invalid `ttl`: {}", ttl(ms(1)).1)
+        );
     }
 
     #[test]

@@ -74,10 +74,7 @@ impl LockOptions {
     pub(crate) fn resolve(&self, config: &Config) -> Result<LockParams, ConfigError> {
         let mut timing = config.timing;
         if let Some(ttl) = self.ttl {
-            if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
-                return Err(ConfigError::new("ttl", "must be whole milliseconds"));
-            }
-            timing.ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            timing.ttl_ms = Timing::whole_ms(ttl)?;
             // A shorter ttl gets a proportionally shorter default attempt timeout.
             if timing.attempt_timeout >= ttl.saturating_sub(timing.drift()) {
                 timing.attempt_timeout = default_attempt_timeout(ttl);
