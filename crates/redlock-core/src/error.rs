@@ -7,6 +7,7 @@
 use std::fmt;
 
 use crate::id::{NodeId, OpId};
+use crate::token::MAX_TOKEN_LEN;
 
 /// The caller used the API in a way the contract forbids. Returned synchronously.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,23 +35,47 @@ pub enum UsageError {
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::UnknownOp(op) => write!(f, "unknown operation {op}"),
-            Self::NotHeld(op) => write!(f, "operation {op} does not hold a lock"),
-            Self::UnknownNode(node) => write!(f, "unknown node {node}"),
-            Self::NotDrained => f.write_str("poll_output was not drained before the next input"),
+            Self::UnknownOp(op) => write!(
+                f,
+                "there is no operation {op}: it was never started, or it has finished"
+            ),
+            Self::NotHeld(op) => write!(
+                f,
+                "operation {op} does not hold a lock: it is still acquiring, or it was \
+                 released or lost"
+            ),
+            Self::UnknownNode(node) => write!(
+                f,
+                "node index {} is outside the configured nodes",
+                node.index()
+            ),
+            Self::NotDrained => f.write_str(
+                "an input or call came before poll_output returned Timeout or Idle; drain \
+                 poll_output first",
+            ),
             Self::InvalidToken { len } => {
                 write!(
                     f,
-                    "token of {len} bytes rejected: it must be 1 to 512 bytes long"
+                    "a token of {len} bytes was given; it must be 1 to {MAX_TOKEN_LEN} bytes long"
                 )
             }
-            Self::EmptyResource => f.write_str("the resource name is empty"),
-            Self::InvalidOption(e) => write!(f, "invalid lock option: {e}"),
+            Self::EmptyResource => {
+                f.write_str("the resource name is empty; a lock needs a name, e.g. `invoices:42`")
+            }
+            Self::InvalidOption(e) => write!(f, "a lock option is invalid: {e}"),
         }
     }
 }
 
-impl std::error::Error for UsageError {}
+/// The option's [`ConfigError`] is the source of [`UsageError::InvalidOption`].
+impl std::error::Error for UsageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::InvalidOption(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// A configuration value broke a rule. Names the field and says what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,3 +110,55 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// Every usage error reads as a sentence that says what was wrong, with no `Debug`.
+    #[test]
+    fn usage_errors_read_as_prose() {
+        let op = OpId::from_raw(7);
+        for (e, text) in [
+            (
+                UsageError::UnknownOp(op),
+                "there is no operation op#7: it was never started, or it has finished",
+            ),
+            (
+                UsageError::NotHeld(op),
+                "operation op#7 does not hold a lock: it is still acquiring, or it was released \
+                 or lost",
+            ),
+            (
+                UsageError::UnknownNode(NodeId::new(5)),
+                "node index 5 is outside the configured nodes",
+            ),
+            (
+                UsageError::NotDrained,
+                "an input or call came before poll_output returned Timeout or Idle; drain \
+                 poll_output first",
+            ),
+            (
+                UsageError::InvalidToken { len: 0 },
+                "a token of 0 bytes was given; it must be 1 to 512 bytes long",
+            ),
+            (
+                UsageError::EmptyResource,
+                "the resource name is empty; a lock needs a name, e.g. `invoices:42`",
+            ),
+        ] {
+            assert_eq!(e.to_string(), text);
+            assert!(e.source().is_none(), "{e}");
+        }
+        let rule = ConfigError::new("ttl", "zero, but a lock must expire; use at least 3ms");
+        let e = UsageError::InvalidOption(rule.clone());
+        assert_eq!(
+            e.to_string(),
+            "a lock option is invalid: invalid `ttl`: zero, but a lock must expire; use at \
+             least 3ms"
+        );
+        assert_eq!(e.source().map(ToString::to_string), Some(rule.to_string()));
+    }
+}
