@@ -1,12 +1,12 @@
 //! A set of independent nodes (not a Redis Cluster: Redlock nodes never talk to each other),
-//! each with a [`Proxy`] in front, plus the builder that chooses binary, persistence and
-//! credentials. Starting and stopping one node is [`Node`]'s business.
+//! each with a [`Proxy`] in front, plus the builder that chooses binary, persistence,
+//! credentials and denied commands. Starting and stopping one node is [`Node`]'s business.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Auth, NodeConfig};
+use crate::config::{ADMIN_USER, Auth, NodeConfig};
 use crate::{Error, Node, Proxy, ServerBin};
 
 /// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
@@ -77,14 +77,15 @@ impl Cluster {
     }
 }
 
-/// Options for starting a [`Cluster`]: node count, server binary, AOF, credentials and
-/// timeouts.
+/// Options for starting a [`Cluster`]: node count, server binary, AOF, credentials, denied
+/// commands and timeouts.
 #[derive(Debug, Clone)]
 pub struct ClusterBuilder {
     nodes: usize,
     server_bin: Option<PathBuf>,
     aof: bool,
     auth: Auth,
+    deny: Vec<String>,
     start_timeout: Duration,
     command_timeout: Duration,
 }
@@ -96,6 +97,7 @@ impl Default for ClusterBuilder {
             server_bin: None,
             aof: false,
             auth: Auth::None,
+            deny: Vec::new(),
             start_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(2),
         }
@@ -138,6 +140,24 @@ impl ClusterBuilder {
         self
     }
 
+    /// Takes these commands (e.g. `["set"]` or `["evalsha"]`) away from the user clients
+    /// log in as: the [`user`](Self::user) if one is set, else the default user (with or
+    /// without a [`password`](Self::password)). The node answers them with
+    /// `-NOPERM ... 'set' command` (ACL rules `-set`); everything else stays allowed.
+    ///
+    /// The kit's own connections ([`Node::command`], [`Node::connect`] and its start-up
+    /// probes) then log in as a user of its own, `redlock-testkit-admin`, with every
+    /// permission, so a test can still run the denied commands. Names are single commands,
+    /// case-insensitive, or `command|subcommand`; anything else fails [`start`](Self::start).
+    pub fn deny<I, S>(mut self, commands: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.deny = commands.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// How long each node may take to answer `PING` after a start or restart (default 5 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
@@ -165,6 +185,16 @@ impl ClusterBuilder {
                 "ACL user name {name:?} is not one word"
             )));
         }
+        if let Some(bad) = self.deny.iter().find(|c| !is_command_name(c)) {
+            return Err(Error::Config(format!(
+                "denied command {bad:?} is not a command name (e.g. \"set\" or \"client|kill\")"
+            )));
+        }
+        if matches!(&self.auth, Auth::User { name, .. } if name == ADMIN_USER) {
+            return Err(Error::Config(format!(
+                "ACL user name {ADMIN_USER:?} is the kit's own"
+            )));
+        }
         let server = match &self.server_bin {
             Some(path) => ServerBin::at(path)?,
             None => ServerBin::discover()?,
@@ -173,6 +203,7 @@ impl ClusterBuilder {
             bin: server.clone(),
             aof: self.aof,
             auth: self.auth,
+            deny: self.deny.iter().map(|c| c.to_ascii_lowercase()).collect(),
             start_timeout: self.start_timeout,
             command_timeout: self.command_timeout,
         });
@@ -189,5 +220,51 @@ impl ClusterBuilder {
             nodes,
             server,
         })
+    }
+}
+
+/// A command name as ACL rules take it: letters, digits and `_`, with one optional
+/// `|subcommand`.
+fn is_command_name(name: &str) -> bool {
+    let word = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    match name.split_once('|') {
+        Some((command, sub)) => word(command) && word(sub),
+        None => word(name),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_names_are_single_words() {
+        for good in ["set", "EVALSHA", "client|kill", "script_x"] {
+            assert!(is_command_name(good), "{good}");
+        }
+        for bad in [
+            "", "set get", "-set", "+@all", "@write", "a|", "|b", "a|b|c", "set\n",
+        ] {
+            assert!(!is_command_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bad_denied_commands_and_the_admin_name_are_refused_before_starting() {
+        let err = Cluster::builder()
+            .deny(["set", "+@all"])
+            .start()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("denied command \"+@all\" is not a command name"),
+            "{err}"
+        );
+        let err = Cluster::builder()
+            .user(ADMIN_USER, "pw")
+            .deny(["set"])
+            .start()
+            .unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! Node settings shared by a cluster and their rendering as a server config file: loopback
-//! only, persistence and credentials as asked. Which options exist is the builder's concern.
+//! only, persistence, credentials and denied commands as asked. Which options exist is the
+//! builder's concern.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -13,6 +14,8 @@ pub(crate) struct NodeConfig {
     pub(crate) bin: ServerBin,
     pub(crate) aof: bool,
     pub(crate) auth: Auth,
+    /// Commands taken away from the user clients log in as (lowercase names).
+    pub(crate) deny: Vec<String>,
     pub(crate) start_timeout: Duration,
     pub(crate) command_timeout: Duration,
 }
@@ -20,8 +23,46 @@ pub(crate) struct NodeConfig {
 impl NodeConfig {
     /// The config file for a node on `port` keeping its data in `data_dir`.
     pub(crate) fn render(&self, port: u16, data_dir: &Path) -> String {
-        render(self.aof, &self.auth, self.bin.major(), port, data_dir)
+        render(
+            &Access {
+                auth: &self.auth,
+                deny: &self.deny,
+            },
+            self.aof,
+            self.bin.major(),
+            port,
+            data_dir,
+        )
     }
+
+    /// The credentials the kit itself logs in with: its admin user when commands are
+    /// denied (so the test can still run them), else the clients' own, if any.
+    pub(crate) fn kit_login(&self) -> Option<(Option<&str>, &str)> {
+        kit_login(&self.auth, &self.deny)
+    }
+}
+
+/// `(user, password)` for [`NodeConfig::kit_login`].
+fn kit_login<'a>(auth: &'a Auth, deny: &[String]) -> Option<(Option<&'a str>, &'a str)> {
+    if !deny.is_empty() {
+        return Some((Some(ADMIN_USER), ADMIN_PASSWORD));
+    }
+    match auth {
+        Auth::None => None,
+        Auth::Password(pass) => Some((None, pass)),
+        Auth::User { name, password } => Some((Some(name), password)),
+    }
+}
+
+/// The kit's own user when commands are denied to the clients' user: every permission.
+/// Loopback test servers only, so a fixed password does no harm.
+pub(crate) const ADMIN_USER: &str = "redlock-testkit-admin";
+const ADMIN_PASSWORD: &str = "redlock-testkit-admin-password";
+
+/// Who may connect and run what.
+struct Access<'a> {
+    auth: &'a Auth,
+    deny: &'a [String],
 }
 
 /// How clients must authenticate.
@@ -37,8 +78,9 @@ pub(crate) enum Auth {
 }
 
 /// The config file: bound to 127.0.0.1 only, logging to stdout (which the node redirects to
-/// a file), no RDB snapshots, and AOF with `appendfsync always` only when asked.
-fn render(aof: bool, auth: &Auth, major: u32, port: u16, data_dir: &Path) -> String {
+/// a file), no RDB snapshots, AOF with `appendfsync always` only when asked, and replication
+/// without the diskless-sync delay (a replica is in sync at once).
+fn render(access: &Access<'_>, aof: bool, major: u32, port: u16, data_dir: &Path) -> String {
     let mut out = String::new();
     let mut line = |l: &str| {
         out.push_str(l);
@@ -56,20 +98,37 @@ fn render(aof: bool, auth: &Auth, major: u32, port: u16, data_dir: &Path) -> Str
     } else {
         line("appendonly no");
     }
+    line("repl-diskless-sync-delay 0");
     // Redis 7 and Valkey refuse DEBUG (tests use DEBUG SLEEP) unless enabled; Redis 6 does
     // not know the option and would refuse to start.
     if major >= 7 {
         line("enable-debug-command yes");
     }
-    match auth {
-        Auth::None => {}
-        Auth::Password(pass) => line(&format!("requirepass {}", quote(pass))),
+    // `-set -evalsha`: ACL rules that take the denied commands away.
+    let denied: String = access.deny.iter().map(|c| format!(" -{c}")).collect();
+    match access.auth {
+        Auth::None if denied.is_empty() => {}
+        Auth::None => line(&format!("user default on nopass ~* &* +@all{denied}")),
+        Auth::Password(pass) if denied.is_empty() => {
+            line(&format!("requirepass {}", quote(pass)));
+        }
+        Auth::Password(pass) => {
+            let rule = quote(&format!(">{pass}"));
+            line(&format!("user default on {rule} ~* &* +@all{denied}"));
+        }
         Auth::User { name, password } => {
             // With the default user off, unauthenticated connections get NOAUTH.
             line("user default off");
             let rule = quote(&format!(">{password}"));
-            line(&format!("user {} on {rule} ~* &* +@all", quote(name)));
+            line(&format!(
+                "user {} on {rule} ~* &* +@all{denied}",
+                quote(name)
+            ));
         }
+    }
+    if !denied.is_empty() {
+        let rule = quote(&format!(">{ADMIN_PASSWORD}"));
+        line(&format!("user {ADMIN_USER} on {rule} ~* &* +@all"));
     }
     out
 }
@@ -97,7 +156,13 @@ mod tests {
     use super::*;
 
     fn lines(aof: bool, auth: &Auth, major: u32) -> Vec<String> {
-        render(aof, auth, major, 6390, Path::new("/tmp/x y/data"))
+        denying(auth, &[], aof, major)
+    }
+
+    fn denying(auth: &Auth, deny: &[&str], aof: bool, major: u32) -> Vec<String> {
+        let deny: Vec<String> = deny.iter().map(|c| (*c).to_owned()).collect();
+        let access = Access { auth, deny: &deny };
+        render(&access, aof, major, 6390, Path::new("/tmp/x y/data"))
             .lines()
             .map(str::to_owned)
             .collect()
@@ -113,6 +178,7 @@ mod tests {
             "save \"\"",
             "appendonly no",
             "enable-debug-command yes",
+            "repl-diskless-sync-delay 0",
         ] {
             assert!(
                 conf.iter().any(|l| l == want),
@@ -154,6 +220,59 @@ mod tests {
         let conf = lines(false, &user, 7);
         assert!(conf.contains(&"user default off".to_owned()));
         assert!(conf.contains(&r#"user "locker" on ">p w" ~* &* +@all"#.to_owned()));
+    }
+
+    /// Denied commands go to the user clients log in as (the default user without
+    /// credentials or with a password, else the ACL user), and an admin user with every
+    /// permission is added for the kit.
+    #[test]
+    fn denied_commands_are_taken_from_the_clients_user() {
+        let admin = format!("user {ADMIN_USER} on \">{ADMIN_PASSWORD}\" ~* &* +@all");
+        let conf = denying(&Auth::None, &["set", "evalsha"], false, 7);
+        assert!(conf.contains(&"user default on nopass ~* &* +@all -set -evalsha".to_owned()));
+        assert!(conf.contains(&admin), "{conf:?}");
+        let conf = denying(&Auth::Password("pw".to_owned()), &["set"], false, 7);
+        assert!(conf.contains(&r#"user default on ">pw" ~* &* +@all -set"#.to_owned()));
+        assert!(
+            !conf.iter().any(|l| l.starts_with("requirepass")),
+            "{conf:?}"
+        );
+        assert!(conf.contains(&admin), "{conf:?}");
+        let user = Auth::User {
+            name: "locker".to_owned(),
+            password: "pw".to_owned(),
+        };
+        let conf = denying(&user, &["evalsha"], false, 7);
+        assert!(conf.contains(&"user default off".to_owned()));
+        assert!(conf.contains(&r#"user "locker" on ">pw" ~* &* +@all -evalsha"#.to_owned()));
+        assert!(conf.contains(&admin), "{conf:?}");
+        // Nothing denied: no admin user, and the kit logs in as the clients do.
+        assert!(
+            !lines(false, &user, 7)
+                .iter()
+                .any(|l| l.contains(ADMIN_USER))
+        );
+    }
+
+    #[test]
+    fn the_kit_logs_in_as_admin_only_when_commands_are_denied() {
+        let user = Auth::User {
+            name: "locker".to_owned(),
+            password: "pw".to_owned(),
+        };
+        let set = ["set".to_owned()];
+        assert_eq!(kit_login(&Auth::None, &[]), None);
+        assert_eq!(
+            kit_login(&Auth::Password("pw".to_owned()), &[]),
+            Some((None, "pw"))
+        );
+        assert_eq!(kit_login(&user, &[]), Some((Some("locker"), "pw")));
+        for auth in [Auth::None, Auth::Password("pw".to_owned()), user] {
+            assert_eq!(
+                kit_login(&auth, &set),
+                Some((Some(ADMIN_USER), ADMIN_PASSWORD))
+            );
+        }
     }
 
     #[test]

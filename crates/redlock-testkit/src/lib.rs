@@ -25,6 +25,17 @@
 //! // Dropping `cluster` stops the proxies, kills every process and removes the temp dirs.
 //! ```
 //!
+//! # Failures on purpose
+//!
+//! What a test of error reporting needs, all on loopback:
+//! - [`refused_port`]: an address nothing listens on (connects are refused at once);
+//! - [`HangingPort`]: a port whose TCP handshakes never complete (connects time out);
+//! - [`ClusterBuilder::password`] and [`ClusterBuilder::user`]: `NOAUTH` without them,
+//!   `WRONGPASS` with the wrong ones ([`Node::client_url`] has the right ones);
+//! - [`ClusterBuilder::deny`]: `NOPERM` for the commands taken from the clients' user;
+//! - [`Node::set_maxmemory`]: `OOM` for writes;
+//! - [`Node::replicate`]: a replica, which answers writes with `READONLY`.
+//!
 //! # Server binary
 //!
 //! The binary named by `REDLOCK_SERVER_BIN`, else `redis-server` (then `valkey-server`) on
@@ -36,6 +47,7 @@ mod cluster;
 mod config;
 mod conn;
 mod node;
+mod ports;
 mod process;
 mod proxy;
 pub mod resp;
@@ -48,6 +60,7 @@ use std::path::PathBuf;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use conn::Conn;
 pub use node::Node;
+pub use ports::{HangingPort, refused_port};
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{ServerBin, ServerKind};
@@ -93,6 +106,13 @@ pub enum Error {
     },
     /// A node sent bytes that are not a RESP2 reply.
     Protocol(String),
+    /// A node answered a command of the kit (e.g. `CONFIG SET`, `REPLICAOF`) with an error.
+    Refused {
+        /// The command, as sent.
+        command: String,
+        /// The node's reply.
+        reply: String,
+    },
     /// A builder option cannot be honoured (names the option and why).
     Config(String),
 }
@@ -147,6 +167,9 @@ impl fmt::Display for Error {
             Self::NotRunning { port } => write!(f, "node on 127.0.0.1:{port} is not running"),
             Self::Io { context, source } => write!(f, "{context}: {source}"),
             Self::Protocol(msg) => write!(f, "malformed reply from node: {msg}"),
+            Self::Refused { command, reply } => {
+                write!(f, "the node refused `{command}`: {reply}")
+            }
             Self::Config(msg) => write!(f, "invalid test kit option: {msg}"),
         }
     }

@@ -1,5 +1,6 @@
 //! One real server process on a fixed loopback port, with its own temp dir: start, kill,
-//! pause, resume, restart, and one-shot commands. Fault injection on the network path is the
+//! pause, resume, restart, one-shot commands, and the server-side states a test may want
+//! (out of memory, a replica). Fault injection on the network path is the
 //! [`Proxy`](crate::Proxy)'s job, not this file's.
 
 use std::fs::{self, File, OpenOptions};
@@ -63,6 +64,21 @@ impl Node {
     /// `redis://127.0.0.1:PORT` (credentials are not included).
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL a client logs in with: `redis://user:password@127.0.0.1:PORT` for an
+    /// [`user`](crate::ClusterBuilder::user), `redis://:password@127.0.0.1:PORT` for a
+    /// [`password`](crate::ClusterBuilder::password) (both percent-encoded), else
+    /// [`url`](Self::url). It logs in as the clients' user, never as the kit's admin.
+    pub fn client_url(&self) -> String {
+        let userinfo = match &self.config.auth {
+            Auth::None => return self.url(),
+            Auth::Password(pass) => format!(":{}", percent_encode(pass)),
+            Auth::User { name, password } => {
+                format!("{}:{}", percent_encode(name), percent_encode(password))
+            }
+        };
+        format!("redis://{userinfo}@127.0.0.1:{}", self.port)
     }
 
     /// The process id while running, else `None`.
@@ -134,7 +150,8 @@ impl Node {
     }
 
     /// Sends one command over a fresh connection (authenticated if the cluster has
-    /// credentials) with the cluster's command timeout. An AUTH failure comes back as its
+    /// credentials, as the kit's admin user if it [denies](crate::ClusterBuilder::deny)
+    /// commands) with the cluster's command timeout. An AUTH failure comes back as its
     /// `Reply::Error`.
     pub fn command(&self, args: &[&str]) -> Result<Reply, Error> {
         self.command_with_timeout(args, self.config.command_timeout)
@@ -149,7 +166,7 @@ impl Node {
         conn.command(args)
     }
 
-    /// Opens a connection, authenticated if the cluster has credentials.
+    /// Opens a connection, authenticated as [`Node::command`] is.
     pub fn connect(&self) -> Result<Conn, Error> {
         let mut conn = Conn::open(self.addr(), self.config.command_timeout)?;
         match self.authenticate(&mut conn)? {
@@ -168,12 +185,86 @@ impl Node {
         process::log_tail(&self.dir.path().join(LOG_FILE), LOG_TAIL_BYTES)
     }
 
-    /// Sends AUTH if configured; returns the reply only if it is an error.
+    /// Makes the node refuse writes for memory: `maxmemory-policy noeviction` and
+    /// `maxmemory` set to `bytes` at run time. `1` makes every command that may grow memory
+    /// (`SET`, ...) fail with `-OOM command not allowed when used memory > 'maxmemory'.`
+    /// while reads and `DEL` still work; `0` lifts the limit. A restart forgets it.
+    pub fn set_maxmemory(&self, bytes: u64) -> Result<(), Error> {
+        self.expect_ok(&["CONFIG", "SET", "maxmemory-policy", "noeviction"])?;
+        self.expect_ok(&["CONFIG", "SET", "maxmemory", &bytes.to_string()])
+    }
+
+    /// Makes this node a replica of `primary` (`REPLICAOF 127.0.0.1 PORT`, logging in to it
+    /// as the kit does) and waits, bounded by the start timeout, until the link is up and
+    /// the first sync done: from then on writes get
+    /// `-READONLY You can't write against a read only replica.` and its data is the
+    /// primary's. [`promote`](Self::promote) or a restart makes it a primary again.
+    pub fn replicate(&self, primary: &Self) -> Result<(), Error> {
+        if let Some((user, password)) = primary.config.kit_login() {
+            if let Some(user) = user {
+                self.expect_ok(&["CONFIG", "SET", "masteruser", user])?;
+            }
+            self.expect_ok(&["CONFIG", "SET", "masterauth", password])?;
+        }
+        let port = primary.port.to_string();
+        self.expect_ok(&["REPLICAOF", "127.0.0.1", &port])?;
+        let deadline = Instant::now() + self.config.start_timeout;
+        loop {
+            let info = self.command(&["INFO", "replication"])?;
+            if info
+                .as_str()
+                .is_some_and(|i| i.contains("master_link_status:up"))
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Start {
+                    port: self.port,
+                    reason: format!(
+                        "no replication link to 127.0.0.1:{port} within {:?}",
+                        self.config.start_timeout
+                    ),
+                    log_tail: self.log_tail(),
+                });
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Makes a replica a primary again (`REPLICAOF NO ONE`), keeping its data.
+    pub fn promote(&self) -> Result<(), Error> {
+        self.expect_ok(&["REPLICAOF", "NO", "ONE"])
+    }
+
+    /// Sends a command that must answer `+OK`; an error reply is [`Error::Refused`].
+    fn expect_ok(&self, args: &[&str]) -> Result<(), Error> {
+        match self.command(args)? {
+            Reply::Simple(ok) if ok == "OK" => Ok(()),
+            reply => {
+                // The password after `masterauth` stays out of the error.
+                let shown: Vec<&str> = args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, arg)| match i.checked_sub(1).map(|prev| args[prev]) {
+                        Some(prev) if prev.eq_ignore_ascii_case("masterauth") => "***",
+                        _ => arg,
+                    })
+                    .collect();
+                Err(Error::Refused {
+                    command: shown.join(" "),
+                    reply: reply.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Sends AUTH if the kit has credentials to log in with; returns the reply only if it is
+    /// an error.
     fn authenticate(&self, conn: &mut Conn) -> Result<Option<Reply>, Error> {
-        let reply = match &self.config.auth {
-            Auth::None => return Ok(None),
-            Auth::Password(pass) => conn.command(&["AUTH", pass])?,
-            Auth::User { name, password } => conn.command(&["AUTH", name, password])?,
+        let reply = match self.config.kit_login() {
+            None => return Ok(None),
+            Some((None, password)) => conn.command(&["AUTH", password])?,
+            Some((Some(user), password)) => conn.command(&["AUTH", user, password])?,
         };
         Ok(matches!(reply, Reply::Error(_)).then_some(reply))
     }
@@ -352,8 +443,33 @@ fn info_pid(info: &str) -> Option<u32> {
         .and_then(|p| p.trim().parse().ok())
 }
 
+/// `s` with every byte but RFC 3986's unreserved characters as `%XX`, for URL user info.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 const LOG_FILE: &str = "server.log";
 const LOG_TAIL_BYTES: u64 = 4096;
 const PORT_ATTEMPTS: usize = 5;
 const PROBE_TIMEOUT: Duration = Duration::from_millis(250);
 const SIGNAL_SETTLE: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_is_percent_encoded() {
+        assert_eq!(percent_encode("locker"), "locker");
+        assert_eq!(percent_encode("a b:c@d/\"é"), "a%20b%3Ac%40d%2F%22%C3%A9");
+        assert_eq!(percent_encode("-._~"), "-._~");
+    }
+}

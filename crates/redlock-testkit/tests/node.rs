@@ -1,5 +1,6 @@
 //! Node control against real servers: commands, kill and restart with and without AOF,
-//! SIGSTOP/SIGCONT, and AUTH. Every wait is bounded by a command timeout.
+//! SIGSTOP/SIGCONT, AUTH, denied commands, maxmemory and replicas. Every wait is bounded by a
+//! command timeout.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -209,4 +210,119 @@ fn raw_ping(addr: std::net::SocketAddr) -> String {
 
 fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `deny` takes SET and EVALSHA from the clients' user (NOPERM names the command, in words
+/// that differ between Redis 7.0 and Valkey), while the kit's own connection runs them.
+#[test]
+fn denied_commands_get_noperm_and_the_kit_keeps_them() {
+    let cluster = Cluster::builder()
+        .nodes(1)
+        .user("locker", "p@ss w")
+        .deny(["SET", "evalsha"])
+        .start()
+        .unwrap();
+    let node = cluster.node(0);
+    assert_eq!(
+        node.client_url(),
+        format!("redis://locker:p%40ss%20w@127.0.0.1:{}", node.port())
+    );
+    let mut conn = redlock_testkit::Conn::open(node.addr(), Duration::from_secs(2)).unwrap();
+    assert_eq!(conn.command(&["AUTH", "locker", "p@ss w"]).unwrap(), ok());
+    for (args, command) in [
+        (&["SET", "k", "v"][..], "'set' command"),
+        (
+            &["EVALSHA", "0123456789012345678901234567890123456789", "0"][..],
+            "'evalsha' command",
+        ),
+    ] {
+        let refused = conn.command(args).unwrap();
+        assert!(
+            matches!(&refused, Reply::Error(e) if e.starts_with("NOPERM") && e.ends_with(command)),
+            "{refused}"
+        );
+    }
+    assert_eq!(conn.command(&["GET", "k"]).unwrap(), Reply::Nil);
+    assert_eq!(node.command(&["SET", "k", "v"]).unwrap(), ok());
+    assert_eq!(conn.command(&["GET", "k"]).unwrap(), Reply::bulk("v"));
+}
+
+/// Without credentials, `deny` applies to the default user; a password is still required.
+#[test]
+fn denied_commands_apply_to_the_default_user() {
+    let cluster = Cluster::builder().nodes(1).deny(["set"]).start().unwrap();
+    let node = cluster.node(0);
+    assert_eq!(node.client_url(), node.url());
+    let mut conn = redlock_testkit::Conn::open(node.addr(), Duration::from_secs(2)).unwrap();
+    let refused = conn.command(&["SET", "k", "v"]).unwrap();
+    assert!(
+        matches!(&refused, Reply::Error(e) if e.starts_with("NOPERM")),
+        "{refused}"
+    );
+    assert_eq!(node.command(&["SET", "k", "v"]).unwrap(), ok());
+
+    let cluster = Cluster::builder()
+        .nodes(1)
+        .password("pw")
+        .deny(["set"])
+        .start()
+        .unwrap();
+    let node = cluster.node(0);
+    assert_eq!(
+        node.client_url(),
+        format!("redis://:pw@127.0.0.1:{}", node.port())
+    );
+    assert!(raw_ping(node.addr()).starts_with("-NOAUTH"));
+    let mut conn = redlock_testkit::Conn::open(node.addr(), Duration::from_secs(2)).unwrap();
+    assert_eq!(conn.command(&["AUTH", "pw"]).unwrap(), ok());
+    let refused = conn.command(&["SET", "k", "v"]).unwrap();
+    assert!(
+        matches!(&refused, Reply::Error(e) if e.starts_with("NOPERM")),
+        "{refused}"
+    );
+}
+
+/// At `maxmemory` 1 a write gets OOM, reads and DEL still work; 0 lifts the limit.
+#[test]
+fn maxmemory_refuses_writes_until_lifted() {
+    let cluster = Cluster::start(1).unwrap();
+    let node = cluster.node(0);
+    assert_eq!(node.command(&["SET", "k", "v"]).unwrap(), ok());
+    node.set_maxmemory(1).unwrap();
+    let oom = Reply::Error("OOM command not allowed when used memory > 'maxmemory'.".into());
+    assert_eq!(
+        node.command(&["SET", "k2", "v", "NX", "PX", "1000"])
+            .unwrap(),
+        oom
+    );
+    assert_eq!(node.command(&["GET", "k"]).unwrap(), Reply::bulk("v"));
+    assert_eq!(node.command(&["DEL", "k"]).unwrap(), Reply::Int(1));
+    node.set_maxmemory(0).unwrap();
+    assert_eq!(node.command(&["SET", "k2", "v"]).unwrap(), ok());
+}
+
+/// A replica (also of a primary with credentials) has the primary's data and refuses writes
+/// with READONLY until promoted.
+#[test]
+fn a_replica_refuses_writes_until_promoted() {
+    let readonly = Reply::Error("READONLY You can't write against a read only replica.".into());
+    for cluster in [
+        Cluster::start(2).unwrap(),
+        Cluster::builder().nodes(2).password("pw").start().unwrap(),
+        Cluster::builder()
+            .nodes(2)
+            .user("locker", "pw")
+            .deny(["set"])
+            .start()
+            .unwrap(),
+    ] {
+        let (primary, replica) = (cluster.node(0), cluster.node(1));
+        assert_eq!(primary.command(&["SET", "k", "v"]).unwrap(), ok());
+        replica.replicate(primary).unwrap();
+        assert_eq!(replica.command(&["GET", "k"]).unwrap(), Reply::bulk("v"));
+        assert_eq!(replica.command(&["SET", "k", "w"]).unwrap(), readonly);
+        replica.promote().unwrap();
+        assert_eq!(replica.command(&["SET", "k", "w"]).unwrap(), ok());
+        assert_eq!(primary.command(&["GET", "k"]).unwrap(), Reply::bulk("v"));
+    }
 }
