@@ -16,6 +16,7 @@ pub use redlock_core::{
 pub use redlock_driver::LockError;
 
 pub mod defects;
+pub mod errors;
 pub mod late_delivery;
 pub mod rules;
 pub mod scenarios;
@@ -135,6 +136,26 @@ macro_rules! conformance_suite {
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,
             rules::extension_spares_another_token,
+            errors::errors_refused_connection,
+            errors::errors_connect_timeout,
+            errors::errors_dns_failure,
+            errors::errors_wrong_password,
+            errors::errors_no_password,
+            errors::errors_noperm_on_set,
+            errors::errors_noperm_on_evalsha,
+            errors::errors_wrongtype,
+            errors::errors_oom,
+            errors::errors_readonly_replica,
+            errors::errors_tls_not_supported,
+            errors::errors_url_without_host,
+            errors::errors_url_port_not_a_number,
+            errors::errors_url_port_zero,
+            errors::errors_url_port_out_of_range,
+            errors::errors_url_unknown_scheme,
+            errors::errors_ttl_zero,
+            errors::errors_ttl_too_small,
+            errors::errors_ttl_too_large,
+            errors::errors_empty_resource,
         );
     };
     (@tests $driver:ty; $($module:ident::$name:ident),* $(,)?) => {
