@@ -5,6 +5,9 @@
 //! the [`Runtime`] a driver gives it. Its API is async; the blocking driver waits on these
 //! futures by parking the calling thread.
 //!
+//! Every [`LockError`], its exact message and what to do about it: the repository's
+//! [`docs/errors.md`](https://github.com/redlock-rs/redlock/blob/main/docs/errors.md).
+//!
 //! Users reach this crate through a driver, which names [`Redlock<ItsStart>`](Redlock) its
 //! `Redlock` and re-exports [`LockError`], [`LockGuard`], [`LockRef`] and [`WithLockError`]
 //! (the blocking driver wraps the last three in blocking calls). What a driver gets from here:
