@@ -389,7 +389,7 @@ fn failed_nodes(message: &str) -> Vec<(String, String)> {
         .unwrap_or_else(|| panic!("not a failed acquisition: {message}"));
     list.split("; ")
         .map(|entry| {
-            // An IPv4 `host:port` then `: cause`: the second `:` ends the address.
+            // `host:port: cause`: the first `: ` ends the address (a port has no space).
             let (node, cause) = entry
                 .match_indices(": ")
                 .next()
