@@ -13,7 +13,7 @@ use std::{mem, vec};
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use redlock_core::{Client, ConnId, ConnectionError, Input, NodeAddress, NodeId, Output};
 use redlock_driver::{Cmd, DriverParts, OsRng, Waiters};
 use tokio::sync::mpsc;
 
@@ -21,6 +21,10 @@ use tokio::sync::mpsc;
 /// reported for a socket already closed is never taken for its successor's.
 #[derive(Default)]
 struct Conn {
+    /// The core's name for the node's current connection, which inputs about it carry.
+    id: Option<ConnId>,
+    /// Why the last address tried failed, while a connect goes through the addresses.
+    failure: Option<ConnectionError>,
     stream: Option<TcpStream>,
     /// While a non-blocking connect is in flight: its deadline, and the addresses left.
     connecting: Option<Connecting>,
@@ -50,9 +54,9 @@ pub(crate) struct Driver {
     conns: Vec<Conn>,
     connect_timeout: Duration,
     waiters: Waiters,
-    /// Nodes whose socket failed outside an input (connecting while draining, or writing),
-    /// reported at the top of the next turn.
-    down: VecDeque<NodeId>,
+    /// Connections that failed outside an input (connecting while draining, or writing),
+    /// with why, reported at the top of the next turn.
+    down: VecDeque<(ConnId, ConnectionError)>,
     /// The core's next deadline, from the last drain.
     deadline: Option<Instant>,
     read_buf: Vec<u8>,
@@ -91,11 +95,9 @@ impl Driver {
         self.drain();
         loop {
             // Failures found while draining go first, one input per turn.
-            if let Some(node) = self.down.pop_front() {
-                self.feed(Input::Disconnected {
-                    now: self.now(),
-                    node,
-                });
+            if let Some((conn, reason)) = self.down.pop_front() {
+                let now = self.now();
+                self.feed(Input::Disconnected { now, conn, reason });
                 continue;
             }
             // Everything this turn queued for a node leaves in one write.
@@ -165,8 +167,8 @@ impl Driver {
                 // The core writes only to nodes it saw connect. Bytes for a socket that just
                 // failed are dropped with it: its `Disconnected` is queued.
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
-                Output::Connect(node) => self.connect(node),
-                Output::Disconnect(node) => self.close(node),
+                Output::Connect(conn) => self.connect(conn),
+                Output::Disconnect(conn) => self.close(conn.node()),
                 Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return self.deadline = Some(at),
                 Output::Idle => return self.deadline = None,
@@ -176,31 +178,30 @@ impl Driver {
 
     /// Reads until `WouldBlock` (readiness is edge-triggered), feeding each chunk.
     fn read(&mut self, node: NodeId) {
-        loop {
-            let conn = &mut self.conns[node.index()];
-            let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
+        let reason = loop {
+            let c = &mut self.conns[node.index()];
+            let (Some(stream), None, Some(conn)) = (&mut c.stream, c.connecting, c.id) else {
                 return; // closed by the core while draining (a protocol fault)
             };
             match stream.read(&mut self.read_buf) {
-                Ok(0) => break,
+                Ok(0) => break (conn, ConnectionError::Closed),
                 Ok(len) => {
                     let bytes = &self.read_buf[..len];
-                    let _ = self.client.handle_input(Input::Received {
-                        now: self.now(),
-                        node,
-                        bytes,
-                    });
+                    let now = self.now();
+                    let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
                     self.drain();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => break,
+                Err(e) => break (conn, ConnectionError::from_io(&e)),
             }
-        }
+        };
         // End of stream or a socket error.
         self.close(node);
+        let (conn, reason) = reason;
         self.feed(Input::Disconnected {
             now: self.now(),
-            node,
+            conn,
+            reason,
         });
     }
 
@@ -211,45 +212,49 @@ impl Driver {
             let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
                 continue;
             };
-            let mut failed = false;
-            while !conn.out.is_empty() && !failed {
+            let mut failed = None;
+            while !conn.out.is_empty() && failed.is_none() {
                 match stream.write(&conn.out) {
                     Ok(len) if len > 0 => conn.out.advance(len),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    _ => failed = true,
+                    Err(e) => failed = Some(ConnectionError::from_io(&e)),
+                    Ok(_) => failed = Some(ConnectionError::Closed),
                 }
             }
             // Edge-triggered: WRITABLE interest only while bytes wait, else every ACK wakes us.
             let want = !conn.out.is_empty();
-            if !failed && want != conn.writing {
+            if failed.is_none() && want != conn.writing {
                 let interest = match want {
                     true => Interest::READABLE | Interest::WRITABLE,
                     false => Interest::READABLE,
                 };
                 let token = token(conn.serial, i);
-                failed = self
-                    .poll
-                    .registry()
-                    .reregister(stream, token, interest)
-                    .is_err();
+                if let Err(e) = self.poll.registry().reregister(stream, token, interest) {
+                    failed = Some(ConnectionError::from_io(&e));
+                }
                 conn.writing = want;
             }
-            if failed {
+            if let (Some(reason), Some(id)) = (failed, conn.id) {
                 self.close(NodeId::new(i));
-                self.down.push_back(NodeId::new(i));
+                self.down.push_back((id, reason));
             }
         }
     }
 
-    fn connect(&mut self, node: NodeId) {
+    fn connect(&mut self, id: ConnId) {
+        let node = id.node();
         self.close(node);
+        self.conns[node.index()].id = Some(id);
         let addr = &self.addrs[node.index()];
         // Resolved on this thread: a slow name lookup stalls every node's IO meanwhile. Fine
         // for IP literals and loopback names; use IP addresses for remote nodes.
-        let addrs: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
-            .to_socket_addrs()
-            .map(Iterator::collect)
-            .unwrap_or_default();
+        let addrs: Vec<SocketAddr> = match (addr.host.as_str(), addr.port).to_socket_addrs() {
+            Ok(addrs) => addrs.collect(),
+            Err(e) => {
+                self.conns[node.index()].failure = Some(ConnectionError::Resolve(e.to_string()));
+                Vec::new()
+            }
+        };
         // Checked: a timeout too long for an `Instant` (`Duration::MAX`) is no deadline, not
         // a panic of the driver thread.
         let deadline = self.now().checked_add(self.connect_timeout);
@@ -261,8 +266,12 @@ impl Driver {
     fn open(&mut self, node: NodeId, mut rest: vec::IntoIter<SocketAddr>, attempt: Connecting) {
         let conn = &mut self.conns[node.index()];
         while let Some(addr) = rest.next() {
-            let Ok(mut stream) = TcpStream::connect(addr) else {
-                continue;
+            let mut stream = match TcpStream::connect(addr) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    conn.failure = Some(ConnectionError::from_io(&e));
+                    continue;
+                }
             };
             conn.serial = conn.serial.wrapping_add(1);
             let (token, interest) = (token(conn.serial, node.index()), Interest::WRITABLE);
@@ -276,7 +285,11 @@ impl Driver {
                 return;
             }
         }
-        self.down.push_back(node);
+        let reason = (conn.failure.take())
+            .unwrap_or_else(|| ConnectionError::Resolve("the host has no address".into()));
+        if let Some(id) = conn.id {
+            self.down.push_back((id, reason));
+        }
     }
 
     /// A connecting socket reported readiness: connected, failed, or not decided yet.
@@ -290,9 +303,16 @@ impl Driver {
         let up = match stream.take_error() {
             Ok(None) => match stream.peer_addr() {
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                result => result.is_ok(),
+                Ok(_) => true,
+                Err(e) => {
+                    conn.failure = Some(ConnectionError::from_io(&e));
+                    false
+                }
             },
-            _ => false,
+            Ok(Some(e)) | Err(e) => {
+                conn.failure = Some(ConnectionError::from_io(&e));
+                false
+            }
         };
         let registry = self.poll.registry();
         if up
@@ -303,10 +323,14 @@ impl Driver {
             // Best effort: a lock round trip is a few small writes each way.
             let _ = stream.set_nodelay(true);
             conn.connecting = None;
-            return self.feed(Input::Connected {
-                now: self.now(),
-                node,
-            });
+            conn.failure = None;
+            if let Some(conn) = conn.id {
+                self.feed(Input::Connected {
+                    now: self.now(),
+                    conn,
+                });
+            }
+            return;
         }
         let rest = mem::take(&mut conn.rest);
         self.close(node);
@@ -331,10 +355,11 @@ impl Driver {
             let deadline = self.conns[i].connecting.and_then(|c| c.deadline);
             if deadline.is_some_and(|at| at <= self.now()) {
                 self.close(NodeId::new(i));
-                self.feed(Input::Disconnected {
-                    now: self.now(),
-                    node: NodeId::new(i),
-                });
+                if let Some(conn) = self.conns[i].id {
+                    let reason = ConnectionError::ConnectTimeout(self.connect_timeout);
+                    let now = self.now();
+                    self.feed(Input::Disconnected { now, conn, reason });
+                }
             }
         }
         if self.deadline.is_some_and(|at| at <= self.now()) {

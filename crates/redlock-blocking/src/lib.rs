@@ -43,8 +43,9 @@ use redlock_driver::{DriverParts, Start};
 
 pub use guard::{LockGuard, LockRef};
 pub use redlock_core::{
-    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
-    Resource, RetryPolicy, Token,
+    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
+    LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource,
+    RetryDelay, RetryPolicy, Token,
 };
 pub use redlock_driver::{LockError, WithLockError};
 
