@@ -35,7 +35,9 @@
 mod driver;
 mod guard;
 mod park;
+mod resolve;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use redlock_core::Config;
@@ -71,7 +73,8 @@ impl Start for MioThread {
     type Handle = Handle;
 
     fn start(parts: DriverParts) -> Result<(), LockError> {
-        let driver = Driver::new(parts).map_err(|e| LockError::Start(format!("no poller: {e}")))?;
+        let driver = Driver::new(parts, Arc::new(resolve::system))
+            .map_err(|e| LockError::Start(format!("no poller: {e}")))?;
         std::thread::Builder::new()
             .name("redlock-driver".to_owned())
             .spawn(move || driver.run())
