@@ -8,6 +8,9 @@
 //! on them by parking the calling thread, and moves bytes. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
 //! rule](redlock_core::docs::algorithm).
 //!
+//! A node named by host name is resolved on a short-lived helper thread, within the connect
+//! timeout, so a slow lookup delays only that node; an IP address needs no lookup.
+//!
 //! ```no_run
 //! # fn demo() -> Result<(), redlock_blocking::LockError> {
 //! use std::time::Duration;
