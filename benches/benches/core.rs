@@ -16,8 +16,9 @@ use chacha20::ChaCha20Rng;
 use criterion::{Criterion, Throughput};
 use rand_core::SeedableRng;
 use redlock_core::{
-    AcquireOutcome, Client, Config, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, Decoder,
-    EXTEND_SCRIPT, Event, Input, NodeId, OpId, Output, RELEASE_SCRIPT, ReleaseOutcome, Resource,
+    AcquireOutcome, Client, Config, ConnId, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
+    Decoder, EXTEND_SCRIPT, Event, Input, NodeId, OpId, Output, RELEASE_SCRIPT, ReleaseOutcome,
+    Resource,
 };
 
 /// Counts every allocation (and reallocation) made by this process, then defers to `System`.
@@ -66,7 +67,7 @@ fn main() {
 
 /// `cycle_5_nodes`: acquire then release one lock, every node answering at once.
 fn bench_cycle(c: &mut Criterion) {
-    let (mut client, mut clock) = connected_client();
+    let (mut client, mut clock, conns) = connected_client();
     let mut k = 0;
     let mut group = c.benchmark_group("cycle_5_nodes");
     group.throughput(Throughput::Elements(1));
@@ -77,6 +78,7 @@ fn bench_cycle(c: &mut Criterion) {
             cycle(
                 &mut client,
                 &mut clock,
+                &conns,
                 Resource::from_static(RESOURCES[k]),
                 &mut trace,
             );
@@ -105,12 +107,13 @@ fn bench_decode(c: &mut Criterion) {
 fn report_allocations() {
     const RUNS: u64 = 1_000;
 
-    let (mut client, mut clock) = connected_client();
+    let (mut client, mut clock, conns) = connected_client();
     // Check once, outside any timing, that a cycle really locks and unlocks.
     let mut trace = Trace::default();
     cycle(
         &mut client,
         &mut clock,
+        &conns,
         Resource::from_static(RESOURCES[0]),
         &mut trace,
     );
@@ -142,6 +145,7 @@ fn report_allocations() {
         cycle(
             &mut client,
             &mut clock,
+            &conns,
             Resource::from_static(name),
             &mut trace,
         );
@@ -149,7 +153,13 @@ fn report_allocations() {
     let (allocs, bytes) = allocations(|| {
         for k in 0..RUNS as usize {
             let resource = Resource::from_static(RESOURCES[k % RESOURCES.len()]);
-            cycle(&mut client, &mut clock, resource, &mut Trace::default());
+            cycle(
+                &mut client,
+                &mut clock,
+                &conns,
+                resource,
+                &mut Trace::default(),
+            );
         }
     });
     println!(
@@ -212,28 +222,32 @@ impl Clock {
     }
 }
 
-/// A client whose 5 connections are up, with nothing in flight.
+/// A client whose 5 connections are up, with nothing in flight, and those connections' ids
+/// (a driver keeps each with its socket, to name the input it reads).
 ///
 /// Each new connection opens with `SCRIPT LOAD` of the release and extend scripts (a default
 /// of the core); the nodes answer them here, so the timed cycle starts on idle connections.
-fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
+fn connected_client() -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
     let config = Config::builder(NODES)
         .build()
         .expect("default config is valid");
     let mut client = Client::new(config, ChaCha20Rng::seed_from_u64(42));
     let mut clock = Clock(Instant::now());
+    let mut conns = Vec::with_capacity(NODES);
     for i in 0..NODES {
         match client.poll_output() {
-            Output::Connect(node) => assert_eq!(node, NodeId::new(i)),
+            Output::Connect(conn) => {
+                assert_eq!(conn, ConnId::new(NodeId::new(i), 0));
+                conns.push(conn);
+            }
             other => panic!("expected Connect({i}), got {other:?}"),
         }
     }
     assert!(matches!(client.poll_output(), Output::Idle));
-    for i in 0..NODES {
-        let node = NodeId::new(i);
+    for &conn in &conns {
         let now = clock.tick();
         client
-            .handle_input(Input::Connected { now, node })
+            .handle_input(Input::Connected { now, conn })
             .expect("drained");
         let mut sent = Vec::new();
         loop {
@@ -253,7 +267,7 @@ fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
             let reply = format!("${}\r\n{}\r\n", script.sha1.len(), script.sha1);
             let input = Input::Received {
                 now: clock.tick(),
-                node,
+                conn,
                 bytes: reply.as_bytes(),
             };
             client.handle_input(input).expect("drained");
@@ -262,30 +276,38 @@ fn connected_client() -> (Client<ChaCha20Rng>, Clock) {
             assert_eq!(trace.transmits, 0, "a script load reply asks for nothing");
         }
     }
-    (client, clock)
+    (client, clock, conns)
 }
 
 /// One acquire + release of `resource`, every node replying at once, as a driver would.
-fn cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, resource: Resource, t: &mut Trace) {
+fn cycle(
+    client: &mut Client<ChaCha20Rng>,
+    clock: &mut Clock,
+    conns: &[ConnId],
+    resource: Resource,
+    t: &mut Trace,
+) {
     let op = client.acquire(clock.tick(), resource).expect("drained");
     drain(client, t);
-    reply_from_all(client, clock, b"+OK\r\n", t);
+    reply_from_all(client, clock, conns, b"+OK\r\n", t);
     client.release(clock.tick(), op).expect("the lock is held");
     drain(client, t);
-    reply_from_all(client, clock, b":1\r\n", t);
+    reply_from_all(client, clock, conns, b":1\r\n", t);
 }
 
-/// Feeds `reply` from each node in turn, draining after each (the client's contract).
+/// Feeds `reply` from each node's connection in turn, draining after each (the client's
+/// contract).
 fn reply_from_all(
     client: &mut Client<ChaCha20Rng>,
     clock: &mut Clock,
+    conns: &[ConnId],
     reply: &[u8],
     t: &mut Trace,
 ) {
-    for i in 0..NODES {
+    for &conn in conns {
         let input = Input::Received {
             now: clock.tick(),
-            node: NodeId::new(i),
+            conn,
             bytes: reply,
         };
         client.handle_input(input).expect("drained");
@@ -303,15 +325,15 @@ fn drain(client: &mut Client<ChaCha20Rng>, t: &mut Trace) {
             }
             Output::Event(Event::Acquired(a)) => {
                 t.acquired = Some(a.op);
-                t.locked = count(&a.nodes, |o| *o == AcquireOutcome::Locked);
+                t.locked = count(&a.stats.nodes, |n| n.outcome == AcquireOutcome::Locked);
             }
             Output::Event(Event::Released { op, nodes }) => {
                 t.released = Some(op);
                 t.unlocked = count(&nodes, |o| *o == ReleaseOutcome::Released);
             }
             Output::Event(other) => panic!("unexpected event {other:?}"),
-            Output::Connect(node) | Output::Disconnect(node) => {
-                panic!("unexpected connection change on {node}")
+            Output::Connect(conn) | Output::Disconnect(conn) => {
+                panic!("unexpected connection change on {conn}")
             }
             Output::Timeout(_) | Output::Idle => break,
         }

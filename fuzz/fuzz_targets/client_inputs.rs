@@ -9,11 +9,16 @@
 //! `Lost`/`Released` event; every acquisition answered at most once, and exactly once after
 //! every node is disconnected and time runs on (100 x 1 s), with no operation left; no event
 //! after an operation finished; transmits only to connected nodes, as whole commands; a
-//! `Timeout` input leaves no deadline due; and a node that sends more than `max_read_buffer`
-//! bytes without a complete reply is disconnected.
+//! `Timeout` input leaves no deadline due; a node that sends more than `max_read_buffer`
+//! bytes without a complete reply is disconnected; each `Connect` hands out the node's next
+//! generation, to a node that is down; and input naming a connection that is not the node's
+//! current one (replaced, or never handed out) changes nothing.
 //!
 //! Input layout: six header bytes (N, ttl, flags, caps, retry, timing) and an RNG seed, then
 //! one opcode byte per step with its operands; see `Driver::step`. Missing bytes read as 0.
+//! A step's node byte also picks the connection its input names (bits 6-7, see
+//! `Driver::pick`) and a disconnection's reason (bits 3-5, see `reason`); a byte below 8
+//! names the node's current connection and closes it with `Closed`.
 
 #![no_main]
 
@@ -25,8 +30,8 @@ use chacha20::ChaCha20Rng;
 use chacha20::rand_core::SeedableRng;
 use libfuzzer_sys::fuzz_target;
 use redlock_core::{
-    AutoExtend, Client, Config, EXTEND_SCRIPT, Event, Input, LockOptions, NodeId, NodeSettings,
-    OpId, Output, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
+    AutoExtend, Client, Config, ConnId, ConnectionError, EXTEND_SCRIPT, Event, Input, LockOptions,
+    NodeId, NodeSettings, OpId, Output, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
 };
 use redlock_testkit::resp::{self, Reply};
 
@@ -107,6 +112,9 @@ struct Driver {
     deadline: Option<Instant>,
     strict: bool,
     links: Vec<Link>,
+    /// The last connection the client handed out for each node (its current one unless the
+    /// node is down).
+    conns: Vec<Option<ConnId>>,
     /// No `Connected` or `Disconnected` was fed yet: the core queues requests for the node.
     never_connected: Vec<bool>,
     /// The node whose first connection was just fed: its next transmit flushes the queue.
@@ -135,6 +143,7 @@ impl Driver {
             deadline: None,
             strict: flags & 4 != 0,
             links: vec![Link::Down; n],
+            conns: vec![None; n],
             never_connected: vec![true; n],
             first_flush: None,
             unread: vec![None; n],
@@ -164,26 +173,28 @@ impl Driver {
     /// Reads one opcode and its operands, feeds the input or mutation, drains and checks.
     fn step(&mut self, s: &mut Script<'_>) {
         let op = s.byte();
-        let node = usize::from(s.byte()) % self.n();
+        let b = s.byte();
+        let node = usize::from(b) % self.n();
+        let conn = self.pick(node, b);
         match op % 18 {
-            0..=2 => self.auto_replies(s, node),
+            0..=2 => self.auto_replies(s, conn),
             3 => {
                 let replies = reply_shaped(s);
                 let cut = usize::from(s.byte()) % (replies.len() + 1);
-                self.receive(node, &replies[..cut]);
-                self.receive(node, &replies[cut..]);
+                self.receive(conn, &replies[..cut]);
+                self.receive(conn, &replies[cut..]);
             }
             4 => {
                 let len = usize::from(s.byte() % 48);
                 let bytes = s.take(len).to_vec();
-                self.receive(node, &bytes);
+                self.receive(conn, &bytes);
             }
-            5 => self.flood(s, node),
+            5 => self.flood(s, conn),
             6 => {
                 if !self.strict || self.links[node] == Link::Connecting {
                     self.input(Input::Connected {
                         now: self.now,
-                        node: NodeId::new(node),
+                        conn,
                     });
                 }
             }
@@ -191,7 +202,8 @@ impl Driver {
                 if !self.strict || self.links[node] != Link::Down {
                     self.input(Input::Disconnected {
                         now: self.now,
-                        node: NodeId::new(node),
+                        conn,
+                        reason: reason(b),
                     });
                 }
             }
@@ -210,6 +222,29 @@ impl Driver {
             15..=17 => self.on_known_op(s, op % 18),
             _ => unreachable!("opcode taken modulo 18"),
         }
+    }
+
+    /// The connection a step's input names, from bits 6-7 of its node byte: 0 or 1, the last
+    /// one the client handed out for the node (current unless the node is down); 2, the one
+    /// before it (replaced); 3, one not handed out yet. A strict driver names the last one.
+    fn pick(&self, node: usize, b: u8) -> ConnId {
+        let last = self.conns[node]
+            .expect("a new client asks to connect to every node")
+            .generation();
+        let generation = match b >> 6 {
+            _ if self.strict => last,
+            2 => last.wrapping_sub(1),
+            3 => last.wrapping_add(1),
+            _ => last,
+        };
+        ConnId::new(NodeId::new(node), generation)
+    }
+
+    /// Whether `conn` is its node's current connection in the model: the last one handed out,
+    /// while the node is not down. The client ignores input from any other.
+    fn is_current(&self, conn: ConnId) -> bool {
+        let i = conn.node().index();
+        self.links[i] != Link::Down && self.conns[i] == Some(conn)
     }
 
     /// Opcodes 8 to 11: time passes, with a `Timeout` fed at, after or before the deadline,
@@ -269,9 +304,10 @@ impl Driver {
         self.drain();
     }
 
-    /// Answers the oldest unanswered commands on `node` with a reply that fits each command
-    /// (usually the success reply, sometimes a refusal or an error).
-    fn auto_replies(&mut self, s: &mut Script<'_>, node: usize) {
+    /// Answers the oldest unanswered commands on `conn`'s node with a reply that fits each
+    /// command (usually the success reply, sometimes a refusal or an error).
+    fn auto_replies(&mut self, s: &mut Script<'_>, conn: ConnId) {
+        let node = conn.node().index();
         let count = 1 + usize::from(s.byte() % 4);
         let mut bytes = Vec::new();
         for k in 0..count {
@@ -279,12 +315,12 @@ impl Driver {
             let kind = self.sent[node].get(k).copied().unwrap_or(Sent::Other);
             bytes.extend_from_slice(reply_for(kind, mode));
         }
-        self.receive(node, &bytes);
+        self.receive(conn, &bytes);
     }
 
     /// Sends about `max_read_buffer` bytes (a little less, exactly, a little more, or twice
     /// as much) in up to three pushes, mostly without a complete reply.
-    fn flood(&mut self, s: &mut Script<'_>, node: usize) {
+    fn flood(&mut self, s: &mut Script<'_>, conn: ConnId) {
         let cap = self.config.max_read_buffer();
         let size = match s.byte() % 6 {
             0 => cap / 2,
@@ -313,7 +349,7 @@ impl Driver {
         let pushes = 1 + usize::from(s.byte() % 3);
         let chunk = bytes.len().div_ceil(pushes).max(1);
         for part in bytes.chunks(chunk) {
-            self.receive(node, part);
+            self.receive(conn, part);
         }
     }
 
@@ -395,12 +431,15 @@ impl Driver {
         self.drain();
     }
 
-    /// Feeds bytes from `node`, keeping the model decoder in step, then checks the cap.
-    fn receive(&mut self, node: usize, bytes: &[u8]) {
+    /// Feeds bytes from `conn`, keeping the model decoder in step (for the node's current
+    /// connection only: the client ignores bytes from any other), then checks the cap.
+    fn receive(&mut self, conn: ConnId, bytes: &[u8]) {
+        let node = conn.node().index();
         if self.strict && self.links[node] != Link::Up {
             return;
         }
         if self.links[node] == Link::Up
+            && self.is_current(conn)
             && let Some(unread) = &mut self.unread[node]
         {
             unread.extend_from_slice(bytes);
@@ -420,7 +459,7 @@ impl Driver {
         }
         self.input(Input::Received {
             now: self.now,
-            node: NodeId::new(node),
+            conn,
             bytes,
         });
         if let Some(unread) = &self.unread[node] {
@@ -450,14 +489,40 @@ impl Driver {
     }
 
     /// Feeds one input (the client is always drained here), updates the link model, drains.
+    ///
+    /// Only input about the node's current connection changes the link: `Connected` brings up
+    /// the connection being opened (a repeat for an up one is moot), `Disconnected` takes the
+    /// current one down; for any other connection both are ignored. Input that is ignored
+    /// must change nothing: no output, the same deadline.
     fn input(&mut self, input: Input<'_>) {
         trace(|| format!("{:?} {input:?}", self.at()));
+        let moot = match &input {
+            Input::Connected { conn, .. } => {
+                !self.is_current(*conn) || self.links[conn.node().index()] == Link::Up
+            }
+            Input::Received { conn, .. } | Input::Disconnected { conn, .. } => {
+                !self.is_current(*conn)
+            }
+            Input::Timeout(_) => false,
+        };
+        let deadline = self.deadline;
+        let change = match &input {
+            Input::Connected { conn, .. }
+                if self.is_current(*conn)
+                    && self.links[conn.node().index()] == Link::Connecting =>
+            {
+                Some((conn.node().index(), Link::Up))
+            }
+            Input::Disconnected { conn, .. } if self.is_current(*conn) => {
+                Some((conn.node().index(), Link::Down))
+            }
+            _ => None,
+        };
         self.client
             .handle_input(input)
             .expect("a drained client accepts any input for a known node");
-        match input {
-            Input::Connected { node, .. } => {
-                let i = node.index();
+        match change {
+            Some((i, Link::Up)) => {
                 if self.never_connected[i] {
                     self.first_flush = Some(i);
                 }
@@ -466,20 +531,30 @@ impl Driver {
                 self.unread[i] = Some(Vec::new());
                 self.sent[i].clear();
             }
-            Input::Disconnected { node, .. } => {
-                let i = node.index();
+            Some((i, _)) => {
                 self.never_connected[i] = false;
                 self.links[i] = Link::Down;
                 self.unread[i] = None;
                 self.sent[i].clear();
             }
-            Input::Received { .. } | Input::Timeout(_) => {}
+            None => {}
         }
-        self.drain();
+        let outputs = self.drain();
+        if moot {
+            assert_eq!(
+                outputs, 0,
+                "an input to ignore (not the current connection's, or a repeat) had effects"
+            );
+            assert_eq!(
+                self.deadline, deadline,
+                "an input to ignore (not the current connection's, or a repeat) moved the deadline"
+            );
+        }
     }
 
-    /// Polls until `Timeout` or `Idle` and checks everything that came out.
-    fn drain(&mut self) {
+    /// Polls until `Timeout` or `Idle` and checks everything that came out; returns how many
+    /// outputs came before the final one.
+    fn drain(&mut self) -> usize {
         let mut outputs = Vec::new();
         self.deadline = loop {
             assert!(
@@ -492,6 +567,7 @@ impl Driver {
                 other => outputs.push(other),
             }
         };
+        let count = outputs.len();
         let first_flush = self.first_flush.take();
         self.trace_drain(&outputs);
         // Acquired events first: a transmit in the same drain may already extend the lock.
@@ -503,14 +579,26 @@ impl Driver {
         }
         for output in &outputs {
             match output {
-                Output::Connect(node) => {
-                    let i = node.index();
-                    assert_ne!(self.links[i], Link::Up, "Connect for connected node {i}");
+                Output::Connect(conn) => {
+                    let i = conn.node().index();
+                    assert_eq!(self.links[i], Link::Down, "Connect for node {i} not down");
+                    let next = self.conns[i].map_or(0, |c| c.generation().wrapping_add(1));
+                    assert_eq!(
+                        conn.generation(),
+                        next,
+                        "Connect for node {i} is not its next generation"
+                    );
+                    self.conns[i] = Some(*conn);
                     self.links[i] = Link::Connecting;
                 }
-                Output::Disconnect(node) => {
-                    let i = node.index();
+                Output::Disconnect(conn) => {
+                    let i = conn.node().index();
                     assert_eq!(self.links[i], Link::Up, "Disconnect for node {i} not up");
+                    assert_eq!(
+                        Some(*conn),
+                        self.conns[i],
+                        "Disconnect for a connection of node {i} that is not its current one"
+                    );
                     self.links[i] = Link::Down;
                     self.unread[i] = None;
                     self.sent[i].clear();
@@ -535,6 +623,7 @@ impl Driver {
             }
         }
         self.check_states();
+        count
     }
 
     /// The outputs of one drain and the deadline it ended with, when tracing.
@@ -572,6 +661,12 @@ impl Driver {
         for (i, link) in self.links.iter().enumerate() {
             let up = *link == Link::Up;
             assert_eq!(self.client.is_up(NodeId::new(i)), up, "link of node {i}");
+            let current = self.conns[i].filter(|_| *link != Link::Down);
+            assert_eq!(
+                self.client.connection(NodeId::new(i)),
+                current,
+                "current connection of node {i}"
+            );
         }
     }
 
@@ -677,7 +772,8 @@ impl Driver {
             if self.links[i] != Link::Down {
                 self.input(Input::Disconnected {
                     now: self.now,
-                    node: NodeId::new(i),
+                    conn: self.conns[i].expect("a node not down has a connection"),
+                    reason: ConnectionError::Closed,
                 });
             }
         }
@@ -691,7 +787,8 @@ impl Driver {
                 if self.links[i] == Link::Connecting {
                     self.input(Input::Disconnected {
                         now: self.now,
-                        node: NodeId::new(i),
+                        conn: self.conns[i].expect("a connecting node has a connection"),
+                        reason: ConnectionError::Refused,
                     });
                 }
             }
@@ -790,6 +887,17 @@ fn trace(line: impl FnOnce() -> String) {
 fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(Instant::now)
+}
+
+/// A disconnection's reason, from bits 3-5 of the step's node byte.
+fn reason(b: u8) -> ConnectionError {
+    match (b >> 3) & 7 {
+        1 => ConnectionError::Refused,
+        2 => ConnectionError::ConnectTimeout(Duration::from_millis(200)),
+        3 => ConnectionError::Io("connection reset by peer".into()),
+        4 => ConnectionError::Resolve("no such host".into()),
+        _ => ConnectionError::Closed,
+    }
 }
 
 fn resource(b: u8) -> Resource {

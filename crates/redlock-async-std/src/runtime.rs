@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_io::{Async, Timer};
 use futures_lite::future;
+use redlock_core::ConnectionError;
 use redlock_driver::{Connecting, Runtime};
 use tokio::sync::oneshot;
 
@@ -22,7 +23,7 @@ impl Runtime for AsyncIo {
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Async<TcpStream>> {
         let timed_out = async move {
             Timer::after(timeout).await;
-            Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
+            Err(ConnectionError::ConnectTimeout(timeout))
         };
         Box::pin(future::or(open(host, port), timed_out))
     }
@@ -61,8 +62,9 @@ impl Runtime for AsyncIo {
 }
 
 /// Resolves `host` and connects to the first of its addresses that accepts. An IP address
-/// needs no lookup; a name is resolved on a helper thread, since std's resolver blocks.
-async fn open(host: String, port: u16) -> io::Result<Async<TcpStream>> {
+/// needs no lookup; a name is resolved on a helper thread, since std's resolver blocks. A
+/// failure says which step failed.
+async fn open(host: String, port: u16) -> Result<Async<TcpStream>, ConnectionError> {
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
         Err(_) => {
@@ -71,12 +73,14 @@ async fn open(host: String, port: u16) -> io::Result<Async<TcpStream>> {
                 .name("redlock-resolve".into())
                 .spawn(move || {
                     let _ = tx.send((host.as_str(), port).to_socket_addrs().map(Vec::from_iter));
-                })?;
+                })
+                .map_err(|e| ConnectionError::Resolve(format!("no resolver thread: {e}")))?;
             rx.await
-                .map_err(|_| io::Error::other("name resolution failed"))??
+                .map_err(|_| ConnectionError::Resolve("the resolver thread ended".into()))?
+                .map_err(|e| ConnectionError::Resolve(e.to_string()))?
         }
     };
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
+    let mut last = ConnectionError::Resolve("the host has no address".into());
     for addr in addrs {
         match Async::<TcpStream>::connect(addr).await {
             Ok(stream) => {
@@ -84,7 +88,7 @@ async fn open(host: String, port: u16) -> io::Result<Async<TcpStream>> {
                 let _ = stream.get_ref().set_nodelay(true);
                 return Ok(stream);
             }
-            Err(e) => last = e,
+            Err(e) => last = ConnectionError::from_io(&e),
         }
     }
     Err(last)

@@ -19,7 +19,10 @@ fn builds_outside_any_executor() {
     let result = async_std::task::block_on(r.lock("x"));
     assert!(matches!(
         result,
-        Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { .. }))
+        Err(LockError::Acquire {
+            reason: AcquireFailure::QuorumUnreachable { .. },
+            ..
+        })
     ));
 }
 
@@ -60,7 +63,10 @@ fn unreachable_node_fails_in_bounded_time() {
     assert!(
         matches!(
             result,
-            Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { .. }))
+            Err(LockError::Acquire {
+                reason: AcquireFailure::QuorumUnreachable { .. },
+                ..
+            })
         ),
         "{result:?}"
     );

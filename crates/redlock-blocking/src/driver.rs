@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::{Context, Poll as Ready, Wake, Waker as TaskWaker};
 use std::time::{Duration, Instant};
@@ -13,16 +13,22 @@ use std::{mem, vec};
 use bytes::{Buf, BytesMut};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use redlock_core::{Client, ConnId, ConnectionError, Input, NodeAddress, NodeId, Output};
 use redlock_driver::{Cmd, DriverParts, OsRng, Waiters};
 use tokio::sync::mpsc;
 
-/// One node's socket. `serial` numbers the sockets opened for the node, so that readiness
-/// reported for a socket already closed is never taken for its successor's.
+use crate::resolve::{Lookup, Resolve, Resolver};
+
+/// One node's socket. `serial` numbers the sockets opened and the name lookups started for the
+/// node, so that readiness reported for a socket already closed is never taken for its
+/// successor's, nor a lookup's answer for a later attempt's.
 #[derive(Default)]
 struct Conn {
+    /// The core's name for the node's current connection, which inputs about it carry.
+    id: Option<ConnId>,
     stream: Option<TcpStream>,
-    /// While a non-blocking connect is in flight: its deadline, and the addresses left.
+    /// While a connection attempt is in flight (a name lookup while `stream` is `None`, then a
+    /// non-blocking connect): its deadline, and the addresses left.
     connecting: Option<Connecting>,
     rest: vec::IntoIter<SocketAddr>,
     /// Bytes the socket has not taken yet; WRITABLE interest is registered (`writing`)
@@ -50,9 +56,17 @@ pub(crate) struct Driver {
     conns: Vec<Conn>,
     connect_timeout: Duration,
     waiters: Waiters,
-    /// Nodes whose socket failed outside an input (connecting while draining, or writing),
-    /// reported at the top of the next turn.
-    down: VecDeque<NodeId>,
+    /// Connections whose socket failed outside an input (writing), with why, reported at the
+    /// top of the next turn.
+    down: VecDeque<(ConnId, ConnectionError)>,
+    /// Connection attempts that failed while draining (a connect refused at once), reported
+    /// with their cause at the top of the next turn.
+    failed: VecDeque<(NodeId, ConnectionError)>,
+    /// Host-name lookups, on threads of their own.
+    resolver: Resolver,
+    /// Tests see each failed connection attempt's cause here.
+    #[cfg(test)]
+    pub(crate) failures: Option<std::sync::mpsc::Sender<(NodeId, ConnectionError)>>,
     /// The core's next deadline, from the last drain.
     deadline: Option<Instant>,
     read_buf: Vec<u8>,
@@ -62,19 +76,25 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(parts: DriverParts) -> io::Result<Self> {
+    /// A driver for `parts` that resolves host names with `resolve` ([`crate::resolve::system`]
+    /// outside tests).
+    pub(crate) fn new(parts: DriverParts, resolve: Resolve) -> io::Result<Self> {
         let poll = Poll::new()?;
-        let waker = Waker::new(poll.registry(), WAKER)?;
+        let waker = TaskWaker::from(Arc::new(WakePoll(Waker::new(poll.registry(), WAKER)?)));
         Ok(Self {
             client: parts.client,
             rx: parts.commands,
             poll,
-            waker: TaskWaker::from(Arc::new(WakePoll(waker))),
+            resolver: Resolver::new(resolve, &parts.addrs, waker.clone()),
+            waker,
             conns: parts.addrs.iter().map(|_| Conn::default()).collect(),
             addrs: parts.addrs,
             connect_timeout: parts.connect_timeout,
             waiters: Waiters::new(),
             down: VecDeque::new(),
+            failed: VecDeque::new(),
+            #[cfg(test)]
+            failures: None,
             deadline: None,
             read_buf: vec![0; 64 * 1024],
             closed: false,
@@ -91,11 +111,13 @@ impl Driver {
         self.drain();
         loop {
             // Failures found while draining go first, one input per turn.
-            if let Some(node) = self.down.pop_front() {
-                self.feed(Input::Disconnected {
-                    now: self.now(),
-                    node,
-                });
+            if let Some((conn, reason)) = self.down.pop_front() {
+                let now = self.now();
+                self.feed(Input::Disconnected { now, conn, reason });
+                continue;
+            }
+            if let Some((node, cause)) = self.failed.pop_front() {
+                self.connect_failed(node, cause);
                 continue;
             }
             // Everything this turn queued for a node leaves in one write.
@@ -112,7 +134,7 @@ impl Driver {
                 continue;
             }
             // 2. Wait for readiness on any node socket, the core's deadline, a connect
-            //    timeout, or a user command (the waker).
+            //    timeout, or a user command or name lookup's answer (the waker).
             let wake = self.conns.iter().filter_map(|c| c.connecting?.deadline);
             let timeout = match busy {
                 true => Some(Duration::ZERO),
@@ -126,7 +148,7 @@ impl Driver {
                 Err(_) => return,
             }
             // 3. Feed what happened one input at a time, each with a fresh `now` and each
-            //    followed by a drain (4.): replies first, then timers, then commands.
+            //    followed by a drain (4.): replies first, then lookups, timers, commands.
             for ready in events.iter() {
                 let i = ready.token().0 & NODE_MASK;
                 // Not a node (the waker: commands are read every turn), or a closed socket.
@@ -141,6 +163,7 @@ impl Driver {
                     None => self.read(NodeId::new(i)),
                 }
             }
+            self.resolved();
             self.expire();
             busy = self.commands();
         }
@@ -165,8 +188,8 @@ impl Driver {
                 // The core writes only to nodes it saw connect. Bytes for a socket that just
                 // failed are dropped with it: its `Disconnected` is queued.
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
-                Output::Connect(node) => self.connect(node),
-                Output::Disconnect(node) => self.close(node),
+                Output::Connect(conn) => self.connect(conn),
+                Output::Disconnect(conn) => self.close(conn.node()),
                 Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return self.deadline = Some(at),
                 Output::Idle => return self.deadline = None,
@@ -176,32 +199,27 @@ impl Driver {
 
     /// Reads until `WouldBlock` (readiness is edge-triggered), feeding each chunk.
     fn read(&mut self, node: NodeId) {
-        loop {
-            let conn = &mut self.conns[node.index()];
-            let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
+        let (conn, reason) = loop {
+            let c = &mut self.conns[node.index()];
+            let (Some(stream), None, Some(conn)) = (&mut c.stream, c.connecting, c.id) else {
                 return; // closed by the core while draining (a protocol fault)
             };
             match stream.read(&mut self.read_buf) {
-                Ok(0) => break,
+                Ok(0) => break (conn, ConnectionError::Closed),
                 Ok(len) => {
                     let bytes = &self.read_buf[..len];
-                    let _ = self.client.handle_input(Input::Received {
-                        now: self.now(),
-                        node,
-                        bytes,
-                    });
+                    let now = self.now();
+                    let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
                     self.drain();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(_) => break,
+                Err(e) => break (conn, ConnectionError::from_io(&e)),
             }
-        }
+        };
         // End of stream or a socket error.
         self.close(node);
-        self.feed(Input::Disconnected {
-            now: self.now(),
-            node,
-        });
+        let now = self.now();
+        self.feed(Input::Disconnected { now, conn, reason });
     }
 
     /// Writes what each socket takes now; the rest waits for a WRITABLE event.
@@ -211,72 +229,138 @@ impl Driver {
             let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
                 continue;
             };
-            let mut failed = false;
-            while !conn.out.is_empty() && !failed {
+            let mut failed = None;
+            while !conn.out.is_empty() && failed.is_none() {
                 match stream.write(&conn.out) {
                     Ok(len) if len > 0 => conn.out.advance(len),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    _ => failed = true,
+                    Err(e) => failed = Some(ConnectionError::from_io(&e)),
+                    Ok(_) => failed = Some(ConnectionError::Closed),
                 }
             }
             // Edge-triggered: WRITABLE interest only while bytes wait, else every ACK wakes us.
             let want = !conn.out.is_empty();
-            if !failed && want != conn.writing {
+            if failed.is_none() && want != conn.writing {
                 let interest = match want {
                     true => Interest::READABLE | Interest::WRITABLE,
                     false => Interest::READABLE,
                 };
                 let token = token(conn.serial, i);
-                failed = self
-                    .poll
-                    .registry()
-                    .reregister(stream, token, interest)
-                    .is_err();
+                if let Err(e) = self.poll.registry().reregister(stream, token, interest) {
+                    failed = Some(ConnectionError::from_io(&e));
+                }
                 conn.writing = want;
             }
-            if failed {
+            if let (Some(reason), Some(id)) = (failed, conn.id) {
                 self.close(NodeId::new(i));
-                self.down.push_back(NodeId::new(i));
+                self.down.push_back((id, reason));
             }
         }
     }
 
-    fn connect(&mut self, node: NodeId) {
+    /// Starts a connection attempt (called while draining): an IP address is connected to at
+    /// once; a name is looked up off this thread first, and [`resolved`](Self::resolved)
+    /// takes the answer. The connect timeout covers both.
+    fn connect(&mut self, id: ConnId) {
+        let node = id.node();
         self.close(node);
-        let addr = &self.addrs[node.index()];
-        // Resolved on this thread: a slow name lookup stalls every node's IO meanwhile. Fine
-        // for IP literals and loopback names; use IP addresses for remote nodes.
-        let addrs: Vec<SocketAddr> = (addr.host.as_str(), addr.port)
-            .to_socket_addrs()
-            .map(Iterator::collect)
-            .unwrap_or_default();
+        self.conns[node.index()].id = Some(id);
         // Checked: a timeout too long for an `Instant` (`Duration::MAX`) is no deadline, not
         // a panic of the driver thread.
         let deadline = self.now().checked_add(self.connect_timeout);
-        self.open(node, addrs.into_iter(), Connecting { deadline });
+        let attempt = Connecting { deadline };
+        let addr = &self.addrs[node.index()];
+        let failed = match addr.host.parse::<IpAddr>() {
+            Ok(ip) => {
+                let addrs = vec![SocketAddr::new(ip, addr.port)];
+                self.open(node, addrs.into_iter(), attempt)
+                    .map_err(|e| ConnectionError::from_io(&e))
+            }
+            Err(_) => {
+                let conn = &mut self.conns[node.index()];
+                conn.serial = conn.serial.wrapping_add(1);
+                self.resolver
+                    .start(node, conn.serial)
+                    .map(|()| conn.connecting = Some(attempt))
+                    .map_err(|e| ConnectionError::Resolve(format!("no lookup thread: {e}")))
+            }
+        };
+        if let Err(cause) = failed {
+            self.failed.push_back((node, cause));
+        }
+    }
+
+    /// Takes the lookups that ended. An answer whose attempt is still current (no socket yet,
+    /// neither timed out nor replaced) starts its connects; any other is dropped.
+    fn resolved(&mut self) {
+        while let Some(Lookup {
+            node,
+            serial,
+            addrs,
+        }) = self.resolver.try_recv()
+        {
+            let conn = &self.conns[node.index()];
+            let attempt = match conn.connecting {
+                Some(attempt) if conn.serial == serial && conn.stream.is_none() => attempt,
+                _ => continue,
+            };
+            let failed = match addrs {
+                Ok(addrs) if addrs.is_empty() => {
+                    ConnectionError::Resolve("the host has no address".into())
+                }
+                Ok(addrs) => match self.open(node, addrs.into_iter(), attempt) {
+                    Ok(()) => continue,
+                    Err(e) => ConnectionError::from_io(&e),
+                },
+                Err(e) => ConnectionError::Resolve(e.to_string()),
+            };
+            self.connect_failed(node, failed);
+        }
     }
 
     /// Starts a non-blocking connect to the next address that takes one; when none is
-    /// left, the attempt has failed.
-    fn open(&mut self, node: NodeId, mut rest: vec::IntoIter<SocketAddr>, attempt: Connecting) {
+    /// left, the attempt has failed, with the last address's error.
+    fn open(
+        &mut self,
+        node: NodeId,
+        mut rest: vec::IntoIter<SocketAddr>,
+        attempt: Connecting,
+    ) -> io::Result<()> {
         let conn = &mut self.conns[node.index()];
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address left to try");
         while let Some(addr) = rest.next() {
-            let Ok(mut stream) = TcpStream::connect(addr) else {
-                continue;
+            let mut stream = match TcpStream::connect(addr) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
             };
             conn.serial = conn.serial.wrapping_add(1);
             let (token, interest) = (token(conn.serial, node.index()), Interest::WRITABLE);
-            if self
-                .poll
-                .registry()
-                .register(&mut stream, token, interest)
-                .is_ok()
-            {
-                (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(attempt), rest);
-                return;
+            match self.poll.registry().register(&mut stream, token, interest) {
+                Ok(()) => {
+                    (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(attempt), rest);
+                    return Ok(());
+                }
+                Err(e) => last = e,
             }
         }
-        self.down.push_back(node);
+        Err(last)
+    }
+
+    /// The one way a connection attempt ends in failure: closes what is left of it and tells
+    /// the core. Not while draining (an input): `connect` queues its failures in `failed`.
+    fn connect_failed(&mut self, node: NodeId, reason: ConnectionError) {
+        self.close(node);
+        #[cfg(test)]
+        if let Some(failures) = &self.failures {
+            let _ = failures.send((node, reason.clone()));
+        }
+        if let Some(conn) = self.conns[node.index()].id {
+            let now = self.now();
+            self.feed(Input::Disconnected { now, conn, reason });
+        }
     }
 
     /// A connecting socket reported readiness: connected, failed, or not decided yet.
@@ -290,27 +374,33 @@ impl Driver {
         let up = match stream.take_error() {
             Ok(None) => match stream.peer_addr() {
                 Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                result => result.is_ok(),
+                result => result.map(drop),
             },
-            _ => false,
+            Ok(Some(e)) | Err(e) => Err(e),
         };
         let registry = self.poll.registry();
-        if up
-            && registry
-                .reregister(stream, token, Interest::READABLE)
-                .is_ok()
-        {
+        let up = up.and_then(|()| registry.reregister(stream, token, Interest::READABLE));
+        let Err(e) = up else {
             // Best effort: a lock round trip is a few small writes each way.
             let _ = stream.set_nodelay(true);
             conn.connecting = None;
-            return self.feed(Input::Connected {
-                now: self.now(),
-                node,
-            });
-        }
+            if let Some(conn) = conn.id {
+                self.feed(Input::Connected {
+                    now: self.now(),
+                    conn,
+                });
+            }
+            return;
+        };
         let rest = mem::take(&mut conn.rest);
         self.close(node);
-        self.open(node, rest, attempt);
+        let failed = match rest.as_slice() {
+            [] => Err(e),
+            _ => self.open(node, rest, attempt),
+        };
+        if let Err(e) = failed {
+            self.connect_failed(node, ConnectionError::from_io(&e));
+        }
     }
 
     /// Closes the node's socket, if any. Every connect starts with a close, so bytes queued
@@ -330,11 +420,8 @@ impl Driver {
         for i in 0..self.conns.len() {
             let deadline = self.conns[i].connecting.and_then(|c| c.deadline);
             if deadline.is_some_and(|at| at <= self.now()) {
-                self.close(NodeId::new(i));
-                self.feed(Input::Disconnected {
-                    now: self.now(),
-                    node: NodeId::new(i),
-                });
+                let reason = ConnectionError::ConnectTimeout(self.connect_timeout);
+                self.connect_failed(NodeId::new(i), reason);
             }
         }
         if self.deadline.is_some_and(|at| at <= self.now()) {

@@ -5,7 +5,7 @@
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlock_core::{LostReason, ReleaseOutcome, Resource, Token};
+use redlock_core::{AcquireStats, LostReason, ReleaseOutcome, Resource, Token};
 use redlock_driver::{LockError, Start};
 
 use crate::MioThread;
@@ -27,6 +27,12 @@ impl LockRef {
     /// The token stored on the nodes.
     pub fn token(&self) -> &Token {
         self.0.token()
+    }
+
+    /// How the acquisition went: attempts, time spent, and each node's answer in the
+    /// successful attempt (a failure carries the same in [`LockError::Acquire`]).
+    pub fn stats(&self) -> &AcquireStats {
+        self.0.stats()
     }
 
     /// When the lock stops being safe to use (moved by each extension).

@@ -8,6 +8,9 @@
 //! on them by parking the calling thread, and moves bytes. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
 //! rule](redlock_core::docs::algorithm).
 //!
+//! A node named by host name is resolved on a short-lived helper thread, within the connect
+//! timeout, so a slow lookup delays only that node; an IP address needs no lookup.
+//!
 //! ```no_run
 //! # fn demo() -> Result<(), redlock_blocking::LockError> {
 //! use std::time::Duration;
@@ -35,7 +38,9 @@
 mod driver;
 mod guard;
 mod park;
+mod resolve;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use redlock_core::Config;
@@ -43,8 +48,9 @@ use redlock_driver::{DriverParts, Start};
 
 pub use guard::{LockGuard, LockRef};
 pub use redlock_core::{
-    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
-    Resource, RetryPolicy, Token,
+    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
+    LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource,
+    RetryDelay, RetryPolicy, Token,
 };
 pub use redlock_driver::{LockError, WithLockError};
 
@@ -71,7 +77,8 @@ impl Start for MioThread {
     type Handle = Handle;
 
     fn start(parts: DriverParts) -> Result<(), LockError> {
-        let driver = Driver::new(parts).map_err(|e| LockError::Start(format!("no poller: {e}")))?;
+        let driver = Driver::new(parts, Arc::new(resolve::system))
+            .map_err(|e| LockError::Start(format!("no poller: {e}")))?;
         std::thread::Builder::new()
             .name("redlock-driver".to_owned())
             .spawn(move || driver.run())

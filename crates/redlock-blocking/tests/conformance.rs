@@ -62,9 +62,10 @@ impl Driver for Blocking {
         assert!(
             matches!(
                 outcome,
-                Err(LockError::Acquire(
-                    AcquireFailure::WaitDeadline | AcquireFailure::Contended { .. }
-                ))
+                Err(LockError::Acquire {
+                    reason: AcquireFailure::WaitDeadline { .. } | AcquireFailure::Contended { .. },
+                    ..
+                })
             ),
             "the acquisition did not give up: {outcome:?}"
         );

@@ -5,7 +5,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{LockGuard, LockOptions, LostReason, Redlock};
+use redlock_blocking::{LockGuard, LockOptions, LostReason, Redlock, ReleaseOutcome};
 use redlock_conformance::scenarios::{eventually, value_on};
 use redlock_core::ConfigBuilder;
 use redlock_testkit::{Cluster, Reply};
@@ -40,6 +40,19 @@ fn driver_finishes_releases_then_closes_after_last_handle() {
 #[test]
 fn wait_lost_sees_a_loss_a_release_and_a_timeout() {
     run(3, scenario_wait_lost);
+}
+
+/// A host name works: `localhost` resolves from `/etc/hosts` (no DNS query) on a helper
+/// thread, and if it names `::1` first, where nothing listens, the next address is tried.
+#[test]
+fn host_names_are_resolved() {
+    let c = Cluster::start(3).expect("start test nodes");
+    let urls: Vec<String> = (0..3)
+        .map(|i| format!("localhost:{}", c.node(i).port()))
+        .collect();
+    let r = make(&urls, &ttl(Duration::from_secs(5)));
+    let g = r.lock("named").unwrap();
+    assert_eq!(g.release().unwrap(), vec![ReleaseOutcome::Released; 3]);
 }
 
 #[test]

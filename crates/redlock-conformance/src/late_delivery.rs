@@ -227,7 +227,10 @@ fn expect_one_holder<D: Driver>(c: &Cluster, x: &Proxy, holder: &D::Guard, secon
     let late = String::from_utf8_lossy(&x.late_replies()).into_owned();
     c.node(1).command(&["DEL", KEY]).unwrap();
     match second.try_lock(KEY) {
-        Err(LockError::Acquire(AcquireFailure::Contended { .. })) => {}
+        Err(LockError::Acquire {
+            reason: AcquireFailure::Contended { .. },
+            ..
+        }) => {}
         Ok(_) => panic!(
             "two holders: the first still has {:?} of validity; node 0 answered the late \
              commands {late:?}",

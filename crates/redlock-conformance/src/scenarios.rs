@@ -68,7 +68,10 @@ pub fn minority_down_works_majority_down_fails_in_bounded_time<D: Driver>() {
     assert!(
         matches!(
             err,
-            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+            LockError::Acquire {
+                reason: AcquireFailure::QuorumUnreachable { .. },
+                ..
+            }
         ),
         "{err}"
     );
@@ -315,7 +318,10 @@ pub fn single_node<D: Driver>() {
     let g = d.lock("one").unwrap();
     assert!(matches!(
         d.try_lock("one"),
-        Err(LockError::Acquire(AcquireFailure::Contended { .. }))
+        Err(LockError::Acquire {
+            reason: AcquireFailure::Contended { .. },
+            ..
+        })
     ));
     assert_eq!(value_on(&c, 0, "one"), Reply::bulk(&g.token()));
     assert_eq!(g.release().unwrap(), vec![ReleaseOutcome::Released]);
@@ -343,7 +349,10 @@ pub fn silent_node_is_outwaited<D: Driver>() {
     assert!(
         matches!(
             err,
-            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+            LockError::Acquire {
+                reason: AcquireFailure::QuorumUnreachable { .. },
+                ..
+            }
         ),
         "{err}"
     );
@@ -369,7 +378,10 @@ pub fn refused_connections_fail_fast<D: Driver>() {
     assert!(
         matches!(
             err,
-            LockError::Acquire(AcquireFailure::QuorumUnreachable { .. })
+            LockError::Acquire {
+                reason: AcquireFailure::QuorumUnreachable { .. },
+                ..
+            }
         ),
         "{err}"
     );

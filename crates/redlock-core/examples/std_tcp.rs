@@ -12,43 +12,66 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use redlock_core::{Client, Config, Event, Input, NodeId, Output, Resource};
+use redlock_core::{Client, Config, ConnId, ConnectionError, Event, Input, Output, Resource};
+
+/// One node's open socket, with the connection the client named it by.
+type Socket = Option<(ConnId, TcpStream)>;
+
+/// How a connection attempt or a socket ended, reported to the client as its own input.
+type Report = (Instant, ConnId, Result<(), ConnectionError>);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addrs = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
-    let config = Config::builder(addrs.len())
-        .ttl(Duration::from_secs(10))
-        .build()?;
+    let mut builder = Config::builder(addrs.len()).ttl(Duration::from_secs(10));
+    for (i, addr) in addrs.iter().enumerate() {
+        // Errors and statistics name the node by its address.
+        builder = builder.node_name(i, *addr);
+    }
+    let config = builder.build()?;
     // Use an OS-seeded CSPRNG in real code (e.g. getrandom's SysRng).
     let rng: chacha20::ChaCha20Rng = rand_core::SeedableRng::seed_from_u64(42);
     let mut client = Client::new(config, rng);
-    let mut socks: Vec<Option<TcpStream>> = addrs.iter().map(|_| None).collect();
+    let mut socks: Vec<Socket> = addrs.iter().map(|_| None).collect();
+    // Connection outcomes not yet fed; they outlive a drain, as one is fed per turn.
+    let mut reports: Vec<Report> = Vec::new();
     let mut op = None;
     let mut buf = [0u8; 16 * 1024];
     loop {
         // Drain.
         let mut deadline = None;
-        let mut events = Vec::new();
         loop {
             match client.poll_output() {
                 Output::Transmit(t) => {
-                    let ok = socks[t.node.index()]
-                        .as_mut()
-                        .is_some_and(|s| write_all(s, &t.bytes).is_ok());
-                    if !ok {
-                        socks[t.node.index()] = None; // reported below as Disconnected
+                    let i = t.node.index();
+                    if let Some((conn, s)) = &mut socks[i]
+                        && let Err(e) = write_all(s, &t.bytes)
+                    {
+                        // Reported below, as its own input.
+                        reports.push((Instant::now(), *conn, Err(ConnectionError::from_io(&e))));
+                        socks[i] = None;
                     }
                 }
-                Output::Connect(node) => {
-                    let (now, sock) = (Instant::now(), connect(addrs[node.index()])?);
-                    // Reported after the drain, as its own input.
-                    events.push((now, node, sock.is_some()));
-                    socks[node.index()] = sock;
+                Output::Connect(conn) => {
+                    // A new connection replaces any earlier one to the node.
+                    let i = conn.node().index();
+                    let (now, result) = (Instant::now(), connect(addrs[i]));
+                    socks[i] = None;
+                    let outcome = result.map(|s| socks[i] = Some((conn, s)));
+                    reports.push((now, conn, outcome));
                 }
-                Output::Disconnect(node) => socks[node.index()] = None,
+                Output::Disconnect(conn) => {
+                    let i = conn.node().index();
+                    if socks[i].as_ref().is_some_and(|(c, _)| *c == conn) {
+                        socks[i] = None;
+                    }
+                }
                 Output::Event(Event::Acquired(a)) => {
-                    println!("locked {:?} for {:?}", a.resource, a.validity);
+                    println!("locked {:?} for {:?} ({})", a.resource, a.validity, a.stats);
                     client_release_later(&mut op, a.op);
+                }
+                Output::Event(Event::AcquireFailed { reason, stats, .. }) => {
+                    println!("not locked: {reason} ({stats})");
+                    return Ok(());
                 }
                 Output::Event(Event::Released { nodes, .. }) => {
                     println!("released: {nodes:?}");
@@ -60,11 +83,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         // Feed connection outcomes one at a time, draining in between.
-        if let Some((now, node, up)) = events.pop() {
-            let input = if up {
-                Input::Connected { now, node }
-            } else {
-                Input::Disconnected { now, node }
+        if let Some((now, conn, outcome)) = reports.pop() {
+            let input = match outcome {
+                Ok(()) => Input::Connected { now, conn },
+                Err(reason) => Input::Disconnected { now, conn, reason },
             };
             client.handle_input(input)?;
             continue;
@@ -90,44 +112,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// Connects with a timeout; `None` if the node cannot be reached.
-fn connect(addr: &str) -> Result<Option<TcpStream>, Box<dyn std::error::Error>> {
-    match TcpStream::connect_timeout(&addr.parse()?, Duration::from_millis(200)) {
-        Ok(s) => {
-            s.set_nodelay(true)?;
-            s.set_nonblocking(true)?;
-            Ok(Some(s))
-        }
-        Err(_) => Ok(None),
-    }
+/// Connects with a timeout; the reason if the node cannot be reached.
+fn connect(addr: &str) -> Result<TcpStream, ConnectionError> {
+    let timeout = Duration::from_millis(200);
+    let addr = addr
+        .parse()
+        .map_err(|e| ConnectionError::Resolve(format!("{addr}: {e}")))?;
+    let s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| match e.kind() {
+        ErrorKind::TimedOut => ConnectionError::ConnectTimeout(timeout),
+        _ => ConnectionError::from_io(&e),
+    })?;
+    s.set_nodelay(true)
+        .and_then(|()| s.set_nonblocking(true))
+        .map_err(|e| ConnectionError::from_io(&e))?;
+    Ok(s)
 }
 
 /// Feeds the bytes (or the disconnection) of the first node that has any; false if none.
 fn read_one<R: rand_core::CryptoRng>(
     client: &mut Client<R>,
-    socks: &mut [Option<TcpStream>],
+    socks: &mut [Socket],
     buf: &mut [u8],
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    for (i, sock) in socks.iter_mut().enumerate() {
-        let Some(s) = sock else { continue };
-        let node = NodeId::new(i);
-        let now = Instant::now();
-        match s.read(buf) {
-            Ok(0) => {
-                *sock = None;
-                client.handle_input(Input::Disconnected { now, node })?;
+    for sock in socks.iter_mut() {
+        let Some((conn, s)) = sock else { continue };
+        let (conn, now) = (*conn, Instant::now());
+        let reason = match s.read(buf) {
+            Ok(0) => ConnectionError::Closed,
+            Ok(n) => {
+                let bytes = &buf[..n];
+                client.handle_input(Input::Received { now, conn, bytes })?;
+                return Ok(true);
             }
-            Ok(n) => client.handle_input(Input::Received {
-                now,
-                node,
-                bytes: &buf[..n],
-            })?,
             Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
-            Err(_) => {
-                *sock = None;
-                client.handle_input(Input::Disconnected { now, node })?;
-            }
-        }
+            Err(e) => ConnectionError::from_io(&e),
+        };
+        *sock = None;
+        client.handle_input(Input::Disconnected { now, conn, reason })?;
         return Ok(true);
     }
     Ok(false)

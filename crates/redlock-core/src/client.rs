@@ -13,7 +13,7 @@ use rand_core::CryptoRng;
 use crate::command::Encoder;
 use crate::config::Config;
 use crate::error::UsageError;
-use crate::id::{NodeId, OpId, RequestId};
+use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending};
@@ -45,9 +45,16 @@ use crate::token::{Resource, Token};
 /// 4. Pass `now` from one monotonic clock; it MUST NOT go backwards (the client clamps it
 ///    to the last value seen, and debug builds assert).
 /// 5. Report every outcome of an [`Output::Connect`]: [`Input::Connected`] or
-///    [`Input::Disconnected`] (also for a connect timeout, which the driver owns).
-/// 6. Report [`Input::Disconnected`] when a connection drops, and feed no bytes from a
-///    connection the client told it to close.
+///    [`Input::Disconnected`] with the reason (also for a connect timeout, which the driver
+///    owns), naming the [`ConnId`] the output handed out.
+/// 6. Report [`Input::Disconnected`] when a connection drops, with the reason, and name the
+///    connection every input comes from. Input from a connection that is no longer current
+///    (one the client told the driver to close, or one replaced by a newer `Connect`) is
+///    ignored, so a reader that is late in noticing its connection is gone does no harm.
+///
+/// Order matters per node, not across nodes: each node's bytes MUST be written in the
+/// order the client hands them out, and each node's input fed in the order it arrived
+/// (replies are matched to requests by position). The order between nodes is free.
 ///
 /// The client never blocks, reads no clock and owns no socket.
 #[derive(Debug)]
@@ -92,13 +99,11 @@ impl Hash for Timer {
 impl<R: CryptoRng> Client<R> {
     /// A client for the nodes of `config`. The first outputs ask to connect to every node.
     pub fn new(config: Config, rng: R) -> Self {
-        let nodes: Vec<Node> = config
-            .nodes
-            .iter()
-            .map(|settings| Node::new(&config, settings.clone()))
+        let nodes: Vec<Node> = (config.nodes.iter().enumerate())
+            .map(|(i, settings)| Node::new(NodeId::new(i), &config, settings.clone()))
             .collect();
-        let actions = (0..nodes.len())
-            .map(|i| Output::Connect(NodeId::new(i)))
+        let actions = (nodes.iter())
+            .filter_map(|n| n.current().map(Output::Connect))
             .collect();
         Self {
             config,
@@ -140,36 +145,42 @@ impl<R: CryptoRng> Client<R> {
 
     /// Feeds one input. Call only when drained (see the type docs).
     pub fn handle_input(&mut self, input: Input<'_>) -> Result<(), UsageError> {
-        if let Input::Connected { node, .. }
-        | Input::Received { node, .. }
-        | Input::Disconnected { node, .. } = input
+        if let Input::Connected { conn, .. }
+        | Input::Received { conn, .. }
+        | Input::Disconnected { conn, .. } = input
         {
-            self.check_node(node)?;
+            self.check_node(conn.node())?;
         }
         self.check_drained()?;
         let now = self.clock(input.now());
         match input {
-            Input::Connected { node, .. } => {
-                if self.nodes[node.index()].link == Link::Up {
-                    // A second Connected without a Disconnected: the old stream is gone.
-                    self.close(now, node, NodeFault::Disconnected, false);
+            Input::Connected { conn, .. } => {
+                let node = &mut self.nodes[conn.node().index()];
+                // Only the connection being opened comes up; a repeated report is moot.
+                if node.is_current(conn) && node.link != Link::Up {
+                    node.connected();
+                    self.mark_dirty(conn.node());
                 }
-                // A reconnection that was still due is moot, also the one `close` just
-                // scheduled (found by fuzzing: it fired later and asked to connect a node
-                // that was up).
-                self.timers.arm(Timer::Node(node), None);
-                self.nodes[node.index()].connected();
-                self.mark_dirty(node);
             }
-            Input::Received { node, bytes, .. } => self.receive(now, node, bytes),
-            Input::Disconnected { node, .. } => {
-                if !matches!(self.nodes[node.index()].link, Link::Down { .. }) {
-                    self.close(now, node, NodeFault::Disconnected, false);
+            Input::Received { conn, bytes, .. } => {
+                if self.nodes[conn.node().index()].is_current(conn) {
+                    self.receive(now, conn.node(), bytes);
+                }
+            }
+            Input::Disconnected { conn, reason, .. } => {
+                if self.nodes[conn.node().index()].is_current(conn) {
+                    self.close(now, conn.node(), NodeFault::Connection(reason), false);
                 }
             }
             Input::Timeout(_) => self.fire_timers(now),
         }
         Ok(())
+    }
+
+    /// The node's current connection: the one being opened or up (`None` while the node is
+    /// down, waiting to reconnect).
+    pub fn connection(&self, node: NodeId) -> Option<ConnId> {
+        self.nodes.get(node.index())?.current()
     }
 
     /// Starts acquiring `resource` with the configured retry policy.
@@ -293,9 +304,10 @@ impl<R: CryptoRng> Client<R> {
                     return self.close(now, node, fault, true);
                 }
                 Some(Pending::Preload) => {}
-                Some(Pending::Handshake) => {
-                    if let Some(msg) = reply.error_message() {
-                        return self.close(now, node, NodeFault::Handshake(msg), true);
+                Some(Pending::Handshake(command)) => {
+                    if let Some(message) = reply.error_message() {
+                        let fault = NodeFault::Handshake { command, message };
+                        return self.close(now, node, fault, true);
                     }
                 }
                 Some(Pending::Request { op, id }) => self.deliver(now, op, id, Ok(&reply)),
@@ -315,12 +327,14 @@ impl<R: CryptoRng> Client<R> {
         // Otherwise the lock is finished: a late reply, swallowed.
     }
 
-    /// Drops a node's connection and fails its requests in flight with `fault`.
+    /// Drops a node's connection and fails its requests in flight with `fault`, which is
+    /// also why the node is down until it is back.
     fn close(&mut self, now: Instant, node: NodeId, fault: NodeFault, tell_driver: bool) {
-        let (retry_at, pending) = self.nodes[node.index()].close(now, &mut self.rng);
+        let conn = self.nodes[node.index()].current();
+        let (retry_at, pending) = self.nodes[node.index()].close(now, fault.clone(), &mut self.rng);
         self.timers.arm(Timer::Node(node), Some(retry_at));
-        if tell_driver {
-            self.actions.push_back(Output::Disconnect(node));
+        if let (true, Some(conn)) = (tell_driver, conn) {
+            self.actions.push_back(Output::Disconnect(conn));
         }
         for p in pending {
             if let Pending::Request { op, id } = p {
@@ -344,8 +358,8 @@ impl<R: CryptoRng> Client<R> {
             };
             match timer {
                 Timer::Node(node) => {
-                    self.nodes[node.index()].reconnect();
-                    self.actions.push_back(Output::Connect(node));
+                    let conn = self.nodes[node.index()].reconnect();
+                    self.actions.push_back(Output::Connect(conn));
                 }
                 Timer::Op(op) => {
                     if let Some(lock) = self.locks.get_mut(&op) {
@@ -382,7 +396,8 @@ impl<R: CryptoRng> Client<R> {
                         max_in_flight: node.max_in_flight,
                     }
                 } else {
-                    NodeFault::Disconnected
+                    // Down: the request fails for the reason the node went down with.
+                    node.down_cause.clone()
                 };
                 lock.handle_reply(now, id, Err(fault), &mut self.rng);
             }

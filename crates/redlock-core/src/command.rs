@@ -166,15 +166,32 @@ impl Command {
         }
     }
 
+    /// The command's name as sent: `SET`, `EVALSHA` or `EVAL`.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            CommandKind::SetNxPx => "SET",
+            CommandKind::EvalSha(..) => "EVALSHA",
+            CommandKind::Eval(..) => "EVAL",
+        }
+    }
+
+    /// The fault of an error reply: the server refused this command.
+    fn refused(&self, reply: &Reply) -> NodeFault {
+        NodeFault::Server {
+            command: self.name(),
+            message: reply.error_message().unwrap_or_default(),
+        }
+    }
+
     /// Reads `reply` as this command's vote.
     #[inline]
     pub(crate) fn vote(&self, reply: &Reply) -> Vote {
         match (self.kind, reply) {
             (_, Reply::Error(_)) if reply.is_error_with(b"NOSCRIPT") => match self.kind {
                 CommandKind::EvalSha(..) => Vote::NoScript,
-                _ => Vote::Fault(server_fault(reply)),
+                _ => Vote::Fault(self.refused(reply)),
             },
-            (_, Reply::Error(_)) => Vote::Fault(server_fault(reply)),
+            (_, Reply::Error(_)) => Vote::Fault(self.refused(reply)),
             (CommandKind::SetNxPx, Reply::Ok) => Vote::Yes,
             (CommandKind::SetNxPx, Reply::Nil) => Vote::No,
             (CommandKind::EvalSha(_, usage) | CommandKind::Eval(_, usage), Reply::Integer(i)) => {
@@ -212,10 +229,6 @@ fn with_ttl(head: &[&[u8]; 5], usage: ScriptUse, ttl: &[u8], f: impl FnOnce(&[&[
         ScriptUse::Release => f(head),
         ScriptUse::Extend => f(&[head[0], head[1], head[2], head[3], head[4], ttl]),
     }
-}
-
-fn server_fault(reply: &Reply) -> NodeFault {
-    NodeFault::Server(reply.error_message().unwrap_or_default())
 }
 
 fn unexpected(reply: &Reply) -> NodeFault {
@@ -299,7 +312,17 @@ mod tests {
         let noperm = Reply::Error(Bytes::from_static(b"NOPERM no permissions"));
         assert_eq!(
             set.vote(&noperm),
-            Vote::Fault(NodeFault::Server("NOPERM no permissions".into()))
+            Vote::Fault(NodeFault::Server {
+                command: "SET",
+                message: "NOPERM no permissions".into()
+            })
+        );
+        let Vote::Fault(fault) = release.vote(&noperm) else {
+            panic!("an error reply is a fault");
+        };
+        assert_eq!(
+            fault.to_string(),
+            "EVALSHA was refused: NOPERM no permissions"
         );
         assert_eq!(release.vote(&Reply::Integer(1)), Vote::Yes);
         assert_eq!(release.vote(&Reply::Integer(0)), Vote::No);
@@ -310,7 +333,10 @@ mod tests {
         assert_eq!(release.vote(&noscript), Vote::NoScript);
         assert!(matches!(
             release.as_eval().unwrap().vote(&noscript),
-            Vote::Fault(NodeFault::Server(_))
+            Vote::Fault(NodeFault::Server {
+                command: "EVAL",
+                ..
+            })
         ));
         assert_eq!(extend.vote(&Reply::Integer(0)), Vote::No);
     }

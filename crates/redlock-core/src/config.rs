@@ -5,21 +5,26 @@
 //! Per-lock overrides live in [`LockOptions`]; they are checked against the same rules when
 //! a lock is requested. Nothing here talks to nodes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::address::NodeAddress;
 use crate::error::ConfigError;
-use crate::id::MAX_NODES;
+use crate::id::{MAX_NODES, NodeId, NodeName};
 #[cfg(feature = "_mutants")]
 use crate::mutant::Mutant;
-use crate::policy::{AutoExtend, NodeSettings, RetryPolicy};
+use crate::policy::{AutoExtend, NodeSettings, RetryDelay, RetryPolicy};
 
 /// Validated configuration shared by every lock of a [`Client`](crate::Client).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub(crate) nodes: Vec<NodeSettings>,
+    /// Each node's name, shared with every lock (errors name nodes by it).
+    pub(crate) names: Arc<[NodeName]>,
     pub(crate) quorum: usize,
     pub(crate) timing: Timing,
     pub(crate) retry: RetryPolicy,
+    pub(crate) retry_delay: Option<RetryDelay>,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) release_timeout: Duration,
     pub(crate) max_reply_size: usize,
@@ -222,6 +227,11 @@ impl Config {
         &self.retry
     }
 
+    /// The caller-chosen delay between acquisition attempts, if one was set.
+    pub fn retry_delay(&self) -> Option<&RetryDelay> {
+        self.retry_delay.as_ref()
+    }
+
     /// Default auto-extension, if enabled.
     pub fn auto_extend(&self) -> Option<&AutoExtend> {
         self.auto_extend.as_ref()
@@ -230,6 +240,12 @@ impl Config {
     /// Connection settings of one node.
     pub fn node(&self, index: usize) -> Option<&NodeSettings> {
         self.nodes.get(index)
+    }
+
+    /// Each node's name, in node order: the address given to
+    /// [`ConfigBuilder::address`] or [`ConfigBuilder::node_name`], else `node#N`.
+    pub fn node_names(&self) -> &[NodeName] {
+        &self.names
     }
 
     /// Largest single reply accepted from a node, in bytes.
@@ -253,6 +269,7 @@ impl Config {
 #[derive(Debug, Clone)]
 pub struct ConfigBuilder {
     nodes: Vec<NodeSettings>,
+    names: Vec<Option<String>>,
     quorum: Option<usize>,
     ttl: Duration,
     drift_factor: f64,
@@ -261,6 +278,7 @@ pub struct ConfigBuilder {
     release_timeout: Option<Duration>,
     min_validity: Duration,
     retry: RetryPolicy,
+    retry_delay: Option<RetryDelay>,
     auto_extend: Option<AutoExtend>,
     max_reply_size: usize,
     max_read_buffer: usize,
@@ -278,6 +296,7 @@ impl ConfigBuilder {
     fn new(nodes: usize) -> Self {
         Self {
             nodes: vec![NodeSettings::default(); nodes],
+            names: vec![None; nodes],
             quorum: None,
             ttl: DEFAULT_TTL,
             drift_factor: DEFAULT_DRIFT_FACTOR,
@@ -286,6 +305,7 @@ impl ConfigBuilder {
             release_timeout: None,
             min_validity: Duration::ZERO,
             retry: RetryPolicy::default(),
+            retry_delay: None,
             auto_extend: None,
             max_reply_size: DEFAULT_MAX_REPLY_SIZE,
             max_read_buffer: DEFAULT_MAX_READ_BUFFER,
@@ -348,6 +368,13 @@ impl ConfigBuilder {
         self
     }
 
+    /// Computes each acquisition retry's delay with `delay` instead of the uniform draw
+    /// alone; see [`RetryDelay`].
+    pub fn retry_delay(mut self, delay: RetryDelay) -> Self {
+        self.retry_delay = Some(delay);
+        self
+    }
+
     /// Renew every lock automatically. Default off.
     pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
         self.auto_extend = auto_extend;
@@ -361,6 +388,23 @@ impl ConfigBuilder {
             None => self.node_out_of_range = Some(index),
         }
         self
+    }
+
+    /// The name errors and statistics give the node at `index` (default `node#N`). Never put
+    /// a secret in it.
+    pub fn node_name(mut self, index: usize, name: impl Into<String>) -> Self {
+        match self.names.get_mut(index) {
+            Some(slot) => *slot = Some(name.into()),
+            None => self.node_out_of_range = Some(index),
+        }
+        self
+    }
+
+    /// The node at `index` is `address`: its session settings (AUTH, SELECT) and its name
+    /// (`host:port`, without the password).
+    pub fn address(self, index: usize, address: &NodeAddress) -> Self {
+        self.node(index, address.settings.clone())
+            .node_name(index, address.to_string())
     }
 
     /// Largest single reply accepted from a node. Default 64 KiB.
@@ -458,11 +502,19 @@ impl ConfigBuilder {
             auto.check()?;
         }
         self.check_connections()?;
+        let names = (self.names.into_iter().enumerate())
+            .map(|(i, name)| match name {
+                Some(name) => NodeName::new(NodeId::new(i), name),
+                None => NodeName::unnamed(NodeId::new(i)),
+            })
+            .collect();
         Ok(Config {
             nodes: self.nodes,
+            names,
             quorum,
             timing,
             retry: self.retry,
+            retry_delay: self.retry_delay,
             auto_extend: self.auto_extend,
             release_timeout,
             max_reply_size: self.max_reply_size,

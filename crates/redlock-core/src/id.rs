@@ -1,7 +1,9 @@
-//! The identifiers every other module names: nodes, lock operations and the requests of
-//! one operation. A leaf: it depends on nothing else in the crate.
+//! The identifiers every other module names: nodes and their names, connections, lock
+//! operations and the requests of one operation. A leaf: it depends on nothing else in the
+//! crate.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// Most nodes a configuration may name (node ids are 16-bit).
 pub const MAX_NODES: usize = 1 << 12;
@@ -34,6 +36,95 @@ impl NodeId {
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "node#{}", self.0)
+    }
+}
+
+/// A node as people name it: its [`NodeId`] and the address the user wrote (`host:port`,
+/// never with a password), or `node#N` when the configuration names none.
+///
+/// Failure reasons carry it, so an error prints `127.0.0.1:7001: connection refused`
+/// wherever it travels. Cloning is cheap (a shared string).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeName {
+    id: NodeId,
+    name: Arc<str>,
+}
+
+impl NodeName {
+    /// Names node `id`.
+    pub fn new(id: NodeId, name: impl Into<Arc<str>>) -> Self {
+        Self {
+            id,
+            name: name.into(),
+        }
+    }
+
+    /// The default name of node `id`: `node#N`.
+    pub fn unnamed(id: NodeId) -> Self {
+        Self::new(id, id.to_string())
+    }
+
+    /// The node's position in the configuration.
+    #[inline]
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The name, as [`Display`](fmt::Display) prints it.
+    pub fn as_str(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for NodeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// A name is its node, for comparisons in tests and matching code.
+impl PartialEq<NodeId> for NodeName {
+    fn eq(&self, other: &NodeId) -> bool {
+        self.id == *other
+    }
+}
+
+/// One connection to one node: the node, and which of the connections the client has asked
+/// for it (a generation, counted from 0 by the client).
+///
+/// The client hands a new one out with every [`Output::Connect`](crate::Output::Connect),
+/// and inputs name the connection they come from. Input from any connection but the node's
+/// current one is ignored, so the bytes or the close of a connection the client gave up on
+/// can never be credited to its successor, however late a driver delivers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId {
+    node: NodeId,
+    generation: u32,
+}
+
+impl ConnId {
+    /// The `generation`th connection to `node`. A driver gets its ids from
+    /// [`Output::Connect`](crate::Output::Connect); tests and replays may make their own.
+    pub fn new(node: NodeId, generation: u32) -> Self {
+        Self { node, generation }
+    }
+
+    /// The node this connection goes to.
+    #[inline]
+    pub fn node(self) -> NodeId {
+        self.node
+    }
+
+    /// Which connection to the node this is: 0 for the first, one more for each after.
+    #[inline]
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+}
+
+impl fmt::Display for ConnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/conn#{}", self.node, self.generation)
     }
 }
 

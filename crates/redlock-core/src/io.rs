@@ -9,34 +9,41 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::id::{NodeId, OpId};
+use crate::id::{ConnId, NodeId, NodeName, OpId};
 use crate::token::{Resource, Token};
 
 /// One thing that happened outside the core, stamped with the driver's monotonic `now`.
-#[derive(Debug, Clone, Copy)]
+///
+/// Inputs about a connection name it by the [`ConnId`] the client handed out with
+/// [`Output::Connect`]; input from a connection that is no longer the node's current one is
+/// ignored (see [`ConnId`]).
+#[derive(Debug, Clone)]
 pub enum Input<'a> {
-    /// The driver's connection to `node` is established (after an [`Output::Connect`]).
+    /// The connection is established (after an [`Output::Connect`]).
     Connected {
         /// The driver's monotonic time.
         now: Instant,
-        /// The node whose connection is up.
-        node: NodeId,
+        /// The connection that is up.
+        conn: ConnId,
     },
-    /// Bytes arrived from `node`, in stream order. Any split is allowed.
+    /// Bytes arrived on a connection, in stream order. Any split is allowed.
     Received {
         /// The driver's monotonic time.
         now: Instant,
-        /// The node the bytes came from.
-        node: NodeId,
+        /// The connection the bytes came from.
+        conn: ConnId,
         /// The bytes, exactly as read from the socket.
         bytes: &'a [u8],
     },
-    /// The connection to `node` closed, or a connection attempt failed.
+    /// The connection closed, or the attempt to open it failed.
     Disconnected {
         /// The driver's monotonic time.
         now: Instant,
-        /// The node whose connection is gone.
-        node: NodeId,
+        /// The connection that is gone.
+        conn: ConnId,
+        /// Why: requests that fail for it, and the node's later requests until it is back,
+        /// report this reason.
+        reason: ConnectionError,
     },
     /// The deadline last returned as [`Output::Timeout`] has been reached (or passed).
     Timeout(Instant),
@@ -60,12 +67,13 @@ impl Input<'_> {
 pub enum Output {
     /// Write these bytes to the node's connection, after everything written before.
     Transmit(Transmit),
-    /// Open a connection to this node, then report [`Input::Connected`] or
-    /// [`Input::Disconnected`].
-    Connect(NodeId),
-    /// Close this node's connection now and read nothing more from it. The core already
-    /// treats the node as disconnected; do not report [`Input::Disconnected`] for it.
-    Disconnect(NodeId),
+    /// Open this connection to its node, then report [`Input::Connected`] or
+    /// [`Input::Disconnected`] naming it. Any earlier connection to the node is over: close
+    /// it if it is still open.
+    Connect(ConnId),
+    /// Close this connection now and read nothing more from it. The core already treats it
+    /// as gone; do not report [`Input::Disconnected`] for it.
+    Disconnect(ConnId),
     /// A lock event for the user.
     Event(Event),
     /// Nothing more to do now; call [`Input::Timeout`] at this time unless another input
@@ -99,8 +107,8 @@ pub enum Event {
         resource: Resource,
         /// Why the acquisition failed.
         reason: AcquireFailure,
-        /// Attempts made, including the last.
-        attempts: u32,
+        /// Attempts made, time spent, and what each node answered in the last attempt.
+        stats: AcquireStats,
     },
     /// An extension succeeded; the lock is now valid until `deadline`.
     Extended {
@@ -155,10 +163,55 @@ pub struct Acquired {
     pub deadline: Instant,
     /// Validity left when the quorum was reached: `ttl - (t_quorum - t0) - drift`.
     pub validity: Duration,
-    /// Attempts made, including the successful one.
+    /// Attempts made, time spent, and what each node answered in the successful attempt.
+    pub stats: AcquireStats,
+}
+
+/// How an acquisition went: on success ([`Acquired::stats`]) and on every failure
+/// ([`Event::AcquireFailed`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AcquireStats {
+    /// Attempts made, including the last.
     pub attempts: u32,
-    /// What each node answered in the successful attempt, indexed by node.
-    pub nodes: Vec<AcquireOutcome>,
+    /// From the first attempt's start to the decision (success or failure).
+    pub elapsed: Duration,
+    /// What each node answered in the last attempt that was decided (the successful one on
+    /// success), in node order. Empty if no attempt was decided (one cancelled in flight
+    /// reports its nodes as [`AcquireOutcome::Pending`]).
+    pub nodes: Vec<NodeOutcome>,
+}
+
+impl AcquireStats {
+    /// How many nodes' outcomes match `f`, e.g. `|o| *o == AcquireOutcome::Locked`.
+    pub fn count(&self, f: impl Fn(&AcquireOutcome) -> bool) -> usize {
+        self.nodes.iter().filter(|n| f(&n.outcome)).count()
+    }
+}
+
+impl fmt::Display for AcquireStats {
+    /// `2 attempts in 61.2ms (127.0.0.1:7001: locked, 127.0.0.1:7002: held by another
+    /// client, 127.0.0.1:7003: connection refused)`; the nodes are the last attempt's.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = if self.attempts == 1 { "" } else { "s" };
+        write!(f, "{} attempt{s} in {:?}", self.attempts, self.elapsed)?;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let sep = if i == 0 { " (" } else { ", " };
+            write!(f, "{sep}{}: {}", n.node, n.outcome)?;
+        }
+        if !self.nodes.is_empty() {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// One node's answer in an attempt, with the node's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeOutcome {
+    /// The node.
+    pub node: NodeName,
+    /// What it answered.
+    pub outcome: AcquireOutcome,
 }
 
 /// One node's answer to an acquire command.
@@ -175,6 +228,17 @@ pub enum AcquireOutcome {
     Pending,
 }
 
+impl fmt::Display for AcquireOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Locked => f.write_str("locked"),
+            Self::Held => f.write_str("held by another client"),
+            Self::Failed(fault) => fault.fmt(f),
+            Self::Pending => f.write_str("no answer yet"),
+        }
+    }
+}
+
 /// Why an acquisition failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -182,19 +246,47 @@ pub enum AcquireFailure {
     /// Other holders kept us from a quorum (in the last attempt).
     Contended {
         /// Nodes on which the key was held by someone else.
-        nodes: Vec<NodeId>,
+        nodes: Vec<NodeName>,
     },
     /// Too many nodes failed to answer or answered with errors (in the last attempt).
     QuorumUnreachable {
         /// Each failed node with its fault.
-        errors: Vec<(NodeId, NodeFault)>,
+        errors: Vec<(NodeName, NodeFault)>,
     },
     /// A quorum said yes, but too late: the validity left was not above the minimum.
     ValidityExhausted,
     /// The overall wait deadline left no time for another attempt.
-    WaitDeadline,
+    WaitDeadline {
+        /// Why the last attempt failed (`None` if none was decided).
+        last: Option<Box<Self>>,
+    },
     /// The caller cancelled the acquisition.
     Cancelled,
+}
+
+impl fmt::Display for AcquireFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Contended { nodes } => {
+                f.write_str("another client holds it on ")?;
+                names(f, nodes)
+            }
+            Self::QuorumUnreachable { errors } => {
+                f.write_str("too many nodes failed: ")?;
+                faults(f, errors)
+            }
+            Self::ValidityExhausted => {
+                f.write_str("a quorum agreed too late to leave any validity")
+            }
+            Self::WaitDeadline { last: Some(last) } => {
+                write!(f, "the wait deadline passed; the last attempt: {last}")
+            }
+            Self::WaitDeadline { last: None } => {
+                f.write_str("the wait deadline passed before an attempt was decided")
+            }
+            Self::Cancelled => f.write_str("the acquisition was cancelled"),
+        }
+    }
 }
 
 /// Why a held lock was lost.
@@ -206,13 +298,31 @@ pub enum LostReason {
     /// More than `N - q` nodes no longer hold our token.
     NotOwned {
         /// Nodes that answered that the key is not ours.
-        nodes: Vec<NodeId>,
+        nodes: Vec<NodeName>,
     },
     /// Extensions kept failing for lack of a quorum until the deadline passed.
     QuorumUnreachable {
         /// Each failed node with its fault, from the last extension attempt.
-        errors: Vec<(NodeId, NodeFault)>,
+        errors: Vec<(NodeName, NodeFault)>,
     },
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DeadlinePassed => {
+                f.write_str("its deadline passed before an extension succeeded")
+            }
+            Self::NotOwned { nodes } => {
+                f.write_str("our token is gone from ")?;
+                names(f, nodes)
+            }
+            Self::QuorumUnreachable { errors } => {
+                f.write_str("extensions failed on too many nodes until the deadline: ")?;
+                faults(f, errors)
+            }
+        }
+    }
 }
 
 /// One node's answer to the release script.
@@ -229,22 +339,48 @@ pub enum ReleaseOutcome {
     Failed(NodeFault),
 }
 
+impl fmt::Display for ReleaseOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Released => f.write_str("released"),
+            Self::NotHeld => f.write_str("held by another client, left alone"),
+            Self::AlreadyExpired => f.write_str("already expired"),
+            Self::Failed(fault) => fault.fmt(f),
+        }
+    }
+}
+
 /// Why one node's vote failed. Reported inside events; never a panic.
+///
+/// `Display` is prose for people, e.g. `connection refused` or
+/// `SET was refused: NOPERM User locker has no permissions to run the 'set' command`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeFault {
-    /// The node was down or its connection dropped before it answered.
-    Disconnected,
+    /// The node's connection failed or closed before it answered, or the node was down (then
+    /// the reason is the one it went down with).
+    Connection(ConnectionError),
     /// The node did not answer before the round's deadline.
     Timeout,
-    /// The node answered with an error reply (e.g. `-NOPERM`, `-READONLY`); the server's
-    /// message is kept.
-    Server(String),
+    /// The node refused a lock command with an error reply (e.g. `-NOPERM`, `-READONLY`,
+    /// `-OOM`); the command's name and the server's message are kept.
+    Server {
+        /// The command refused: `SET`, `EVALSHA` or `EVAL`.
+        command: &'static str,
+        /// The server's error text, verbatim.
+        message: String,
+    },
     /// The node sent bytes that are not valid RESP, a reply too large, or a reply of a type
     /// the command cannot produce.
     Protocol(String),
-    /// The connection handshake (`AUTH`, `SELECT`) was refused; the server's message is kept.
-    Handshake(String),
+    /// The connection handshake was refused, so the session is unusable; the command and the
+    /// server's message are kept (e.g. `AUTH` with `WRONGPASS ...`).
+    Handshake {
+        /// The handshake command refused: `AUTH` or `SELECT`.
+        command: &'static str,
+        /// The server's error text, verbatim.
+        message: String,
+    },
     /// Not sent: the node already has this many requests unanswered (the configured
     /// [`max_in_flight`](crate::ConfigBuilder::max_in_flight)).
     Backlogged {
@@ -253,14 +389,23 @@ pub enum NodeFault {
     },
 }
 
+impl NodeFault {
+    /// The connection closed before the node answered (the plain reason when a driver or an
+    /// embedder has no better one).
+    pub fn closed() -> Self {
+        Self::Connection(ConnectionError::Closed)
+    }
+}
+
 impl fmt::Display for NodeFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Disconnected => f.write_str("node disconnected"),
-            Self::Timeout => f.write_str("node did not answer in time"),
-            Self::Server(msg) => write!(f, "node replied with an error: {msg}"),
+            Self::Connection(e) => e.fmt(f),
+            Self::Timeout => f.write_str("no answer before the attempt's deadline"),
+            Self::Server { command, message } | Self::Handshake { command, message } => {
+                write!(f, "{command} was refused: {message}")
+            }
             Self::Protocol(msg) => write!(f, "protocol violation: {msg}"),
-            Self::Handshake(msg) => write!(f, "connection handshake refused: {msg}"),
             Self::Backlogged { max_in_flight } => write!(
                 f,
                 "not sent: the node has {max_in_flight} requests unanswered (max_in_flight)"
@@ -269,4 +414,79 @@ impl fmt::Display for NodeFault {
     }
 }
 
-impl std::error::Error for NodeFault {}
+impl std::error::Error for NodeFault {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Connection(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a connection closed or could not be opened, as the driver saw it; carried by
+/// [`Input::Disconnected`] and reported inside [`NodeFault::Connection`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionError {
+    /// Nothing listens at the address (the system refused the connection).
+    Refused,
+    /// No connection within the driver's connect timeout.
+    ConnectTimeout(Duration),
+    /// The host name did not resolve; the system's message.
+    Resolve(String),
+    /// The server closed the connection.
+    Closed,
+    /// Any other failure of the connection; the system's message.
+    Io(String),
+}
+
+impl ConnectionError {
+    /// The reason an IO error gives: [`Refused`](Self::Refused) for a refused connection,
+    /// [`Closed`](Self::Closed) for an end of stream, [`Io`](Self::Io) with the system's
+    /// message otherwise.
+    pub fn from_io(e: &std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::ConnectionRefused => Self::Refused,
+            std::io::ErrorKind::UnexpectedEof => Self::Closed,
+            _ => Self::Io(e.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Refused => f.write_str("connection refused"),
+            Self::ConnectTimeout(after) => write!(f, "no connection within {after:?}"),
+            Self::Resolve(msg) => write!(f, "could not resolve the host name: {msg}"),
+            Self::Closed => f.write_str("the server closed the connection"),
+            Self::Io(msg) => write!(f, "connection failed: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectionError {}
+
+/// `a, b, c`, or `no node`.
+fn names(f: &mut fmt::Formatter<'_>, nodes: &[NodeName]) -> fmt::Result {
+    if nodes.is_empty() {
+        return f.write_str("no node");
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        write!(f, "{sep}{node}")?;
+    }
+    Ok(())
+}
+
+/// `a: why; b: why`, or `no node answered`.
+fn faults(f: &mut fmt::Formatter<'_>, errors: &[(NodeName, NodeFault)]) -> fmt::Result {
+    if errors.is_empty() {
+        return f.write_str("no node answered");
+    }
+    for (i, (node, fault)) in errors.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "; " };
+        write!(f, "{sep}{node}: {fault}")?;
+    }
+    Ok(())
+}

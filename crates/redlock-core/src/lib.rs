@@ -29,13 +29,13 @@
 //!
 //! ```no_run
 //! use std::time::Instant;
-//! use redlock_core::{Client, Config, Event, Input, NodeId, Output};
-//! # enum Wake<'a> { Bytes(NodeId, &'a [u8]), Up(NodeId), Down(NodeId), Timer }
+//! use redlock_core::{Client, Config, ConnId, ConnectionError, Event, Input, NodeId, Output};
+//! # enum Wake<'a> { Bytes(ConnId, &'a [u8]), Up(ConnId), Down(ConnId, ConnectionError), Timer }
 //! # fn wait_for_one_thing<'a>(_deadline: Option<Instant>) -> Wake<'a> { Wake::Timer }
 //! # fn driver_clock() -> Instant { unimplemented!("the driver's monotonic clock") }
 //! # fn write(_: NodeId, _: &[u8]) {}
-//! # fn connect(_: NodeId) {}
-//! # fn close(_: NodeId) {}
+//! # fn connect(_: ConnId) {}
+//! # fn close(_: ConnId) {}
 //! # fn deliver(_: Event) {}
 //!
 //! // 1. Build the client from a config and a CSPRNG. The OS's generator, through the
@@ -48,19 +48,21 @@
 //!     let deadline = loop {
 //!         match client.poll_output() {
 //!             Output::Transmit(t) => write(t.node, &t.bytes),
-//!             Output::Connect(node) => connect(node),
-//!             Output::Disconnect(node) => close(node),
+//!             // A new connection to its node, replacing any earlier one; inputs name it.
+//!             Output::Connect(conn) => connect(conn),
+//!             Output::Disconnect(conn) => close(conn),
 //!             Output::Event(event) => deliver(event),
 //!             Output::Timeout(at) => break Some(at),
 //!             Output::Idle => break None,
 //!         }
 //!     };
-//!     // 3. Wait for exactly one thing, then feed it with a fresh `now`.
+//!     // 3. Wait for exactly one thing, then feed it with a fresh `now`, naming the
+//!     //    connection it came from (input from a replaced connection is ignored).
 //!     let now = driver_clock();
 //!     let input = match wait_for_one_thing(deadline) {
-//!         Wake::Bytes(node, bytes) => Input::Received { now, node, bytes },
-//!         Wake::Up(node) => Input::Connected { now, node },
-//!         Wake::Down(node) => Input::Disconnected { now, node },
+//!         Wake::Bytes(conn, bytes) => Input::Received { now, conn, bytes },
+//!         Wake::Up(conn) => Input::Connected { now, conn },
+//!         Wake::Down(conn, reason) => Input::Disconnected { now, conn, reason },
 //!         Wake::Timer => Input::Timeout(now),
 //!     };
 //!     client.handle_input(input)?;
@@ -125,16 +127,16 @@ pub use config::{
     MAX_TTL_MS,
 };
 pub use error::{ConfigError, UsageError};
-pub use id::{MAX_NODES, NodeId, OpId, RequestId};
+pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
 pub use io::{
-    AcquireFailure, AcquireOutcome, Acquired, Event, Input, LostReason, NodeFault, Output,
-    ReleaseOutcome, Transmit,
+    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnectionError, Event, Input,
+    LostReason, NodeFault, NodeOutcome, Output, ReleaseOutcome, Transmit,
 };
 pub use lock::{Lock, Request};
 pub use options::LockOptions;
 pub use policy::{
-    AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN,
-    NodeSettings, RetryPolicy,
+    AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DelayInput,
+    NodeSettings, RetryDelay, RetryPolicy,
 };
 pub use resp::{Decoder, ProtocolError, Reply};
 pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};

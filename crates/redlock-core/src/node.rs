@@ -32,7 +32,8 @@ use rand_core::Rng;
 
 use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
-use crate::id::{OpId, RequestId};
+use crate::id::{ConnId, NodeId, OpId, RequestId};
+use crate::io::NodeFault;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder};
 use crate::time;
@@ -52,8 +53,8 @@ pub(crate) enum Link {
 /// What the next reply on the connection answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pending {
-    /// `AUTH` or `SELECT`: an error reply means the session is unusable.
-    Handshake,
+    /// `AUTH` or `SELECT` (named): an error reply means the session is unusable.
+    Handshake(&'static str),
     /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
     Preload,
     /// A lock request.
@@ -62,6 +63,12 @@ pub(crate) enum Pending {
 
 #[derive(Debug)]
 pub(crate) struct Node {
+    id: NodeId,
+    /// The generation of the node's current connection (see [`ConnId`]): the one being
+    /// opened or up. While the node is down no connection is current.
+    generation: u32,
+    /// Why the node went down last; requests to it fail with this until it is back up.
+    pub(crate) down_cause: NodeFault,
     settings: NodeSettings,
     preload_scripts: bool,
     pub(crate) link: Link,
@@ -81,8 +88,11 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub(crate) fn new(config: &Config, settings: NodeSettings) -> Self {
+    pub(crate) fn new(id: NodeId, config: &Config, settings: NodeSettings) -> Self {
         Self {
+            id,
+            generation: 0,
+            down_cause: NodeFault::closed(),
             settings,
             preload_scripts: config.preload_scripts,
             link: Link::Connecting { first: true },
@@ -137,12 +147,12 @@ impl Node {
                 }
                 None => resp::encode(&mut hello, &[b"AUTH", password.as_bytes()]),
             }
-            steps.push(Pending::Handshake);
+            steps.push(Pending::Handshake("AUTH"));
         }
         if self.settings.db != 0 {
             let db = self.settings.db.to_string();
             resp::encode(&mut hello, &[b"SELECT", db.as_bytes()]);
-            steps.push(Pending::Handshake);
+            steps.push(Pending::Handshake("SELECT"));
         }
         if self.preload_scripts {
             for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
@@ -189,13 +199,32 @@ impl Node {
         self.backoff = self.backoff_min;
     }
 
-    /// Drops the connection: forgets buffers, schedules a reconnection with jittered
-    /// exponential backoff, and returns the requests that will never be answered.
+    /// The current connection, if one is being opened or is up.
+    #[inline]
+    pub(crate) fn current(&self) -> Option<ConnId> {
+        match self.link {
+            Link::Down { .. } => None,
+            Link::Connecting { .. } | Link::Up => Some(ConnId::new(self.id, self.generation)),
+        }
+    }
+
+    /// Whether input from `conn` is about the current connection; anything else is from a
+    /// connection the client gave up on, and is ignored.
+    #[inline]
+    pub(crate) fn is_current(&self, conn: ConnId) -> bool {
+        self.current() == Some(conn)
+    }
+
+    /// Drops the connection because of `cause`: forgets buffers, schedules a reconnection
+    /// with jittered exponential backoff, and returns the requests that will never be
+    /// answered.
     pub(crate) fn close<R: Rng + ?Sized>(
         &mut self,
         now: Instant,
+        cause: NodeFault,
         rng: &mut R,
     ) -> (Instant, VecDeque<Pending>) {
+        self.down_cause = cause;
         self.out.clear();
         self.shared = None;
         self.decoder.clear();
@@ -219,9 +248,11 @@ impl Node {
         }
     }
 
-    /// The reconnection is due: the driver is asked to connect.
-    pub(crate) fn reconnect(&mut self) {
+    /// The reconnection is due: a new connection, which the driver is asked to open.
+    pub(crate) fn reconnect(&mut self) -> ConnId {
+        self.generation = self.generation.wrapping_add(1);
         self.link = Link::Connecting { first: false };
+        ConnId::new(self.id, self.generation)
     }
 }
 
@@ -238,7 +269,7 @@ mod tests {
         let mut config = Config::builder(1).build().expect("default config");
         config.reconnect_min = min;
         config.reconnect_max = max;
-        Node::new(&config, NodeSettings::default())
+        Node::new(NodeId::new(0), &config, NodeSettings::default())
     }
 
     #[test]
@@ -253,7 +284,7 @@ mod tests {
             let mut n = node(min, max);
             let mut last = now;
             for _ in 0..100 {
-                let (retry_at, _) = n.close(now, &mut rng);
+                let (retry_at, _) = n.close(now, NodeFault::closed(), &mut rng);
                 assert!(retry_at > now);
                 n.reconnect();
                 last = retry_at;
@@ -271,7 +302,7 @@ mod tests {
         let mut n = node(min, max);
         let mut seen = Vec::new();
         for _ in 0..5 {
-            let (retry_at, _) = n.close(now, &mut rng);
+            let (retry_at, _) = n.close(now, NodeFault::closed(), &mut rng);
             let delay = retry_at - now;
             // Jitter: uniform in [backoff/2, 3*backoff/2].
             assert!(delay >= n.backoff_min / 2 && delay <= max + max / 2);

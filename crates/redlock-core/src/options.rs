@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::command::{EXTEND_SCRIPT, Script};
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
-use crate::policy::{AutoExtend, RetryPolicy};
+use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
 use crate::token::Token;
 
 /// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
@@ -25,6 +25,8 @@ pub struct LockOptions {
     pub token: Option<Token>,
     /// Retry policy for this acquisition.
     pub retry: Option<RetryPolicy>,
+    /// Delay function for this acquisition's retries (see [`RetryDelay`]).
+    pub retry_delay: Option<RetryDelay>,
     /// Auto-extension for this lock: `Some(None)` turns it off, `Some(Some(..))` on.
     pub auto_extend: Option<Option<AutoExtend>>,
 }
@@ -46,6 +48,12 @@ impl LockOptions {
     /// Sets the retry policy.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = Some(retry);
+        self
+    }
+
+    /// Computes this acquisition's retry delays with `delay`; see [`RetryDelay`].
+    pub fn retry_delay(mut self, delay: RetryDelay) -> Self {
+        self.retry_delay = Some(delay);
         self
     }
 
@@ -92,6 +100,10 @@ impl LockOptions {
             quorum: config.quorum,
             timing,
             retry,
+            retry_delay: self
+                .retry_delay
+                .clone()
+                .or_else(|| config.retry_delay.clone()),
             auto_extend,
             release_timeout: config.release_timeout,
             validity_from: ValidityFrom::AttemptStart,
@@ -136,13 +148,15 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
 
 /// Everything one lock's lifecycle needs, copied out of the configuration and resolved
 /// once, when the lock is requested.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LockParams {
     pub(crate) nodes: usize,
     /// Yes votes an acquire or extend round needs (algorithm.md §1).
     pub(crate) quorum: usize,
     pub(crate) timing: Timing,
     pub(crate) retry: RetryPolicy,
+    /// The caller's retry delay function, if any (algorithm.md §7).
+    pub(crate) retry_delay: Option<RetryDelay>,
     pub(crate) auto_extend: Option<AutoExtend>,
     pub(crate) release_timeout: Duration,
     /// Where a round's validity is counted from (algorithm.md §4).

@@ -2,6 +2,7 @@
 //! settings. Each checks its own rules; [`Config`](crate::Config) composes them.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -60,6 +61,63 @@ impl RetryPolicy {
             ));
         }
         Ok(())
+    }
+}
+
+/// A caller-chosen delay before each acquisition retry (as redsync's `WithRetryDelayFunc`),
+/// set with [`ConfigBuilder::retry_delay`](crate::ConfigBuilder::retry_delay) or
+/// [`LockOptions::retry_delay`](crate::LockOptions::retry_delay).
+///
+/// The function is called once per retry with the attempts made so far and the default
+/// delay, drawn uniformly from `[delay_min, delay_max]` with the client's RNG (so a function
+/// that scales it keeps the jitter, and the core still draws randomness only from the RNG
+/// it was given). A result under 1 ms is raised to 1 ms; the [`RetryPolicy`] bounds still
+/// end the wait. Extension retries keep the uniform delay: they must fit in the validity.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{Config, RetryDelay};
+///
+/// // Exponential backoff with jitter: 1x, 2x, 4x ... the uniform delay, at most 32x.
+/// let backoff = RetryDelay::new(|d| d.jittered * 2u32.pow(d.attempts.clamp(1, 6) - 1));
+/// let config = Config::builder(3).retry_delay(backoff).build().unwrap();
+/// # let _ = config;
+/// ```
+#[derive(Clone)]
+pub struct RetryDelay(Arc<dyn Fn(DelayInput) -> Duration + Send + Sync>);
+
+/// What a [`RetryDelay`] function is told about the retry it delays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DelayInput {
+    /// Attempts made so far (1 before the first retry).
+    pub attempts: u32,
+    /// The default delay: uniform in `[delay_min, delay_max]`, from the client's RNG.
+    pub jittered: Duration,
+}
+
+impl RetryDelay {
+    /// A delay computed by `f`.
+    pub fn new(f: impl Fn(DelayInput) -> Duration + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The delay before the next attempt.
+    pub(crate) fn delay(&self, attempts: u32, jittered: Duration) -> Duration {
+        (self.0)(DelayInput { attempts, jittered })
+    }
+}
+
+/// Two delays are equal when they are the same function (clones of one `RetryDelay`).
+impl PartialEq for RetryDelay {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for RetryDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryDelay(fn)")
     }
 }
 

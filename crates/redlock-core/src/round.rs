@@ -10,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::command::{Command, Encoder, Vote};
-use crate::id::{NodeId, RequestId};
+use crate::id::{NodeId, NodeName, RequestId};
 use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
 
@@ -141,7 +141,10 @@ impl Round {
                 self.cursor = self.cursor.min(i);
             }
             (Slot::Resent, Vote::NoScript) => {
-                let fault = NodeFault::Server("NOSCRIPT after EVAL".into());
+                let fault = NodeFault::Server {
+                    command: "EVAL",
+                    message: "NOSCRIPT after EVAL".into(),
+                };
                 self.record(i, Vote::Fault(fault));
             }
             (Slot::Pending | Slot::Resent, vote) => self.record(i, vote),
@@ -177,33 +180,37 @@ impl Round {
         self.open == 0
     }
 
-    /// Nodes whose vote was [`Vote::No`].
-    pub(crate) fn nodes_voting_no(&self) -> Vec<NodeId> {
-        self.nodes_where(|v| *v == Vote::No)
-    }
-
-    /// Nodes that failed, with their faults.
-    pub(crate) fn faults(&self) -> Vec<(NodeId, NodeFault)> {
+    /// Nodes whose vote was [`Vote::No`], by name.
+    pub(crate) fn nodes_voting_no(&self, names: &[NodeName]) -> Vec<NodeName> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match s {
-                Slot::Done(Vote::Fault(f)) => Some((NodeId::new(i), f.clone())),
+                Slot::Done(Vote::No) => Some(name(names, i)),
                 _ => None,
             })
             .collect()
     }
 
-    fn nodes_where(&self, f: impl Fn(&Vote) -> bool) -> Vec<NodeId> {
+    /// Nodes that failed, by name, with their faults.
+    pub(crate) fn faults(&self, names: &[NodeName]) -> Vec<(NodeName, NodeFault)> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match s {
-                Slot::Done(v) if f(v) => Some(NodeId::new(i)),
+                Slot::Done(Vote::Fault(f)) => Some((name(names, i), f.clone())),
                 _ => None,
             })
             .collect()
     }
+}
+
+/// Node `i`'s name; `node#i` if the list is short (it never is for a checked configuration).
+pub(crate) fn name(names: &[NodeName], i: usize) -> NodeName {
+    names
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| NodeName::unnamed(NodeId::new(i)))
 }
 
 #[cfg(test)]
@@ -251,7 +258,7 @@ mod tests {
         // A second NOSCRIPT (after EVAL) is a fault, not another resend.
         r.handle_reply(NodeId::new(1), eval.vote(&noscript));
         assert!(r.next_send().is_none());
-        assert_eq!(r.faults().len(), 1);
+        assert_eq!(r.faults(&[]).len(), 1);
     }
 
     #[test]
@@ -266,6 +273,6 @@ mod tests {
         r.handle_reply(NodeId::new(1), Vote::Yes);
         r.handle_reply(NodeId::new(9), Vote::Yes);
         assert_eq!(r.decision(), Decision::Impossible);
-        assert_eq!(r.faults().len(), 2);
+        assert_eq!(r.faults(&[]).len(), 2);
     }
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use chacha20::ChaCha20Rng;
 use redlock_core::{
-    AutoExtend, Client, Config, ConfigBuilder, Event, Input, LockOptions, MAX_RECONNECT_BACKOFF,
-    NodeId, OpId, Output, Resource, RetryPolicy, UsageError,
+    AutoExtend, Client, Config, ConfigBuilder, ConnId, ConnectionError, Event, Input, LockOptions,
+    MAX_RECONNECT_BACKOFF, NodeId, OpId, Output, Resource, RetryPolicy, UsageError,
 };
 
 const NS: Duration = Duration::from_nanos(1);
@@ -262,9 +262,14 @@ fn run(row: &Row, value: Duration) -> Expect {
 
     // Node 0 drops; its next reconnects fail, then one succeeds.
     world.refuse_connects = FAILED_RECONNECTS;
+    let conn = world
+        .client
+        .connection(NodeId::new(0))
+        .expect("node 0 is up");
     world.feed(Input::Disconnected {
         now: world.now,
-        node: NodeId::new(0),
+        conn,
+        reason: ConnectionError::Closed,
     });
     world.run_until("node 0 reconnected", |w| {
         w.refuse_connects == 0 && w.client.is_up(NodeId::new(0))
@@ -295,9 +300,9 @@ struct World {
 
 #[derive(Debug)]
 enum Pending {
-    Connect(NodeId),
-    Refuse(NodeId),
-    Reply(NodeId, Vec<u8>),
+    Connect(ConnId),
+    Refuse(ConnId),
+    Reply(ConnId, Vec<u8>),
 }
 
 impl World {
@@ -369,19 +374,20 @@ impl World {
                     };
                     self.now = next;
                     match input {
-                        Pending::Connect(node) => self.feed(Input::Connected {
+                        Pending::Connect(conn) => self.feed(Input::Connected {
                             now: self.now,
-                            node,
+                            conn,
                         }),
-                        Pending::Refuse(node) => self.feed(Input::Disconnected {
+                        Pending::Refuse(conn) => self.feed(Input::Disconnected {
                             now: self.now,
-                            node,
+                            conn,
+                            reason: ConnectionError::Refused,
                         }),
-                        Pending::Reply(node, bytes) => {
+                        Pending::Reply(conn, bytes) => {
                             self.client
                                 .handle_input(Input::Received {
                                     now: self.now,
-                                    node,
+                                    conn,
                                     bytes: &bytes,
                                 })
                                 .expect("input accepted");
@@ -395,17 +401,17 @@ impl World {
     }
 
     fn feed(&mut self, input: Input<'_>) {
-        if let Input::Disconnected { node, .. } = input {
+        if let Input::Disconnected { conn, .. } = input {
             // Bytes from the closed connection are never fed.
-            self.forget_replies(node);
+            self.forget_replies(conn);
         }
         self.client.handle_input(input).expect("input accepted");
         self.drain();
     }
 
-    fn forget_replies(&mut self, node: NodeId) {
+    fn forget_replies(&mut self, conn: ConnId) {
         self.pending
-            .retain(|p| !matches!(p, Pending::Reply(n, _) if *n == node));
+            .retain(|p| !matches!(p, Pending::Reply(c, _) if *c == conn));
     }
 
     fn drain(&mut self) {
@@ -414,17 +420,22 @@ impl World {
             match self.client.poll_output() {
                 Output::Transmit(t) => {
                     let reply = self.answer(&t.bytes);
-                    self.pending.push_back(Pending::Reply(t.node, reply));
+                    // The client writes only to an up node: its current connection.
+                    let conn = self
+                        .client
+                        .connection(t.node)
+                        .expect("a transmit's node is up");
+                    self.pending.push_back(Pending::Reply(conn, reply));
                 }
-                Output::Connect(node) => {
-                    if node.index() == 0 && self.refuse_connects > 0 {
+                Output::Connect(conn) => {
+                    if conn.node().index() == 0 && self.refuse_connects > 0 {
                         self.refuse_connects -= 1;
-                        self.pending.push_back(Pending::Refuse(node));
+                        self.pending.push_back(Pending::Refuse(conn));
                     } else {
-                        self.pending.push_back(Pending::Connect(node));
+                        self.pending.push_back(Pending::Connect(conn));
                     }
                 }
-                Output::Disconnect(node) => self.forget_replies(node),
+                Output::Disconnect(conn) => self.forget_replies(conn),
                 Output::Event(e) => self.events.push(e),
                 Output::Timeout(at) => {
                     self.deadline = Some(at);

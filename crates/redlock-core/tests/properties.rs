@@ -10,8 +10,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use proptest::prelude::*;
 use redlock_core::{
-    AcquireFailure, Config, Decoder, Event, Input, NodeId, OpId, Output, Reply, Resource,
-    RetryPolicy,
+    AcquireFailure, Config, ConnId, ConnectionError, Decoder, Event, Input, NodeId, OpId, Output,
+    Reply, Resource, RetryPolicy,
 };
 use support::Harness;
 
@@ -108,15 +108,67 @@ proptest! {
 /// One input or mutation for the client fuzz property.
 #[derive(Debug, Clone)]
 enum Step {
-    Bytes(usize, Vec<u8>),
-    Replies(usize, Vec<u8>),
-    Connected(usize),
-    Disconnected(usize),
+    Bytes(usize, Gen, Vec<u8>),
+    Replies(usize, Gen, Vec<u8>),
+    Connected(usize, Gen),
+    Disconnected(usize, Gen, ConnectionError),
     Advance(u64),
     Acquire(u8),
     Extend(usize),
     Release(usize),
     Cancel(usize),
+}
+
+/// Which connection of a node an input names.
+#[derive(Debug, Clone, Copy)]
+enum Gen {
+    /// The node's current connection, or while it is down the last one handed out (stale).
+    Current,
+    /// The one before that: replaced, so stale.
+    Previous,
+    /// One the client has not handed out yet.
+    Next,
+}
+
+impl Gen {
+    fn conn(self, h: &Harness, node: NodeId, last: &[u32]) -> ConnId {
+        let base = h
+            .client
+            .connection(node)
+            .unwrap_or_else(|| ConnId::new(node, last[node.index()]));
+        let generation = match self {
+            Self::Current => base.generation(),
+            Self::Previous => base.generation().wrapping_sub(1),
+            Self::Next => base.generation().wrapping_add(1),
+        };
+        ConnId::new(node, generation)
+    }
+}
+
+fn gen_strategy() -> impl Strategy<Value = Gen> {
+    prop_oneof![
+        4 => Just(Gen::Current),
+        1 => Just(Gen::Previous),
+        1 => Just(Gen::Next),
+    ]
+}
+
+/// Drains, noting each node's last generation handed out.
+fn drain(h: &mut Harness, last: &mut [u32]) -> support::Drained {
+    let out = h.drain();
+    for conn in &out.connects {
+        last[conn.node().index()] = conn.generation();
+    }
+    out
+}
+
+fn reason_strategy() -> impl Strategy<Value = ConnectionError> {
+    prop_oneof![
+        Just(ConnectionError::Closed),
+        Just(ConnectionError::Refused),
+        Just(ConnectionError::ConnectTimeout(Duration::from_millis(200))),
+        Just(ConnectionError::Io("connection reset by peer".into())),
+    ]
 }
 
 fn step_strategy() -> impl Strategy<Value = Step> {
@@ -134,11 +186,12 @@ fn step_strategy() -> impl Strategy<Value = Step> {
     )
     .prop_map(|v| v.concat());
     prop_oneof![
-        1 => (0..8usize, proptest::collection::vec(any::<u8>(), 0..24))
-            .prop_map(|(n, b)| Step::Bytes(n, b)),
-        4 => (0..8usize, reply_bytes).prop_map(|(n, b)| Step::Replies(n, b)),
-        1 => (0..8usize).prop_map(Step::Connected),
-        1 => (0..8usize).prop_map(Step::Disconnected),
+        1 => (0..8usize, gen_strategy(), proptest::collection::vec(any::<u8>(), 0..24))
+            .prop_map(|(n, g, b)| Step::Bytes(n, g, b)),
+        4 => (0..8usize, gen_strategy(), reply_bytes).prop_map(|(n, g, b)| Step::Replies(n, g, b)),
+        1 => (0..8usize, gen_strategy()).prop_map(|(n, g)| Step::Connected(n, g)),
+        1 => (0..8usize, gen_strategy(), reason_strategy())
+            .prop_map(|(n, g, r)| Step::Disconnected(n, g, r)),
         3 => (0..400u64).prop_map(Step::Advance),
         2 => any::<u8>().prop_map(Step::Acquire),
         1 => (0..8usize).prop_map(Step::Extend),
@@ -184,16 +237,25 @@ proptest! {
             prop_assert!(answered.values().all(|&c| c <= 1), "answered twice");
             Ok(())
         };
-        check(&h.drain().events)?;
+        // The last generation handed out to each node, from its `Connect` outputs.
+        let mut last = vec![0u32; n];
+        check(&drain(&mut h, &mut last).events)?;
         for step in steps {
             let node = |i: usize| NodeId::new(i % n);
             let now = h.now;
             let result = match &step {
-                Step::Bytes(i, b) | Step::Replies(i, b) => h.client.handle_input(
-                    Input::Received { now, node: node(*i), bytes: b }),
-                Step::Connected(i) => h.client.handle_input(Input::Connected { now, node: node(*i) }),
-                Step::Disconnected(i) => {
-                    h.client.handle_input(Input::Disconnected { now, node: node(*i) })
+                Step::Bytes(i, g, b) | Step::Replies(i, g, b) => {
+                    let conn = g.conn(&h, node(*i), &last);
+                    h.client.handle_input(Input::Received { now, conn, bytes: b })
+                }
+                Step::Connected(i, g) => {
+                    let conn = g.conn(&h, node(*i), &last);
+                    h.client.handle_input(Input::Connected { now, conn })
+                }
+                Step::Disconnected(i, g, reason) => {
+                    let conn = g.conn(&h, node(*i), &last);
+                    let reason = reason.clone();
+                    h.client.handle_input(Input::Disconnected { now, conn, reason })
                 }
                 Step::Advance(ms) => {
                     h.now += Duration::from_millis(*ms);
@@ -209,7 +271,7 @@ proptest! {
             };
             // Usage errors are fine (unknown op, not held); NotDrained never happens here.
             prop_assert!(result != Err(redlock_core::UsageError::NotDrained));
-            check(&h.drain().events)?;
+            check(&drain(&mut h, &mut last).events)?;
         }
         // With every node silent from here on, all operations end within bounded time.
         for _ in 0..200 {
@@ -219,7 +281,7 @@ proptest! {
             h.now += Duration::from_secs(1);
             h.client.handle_input(Input::Timeout(h.now)).unwrap();
             // Keep nodes down so that nothing waits on them.
-            check(&h.drain().events)?;
+            check(&drain(&mut h, &mut last).events)?;
         }
         for op in &ops {
             prop_assert!(answered.get(op) == Some(&1), "{op} never answered");

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, Event, Input, NodeId, Resource, RetryPolicy};
+use redlock_core::{Config, Event, Input, Resource, RetryPolicy};
 use support::Harness;
 
 const MS: Duration = Duration::from_millis(1);
@@ -126,7 +126,7 @@ fn now_going_backwards_is_clamped() {
     let earlier = h.now - 400 * MS;
     let input = Input::Received {
         now: earlier,
-        node: NodeId::new(0),
+        conn: h.conn(0),
         bytes: b"+OK\r\n",
     };
     h.client.handle_input(input).unwrap();

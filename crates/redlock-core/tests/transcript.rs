@@ -6,10 +6,10 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    AcquireFailure, AcquireOutcome, Config, Event, Input, LostReason, NodeFault, NodeId,
-    NodeSettings, ReleaseOutcome, Resource, RetryPolicy, UsageError,
+    AcquireFailure, AcquireOutcome, Config, ConnId, ConnectionError, Event, Input, LostReason,
+    NodeFault, NodeId, NodeSettings, ReleaseOutcome, Resource, RetryPolicy, UsageError,
 };
-use support::{Harness, mask_tokens, set_nx_px};
+use support::{Harness, mask_tokens, name, outcomes, set_nx_px, stats};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -54,17 +54,18 @@ fn acquire_fans_out_then_decides_at_quorum() {
     let out = h.reply(2, b"+OK\r\n");
     let a = acquired(&out.events);
     assert_eq!(a.op, op);
-    assert_eq!(a.attempts, 1);
+    assert_eq!(a.stats.attempts, 1);
+    assert_eq!(a.stats.elapsed, 20 * MS);
     // drift = 1000 * 0.01 + 2 = 12 ms; validity = ttl - elapsed(20) - drift.
     assert_eq!(a.validity, 968 * MS);
     assert_eq!(a.deadline, t0 + 988 * MS);
     assert_eq!(
-        a.nodes,
-        vec![
+        a.stats.nodes,
+        outcomes(&[
             AcquireOutcome::Locked,
             AcquireOutcome::Pending,
             AcquireOutcome::Locked
-        ]
+        ])
     );
     assert_eq!(out.timeout, Some(a.deadline));
     let token = a.token.clone();
@@ -103,6 +104,7 @@ fn acquire_fans_out_then_decides_at_quorum() {
 #[test]
 fn regression_failed_attempt_releases_on_all_nodes() {
     let mut h = Harness::connected(config(3, 1000));
+    let t0 = h.now;
     let (op, _) = h.acquire("res");
     h.reply(0, b"$-1\r\n");
     let out = h.reply(1, b"$-1\r\n");
@@ -136,9 +138,18 @@ fn regression_failed_attempt_releases_on_all_nodes() {
                     op,
                     resource: Resource::from("res"),
                     reason: AcquireFailure::Contended {
-                        nodes: vec![NodeId::new(0), NodeId::new(1)]
+                        nodes: vec![name(0), name(1)]
                     },
-                    attempts: 3
+                    // The last attempt's answers; node 2 never said anything.
+                    stats: stats(
+                        3,
+                        h.now - t0,
+                        &[
+                            AcquireOutcome::Held,
+                            AcquireOutcome::Held,
+                            AcquireOutcome::Pending
+                        ]
+                    ),
                 }]
             );
         } else {
@@ -196,7 +207,15 @@ fn regression_late_quorum_is_validity_exhausted_not_underflow() {
             op,
             resource: Resource::from("res"),
             reason: AcquireFailure::ValidityExhausted,
-            attempts: 1
+            stats: stats(
+                1,
+                30 * MS,
+                &[
+                    AcquireOutcome::Locked,
+                    AcquireOutcome::Locked,
+                    AcquireOutcome::Pending
+                ]
+            ),
         }]
     );
     // And the keys it did set are released everywhere.
@@ -339,7 +358,7 @@ fn extension_not_owned_by_a_majority_is_lost_and_released() {
         vec![Event::Lost {
             op,
             reason: LostReason::NotOwned {
-                nodes: vec![NodeId::new(0), NodeId::new(1)]
+                nodes: vec![name(0), name(1)]
             }
         }]
     );
@@ -392,8 +411,11 @@ fn server_errors_keep_their_message() {
         *reason,
         AcquireFailure::QuorumUnreachable {
             errors: vec![(
-                NodeId::new(0),
-                NodeFault::Server("NOPERM this user has no permissions".into())
+                name(0),
+                NodeFault::Server {
+                    command: "SET",
+                    message: "NOPERM this user has no permissions".into()
+                }
             )]
         }
     );
@@ -403,20 +425,14 @@ fn server_errors_keep_their_message() {
 fn down_node_fails_at_once_and_disconnect_fails_in_flight() {
     let mut h = Harness::connected(config(5, 1000));
     for node in [3, 4] {
-        h.input(|now| Input::Disconnected {
-            now,
-            node: NodeId::new(node),
-        });
+        h.disconnect(node, ConnectionError::Closed);
     }
     let t0 = h.now;
-    let (_, out) = h.acquire("res");
+    let (op, out) = h.acquire("res");
     assert_eq!(out.nodes_sent(), vec![0, 1, 2], "down nodes get nothing");
     // Node 2 drops with the request in flight: with 3 and 4 already failed, that is three
     // non-OK votes of five, so the attempt fails now, not at the attempt deadline.
-    let out = h.input(|now| Input::Disconnected {
-        now,
-        node: NodeId::new(2),
-    });
+    let out = h.disconnect(2, ConnectionError::Closed);
     assert!(out.events.is_empty(), "a retry follows");
     assert_eq!(
         out.nodes_sent(),
@@ -427,17 +443,32 @@ fn down_node_fails_at_once_and_disconnect_fails_in_flight() {
         out.timeout.is_some_and(|t| t > t0),
         "retry and reconnects are timed"
     );
+    // Cancelled now, the attempt reports how each node failed: the down nodes with the
+    // reason they went down with, node 2 with the reason its connection dropped.
+    h.client.cancel(h.now, op).unwrap();
+    let out = h.drain();
+    let closed = AcquireOutcome::Failed(NodeFault::Connection(ConnectionError::Closed));
+    match &out.events[..] {
+        [Event::AcquireFailed { stats: s, .. }] => assert_eq!(
+            s.nodes,
+            outcomes(&[
+                AcquireOutcome::Pending,
+                AcquireOutcome::Pending,
+                closed.clone(),
+                closed.clone(),
+                closed
+            ])
+        ),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
 fn dead_minority_does_not_delay_success() {
     let mut h = Harness::connected(config(5, 1000));
-    for node in [3, 4] {
-        h.input(|now| Input::Disconnected {
-            now,
-            node: NodeId::new(node),
-        });
-    }
+    let reset = ConnectionError::Io("connection reset by peer".into());
+    h.disconnect(3, reset.clone());
+    h.disconnect(4, ConnectionError::Closed);
     let t0 = h.now;
     h.acquire("res");
     h.ms(1);
@@ -447,44 +478,49 @@ fn dead_minority_does_not_delay_success() {
     let a = acquired(&out.events);
     assert_eq!(a.validity, (1000 - 1 - 12) * MS);
     assert_eq!(a.deadline, t0 + 988 * MS);
-    assert_eq!(a.nodes[3], AcquireOutcome::Failed(NodeFault::Disconnected));
+    // Each down node's request failed with the reason that node went down with.
+    assert_eq!(
+        a.stats.nodes[3].outcome,
+        AcquireOutcome::Failed(NodeFault::Connection(reset))
+    );
+    assert_eq!(
+        a.stats.nodes[4].outcome,
+        AcquireOutcome::Failed(NodeFault::Connection(ConnectionError::Closed))
+    );
 }
 
 #[test]
 fn reconnect_is_requested_with_backoff() {
     let mut h = Harness::connected(config(3, 1000));
-    let out = h.input(|now| Input::Disconnected {
-        now,
-        node: NodeId::new(1),
-    });
+    let out = h.disconnect(1, ConnectionError::Closed);
     let at = out.timeout.expect("reconnect timer");
     assert!(
         at >= h.now + 25 * MS && at <= h.now + 75 * MS,
         "first backoff ~50 ms"
     );
     let out = h.timeout_at(at);
-    assert_eq!(out.connects, vec![NodeId::new(1)]);
-    // Refused again: the next delay doubles.
-    let out = h.input(|now| Input::Disconnected {
-        now,
-        node: NodeId::new(1),
-    });
+    // The reconnection is the node's second connection: generation 1.
+    assert_eq!(out.connects, vec![ConnId::new(NodeId::new(1), 1)]);
+    // Refused: the next delay doubles.
+    let out = h.disconnect(1, ConnectionError::Refused);
     let at2 = out.timeout.unwrap();
     assert!(at2 >= h.now + 50 * MS && at2 <= h.now + 150 * MS);
 }
 
-/// Found by fuzzing: a second `Connected` without a `Disconnected` (the old stream is gone)
-/// scheduled a reconnection and left it armed, so later the client asked the driver to
-/// connect a node that was up.
+/// Found by fuzzing: a second `Connected` without a `Disconnected` (then read as "the old
+/// stream is gone") scheduled a reconnection and left it armed, so later the client asked
+/// the driver to connect a node that was up. Now a stream is replaced only through an
+/// `Output::Connect` that hands out a new generation: a repeated `Connected` for the current,
+/// up connection is moot (nothing closed, nothing resent, no reconnection armed), and one
+/// for a connection the client replaced does nothing either.
 #[test]
-fn regression_a_second_connected_leaves_no_reconnection_due() {
+fn regression_a_second_connected_changes_nothing() {
     let mut h = Harness::connected(config(3, 1000));
-    h.input(|now| Input::Connected {
-        now,
-        node: NodeId::new(0),
-    });
-    h.answer_preloads(0);
-    let out = h.drain();
+    let out = h.connect(0);
+    assert!(
+        out.transmits.is_empty() && out.connects.is_empty() && out.disconnects.is_empty(),
+        "a repeated Connected restarted the connection: {out:?}"
+    );
     assert_eq!(out.timeout, None, "a timer is armed: {out:?}");
     h.ms(10_000);
     let out = h.timeout();
@@ -492,9 +528,47 @@ fn regression_a_second_connected_leaves_no_reconnection_due() {
         out.connects.is_empty(),
         "asked to connect an up node: {out:?}"
     );
-    // The node still serves locks.
-    let (_, out) = h.acquire("res");
+    // The stream is the same one: no handshake or preload precedes the SET (on a restarted
+    // connection the preloads would go first and take the next replies).
+    let (op, out) = h.acquire("res");
     assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    assert_eq!(mask_tokens(&out.sent_to(0)), set_nx_px("res", 1000));
+    h.reply(0, b"+OK\r\n");
+    let out = h.reply(1, b"+OK\r\n");
+    assert_eq!(
+        acquired(&out.events).stats.nodes[0].outcome,
+        AcquireOutcome::Locked
+    );
+    h.reply(2, b"+OK\r\n");
+    h.client.release(h.now, op).unwrap();
+    h.drain();
+    let mut released = Vec::new();
+    for node in 0..3 {
+        released.extend(h.reply(node, b":1\r\n").events);
+    }
+    assert!(
+        matches!(released[..], [Event::Released { .. }]),
+        "{released:?}"
+    );
+
+    // The way to a new stream: the old one goes, and the reconnection is generation 1.
+    let old = h.conn(0);
+    let out = h.disconnect(0, ConnectionError::Closed);
+    let out = h.timeout_at(out.timeout.expect("reconnect timer"));
+    let new = ConnId::new(NodeId::new(0), 1);
+    assert_eq!(out.connects, vec![new]);
+    // A Connected for the replaced connection (generation 0) is ignored: the node stays
+    // down-and-connecting, nothing is written.
+    let out = h.input(|now| Input::Connected { now, conn: old });
+    assert!(out.transmits.is_empty(), "{out:?}");
+    assert!(!h.client.is_up(NodeId::new(0)));
+    // The new one comes up and starts clean, with its preloads.
+    let out = h.connect(0);
+    assert!(h.client.is_up(NodeId::new(0)));
+    assert!(
+        String::from_utf8_lossy(&out.sent_to(0)).contains("SCRIPT"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -510,14 +584,12 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
         .build()
         .unwrap();
     let mut h = Harness::new(config);
-    assert_eq!(h.drain().connects, vec![NodeId::new(0)]);
+    let first = ConnId::new(NodeId::new(0), 0);
+    assert_eq!(h.drain().connects, vec![first]);
     // A lock requested before the first connection waits for it.
     let (op, out) = h.acquire("res");
     assert!(out.transmits.is_empty());
-    let out = h.input(|now| Input::Connected {
-        now,
-        node: NodeId::new(0),
-    });
+    let out = h.connect(0);
     let sent = mask_tokens(&out.sent_to(0));
     let auth = "*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$6\r\nsecret\r\n";
     let select = "*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n";
@@ -533,19 +605,20 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
         format!("{auth}{select}{preload}{}", set_nx_px("res", 10_000))
     );
     let out = h.reply(0, b"-WRONGPASS invalid username-password pair\r\n");
-    assert_eq!(out.disconnects, vec![NodeId::new(0)]);
+    assert_eq!(out.disconnects, vec![first]);
+    let refused = NodeFault::Handshake {
+        command: "AUTH",
+        message: "WRONGPASS invalid username-password pair".into(),
+    };
     assert_eq!(
         out.events,
         vec![Event::AcquireFailed {
             op,
             resource: Resource::from("res"),
             reason: AcquireFailure::QuorumUnreachable {
-                errors: vec![(
-                    NodeId::new(0),
-                    NodeFault::Handshake("WRONGPASS invalid username-password pair".into())
-                )]
+                errors: vec![(name(0), refused.clone())]
             },
-            attempts: 1
+            stats: stats(1, Duration::ZERO, &[AcquireOutcome::Failed(refused)]),
         }]
     );
 }
@@ -554,17 +627,20 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
 fn garbage_from_a_node_is_a_fault_not_a_panic() {
     let mut h = Harness::connected(config(3, 1000));
     h.acquire("res");
+    let dropped = h.conn(2);
     let out = h.reply(2, b"HTTP/1.1 400 Bad Request\r\n\r\n");
-    assert_eq!(out.disconnects, vec![NodeId::new(2)]);
+    assert_eq!(out.disconnects, vec![dropped]);
     h.reply(0, b"+OK\r\n");
     let out = h.reply(1, b"+OK\r\n");
     let a = acquired(&out.events);
     assert!(matches!(
-        a.nodes[2],
+        a.stats.nodes[2].outcome,
         AcquireOutcome::Failed(NodeFault::Protocol(_))
     ));
-    // Bytes from the dropped connection are ignored.
-    let out = h.reply(2, b"+OK\r\n");
+    // Bytes from the dropped connection are ignored: node 2 is down, so `dropped` (its
+    // generation 0) is no longer its current connection.
+    assert_eq!(h.client.connection(NodeId::new(2)), None);
+    let out = h.reply_on(dropped, b"+OK\r\n");
     assert!(out.events.is_empty() && out.disconnects.is_empty());
 }
 
@@ -572,7 +648,7 @@ fn garbage_from_a_node_is_a_fault_not_a_panic() {
 fn unsolicited_reply_drops_the_connection() {
     let mut h = Harness::connected(config(3, 1000));
     let out = h.reply(0, b"+OK\r\n");
-    assert_eq!(out.disconnects, vec![NodeId::new(0)]);
+    assert_eq!(out.disconnects, vec![ConnId::new(NodeId::new(0), 0)]);
 }
 
 #[test]
@@ -597,7 +673,7 @@ fn paused_node_times_out_and_its_late_replies_are_swallowed() {
     h.reply(1, b"+OK\r\n");
     let out = h.reply(2, b"+OK\r\n");
     let a = acquired(&out.events);
-    assert_eq!((a.op, a.attempts), (op, 2));
+    assert_eq!((a.op, a.stats.attempts), (op, 2));
 }
 
 #[test]
@@ -613,7 +689,16 @@ fn cancel_mid_attempt_releases_everywhere() {
             op,
             resource: Resource::from("res"),
             reason: AcquireFailure::Cancelled,
-            attempts: 1
+            // The attempt cut short: its answers so far.
+            stats: stats(
+                1,
+                Duration::ZERO,
+                &[
+                    AcquireOutcome::Locked,
+                    AcquireOutcome::Pending,
+                    AcquireOutcome::Pending
+                ]
+            ),
         }]
     );
     assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
@@ -637,7 +722,7 @@ fn inputs_before_draining_are_refused() {
     assert_eq!(
         h.client.handle_input(Input::Connected {
             now: h.now,
-            node: NodeId::new(5)
+            conn: ConnId::new(NodeId::new(5), 0)
         }),
         Err(UsageError::UnknownNode(NodeId::new(5)))
     );
@@ -722,10 +807,7 @@ fn votes_after_a_deadline_do_not_count_even_if_the_timer_was_not_fed() {
 fn preload_replies_are_ignored_even_errors() {
     let mut h = Harness::new(config(1, 1000));
     h.drain();
-    h.input(|now| Input::Connected {
-        now,
-        node: NodeId::new(0),
-    });
+    h.connect(0);
     let out = h.reply(0, b"-NOPERM no scripts for you\r\n-ERR unknown command\r\n");
     assert!(out.disconnects.is_empty() && out.events.is_empty());
     let (_, out) = h.acquire("res");
@@ -907,10 +989,7 @@ fn regression_zero_retry_delay_with_nodes_down_still_loses_the_lock() {
     let (op, _) = h.acquire("res");
     let out = h.reply(0, b"+OK\r\n");
     let deadline = acquired(&out.events).deadline;
-    h.input(|now| Input::Disconnected {
-        now,
-        node: NodeId::new(0),
-    });
+    h.disconnect(0, ConnectionError::Closed);
     h.client.extend(h.now, op).unwrap();
     h.drain();
     // Bounded: fire timers until the loss is reported; a retry never lands in the past.
@@ -919,9 +998,9 @@ fn regression_zero_retry_delay_with_nodes_down_still_loses_the_lock() {
         let Some(at) = h.drain().timeout else { break };
         assert!(at > h.now || at == h.now && !lost);
         let out = h.timeout_at(at.max(h.now));
-        for c in &out.connects {
-            let node = *c;
-            h.input(|now| Input::Disconnected { now, node });
+        for &conn in &out.connects {
+            let reason = ConnectionError::Refused;
+            h.input(|now| Input::Disconnected { now, conn, reason });
         }
         if out.events.iter().any(|e| matches!(e, Event::Lost { .. })) {
             lost = true;

@@ -7,18 +7,25 @@ use std::error::Error;
 use std::fmt;
 
 use redlock_core::{
-    AcquireFailure, AddressError, ConfigError, LostReason, NodeFault, NodeId, UsageError,
+    AcquireFailure, AcquireStats, AddressError, ConfigError, LostReason, UsageError,
 };
 
 /// What a driver's lock call can fail with. Shared by every driver.
 ///
 /// The core's reasons are wrapped whole, so one pattern still picks one case:
-/// `Err(LockError::Acquire(AcquireFailure::Contended { .. }))` is "someone else holds it".
+/// `Err(LockError::Acquire { reason: AcquireFailure::Contended { .. }, .. })` is "someone
+/// else holds it". `Display` is a sentence that names the nodes by address; the table of
+/// every message, with what to do about it, is in `docs/errors.md`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockError {
-    /// The lock could not be acquired; the core's reason says why and names the nodes.
-    Acquire(AcquireFailure),
+    /// The lock could not be acquired.
+    Acquire {
+        /// Why: the core's reason, naming the nodes.
+        reason: AcquireFailure,
+        /// Attempts made, time spent, and each node's answer in the last attempt.
+        stats: AcquireStats,
+    },
     /// The lock was lost (before or while this call ran).
     Lost(LostReason),
     /// The lock is not held: it was released, or a release overtook this request.
@@ -34,12 +41,6 @@ pub enum LockError {
     /// The driver could not start; says why (no runtime to run on, or the system refused a
     /// thread or a poller).
     Start(String),
-}
-
-impl From<AcquireFailure> for LockError {
-    fn from(failure: AcquireFailure) -> Self {
-        Self::Acquire(failure)
-    }
 }
 
 impl From<LostReason> for LockError {
@@ -74,14 +75,8 @@ impl From<UsageError> for LockError {
 impl fmt::Display for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Acquire(failure) => {
-                f.write_str("could not acquire the lock: ")?;
-                acquire_failure(f, failure)
-            }
-            Self::Lost(reason) => {
-                f.write_str("lock lost: ")?;
-                lost_reason(f, reason)
-            }
+            Self::Acquire { reason, .. } => write!(f, "could not acquire the lock: {reason}"),
+            Self::Lost(reason) => write!(f, "lock lost: {reason}"),
             Self::NotHeld => {
                 f.write_str("the lock is not held: it was released, or a release overtook this")
             }
@@ -100,10 +95,24 @@ impl Error for LockError {
             Self::Config(e) => Some(e),
             Self::Address(e) => Some(e),
             Self::Usage(e) => Some(e),
-            // The core's failure and loss reasons are data, not errors: the text above
-            // spells them out, nodes included.
+            // A failed acquisition's first node fault (a connection's reason, itself an
+            // error) is the cause one layer down; the text above lists every node's.
+            Self::Acquire { reason, .. } => first_fault(reason),
+            // Loss reasons are data, not errors: the text above spells them out.
             _ => None,
         }
+    }
+}
+
+/// The first node fault of a failed acquisition, as an error: the wait deadline's last
+/// attempt, or the attempt's own.
+fn first_fault(reason: &AcquireFailure) -> Option<&(dyn Error + 'static)> {
+    match reason {
+        AcquireFailure::QuorumUnreachable { errors } => errors
+            .first()
+            .map(|(_, fault)| fault as &(dyn Error + 'static)),
+        AcquireFailure::WaitDeadline { last: Some(last) } => first_fault(last),
+        _ => None,
     }
 }
 
@@ -137,96 +146,72 @@ impl<E: fmt::Debug + fmt::Display> Error for WithLockError<E> {
     }
 }
 
-fn acquire_failure(f: &mut fmt::Formatter<'_>, failure: &AcquireFailure) -> fmt::Result {
-    match failure {
-        AcquireFailure::Contended { nodes } => {
-            f.write_str("another client holds it on ")?;
-            nodes_list(f, nodes)
-        }
-        AcquireFailure::QuorumUnreachable { errors } => {
-            f.write_str("too many nodes failed: ")?;
-            faults(f, errors)
-        }
-        AcquireFailure::ValidityExhausted => {
-            f.write_str("a quorum agreed too late to leave any validity")
-        }
-        AcquireFailure::WaitDeadline => {
-            f.write_str("the wait deadline passed before an attempt succeeded")
-        }
-        AcquireFailure::Cancelled => f.write_str("the acquisition was cancelled"),
-        other => write!(f, "{other:?}"),
-    }
-}
-
-fn lost_reason(f: &mut fmt::Formatter<'_>, reason: &LostReason) -> fmt::Result {
-    match reason {
-        LostReason::DeadlinePassed => {
-            f.write_str("its deadline passed before an extension succeeded")
-        }
-        LostReason::NotOwned { nodes } => {
-            f.write_str("our token is gone from ")?;
-            nodes_list(f, nodes)
-        }
-        LostReason::QuorumUnreachable { errors } => {
-            f.write_str("extensions failed on too many nodes until the deadline: ")?;
-            faults(f, errors)
-        }
-        other => write!(f, "{other:?}"),
-    }
-}
-
-fn nodes_list(f: &mut fmt::Formatter<'_>, nodes: &[NodeId]) -> fmt::Result {
-    if nodes.is_empty() {
-        return f.write_str("no node");
-    }
-    for (i, node) in nodes.iter().enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        write!(f, "{sep}{node}")?;
-    }
-    Ok(())
-}
-
-fn faults(f: &mut fmt::Formatter<'_>, errors: &[(NodeId, NodeFault)]) -> fmt::Result {
-    if errors.is_empty() {
-        return f.write_str("no node answered");
-    }
-    for (i, (node, fault)) in errors.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "; " };
-        write!(f, "{sep}{node}: {fault}")?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use redlock_core::NodeAddress;
+    use redlock_core::{ConnectionError, NodeAddress, NodeFault, NodeId, NodeName};
 
     use super::*;
 
+    fn name(i: usize, name: &str) -> NodeName {
+        NodeName::new(NodeId::new(i), name)
+    }
+
+    fn acquire(reason: AcquireFailure) -> LockError {
+        LockError::Acquire {
+            reason,
+            stats: AcquireStats::default(),
+        }
+    }
+
     #[test]
-    fn messages_say_what_failed_and_name_the_nodes() {
-        let contended = LockError::from(AcquireFailure::Contended {
-            nodes: vec![NodeId::new(0), NodeId::new(2)],
+    fn messages_say_what_failed_and_name_the_nodes_by_address() {
+        let contended = acquire(AcquireFailure::Contended {
+            nodes: vec![name(0, "127.0.0.1:7001"), name(2, "[::1]:7003")],
         });
         assert_eq!(
             contended.to_string(),
-            "could not acquire the lock: another client holds it on node#0, node#2"
+            "could not acquire the lock: another client holds it on 127.0.0.1:7001, [::1]:7003"
         );
-        let unreachable = LockError::from(AcquireFailure::QuorumUnreachable {
+        let refused = NodeFault::Connection(ConnectionError::Refused);
+        let unreachable = acquire(AcquireFailure::QuorumUnreachable {
             errors: vec![
-                (NodeId::new(1), NodeFault::Timeout),
-                (NodeId::new(2), NodeFault::Disconnected),
+                (name(1, "db1:6379"), NodeFault::Timeout),
+                (name(2, "db2:6379"), refused.clone()),
             ],
         });
         assert_eq!(
             unreachable.to_string(),
-            "could not acquire the lock: too many nodes failed: node#1: node did not answer in \
-             time; node#2: node disconnected"
+            "could not acquire the lock: too many nodes failed: db1:6379: no answer before the \
+             attempt's deadline; db2:6379: connection refused"
+        );
+        // The first node's fault is the cause one layer down.
+        assert_eq!(
+            unreachable.source().map(ToString::to_string),
+            Some("no answer before the attempt's deadline".to_owned())
+        );
+        let waited = acquire(AcquireFailure::WaitDeadline {
+            last: Some(Box::new(AcquireFailure::QuorumUnreachable {
+                errors: vec![(name(0, "a:1"), refused.clone())],
+            })),
+        });
+        assert_eq!(
+            waited.to_string(),
+            "could not acquire the lock: the wait deadline passed; the last attempt: too many \
+             nodes failed: a:1: connection refused"
+        );
+        let cause = waited.source().expect("the node fault");
+        assert_eq!(cause.to_string(), "connection refused");
+        assert!(
+            cause.source().is_some(),
+            "the connection error under the fault"
         );
         let lost = LockError::from(LostReason::NotOwned {
-            nodes: vec![NodeId::new(1)],
+            nodes: vec![name(1, "127.0.0.1:7002")],
         });
-        assert_eq!(lost.to_string(), "lock lost: our token is gone from node#1");
+        assert_eq!(
+            lost.to_string(),
+            "lock lost: our token is gone from 127.0.0.1:7002"
+        );
     }
 
     #[test]

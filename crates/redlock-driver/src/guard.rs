@@ -3,9 +3,10 @@
 //! their requests to it; neither touches a socket.
 
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_core::{LostReason, OpId, ReleaseOutcome, Resource, Token};
+use redlock_core::{AcquireStats, LostReason, OpId, ReleaseOutcome, Resource, Token};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::LockError;
@@ -19,6 +20,8 @@ pub struct LockRef {
     pub(crate) op: OpId,
     pub(crate) resource: Resource,
     pub(crate) token: Token,
+    /// How the acquisition went.
+    pub(crate) stats: Arc<AcquireStats>,
     pub(crate) state: watch::Receiver<LockState>,
     pub(crate) tx: mpsc::UnboundedSender<Cmd>,
     /// The driver loop's clock, which the deadline is an instant of.
@@ -34,6 +37,12 @@ impl LockRef {
     /// The token stored on the nodes.
     pub fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// How the acquisition went: attempts, time spent, and each node's answer in the
+    /// successful attempt (a failure carries the same in [`LockError::Acquire`]).
+    pub fn stats(&self) -> &AcquireStats {
+        &self.stats
     }
 
     /// When the lock stops being safe to use (moved by each extension).

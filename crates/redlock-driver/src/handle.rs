@@ -106,6 +106,7 @@ impl Handle {
             op,
             resource: acquired.resource,
             token: acquired.token,
+            stats: Arc::new(acquired.stats),
             state: state_rx,
             tx: self.tx.clone(),
             clock: self.shared.clock,

@@ -11,15 +11,15 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use redlock_core::{Client, Input, NodeAddress, NodeId, Output};
+use redlock_core::{Client, ConnId, ConnectionError, Input, NodeAddress, NodeId, Output};
 use tokio::sync::mpsc;
 
 use crate::request::Cmd;
 use crate::setup::{DriverParts, OsRng};
 use crate::waiters::Waiters;
 
-/// A connection attempt in progress.
-pub type Connecting<S> = Pin<Box<dyn Future<Output = io::Result<S>> + Send>>;
+/// A connection attempt in progress; a failure says why (refused, timed out, not resolved).
+pub type Connecting<S> = Pin<Box<dyn Future<Output = Result<S, ConnectionError>> + Send>>;
 
 /// What an async runtime gives [`IoLoop`]. Every method is a thin call into the runtime.
 ///
@@ -33,7 +33,9 @@ pub trait Runtime: 'static {
     type Timer: Send;
 
     /// Connects to `host:port` (resolving the name without blocking the loop), failing with
-    /// `TimedOut` after `timeout`. Nagle's algorithm off, on a best-effort basis.
+    /// [`ConnectionError::ConnectTimeout`] after `timeout`, [`ConnectionError::Resolve`] if
+    /// the name does not resolve, and [`ConnectionError::from_io`] of the last address's
+    /// error otherwise. Nagle's algorithm off, on a best-effort basis.
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Self::Stream>;
     /// Ready when the stream may have bytes, an end of stream or an error to read.
     fn poll_readable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
@@ -55,6 +57,8 @@ pub trait Runtime: 'static {
 
 /// One node's socket, unsent bytes, and connection attempt in progress.
 struct Conn<S> {
+    /// The core's name for this connection, which every input about it carries.
+    id: Option<ConnId>,
     stream: Option<S>,
     out: BytesMut,
     connecting: Option<Connecting<S>>,
@@ -63,6 +67,7 @@ struct Conn<S> {
 impl<S> Default for Conn<S> {
     fn default() -> Self {
         Self {
+            id: None,
             stream: None,
             out: BytesMut::new(),
             connecting: None,
@@ -73,7 +78,7 @@ impl<S> Default for Conn<S> {
 /// The one thing a loop turn handles.
 enum Wake<S> {
     Cmd(Option<Cmd>),
-    Connected(NodeId, io::Result<S>),
+    Connected(NodeId, Result<S, ConnectionError>),
     Readable(NodeId),
     Writable,
     Timer,
@@ -88,7 +93,7 @@ pub struct IoLoop<R: Runtime> {
     connect_timeout: Duration,
     waiters: Waiters,
     /// Inputs found while draining (write errors), fed before waiting.
-    pending: VecDeque<NodeId>,
+    pending: VecDeque<(ConnId, ConnectionError)>,
     timer: R::Timer,
     /// The loop's one clock, which the handle and guards read too.
     clock: fn() -> Instant,
@@ -136,11 +141,9 @@ impl<R: Runtime> IoLoop<R> {
             {
                 continue;
             }
-            if let Some(node) = self.pending.pop_front() {
-                self.feed(Input::Disconnected {
-                    now: (self.clock)(),
-                    node,
-                });
+            if let Some((conn, reason)) = self.pending.pop_front() {
+                let now = (self.clock)();
+                self.feed(Input::Disconnected { now, conn, reason });
                 continue;
             }
             // 2. Wait for exactly one thing.
@@ -161,11 +164,7 @@ impl<R: Runtime> IoLoop<R> {
                     self.take_commands();
                 }
                 Wake::Cmd(None) => self.closed = true,
-                Wake::Connected(node, Ok(stream)) => {
-                    self.conns[node.index()].stream = Some(stream);
-                    self.feed(Input::Connected { now, node });
-                }
-                Wake::Connected(node, Err(_)) => self.feed(Input::Disconnected { now, node }),
+                Wake::Connected(node, result) => self.connected(now, node, result),
                 Wake::Readable(node) => self.read(now, node),
                 Wake::Writable => {}
                 Wake::Timer => {
@@ -246,6 +245,31 @@ impl<R: Runtime> IoLoop<R> {
         Poll::Pending
     }
 
+    /// A connection attempt ended: the stream is kept, or the reason reported.
+    fn connected(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        result: Result<R::Stream, ConnectionError>,
+    ) {
+        let conn = &mut self.conns[node.index()];
+        let Some(id) = conn.id else { return };
+        match result {
+            Ok(stream) => {
+                conn.stream = Some(stream);
+                self.feed(Input::Connected { now, conn: id });
+            }
+            Err(reason) => {
+                *conn = Conn::default();
+                self.feed(Input::Disconnected {
+                    now,
+                    conn: id,
+                    reason,
+                });
+            }
+        }
+    }
+
     fn feed(&mut self, input: Input<'_>) {
         // The loop drains before every input, so the core cannot refuse it.
         let _ = self.client.handle_input(input);
@@ -253,24 +277,25 @@ impl<R: Runtime> IoLoop<R> {
 
     /// One non-blocking read; readiness can be spurious, so `WouldBlock` is no news.
     fn read(&mut self, now: Instant, node: NodeId) {
-        let Some(stream) = &self.conns[node.index()].stream else {
+        let c = &self.conns[node.index()];
+        let (Some(stream), Some(conn)) = (&c.stream, c.id) else {
             return;
         };
-        match R::try_read(stream, &mut self.read_buf) {
-            Ok(len) if len > 0 => {
+        let reason = match R::try_read(stream, &mut self.read_buf) {
+            Ok(0) => ConnectionError::Closed,
+            Ok(len) => {
                 let bytes = &self.read_buf[..len];
                 // Drained before this input (see `run`).
                 let _ = self
                     .client
-                    .handle_input(Input::Received { now, node, bytes });
+                    .handle_input(Input::Received { now, conn, bytes });
+                return;
             }
-            Err(e) if is_retry(&e) => {}
-            // End of stream or a socket error.
-            _ => {
-                self.conns[node.index()] = Conn::default();
-                self.feed(Input::Disconnected { now, node });
-            }
-        }
+            Err(e) if is_retry(&e) => return,
+            Err(e) => ConnectionError::from_io(&e),
+        };
+        self.conns[node.index()] = Conn::default();
+        self.feed(Input::Disconnected { now, conn, reason });
     }
 
     /// Acts on every output until the core is drained; returns its next deadline.
@@ -278,8 +303,8 @@ impl<R: Runtime> IoLoop<R> {
         loop {
             match self.client.poll_output() {
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
-                Output::Connect(node) => self.connect(node),
-                Output::Disconnect(node) => self.conns[node.index()] = Conn::default(),
+                Output::Connect(conn) => self.connect(conn),
+                Output::Disconnect(conn) => self.conns[conn.node().index()] = Conn::default(),
                 Output::Event(event) => self.waiters.dispatch(event),
                 Output::Timeout(at) => return Some(at),
                 Output::Idle => return None,
@@ -289,32 +314,37 @@ impl<R: Runtime> IoLoop<R> {
 
     /// Writes as much as each socket takes now; the rest waits for writability.
     fn flush(&mut self) {
-        for (i, conn) in self.conns.iter_mut().enumerate() {
-            let Some(stream) = &conn.stream else {
+        for conn in &mut self.conns {
+            let (Some(stream), Some(id)) = (&conn.stream, conn.id) else {
                 conn.out.clear();
                 continue;
             };
             while !conn.out.is_empty() {
-                match R::try_write(stream, &conn.out) {
-                    Ok(n) if n > 0 => conn.out.advance(n),
-                    Err(e) if is_retry(&e) => break,
-                    // A socket error, or a stream that takes no bytes.
-                    _ => {
-                        *conn = Conn::default();
-                        self.pending.push_back(NodeId::new(i));
-                        break;
+                let reason = match R::try_write(stream, &conn.out) {
+                    Ok(n) if n > 0 => {
+                        conn.out.advance(n);
+                        continue;
                     }
-                }
+                    Err(e) if is_retry(&e) => break,
+                    Err(e) => ConnectionError::from_io(&e),
+                    // A stream that takes no bytes.
+                    Ok(_) => ConnectionError::Closed,
+                };
+                *conn = Conn::default();
+                self.pending.push_back((id, reason));
+                break;
             }
         }
     }
 
     /// Starts a connection attempt, bounded by the connect timeout; its outcome is one wake.
     /// A new attempt replaces the node's old socket, so queued bytes never reach it.
-    fn connect(&mut self, node: NodeId) {
-        let addr = &self.addrs[node.index()];
+    fn connect(&mut self, conn: ConnId) {
+        let node = conn.node().index();
+        let addr = &self.addrs[node];
         let attempt = R::connect(addr.host.clone(), addr.port, self.connect_timeout);
-        self.conns[node.index()] = Conn {
+        self.conns[node] = Conn {
+            id: Some(conn),
             connecting: Some(attempt),
             ..Conn::default()
         };

@@ -55,7 +55,7 @@ impl Setup {
             .collect::<Result<Vec<_>, _>>()?;
         let mut config = Config::builder(addrs.len());
         for (i, addr) in addrs.iter().enumerate() {
-            config = config.node(i, addr.settings.clone());
+            config = config.address(i, addr);
         }
         Ok(Self {
             addrs,

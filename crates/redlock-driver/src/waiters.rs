@@ -123,9 +123,9 @@ impl Waiters {
                     self.orphans.push(op);
                 }
             }
-            Event::AcquireFailed { reason, .. } => {
+            Event::AcquireFailed { reason, stats, .. } => {
                 if let Some(reply) = w.acquire.take() {
-                    let _ = reply.send(Err(reason.into()));
+                    let _ = reply.send(Err(LockError::Acquire { reason, stats }));
                 }
                 self.forget(op);
             }

@@ -46,9 +46,10 @@ impl Scripted {
             sent: Vec::new(),
         };
         l.drain();
+        let conn = l.client.connection(NodeId::new(0)).expect("connecting");
         l.feed(Input::Connected {
             now: Instant::now(),
-            node: NodeId::new(0),
+            conn,
         });
         let mut loaded = Vec::new();
         for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
@@ -91,11 +92,8 @@ impl Scripted {
 
     fn reply(&mut self, bytes: &[u8]) {
         let now = Instant::now();
-        self.feed(Input::Received {
-            now,
-            node: NodeId::new(0),
-            bytes,
-        });
+        let conn = self.client.connection(NodeId::new(0)).expect("up");
+        self.feed(Input::Received { now, conn, bytes });
     }
 
     /// Locks `resource` through `handle`, the node saying `+OK`.

@@ -13,8 +13,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlock_core::{
-    AcquireFailure, ConfigBuilder, EXTEND_SCRIPT, NodeFault, NodeId, RELEASE_SCRIPT,
-    ReleaseOutcome, RetryPolicy,
+    AcquireFailure, ConfigBuilder, ConnectionError, EXTEND_SCRIPT, NodeFault, NodeId,
+    RELEASE_SCRIPT, ReleaseOutcome, RetryPolicy,
 };
 use redlock_driver::{Connecting, Handle, IoLoop, LockError, LockGuard, Runtime, Setup};
 
@@ -93,6 +93,7 @@ impl Runtime for Virtual {
             }
             Accept::Never => Box::pin(ConnectTimeout {
                 at: started + timeout,
+                timeout,
             }),
         }
     }
@@ -154,14 +155,15 @@ impl Runtime for Virtual {
 /// A connection attempt to a node that never answers: fails once virtual time reaches `at`.
 struct ConnectTimeout {
     at: Instant,
+    timeout: Duration,
 }
 
 impl Future for ConnectTimeout {
-    type Output = io::Result<Stream>;
+    type Output = Result<Stream, ConnectionError>;
 
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<Stream>> {
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         match virtual_now() >= self.at {
-            true => Poll::Ready(Err(io::ErrorKind::TimedOut.into())),
+            true => Poll::Ready(Err(ConnectionError::ConnectTimeout(self.timeout))),
             false => Poll::Pending,
         }
     }
@@ -391,15 +393,17 @@ fn a_round_without_quorum_fails_at_its_deadline_and_is_undone() {
     );
     h.advance_to(t0 + ATTEMPT);
     let failed = poll(lock.as_mut());
-    let errors = vec![
+    let errors = [
         (NodeId::new(1), NodeFault::Timeout),
         (NodeId::new(2), NodeFault::Timeout),
     ];
     assert!(
         matches!(
             &failed,
-            Poll::Ready(Err(LockError::Acquire(AcquireFailure::QuorumUnreachable { errors: e })))
-                if *e == errors
+            Poll::Ready(Err(LockError::Acquire {
+                reason: AcquireFailure::QuorumUnreachable { errors: e },
+                ..
+            })) if e.iter().map(|(n, f)| (n.id(), f.clone())).eq(errors.iter().cloned())
         ),
         "{failed:?}"
     );

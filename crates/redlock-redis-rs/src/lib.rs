@@ -62,9 +62,9 @@ use bytes::Bytes;
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
 use redlock_core::{
-    AcquireFailure, Acquired, Config, EXTEND_SCRIPT, Event, Lock, LockOptions, LostReason,
-    NodeFault, NodeId, OpId, RELEASE_SCRIPT, ReleaseOutcome, Reply, Request, RequestId, Resource,
-    UsageError,
+    AcquireFailure, AcquireStats, Acquired, Config, ConnectionError, EXTEND_SCRIPT, Event, Lock,
+    LockOptions, LostReason, NodeFault, OpId, RELEASE_SCRIPT, ReleaseOutcome, Reply, Request,
+    RequestId, Resource, UsageError,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -108,8 +108,8 @@ pub enum LockError {
     Acquire {
         /// Why the last attempt failed.
         reason: AcquireFailure,
-        /// Attempts made.
-        attempts: u32,
+        /// Attempts made, time spent, and each node's answer in the last attempt.
+        stats: AcquireStats,
     },
     /// The lock is no longer held; it has been (or is being) released.
     Lost(LostReason),
@@ -153,11 +153,9 @@ impl<C: ConnectionLike + Clone + Send + 'static> RedisLock<C> {
         loop {
             match this.next_event().await {
                 Some(Event::Acquired(acquired)) => return Ok((this, acquired)),
-                Some(Event::AcquireFailed {
-                    reason, attempts, ..
-                }) => {
+                Some(Event::AcquireFailed { reason, stats, .. }) => {
                     tokio::spawn(this.finish());
-                    return Err(LockError::Acquire { reason, attempts });
+                    return Err(LockError::Acquire { reason, stats });
                 }
                 Some(_) => {}
                 None => return Err(LockError::Finished),
@@ -262,7 +260,8 @@ impl<C: ConnectionLike + Clone + Send + 'static> RedisLock<C> {
             self.nodes.get(node.index()),
             self.last.get_mut(node.index()),
         ) else {
-            let _ = tx.send((id, Err(NodeFault::Disconnected)));
+            let reason = ConnectionError::Io("no connection given for this node".into());
+            let _ = tx.send((id, Err(NodeFault::Connection(reason))));
             return;
         };
         let mut conn = conn.clone();
@@ -320,31 +319,16 @@ impl fmt::Display for LockError {
                 "the config is for {config} nodes but {connections} connections were given"
             ),
             Self::Usage(e) => write!(f, "{e}"),
-            Self::Acquire { reason, attempts } => {
-                write!(f, "lock not acquired after {attempts} attempts: ")?;
-                match reason {
-                    AcquireFailure::Contended { nodes } => {
-                        write!(f, "another client holds it on {}", list(nodes))
-                    }
-                    AcquireFailure::QuorumUnreachable { errors } => {
-                        write!(f, "too many nodes failed: {}", list_faults(errors))
-                    }
-                    AcquireFailure::ValidityExhausted => f.write_str("no validity left"),
-                    AcquireFailure::WaitDeadline => f.write_str("the wait deadline passed"),
-                    AcquireFailure::Cancelled => f.write_str("cancelled"),
-                    _ => f.write_str("it failed"),
-                }
+            // The core's reasons are prose already, nodes named by address.
+            Self::Acquire { reason, stats } => {
+                let s = if stats.attempts == 1 { "" } else { "s" };
+                write!(
+                    f,
+                    "lock not acquired after {} attempt{s}: {reason}",
+                    stats.attempts
+                )
             }
-            Self::Lost(reason) => match reason {
-                LostReason::DeadlinePassed => f.write_str("lock lost: its deadline passed"),
-                LostReason::NotOwned { nodes } => {
-                    write!(f, "lock lost: our token is gone from {}", list(nodes))
-                }
-                LostReason::QuorumUnreachable { errors } => {
-                    write!(f, "lock lost: extensions failed: {}", list_faults(errors))
-                }
-                _ => f.write_str("lock lost"),
-            },
+            Self::Lost(reason) => write!(f, "lock lost: {reason}"),
             Self::Finished => f.write_str("the lock finished without an outcome"),
         }
     }
@@ -359,18 +343,6 @@ impl std::error::Error for LockError {
     }
 }
 
-/// `node#0, node#2`.
-fn list(nodes: &[NodeId]) -> String {
-    let names: Vec<String> = nodes.iter().map(NodeId::to_string).collect();
-    names.join(", ")
-}
-
-/// `node#0: node disconnected; node#2: node did not answer in time`.
-fn list_faults(errors: &[(NodeId, NodeFault)]) -> String {
-    let names: Vec<String> = errors.iter().map(|(n, e)| format!("{n}: {e}")).collect();
-    names.join("; ")
-}
-
 /// A node's answer as the lock reads it. A server error stays a reply: the lock needs
 /// `-NOSCRIPT` to resend a script as `EVAL`, and keeps other messages for the user. Only a
 /// failure to get an answer is a [`NodeFault`].
@@ -381,8 +353,9 @@ fn to_reply(result: RedisResult<Value>) -> Result<Reply, NodeFault> {
         Err(err) => match err.code() {
             Some(code) => Ok(error_reply(code, err.detail())),
             None if err.is_timeout() => Err(NodeFault::Timeout),
-            None if err.is_io_error() || err.is_connection_dropped() => {
-                Err(NodeFault::Disconnected)
+            None if err.is_connection_dropped() => Err(NodeFault::closed()),
+            None if err.is_io_error() => {
+                Err(NodeFault::Connection(ConnectionError::Io(err.to_string())))
             }
             None => Err(NodeFault::Protocol(err.to_string())),
         },
@@ -470,6 +443,9 @@ mod tests {
         let timed_out = std::io::Error::from(std::io::ErrorKind::TimedOut);
         assert_eq!(to_reply(Err(timed_out.into())), Err(NodeFault::Timeout));
         let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
-        assert_eq!(to_reply(Err(reset.into())), Err(NodeFault::Disconnected));
+        assert!(matches!(
+            to_reply(Err(reset.into())),
+            Err(NodeFault::Connection(_))
+        ));
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redlock_core::{
-    AcquireFailure, AcquireOutcome, Config, LockOptions, LostReason, NodeFault, NodeId,
+    AcquireFailure, AcquireOutcome, Config, LockOptions, LostReason, NodeFault, NodeId, NodeName,
     ReleaseOutcome, RetryPolicy, Token,
 };
 use redlock_redis_rs::{LockError, RedisLock};
@@ -82,8 +82,11 @@ async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
-fn nodes(ids: &[usize]) -> Vec<NodeId> {
-    ids.iter().map(|&i| NodeId::new(i)).collect()
+/// Nodes by their default names (`node#i`): these configurations name no node.
+fn nodes(ids: &[usize]) -> Vec<NodeName> {
+    ids.iter()
+        .map(|&i| NodeName::unnamed(NodeId::new(i)))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,8 +109,9 @@ async fn acquire_and_release_report_each_node() {
         let (lock, acquired) = RedisLock::acquire(connect(&c).await, &all_three, "a", &opts())
             .await
             .expect("acquired");
-        assert_eq!(acquired.nodes, vec![AcquireOutcome::Locked; 3]);
-        assert_eq!(acquired.attempts, 1);
+        let outcomes: Vec<_> = acquired.stats.nodes.iter().map(|n| &n.outcome).collect();
+        assert_eq!(outcomes, vec![&AcquireOutcome::Locked; 3]);
+        assert_eq!(acquired.stats.attempts, 1);
         assert_eq!(lock.lock().held().map(|(t, _)| t), Some(&acquired.token));
         for i in 0..3 {
             assert_eq!(value_on(&c, i, "a"), stored(&acquired.token), "node {i}");
@@ -143,14 +147,15 @@ async fn second_lock_is_contended_until_the_first_is_released() {
         // The second "no" of 3 decides (more than N - q = 1): whichever two answered first.
         let LockError::Acquire {
             reason: AcquireFailure::Contended { nodes: held },
-            attempts: 1,
+            stats,
         } = &err
         else {
             panic!("{err:?}")
         };
+        assert_eq!(stats.attempts, 1, "{err}");
         assert_eq!(held.len(), 2, "{err}");
         assert!(
-            held[0] != held[1] && held.iter().all(|n| n.index() < 3),
+            held[0] != held[1] && held.iter().all(|n| n.id().index() < 3),
             "{err}"
         );
         for i in 0..3 {
@@ -221,7 +226,8 @@ async fn paused_node_delays_nothing_beyond_the_lock_deadlines() {
             .expect("2 of 3 up");
         assert!(start.elapsed() <= config.attempt_timeout() + SLACK);
         let pending = AcquireOutcome::Pending;
-        assert_eq!(acquired.nodes[2], pending, "{:?}", acquired.nodes);
+        let outcomes = &acquired.stats.nodes;
+        assert_eq!(outcomes[2].outcome, pending, "{outcomes:?}");
         // The release reports every node, so it waits for the paused one until the lock's own
         // release deadline, and not longer.
         let start = Instant::now();
@@ -273,16 +279,22 @@ async fn killed_nodes_fail_at_once() {
         let (lock, acquired) = RedisLock::acquire(conns.clone(), &config, "k", &opts())
             .await
             .expect("quorum of 2 without node 1");
-        assert_eq!(acquired.nodes[0], AcquireOutcome::Locked);
-        assert_eq!(acquired.nodes[2], AcquireOutcome::Locked);
+        assert_eq!(acquired.stats.nodes[0].outcome, AcquireOutcome::Locked);
+        assert_eq!(acquired.stats.nodes[2].outcome, AcquireOutcome::Locked);
         // A dead node fails its request at once: the release waits for every node, yet ends
         // before the release deadline, with node 1 reported disconnected (not timed out).
         let start = Instant::now();
         let released = lock.release().await.expect("released");
         assert!(start.elapsed() < config.release_timeout());
-        let dead = ReleaseOutcome::Failed(NodeFault::Disconnected);
-        let expected = vec![ReleaseOutcome::Released, dead, ReleaseOutcome::Released];
-        assert_eq!(released, expected);
+        assert_eq!(released[0], ReleaseOutcome::Released);
+        assert!(
+            matches!(
+                &released[1],
+                ReleaseOutcome::Failed(NodeFault::Connection(_))
+            ),
+            "{released:?}"
+        );
+        assert_eq!(released[2], ReleaseOutcome::Released);
 
         c.node(2).kill().expect("SIGKILL");
         let start = Instant::now();
@@ -290,13 +302,18 @@ async fn killed_nodes_fail_at_once() {
             .await
             .expect_err("1 of 3 up");
         assert!(start.elapsed() < config.attempt_timeout());
-        let errors = vec![
-            (NodeId::new(1), NodeFault::Disconnected),
-            (NodeId::new(2), NodeFault::Disconnected),
-        ];
-        let unreachable = AcquireFailure::QuorumUnreachable { errors };
+        // Nodes 1 and 2 fail as connections (closed or reset), named as the config names them.
+        let LockError::Acquire {
+            reason: AcquireFailure::QuorumUnreachable { errors },
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        let failed: Vec<NodeId> = errors.iter().map(|(n, _)| n.id()).collect();
+        assert_eq!(failed, [NodeId::new(1), NodeId::new(2)], "{err}");
         assert!(
-            matches!(&err, LockError::Acquire { reason, .. } if *reason == unreachable),
+            (errors.iter()).all(|(_, f)| matches!(f, NodeFault::Connection(_))),
             "{err}"
         );
     })

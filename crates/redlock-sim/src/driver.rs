@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use redlock_core::{Event, Input, NodeId, OpId, Output, UsageError};
+use redlock_core::{ConnectionError, Event, Input, OpId, Output, UsageError};
 
 use crate::event::Ev;
 use crate::network::{Direction, LinkState};
@@ -56,9 +56,9 @@ impl Sim {
         loop {
             match self.clients[c].core.poll_output() {
                 Output::Transmit(t) => self.send_to_node(c, t.node.index(), t.bytes),
-                Output::Connect(node) => {
-                    let n = node.index();
-                    let (epoch, at) = self.net.start_connect(&mut self.dice, self.now, c, n);
+                Output::Connect(conn) => {
+                    let n = conn.node().index();
+                    let (epoch, at) = self.net.start_connect(&mut self.dice, self.now, c, conn);
                     self.schedule(
                         at,
                         Ev::ConnectDone {
@@ -68,7 +68,9 @@ impl Sim {
                         },
                     );
                 }
-                Output::Disconnect(node) => self.net.link(c, node.index()).reset(LinkState::Closed),
+                Output::Disconnect(conn) => {
+                    (self.net.link(c, conn.node().index())).reset(LinkState::Closed);
+                }
                 Output::Event(event) => events.push_back(event),
                 Output::Timeout(at) => {
                     self.clients[c].core_timer = Some(at);
@@ -90,7 +92,7 @@ impl Sim {
             Event::Acquired(a) => {
                 let deadline = clock.true_time_of(a.deadline);
                 self.checker.acquired(c, op, now, deadline);
-                let attempts = a.attempts;
+                let attempts = a.stats.attempts;
                 self.checker
                     .record(c, op, |r| r.acquired_after = Some(attempts));
                 1
@@ -317,8 +319,10 @@ impl Sim {
             return;
         }
         let now = self.local_now(c);
-        let node = NodeId::new(n);
-        self.feed(c, Input::Received { now, node, bytes });
+        let Some(conn) = self.net.link_ref(c, n).conn else {
+            return;
+        };
+        self.feed(c, Input::Received { now, conn, bytes });
     }
 
     pub(crate) fn on_connect_done(&mut self, c: usize, n: usize, epoch: u64) {
@@ -326,15 +330,18 @@ impl Sim {
         if link.epoch != epoch || link.state != LinkState::Connecting {
             return;
         }
+        let Some(conn) = link.conn else {
+            return;
+        };
         let now = self.local_now(c);
-        let node = NodeId::new(n);
         if self.nodes[n].accepts_connections() {
             self.net.link(c, n).state = LinkState::Open;
-            self.feed(c, Input::Connected { now, node });
+            self.feed(c, Input::Connected { now, conn });
         } else {
             self.stats.refused += 1;
             self.net.link(c, n).reset(LinkState::Closed);
-            self.feed(c, Input::Disconnected { now, node });
+            let reason = ConnectionError::Refused;
+            self.feed(c, Input::Disconnected { now, conn, reason });
         }
     }
 
@@ -343,15 +350,13 @@ impl Sim {
         if self.net.link_ref(c, n).state != LinkState::Open {
             return;
         }
+        let Some(conn) = self.net.link_ref(c, n).conn else {
+            return;
+        };
         self.net.link(c, n).reset(LinkState::Closed);
         let now = self.local_now(c);
-        self.feed(
-            c,
-            Input::Disconnected {
-                now,
-                node: NodeId::new(n),
-            },
-        );
+        let reason = ConnectionError::Closed;
+        self.feed(c, Input::Disconnected { now, conn, reason });
     }
 }
 

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use redlock_core::ConnId;
 
 use crate::clock::SimTime;
 use crate::random::Dice;
@@ -60,6 +61,9 @@ pub(crate) enum LinkState {
 #[derive(Debug, Clone)]
 pub(crate) struct Link {
     pub(crate) epoch: u64,
+    /// The client's name for the connection this link carries (from `Output::Connect`),
+    /// which every input about it names.
+    pub(crate) conn: Option<ConnId>,
     pub(crate) state: LinkState,
     /// Bytes received by the node and not yet executed (the node may be paused).
     pub(crate) inbox: BytesMut,
@@ -86,6 +90,7 @@ impl Network {
     pub(crate) fn new(knobs: NetworkKnobs, clients: usize, nodes: usize) -> Self {
         let link = Link {
             epoch: 0,
+            conn: None,
             state: LinkState::Closed,
             inbox: BytesMut::new(),
             db: 0,
@@ -123,11 +128,12 @@ impl Network {
         dice: &mut Dice,
         now: SimTime,
         client: usize,
-        node: usize,
+        conn: ConnId,
     ) -> (u64, SimTime) {
         let delay = dice.duration(self.knobs.connect_min, self.knobs.connect_max);
-        let link = self.link(client, node);
+        let link = self.link(client, conn.node().index());
         link.reset(LinkState::Connecting);
+        link.conn = Some(conn);
         (link.epoch, now.saturating_add(delay))
     }
 

@@ -26,7 +26,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     match redlock.try_lock("demo:invoice-42").await {
-        Err(LockError::Acquire(AcquireFailure::Contended { nodes })) => {
+        Err(LockError::Acquire {
+            reason: AcquireFailure::Contended { nodes },
+            ..
+        }) => {
             println!("a second try is refused: held on {} nodes", nodes.len())
         }
         other => println!("unexpected: {other:?}"),

@@ -4,11 +4,23 @@ use redlock_tokio::Redlock;
 use std::time::Duration;
 
 #[tokio::main]
-async fn main() -> Result<(), redlock_tokio::LockError> {
-    let redlock = Redlock::builder(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"])?
+async fn main() {
+    let nodes = ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"];
+    if let Err(e) = lock_invoice(&nodes, 42).await {
+        // A sentence naming each node and why, e.g. "could not acquire the lock: another
+        // client holds it on 127.0.0.1:7001, 127.0.0.1:7002".
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+pub async fn lock_invoice(nodes: &[&str], id: u64) -> Result<(), redlock_tokio::LockError> {
+    let redlock = Redlock::builder(nodes)?
         .config(|c| c.ttl(Duration::from_secs(10)))
         .build()?;
-    let guard = redlock.lock("invoices:42").await?;
+    let key = format!("invoices:{id}");
+    let guard = redlock.lock(&key).await?;
+    println!("locked {key} after {}", guard.stats());
     // ... check guard.validity() before each side effect ...
     guard.release().await?;
     Ok(())

@@ -39,8 +39,9 @@ use std::time::Instant;
 use redlock_driver::{DriverParts, IoLoop, Start};
 
 pub use redlock_core::{
-    AcquireFailure, AutoExtend, LockOptions, LostReason, NodeFault, NodeId, ReleaseOutcome,
-    Resource, RetryPolicy, Token,
+    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
+    LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource,
+    RetryDelay, RetryPolicy, Token,
 };
 pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
 

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use redlock_core::ConnectionError;
 use redlock_driver::{Connecting, Runtime};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
@@ -18,10 +19,9 @@ impl Runtime for Tokio {
 
     fn connect(host: String, port: u16, timeout: Duration) -> Connecting<TcpStream> {
         Box::pin(async move {
-            let connect = TcpStream::connect((host.as_str(), port));
-            let stream = tokio::time::timeout(timeout, connect)
+            let stream = tokio::time::timeout(timeout, open(host, port))
                 .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+                .map_err(|_| ConnectionError::ConnectTimeout(timeout))??;
             // Best effort: a lock round trip is a few bytes each way.
             let _ = stream.set_nodelay(true);
             Ok(stream)
@@ -59,4 +59,20 @@ impl Runtime for Tokio {
     async fn yield_now() {
         tokio::task::yield_now().await;
     }
+}
+
+/// Resolves `host` (tokio's resolver, off the runtime's threads) and connects to the first of
+/// its addresses that accepts; a failure says which step failed.
+async fn open(host: String, port: u16) -> Result<TcpStream, ConnectionError> {
+    let addrs = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| ConnectionError::Resolve(e.to_string()))?;
+    let mut last = ConnectionError::Resolve("the host has no address".into());
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = ConnectionError::from_io(&e),
+        }
+    }
+    Err(last)
 }

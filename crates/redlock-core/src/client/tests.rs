@@ -7,7 +7,8 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 use super::*;
-use crate::io::{AcquireOutcome, Acquired, ReleaseOutcome};
+use crate::id::NodeName;
+use crate::io::{AcquireOutcome, Acquired, NodeOutcome, ReleaseOutcome};
 use crate::policy::AutoExtend;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -28,8 +29,8 @@ impl Rig {
         };
         rig.drain();
         for i in 0..n {
-            let node = NodeId::new(i);
-            rig.input(Input::Connected { now: rig.now, node });
+            let conn = rig.conn(i);
+            rig.input(Input::Connected { now: rig.now, conn });
             // The two SCRIPT LOAD replies: a preload's reply is not read.
             rig.reply(i, b"+OK\r\n+OK\r\n");
         }
@@ -54,11 +55,17 @@ impl Rig {
         self.drain()
     }
 
+    /// The node's current connection (the node must not be down).
+    fn conn(&self, node: usize) -> ConnId {
+        (self.client.connection(NodeId::new(node))).expect("the node has a current connection")
+    }
+
+    /// Feeds bytes from the node's current connection.
     fn reply(&mut self, node: usize, bytes: &[u8]) -> Vec<Output> {
-        let node = NodeId::new(node);
+        let conn = self.conn(node);
         self.input(Input::Received {
             now: self.now,
-            node,
+            conn,
             bytes,
         })
     }
@@ -176,7 +183,7 @@ fn cycle_without_node_2(rig: &mut Rig, key: &'static str) -> (AcquireOutcome, Re
         released[..2],
         [ReleaseOutcome::Released, ReleaseOutcome::Released]
     );
-    (acquired.nodes[2].clone(), released[2].clone())
+    (acquired.stats.nodes[2].outcome.clone(), released[2].clone())
 }
 
 /// Issue 17, L2: a node that keeps its connection open and never answers queued every
@@ -232,7 +239,10 @@ fn late_replies_after_the_cap_match_their_own_requests() {
     };
     assert_eq!(to_node_2(&out), 0);
     let a = one_acquired(rig.reply_from([0, 1], b"+OK\r\n"));
-    assert_eq!(a.nodes[2], AcquireOutcome::Failed(backlogged.clone()));
+    assert_eq!(
+        a.stats.nodes[2].outcome,
+        AcquireOutcome::Failed(backlogged.clone())
+    );
     let out = rig.release(op);
     assert_eq!(to_node_2(&out), 0);
     let released = released_nodes(rig.reply_from([0, 1], b":1\r\n"));
@@ -262,11 +272,18 @@ fn late_replies_after_the_cap_match_their_own_requests() {
         AcquireOutcome::Locked,
         AcquireOutcome::Held,
     ];
-    assert_eq!(d.nodes, expected);
+    let expected: Vec<NodeOutcome> = (expected.into_iter().enumerate())
+        .map(|(i, outcome)| NodeOutcome {
+            node: NodeName::unnamed(NodeId::new(i)),
+            outcome,
+        })
+        .collect();
+    assert_eq!(d.stats.nodes, expected);
     // Nothing else was written to node 2: one more reply has no request to answer.
+    let conn = rig.conn(2);
     let out = rig.reply(2, b":1\r\n");
     let closed = out
         .iter()
-        .any(|o| matches!(o, Output::Disconnect(n) if n.index() == 2));
+        .any(|o| matches!(o, Output::Disconnect(c) if *c == conn));
     assert!(closed, "{out:?}");
 }

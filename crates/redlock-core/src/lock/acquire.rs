@@ -9,10 +9,13 @@ use rand_core::CryptoRng;
 use super::extend::Held;
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
-use crate::io::{AcquireFailure, AcquireOutcome, Acquired, Event, NodeFault};
+use crate::id::NodeName;
+use crate::io::{
+    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
+};
 use crate::options::LockParams;
 use crate::quorum::{self, Decision};
-use crate::round::{Round, Slot};
+use crate::round::{self, Round, Slot};
 use crate::time;
 use crate::token::Token;
 
@@ -27,6 +30,8 @@ pub(super) struct Acquiring {
     round: Option<Round>,
     /// When the next attempt starts, while none is in flight.
     retry_at: Option<Instant>,
+    /// What each node answered in the last decided attempt, for a failure's statistics.
+    last_nodes: Vec<NodeOutcome>,
 }
 
 impl Acquiring {
@@ -38,6 +43,7 @@ impl Acquiring {
             token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
             round: None,
             retry_at: None,
+            last_nodes: Vec::new(),
         };
         acquiring.attempt(ctx, now);
         acquiring
@@ -106,7 +112,8 @@ impl Acquiring {
         if round.decision() == Decision::Reached {
             self.on_quorum(round, ctx, now, rng)
         } else {
-            let reason = acquire_failure(&round);
+            let reason = acquire_failure(&round, &ctx.names);
+            self.last_nodes = outcomes(&round, &ctx.names);
             ctx.recycle(round);
             self.on_attempt_failed(ctx, now, rng, reason)
         }
@@ -130,8 +137,11 @@ impl Acquiring {
                     token: self.token.clone(),
                     deadline,
                     validity,
-                    attempts: self.attempts,
-                    nodes: round.slots.iter().map(acquire_outcome).collect(),
+                    stats: AcquireStats {
+                        attempts: self.attempts,
+                        elapsed: now.saturating_duration_since(self.first_start),
+                        nodes: outcomes(&round, &ctx.names),
+                    },
                 };
                 let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
@@ -139,6 +149,7 @@ impl Acquiring {
                 Some(Phase::Held(held))
             }
             _ => {
+                self.last_nodes = outcomes(&round, &ctx.names);
                 ctx.recycle(round);
                 self.on_attempt_failed(ctx, now, rng, AcquireFailure::ValidityExhausted)
             }
@@ -158,17 +169,23 @@ impl Acquiring {
         ctx.push_cleanup(now, &self.token);
         let retry = ctx.params.retry;
         if retry.max_attempts.is_some_and(|max| self.attempts >= max) {
-            return self.fail(ctx, reason);
+            return self.fail(ctx, now, reason);
         }
         // algorithm.md §7: a random delay, never retrying in the same instant (a zero delay
         // with every node down would spin).
-        let delay = time::uniform(rng, retry.delay_min, retry.delay_max);
+        let mut delay = time::uniform(rng, retry.delay_min, retry.delay_max);
+        if let Some(f) = &ctx.params.retry_delay {
+            delay = f.delay(self.attempts, delay);
+        }
         let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
         if retry
             .max_wait
             .is_some_and(|wait| next > time::add(self.first_start, wait))
         {
-            return self.fail(ctx, AcquireFailure::WaitDeadline);
+            // The last attempt's reason stays: "contended on 3 nodes" is what a caller who
+            // waited needs to hear, not only that the wait ran out.
+            let last = Some(Box::new(reason));
+            return self.fail(ctx, now, AcquireFailure::WaitDeadline { last });
         }
         self.retry_at = Some(next);
         None
@@ -177,32 +194,49 @@ impl Acquiring {
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
     /// so it is released.
     pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
-        if self.round.take().is_some() {
+        if let Some(round) = self.round.take() {
+            // The statistics show the attempt cut short: its answers so far.
+            self.last_nodes = outcomes(&round, &ctx.names);
             ctx.push_cleanup(now, &self.token);
         }
-        self.fail(ctx, AcquireFailure::Cancelled)
+        self.fail(ctx, now, AcquireFailure::Cancelled)
     }
 
-    fn fail(&self, ctx: &mut Ctx, reason: AcquireFailure) -> Option<Phase> {
+    fn fail(&mut self, ctx: &mut Ctx, now: Instant, reason: AcquireFailure) -> Option<Phase> {
+        let nodes = std::mem::take(&mut self.last_nodes);
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,
             resource: ctx.resource.clone(),
             reason,
-            attempts: self.attempts,
+            stats: AcquireStats {
+                attempts: self.attempts,
+                elapsed: now.saturating_duration_since(self.first_start),
+                nodes,
+            },
         });
         Some(Phase::Finished)
     }
 }
 
-fn acquire_failure(round: &Round) -> AcquireFailure {
-    let held = round.nodes_voting_no();
+fn acquire_failure(round: &Round, names: &[NodeName]) -> AcquireFailure {
+    let held = round.nodes_voting_no(names);
     if held.is_empty() {
         AcquireFailure::QuorumUnreachable {
-            errors: round.faults(),
+            errors: round.faults(names),
         }
     } else {
         AcquireFailure::Contended { nodes: held }
     }
+}
+
+/// Each node's answer in `round`, by name, in node order.
+fn outcomes(round: &Round, names: &[NodeName]) -> Vec<NodeOutcome> {
+    (round.slots.iter().enumerate())
+        .map(|(i, slot)| NodeOutcome {
+            node: round::name(names, i),
+            outcome: acquire_outcome(slot),
+        })
+        .collect()
 }
 
 /// The value one attempt stores: a fresh generated token, or the supplied value stamped

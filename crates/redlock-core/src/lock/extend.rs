@@ -9,7 +9,7 @@ use rand_core::CryptoRng;
 use super::release::{self, Expired};
 use super::{Ctx, Phase};
 use crate::command::Command;
-use crate::id::NodeId;
+use crate::id::NodeName;
 use crate::io::{Event, LostReason, NodeFault};
 use crate::options::LockParams;
 use crate::quorum::{self, Decision};
@@ -29,7 +29,7 @@ pub(super) struct Held {
     retry_at: Option<Instant>,
     /// Faults of the last failed extension, reported if the deadline passes before the next
     /// succeeds.
-    last_failure: Option<Vec<(NodeId, NodeFault)>>,
+    last_failure: Option<Vec<(NodeName, NodeFault)>>,
     /// The extension in flight.
     extension: Option<Round>,
 }
@@ -184,13 +184,13 @@ impl Held {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
-        let not_ours = round.nodes_voting_no();
+        let not_ours = round.nodes_voting_no(&ctx.names);
         // algorithm.md §9: more than N - q nodes without our key means another client may
         // hold the lock now.
         if not_ours.len() > ctx.params.nodes - ctx.params.quorum {
             return self.lose(ctx, now, LostReason::NotOwned { nodes: not_ours });
         }
-        self.last_failure = Some(round.faults());
+        self.last_failure = Some(round.faults(&ctx.names));
         ctx.recycle(round);
         // A failed extension does not delete a healthy lock: try again within the remaining
         // validity. If none is left, the deadline timer reports the loss.

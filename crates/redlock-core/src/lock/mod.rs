@@ -13,6 +13,7 @@
 //! timers to the phase, and keeps what every phase shares ([`Ctx`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -21,7 +22,7 @@ use rand_core::CryptoRng;
 use crate::command::{Command, Encoder, Vote};
 use crate::config::Config;
 use crate::error::UsageError;
-use crate::id::{NodeId, OpId, RequestId};
+use crate::id::{NodeId, NodeName, OpId, RequestId};
 use crate::io::{Event, NodeFault};
 use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
@@ -49,8 +50,9 @@ use release::{Expired, Releasing};
 /// [`poll_event`](Self::poll_event); wait for a reply or [`poll_timeout`](Self::poll_timeout)
 /// and feed it with [`handle_reply`](Self::handle_reply) or
 /// [`handle_timeout`](Self::handle_timeout). A request to a node you cannot reach MUST be
-/// answered at once with `Err(NodeFault::Disconnected)`, so a dead node never delays a
-/// decision. The lock is over when [`is_finished`](Self::is_finished).
+/// answered at once with `Err(NodeFault::Connection(..))` (say why, or use
+/// [`NodeFault::closed`]), so a dead node never delays a decision. The lock is over when
+/// [`is_finished`](Self::is_finished).
 #[derive(Debug)]
 pub struct Lock {
     ctx: Ctx,
@@ -90,6 +92,8 @@ struct Ctx {
     op: OpId,
     resource: Resource,
     params: LockParams,
+    /// The nodes' names, for failure reasons and statistics.
+    names: Arc<[NodeName]>,
     supplied_token: Option<Token>,
     /// Releases of failed or cancelled attempts; they report nothing.
     cleanup: Vec<Round>,
@@ -149,6 +153,7 @@ impl Lock {
             op,
             resource,
             params,
+            names: Arc::clone(&config.names),
             supplied_token: options.token.clone(),
             cleanup: Vec::new(),
             next_seq: 0,

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
-use redlock_core::{Client, Config, Event, Input, NodeId, OpId, Output, Resource};
+use redlock_core::{
+    AcquireOutcome, AcquireStats, Client, Config, ConnId, ConnectionError, Event, Input, NodeId,
+    NodeName, NodeOutcome, OpId, Output, Resource,
+};
 
 mod epoch;
 
@@ -22,8 +25,8 @@ pub(crate) struct Harness {
 #[derive(Debug, Default)]
 pub(crate) struct Drained {
     pub(crate) transmits: Vec<(NodeId, Bytes)>,
-    pub(crate) connects: Vec<NodeId>,
-    pub(crate) disconnects: Vec<NodeId>,
+    pub(crate) connects: Vec<ConnId>,
+    pub(crate) disconnects: Vec<ConnId>,
     pub(crate) events: Vec<Event>,
     pub(crate) timeout: Option<Instant>,
 }
@@ -55,13 +58,33 @@ impl Harness {
         let first = h.drain();
         assert_eq!(first.connects.len(), n);
         for i in 0..n {
-            h.input(|now| Input::Connected {
-                now,
-                node: NodeId::new(i),
-            });
+            h.connect(i);
             h.answer_preloads(i);
         }
         h
+    }
+
+    /// The node's current connection: the one being opened or up.
+    ///
+    /// # Panics
+    /// If the node is down (waiting to reconnect): a test that feeds input for a down node
+    /// names the stale connection itself, to show that the input is ignored.
+    pub(crate) fn conn(&self, node: usize) -> ConnId {
+        self.client
+            .connection(NodeId::new(node))
+            .unwrap_or_else(|| panic!("node {node} is down: no current connection"))
+    }
+
+    /// Reports the node's current connection up, then drains.
+    pub(crate) fn connect(&mut self, node: usize) -> Drained {
+        let conn = self.conn(node);
+        self.input(|now| Input::Connected { now, conn })
+    }
+
+    /// Reports the node's current connection gone for `reason`, then drains.
+    pub(crate) fn disconnect(&mut self, node: usize, reason: ConnectionError) -> Drained {
+        let conn = self.conn(node);
+        self.input(|now| Input::Disconnected { now, conn, reason })
     }
 
     /// Answers the two `SCRIPT LOAD`s a new connection starts with.
@@ -116,14 +139,16 @@ impl Harness {
         self.drain()
     }
 
-    /// Feeds bytes from a node, then drains.
+    /// Feeds bytes from the node's current connection, then drains.
     pub(crate) fn reply(&mut self, node: usize, bytes: &[u8]) -> Drained {
+        let conn = self.conn(node);
+        self.reply_on(conn, bytes)
+    }
+
+    /// Feeds bytes from `conn`, current or not, then drains.
+    pub(crate) fn reply_on(&mut self, conn: ConnId, bytes: &[u8]) -> Drained {
         let now = self.now;
-        let input = Input::Received {
-            now,
-            node: NodeId::new(node),
-            bytes,
-        };
+        let input = Input::Received { now, conn, bytes };
         self.client.handle_input(input).expect("input accepted");
         self.drain()
     }
@@ -145,6 +170,30 @@ impl Harness {
             .acquire(self.now, Resource::from(key))
             .expect("acquire");
         (op, self.drain())
+    }
+}
+
+/// Node `i`'s default name, `node#i` (what a configuration without names gives).
+pub(crate) fn name(i: usize) -> NodeName {
+    NodeName::unnamed(NodeId::new(i))
+}
+
+/// Per-node outcomes in node order, under the default names.
+pub(crate) fn outcomes(list: &[AcquireOutcome]) -> Vec<NodeOutcome> {
+    (list.iter().enumerate())
+        .map(|(i, outcome)| NodeOutcome {
+            node: name(i),
+            outcome: outcome.clone(),
+        })
+        .collect()
+}
+
+/// An acquisition's statistics under the default node names.
+pub(crate) fn stats(attempts: u32, elapsed: Duration, nodes: &[AcquireOutcome]) -> AcquireStats {
+    AcquireStats {
+        attempts,
+        elapsed,
+        nodes: outcomes(nodes),
     }
 }
 
