@@ -13,8 +13,8 @@ use async_io::Timer;
 use futures_lite::future;
 use redlock_async_std::{LockGuard, Redlock, WithLockError};
 use redlock_conformance::{
-    Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
-    ReleaseResult, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
+    ReleaseOutcome, ReleaseResult, sleep_past,
 };
 
 /// An executor's `block_on`.
@@ -171,6 +171,10 @@ impl<E: BlockOn> Guard for DrivenGuard<E> {
 
     fn lost_reason(&self) -> Option<LostReason> {
         self.guard.lost_reason()
+    }
+
+    fn stats(&self) -> AcquireStats {
+        self.guard.stats().clone()
     }
 
     fn extend(&self) -> Result<Instant, LockError> {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use redlock_blocking::{AcquireFailure, LockGuard, Redlock, WithLockError};
 use redlock_conformance::{
-    Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
-    ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
+    ReleaseOutcome, ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
 };
 
 #[derive(Clone)]
@@ -105,6 +105,10 @@ impl Guard for BlockingGuard {
 
     fn lost_reason(&self) -> Option<LostReason> {
         self.0.lost_reason()
+    }
+
+    fn stats(&self) -> AcquireStats {
+        self.0.stats().clone()
     }
 
     fn extend(&self) -> Result<Instant, LockError> {

@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlock_core::{
-    AcquireFailure, Config, ConfigBuilder, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
+    AcquireFailure, AcquireStats, Config, ConfigBuilder, LockOptions, LostReason, ReleaseOutcome,
+    RetryPolicy,
 };
 pub use redlock_driver::LockError;
 
@@ -77,6 +78,8 @@ pub trait Guard: Send + 'static {
     fn validity(&self) -> Duration;
     /// Why the lock was lost, if it was.
     fn lost_reason(&self) -> Option<LostReason>;
+    /// How the acquisition went (attempts, time, each node's answer).
+    fn stats(&self) -> AcquireStats;
     /// Extends by the ttl; the new deadline.
     fn extend(&self) -> Result<Instant, LockError>;
     /// Releases on every node and reports each.
@@ -128,6 +131,7 @@ macro_rules! conformance_suite {
             scenarios::refused_connections_fail_fast,
             scenarios::bad_urls_and_configs_are_named,
             scenarios::debug_output_hides_passwords,
+            scenarios::statistics_on_success_and_failure,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

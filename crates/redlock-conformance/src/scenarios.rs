@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use redlock_core::AutoExtend;
 use redlock_testkit::{Cluster, Reply};
 
+use redlock_core::AcquireOutcome;
+
 use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
 
 const MS: Duration = Duration::from_millis(1);
@@ -436,6 +438,50 @@ pub fn debug_output_hides_passwords<D: Driver>() {
 }
 
 // ---- helpers ----
+
+/// The guard tells how the acquisition went (attempts, time, each node's answer, by the
+/// address the user wrote), and so does every failure.
+pub fn statistics_on_success_and_failure<D: Driver>() {
+    let c = cluster(3);
+    let names: Vec<String> = c.nodes().iter().map(|n| n.addr().to_string()).collect();
+    // A quorum of 3: the decision waits for every node, so each outcome is known.
+    let d = D::build(&c.urls(), |b| b.quorum(3).retry(fast_retry(3))).unwrap();
+    let started = Instant::now();
+    let guard = d.lock("stats").expect("free");
+    let stats = guard.stats();
+    assert_eq!(stats.attempts, 1, "{stats}");
+    assert!(stats.elapsed <= started.elapsed(), "{stats}");
+    let seen: Vec<(String, AcquireOutcome)> = (stats.nodes.iter())
+        .map(|n| (n.node.to_string(), n.outcome.clone()))
+        .collect();
+    let locked: Vec<(String, AcquireOutcome)> = (names.iter())
+        .map(|n| (n.clone(), AcquireOutcome::Locked))
+        .collect();
+    assert_eq!(seen, locked, "{stats}");
+
+    // Contended: every attempt made, the last one's answers, on the error.
+    let err = d.lock("stats").err().expect("held");
+    let LockError::Acquire {
+        reason: AcquireFailure::Contended { nodes },
+        stats,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(stats.attempts, 3, "{err}");
+    assert!(!nodes.is_empty(), "{err}");
+    assert!(
+        (stats.nodes.iter()).all(|n| names.contains(&n.node.to_string())
+            && matches!(n.outcome, AcquireOutcome::Held | AcquireOutcome::Pending)),
+        "{stats}"
+    );
+    assert_eq!(
+        stats.count(|o| *o == AcquireOutcome::Held),
+        nodes.len(),
+        "{stats}"
+    );
+    assert_eq!(guard.release(), Ok(vec![ReleaseOutcome::Released; 3]));
+}
 
 pub(crate) fn cluster(n: usize) -> Cluster {
     Cluster::start(n).expect("start test nodes")

@@ -2,9 +2,12 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redlock_core::{AcquireFailure, Config, Event, LockOptions, Resource, RetryPolicy};
+use redlock_core::{
+    AcquireFailure, Config, DelayInput, Event, LockOptions, Resource, RetryDelay, RetryPolicy,
+};
 use support::Harness;
 
 const MS: Duration = Duration::from_millis(1);
@@ -74,4 +77,75 @@ fn max_wait_keeps_an_attempt_cap_set_on_the_options() {
         "{reason:?}"
     );
     assert_eq!(attempts, 2);
+}
+
+/// The start of each attempt after the first, relative to the first, of one contended
+/// acquisition with `options`, until it gives up.
+fn retry_starts(options: &LockOptions, config: Config) -> Vec<Duration> {
+    let mut h = Harness::connected(config);
+    let t0 = h.now;
+    h.client
+        .acquire_with(h.now, Resource::from("res"), options)
+        .unwrap();
+    h.drain();
+    let mut starts = Vec::new();
+    for _ in 0..100 {
+        let mut events = h.reply(0, b"$-1\r\n").events;
+        let out = h.reply(0, b":-1\r\n");
+        events.extend(out.events.iter().cloned());
+        if (events.iter()).any(|e| matches!(e, Event::AcquireFailed { .. })) {
+            return starts;
+        }
+        h.now = out.timeout.expect("a retry is scheduled");
+        starts.push(h.now - t0);
+        h.timeout();
+    }
+    panic!("still trying after 100 attempts");
+}
+
+/// A caller's delay function sets each retry's delay from the attempts made and the uniform
+/// draw, which stays in `[delay_min, delay_max]`; the options' function overrides the
+/// configuration's, and a delay under 1 ms is raised to 1 ms.
+#[test]
+fn a_retry_delay_function_sets_each_delay() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let linear = RetryDelay::new(move |d: DelayInput| {
+        record.lock().unwrap().push(d);
+        d.attempts * 100 * MS
+    });
+    let retry = RetryPolicy {
+        max_attempts: Some(4),
+        max_wait: None,
+        delay_min: 10 * MS,
+        delay_max: 20 * MS,
+    };
+    let config = || Config::builder(1).ttl(1000 * MS).retry(retry);
+    let starts = retry_starts(
+        &LockOptions::default(),
+        config().retry_delay(linear.clone()).build().unwrap(),
+    );
+    // Replies take no time here: each attempt starts when the previous one's delay ends.
+    assert_eq!(starts, [100 * MS, 300 * MS, 600 * MS]);
+    let seen = seen.lock().unwrap().clone();
+    let attempts: Vec<u32> = seen.iter().map(|d| d.attempts).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert!(
+        (seen.iter()).all(|d| (10 * MS..=20 * MS).contains(&d.jittered)),
+        "{seen:?}"
+    );
+
+    // The options' function wins over the configuration's; zero becomes 1 ms.
+    let zero = RetryDelay::new(|_| Duration::ZERO);
+    let options = LockOptions::default().retry_delay(zero);
+    let starts = retry_starts(&options, config().retry_delay(linear).build().unwrap());
+    assert_eq!(starts, [MS, 2 * MS, 3 * MS]);
+
+    // Without one, the delay is the uniform draw itself.
+    let starts = retry_starts(&LockOptions::default(), config().build().unwrap());
+    let mut last = Duration::ZERO;
+    for start in starts {
+        assert!((10 * MS..=20 * MS).contains(&(start - last)), "{start:?}");
+        last = start;
+    }
 }

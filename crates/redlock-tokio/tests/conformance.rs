@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_conformance::{
-    Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome,
-    ReleaseResult, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
+    ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
 };
 use redlock_tokio::{LockGuard, Redlock, WithLockError};
 use tokio::runtime::Runtime;
@@ -132,6 +132,10 @@ impl Guard for TokioGuard {
 
     fn lost_reason(&self) -> Option<LostReason> {
         self.guard.lost_reason()
+    }
+
+    fn stats(&self) -> AcquireStats {
+        self.guard.stats().clone()
     }
 
     fn extend(&self) -> Result<Instant, LockError> {
