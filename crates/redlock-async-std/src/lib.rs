@@ -14,7 +14,8 @@
 //! no spawner and behaves the same under async-std and smol. The thread ends once every
 //! [`Redlock`] handle, [`LockGuard`] and [`LockRef`] is gone and every operation (a background
 //! release, say) has finished. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
-//! rule](redlock_core::docs::algorithm).
+//! rule](redlock_core::docs::algorithm); every error's message, with what to do, is in
+//! [the error table](redlock_core::docs::errors).
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -6,7 +6,8 @@
 //! quorum, drift, validity, retry and extension decision is the core's. The handle, guard and
 //! request bookkeeping are `redlock-driver`'s, shared with the async drivers; this crate waits
 //! on them by parking the calling thread, and moves bytes. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
-//! rule](redlock_core::docs::algorithm).
+//! rule](redlock_core::docs::algorithm); every error's message, with what to do, is in
+//! [the error table](redlock_core::docs::errors).
 //!
 //! A node named by host name is resolved on a short-lived helper thread, within the connect
 //! timeout, so a slow lookup delays only that node; an IP address needs no lookup.

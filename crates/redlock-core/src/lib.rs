@@ -116,6 +116,11 @@ pub mod docs {
     /// repository's `docs/algorithm.md`).
     #[doc = include_str!("../doc/algorithm.md")]
     pub mod algorithm {}
+
+    /// Every error a driver returns, with its exact message and what to do about it (the
+    /// repository's `docs/errors.md`).
+    #[doc = include_str!("../doc/errors.md")]
+    pub mod errors {}
 }
 
 pub use address::{AddressError, NodeAddress};

@@ -4,7 +4,8 @@
 //! and every quorum, drift, validity, retry and extension decision is the core's. This
 //! crate only moves bytes, sleeps until the core's deadline, and hands events to your
 //! futures. Read [what a lock promises](redlock_core::docs::safety) and [the algorithm, rule by
-//! rule](redlock_core::docs::algorithm).
+//! rule](redlock_core::docs::algorithm); every error's message, with what to do, is in
+//! [the error table](redlock_core::docs::errors).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), redlock_tokio::LockError> {
