@@ -316,12 +316,34 @@ impl Sim {
 
     pub(crate) fn on_client_bytes(&mut self, c: usize, n: usize, epoch: u64, bytes: &[u8]) {
         if !self.net.link_ref(c, n).accepts(epoch) {
-            return;
+            return self.stale_read(c, n, epoch, bytes);
         }
         let now = self.local_now(c);
         let Some(conn) = self.net.link_ref(c, n).conn else {
             return;
         };
+        self.feed(c, Input::Received { now, conn, bytes });
+    }
+
+    /// Bytes for a connection the client gave up on: dropped, or (the `stale_reads` knob)
+    /// fed under that connection's name by a reader late to notice, which the client must
+    /// ignore.
+    fn stale_read(&mut self, c: usize, n: usize, epoch: u64, bytes: &[u8]) {
+        let knobs = *self.net.knobs();
+        let link = self.net.link_ref(c, n);
+        let named = match knobs.stale_reads_as_current {
+            true => link.conn,
+            false => link.conn_of(epoch),
+        };
+        let (Some(conn), chance) = (named, knobs.stale_reads) else {
+            return;
+        };
+        if chance <= 0.0 || !self.dice.chance(chance) {
+            return;
+        }
+        self.stats.stale_reads += 1;
+        self.note(|| format!("client {c} reads {} stale bytes of {conn}", bytes.len()));
+        let now = self.local_now(c);
         self.feed(c, Input::Received { now, conn, bytes });
     }
 
@@ -335,7 +357,7 @@ impl Sim {
         };
         let now = self.local_now(c);
         if self.nodes[n].accepts_connections() {
-            self.net.link(c, n).state = LinkState::Open;
+            self.net.link(c, n).open();
             self.feed(c, Input::Connected { now, conn });
         } else {
             self.stats.refused += 1;

@@ -5,6 +5,7 @@
 //!
 //! This module plans deliveries; the scheduler owns the event queue and the processes.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -26,6 +27,15 @@ pub struct NetworkKnobs {
     pub connect_min: Duration,
     /// Longest time for a TCP connect (or its refusal).
     pub connect_max: Duration,
+    /// Chance that bytes reaching the client's side of a connection the client already gave
+    /// up on are still read and fed to the client, under that old connection's name: a
+    /// driver whose reader is late to notice its socket was replaced. The client must ignore
+    /// them (its `ConnId` rule).
+    pub stale_reads: f64,
+    /// The negative control of `stale_reads`: stale bytes are fed under the node's current
+    /// connection's name, as by a driver that cannot tell its connections apart (what the
+    /// `ConnId` rule exists to prevent).
+    pub stale_reads_as_current: bool,
 }
 
 impl Default for NetworkKnobs {
@@ -37,9 +47,14 @@ impl Default for NetworkKnobs {
             split_chance: 0.2,
             connect_min: Duration::from_micros(200),
             connect_max: Duration::from_millis(1),
+            stale_reads: 0.0,
+            stale_reads_as_current: false,
         }
     }
 }
+
+/// How many past connections a link remembers for stale reads.
+const OPENED_KEPT: usize = 4;
 
 /// Which way bytes travel on a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +79,9 @@ pub(crate) struct Link {
     /// The client's name for the connection this link carries (from `Output::Connect`),
     /// which every input about it names.
     pub(crate) conn: Option<ConnId>,
+    /// The last few connections this link carried once open, by generation: a stale read
+    /// names the connection its bytes belong to.
+    pub(crate) opened: VecDeque<(u64, ConnId)>,
     pub(crate) state: LinkState,
     /// Bytes received by the node and not yet executed (the node may be paused).
     pub(crate) inbox: BytesMut,
@@ -87,10 +105,16 @@ pub(crate) struct Network {
 }
 
 impl Network {
+    /// The knobs the network was built with.
+    pub(crate) fn knobs(&self) -> &NetworkKnobs {
+        &self.knobs
+    }
+
     pub(crate) fn new(knobs: NetworkKnobs, clients: usize, nodes: usize) -> Self {
         let link = Link {
             epoch: 0,
             conn: None,
+            opened: VecDeque::new(),
             state: LinkState::Closed,
             inbox: BytesMut::new(),
             db: 0,
@@ -182,6 +206,23 @@ impl Link {
         self.db = 0;
         self.holding = false;
         self.held.clear();
+    }
+
+    /// The link is open: remembers which connection this generation is.
+    pub(crate) fn open(&mut self) {
+        self.state = LinkState::Open;
+        if let Some(conn) = self.conn {
+            if self.opened.len() == OPENED_KEPT {
+                self.opened.pop_front();
+            }
+            self.opened.push_back((self.epoch, conn));
+        }
+    }
+
+    /// The connection a delivery of generation `epoch` belonged to, if it was open once and
+    /// is among the last few.
+    pub(crate) fn conn_of(&self, epoch: u64) -> Option<ConnId> {
+        (self.opened.iter()).find_map(|&(e, conn)| (e == epoch).then_some(conn))
     }
 
     /// Whether a delivery of generation `epoch` still belongs to this open link.

@@ -33,6 +33,8 @@ pub struct Stats {
     pub half_closes: u32,
     /// Commands nodes ran on half-closed connections (written before the client side died).
     pub orphan_commands: u64,
+    /// Chunks of a given-up connection's bytes fed to the client anyway (`stale_reads`).
+    pub stale_reads: u32,
 }
 
 /// The outcome of a run.

@@ -287,6 +287,54 @@ pub fn late_delivery(
     s
 }
 
+/// Connections cut again and again while replies are in flight, and a driver that keeps
+/// reading a replaced connection (`stale_reads`): every reply that reaches a connection the
+/// client gave up on is fed to it under that connection's name. Credited to the new
+/// connection, an old `+OK` would answer the new connection's first request.
+pub fn stale_reads(seed: u64, as_current: bool) -> Scenario {
+    let mut d = Dice::new(seed ^ 0x57a1e);
+    let nodes = [3, 5][d.index(2)];
+    // No script preloads: the first reply on a new connection answers a lock request, not
+    // a `SCRIPT LOAD` whose reply is never read (which would hide a misplaced reply).
+    let builder = Config::builder(nodes)
+        .ttl(ms(300))
+        .attempt_timeout(ms(60))
+        .reconnect_backoff(ms(1), ms(2))
+        .preload_scripts(false)
+        .retry(RetryPolicy {
+            max_attempts: Some(20),
+            max_wait: None,
+            delay_min: ms(2),
+            delay_max: ms(10),
+        });
+    let mut s = Scenario::new(seed, builder.build().expect("valid config"));
+    s.clients = d.range(3, 5) as usize;
+    s.resources = Resources::Shared(1);
+    s.clock_skew = d.float(0.0, 0.004);
+    // Replies in flight longer than a reconnection takes, so old ones still arrive once the
+    // new connection is up.
+    s.network.latency_min = ms(2);
+    s.network.latency_max = d.duration(ms(6), ms(20));
+    s.network.stale_reads = 1.0;
+    s.network.stale_reads_as_current = as_current;
+    s.faults = FaultKnobs {
+        every: Some((ms(2), ms(20))),
+        until: ms(3_000),
+        pause_weight: 0,
+        cut_weight: 1,
+        crash_weight: 0,
+        flush_weight: 0,
+        ..FaultKnobs::default()
+    };
+    s.workload.ops_per_client = 4;
+    s.workload.ttl = (ms(200), ms(300));
+    s.workload.hold = (0.1, 1.0);
+    s.workload.start_spread = ms(5);
+    s.workload.think = (ms(0), ms(10));
+    s.time_limit = ms(5_000);
+    s
+}
+
 /// The clock skew of [`clock_edge`]: rates `1 ± s` differ by `2s / (1 - s)` = 0.995% at most.
 pub const EDGE_SKEW: f64 = 0.004_95;
 
