@@ -108,39 +108,9 @@ fn report_allocations() {
     const RUNS: u64 = 1_000;
 
     let (mut client, mut clock, conns) = connected_client();
-    // Check once, outside any timing, that a cycle really locks and unlocks.
-    let mut trace = Trace::default();
-    cycle(
-        &mut client,
-        &mut clock,
-        &conns,
-        Resource::from_static(RESOURCES[0]),
-        &mut trace,
-    );
-    assert_eq!(
-        trace.transmits,
-        2 * NODES,
-        "one SET and one EVALSHA per node"
-    );
-    assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
-    assert_eq!(
-        trace.acquired, trace.released,
-        "released another op: {trace:?}"
-    );
-    assert_eq!(
-        trace.locked, 3,
-        "Acquired is reported at the quorum of 5 nodes"
-    );
-    assert_eq!(
-        trace.unlocked, NODES,
-        "every node deletes the key: {trace:?}"
-    );
-    assert_eq!(
-        client.active_ops(),
-        0,
-        "the operation is over after Released"
-    );
+    check_one_cycle(&mut client, &mut clock, &conns);
     // Warm up so buffers that are kept across cycles have grown.
+    let mut trace = Trace::default();
     for name in RESOURCES {
         cycle(
             &mut client,
@@ -188,6 +158,41 @@ fn report_allocations() {
             bytes as f64 / replies as f64
         );
     }
+}
+
+/// Checks once, outside any timing, that a cycle really locks and unlocks.
+fn check_one_cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, conns: &[ConnId]) {
+    let mut trace = Trace::default();
+    cycle(
+        client,
+        clock,
+        conns,
+        Resource::from_static(RESOURCES[0]),
+        &mut trace,
+    );
+    assert_eq!(
+        trace.transmits,
+        2 * NODES,
+        "one SET and one EVALSHA per node"
+    );
+    assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
+    assert_eq!(
+        trace.acquired, trace.released,
+        "released another op: {trace:?}"
+    );
+    assert_eq!(
+        trace.locked, 3,
+        "Acquired is reported at the quorum of 5 nodes"
+    );
+    assert_eq!(
+        trace.unlocked, NODES,
+        "every node deletes the key: {trace:?}"
+    );
+    assert_eq!(
+        client.active_ops(),
+        0,
+        "the operation is over after Released"
+    );
 }
 
 /// Allocations and bytes allocated while `f` runs (the process is single-threaded here).

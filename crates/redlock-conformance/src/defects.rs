@@ -13,6 +13,33 @@ use crate::{
     AcquireFailure, Driver, Guard, LockError, LockOptions, LostReason, ReleaseOutcome, RetryPolicy,
 };
 
+/// One lock and release of [`extreme_durations_keep_the_driver_alive`] with `timeout` as
+/// the connect timeout: every key released, or, under 1 ms, a clear error or a quorum
+/// reached with the other nodes' connects timed out.
+fn lock_with_extreme_connect_timeout<D: Driver>(d: &D, timeout: Duration, call: u32) {
+    let timed_out = |o: &ReleaseOutcome| {
+        matches!(
+            o,
+            ReleaseOutcome::Failed(NodeFault::Connection(ConnectionError::ConnectTimeout(_)))
+        )
+    };
+    match d.lock("p1") {
+        Ok(g) => {
+            let report = g.release().expect("released");
+            assert!(
+                (report.iter())
+                    .all(|o| *o == ReleaseOutcome::Released || timeout < MS && timed_out(o)),
+                "connect timeout {timeout:?}, call {call}: {report:?}"
+            );
+        }
+        Err(LockError::Acquire {
+            reason: AcquireFailure::QuorumUnreachable { .. },
+            ..
+        }) if timeout < MS => {}
+        Err(e) => panic!("connect timeout {timeout:?}, call {call}: {e:?}"),
+    }
+}
+
 /// P1: zero, 1 ns and `Duration::MAX` as the connect timeout and as a lock's wait bounds and
 /// ttl never panic or stop a driver. Each call locks and releases or fails with a clear
 /// error, and the same driver answers the next call (never [`LockError::Shutdown`]).
@@ -27,29 +54,7 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         let d = D::build_with_connect_timeout(&urls, timeout, |b| b.retry(RetryPolicy::once()))
             .expect("every connect timeout is accepted");
         for call in 0..2 {
-            match d.lock("p1") {
-                // With every node reached, every key is released. A zero or 1 ns timeout may
-                // reach only a quorum: the others report their connect timeout.
-                Ok(g) => {
-                    let report = g.release().expect("released");
-                    assert!(
-                        report.iter().all(|o| *o == ReleaseOutcome::Released
-                            || timeout < MS
-                                && matches!(
-                                    o,
-                                    ReleaseOutcome::Failed(NodeFault::Connection(
-                                        ConnectionError::ConnectTimeout(_)
-                                    ))
-                                )),
-                        "connect timeout {timeout:?}, call {call}: {report:?}"
-                    );
-                }
-                Err(LockError::Acquire {
-                    reason: AcquireFailure::QuorumUnreachable { .. },
-                    ..
-                }) if timeout < MS => {}
-                Err(e) => panic!("connect timeout {timeout:?}, call {call}: {e:?}"),
-            }
+            lock_with_extreme_connect_timeout(&d, timeout, call);
         }
     }
     // A lock's wait bounds and ttl, on a free and on a held resource.
@@ -74,15 +79,10 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         assert!(
             matches!(
                 err,
-                Some(
-                    LockError::Acquire {
-                        reason: AcquireFailure::Contended { .. },
-                        ..
-                    } | LockError::Acquire {
-                        reason: AcquireFailure::WaitDeadline { .. },
-                        ..
-                    }
-                )
+                Some(LockError::Acquire {
+                    reason: AcquireFailure::Contended { .. } | AcquireFailure::WaitDeadline { .. },
+                    ..
+                })
             ),
             "max_wait {extreme:?} on a held resource: {err:?}"
         );
@@ -97,15 +97,10 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
         assert!(
             matches!(
                 err,
-                Some(
-                    LockError::Acquire {
-                        reason: AcquireFailure::Contended { .. },
-                        ..
-                    } | LockError::Acquire {
-                        reason: AcquireFailure::WaitDeadline { .. },
-                        ..
-                    }
-                )
+                Some(LockError::Acquire {
+                    reason: AcquireFailure::Contended { .. } | AcquireFailure::WaitDeadline { .. },
+                    ..
+                })
             ),
             "retry delay {extreme:?} on a held resource: {err:?}"
         );

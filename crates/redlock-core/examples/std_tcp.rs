@@ -41,45 +41,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut deadline = None;
         loop {
             match client.poll_output() {
-                Output::Transmit(t) => {
-                    let i = t.node.index();
-                    if let Some((conn, s)) = &mut socks[i]
-                        && let Err(e) = write_all(s, &t.bytes)
-                    {
-                        // Reported below, as its own input.
-                        reports.push((Instant::now(), *conn, Err(ConnectionError::from_io(&e))));
-                        socks[i] = None;
+                Output::Event(event) => {
+                    if on_event(event, &mut op) {
+                        return Ok(());
                     }
                 }
-                Output::Connect(conn) => {
-                    // A new connection replaces any earlier one to the node.
-                    let i = conn.node().index();
-                    let (now, result) = (Instant::now(), connect(addrs[i]));
-                    socks[i] = None;
-                    let outcome = result.map(|s| socks[i] = Some((conn, s)));
-                    reports.push((now, conn, outcome));
-                }
-                Output::Disconnect(conn) => {
-                    let i = conn.node().index();
-                    if socks[i].as_ref().is_some_and(|(c, _)| *c == conn) {
-                        socks[i] = None;
-                    }
-                }
-                Output::Event(Event::Acquired(a)) => {
-                    println!("locked {:?} for {:?} ({})", a.resource, a.validity, a.stats);
-                    client_release_later(&mut op, a.op);
-                }
-                Output::Event(Event::AcquireFailed { reason, stats, .. }) => {
-                    println!("not locked: {reason} ({stats})");
-                    return Ok(());
-                }
-                Output::Event(Event::Released { nodes, .. }) => {
-                    println!("released: {nodes:?}");
-                    return Ok(());
-                }
-                Output::Event(other) => println!("{other:?}"),
                 Output::Timeout(at) => break deadline = Some(at),
                 Output::Idle => break,
+                other => act(other, &addrs, &mut socks, &mut reports),
             }
         }
         // Feed connection outcomes one at a time, draining in between.
@@ -108,6 +77,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Some(at) if at <= now => client.handle_input(Input::Timeout(now))?,
                 _ => std::thread::sleep(Duration::from_micros(200)),
             }
+        }
+    }
+}
+
+/// Acts on a transmit or a connection request: writes, connects, closes. Failures are
+/// queued in `reports`, to be fed as inputs of their own.
+fn act(output: Output, addrs: &[&str], socks: &mut [Socket], reports: &mut Vec<Report>) {
+    match output {
+        Output::Transmit(t) => {
+            let i = t.node.index();
+            if let Some((conn, s)) = &mut socks[i]
+                && let Err(e) = write_all(s, &t.bytes)
+            {
+                reports.push((Instant::now(), *conn, Err(ConnectionError::from_io(&e))));
+                socks[i] = None;
+            }
+        }
+        Output::Connect(conn) => {
+            // A new connection replaces any earlier one to the node.
+            let i = conn.node().index();
+            let (now, result) = (Instant::now(), connect(addrs[i]));
+            socks[i] = None;
+            let outcome = result.map(|s| socks[i] = Some((conn, s)));
+            reports.push((now, conn, outcome));
+        }
+        Output::Disconnect(conn) => {
+            let i = conn.node().index();
+            if socks[i].as_ref().is_some_and(|(c, _)| *c == conn) {
+                socks[i] = None;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Prints a lock event; true when the example is done.
+fn on_event(event: Event, op: &mut Option<redlock_core::OpId>) -> bool {
+    match event {
+        Event::Acquired(a) => {
+            println!("locked {:?} for {:?} ({})", a.resource, a.validity, a.stats);
+            client_release_later(op, a.op);
+            false
+        }
+        Event::AcquireFailed { reason, stats, .. } => {
+            println!("not locked: {reason} ({stats})");
+            true
+        }
+        Event::Released { nodes, .. } => {
+            let nodes: Vec<String> = nodes.iter().map(ToString::to_string).collect();
+            println!("released: {}", nodes.join(", "));
+            true
+        }
+        other => {
+            println!("{other:?}");
+            false
         }
     }
 }

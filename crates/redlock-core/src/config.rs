@@ -73,6 +73,42 @@ impl Timing {
     /// the drift allowance is the ttl's fault while some ttl up to the limit would do, and
     /// the drift floor's when none would.
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        self.check_ttl()?;
+        let drift = self.drift();
+        let usable = self.ttl().saturating_sub(drift);
+        let below = || {
+            format!(
+                "below ttl - drift allowance = {:?} - {drift:?} = {usable:?}",
+                self.ttl()
+            )
+        };
+        if self.attempt_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                format!(
+                    "zero gives no node time to answer; it must be above zero and {}",
+                    below()
+                ),
+            ));
+        }
+        if self.attempt_timeout >= usable {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                format!("{:?} must be {}", self.attempt_timeout, below()),
+            ));
+        }
+        if self.min_validity >= usable {
+            return Err(ConfigError::new(
+                "min_validity",
+                format!("{:?} must be {}", self.min_validity, below()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ttl's own rules: below the limit, above zero, and longer than the drift allowance
+    /// (each message names the ttl and the least one that works); and the drift factor's.
+    fn check_ttl(&self) -> Result<(), ConfigError> {
         if self.ttl_ms > MAX_TTL_MS {
             return Err(ConfigError::new(
                 "ttl",
@@ -102,57 +138,29 @@ impl Timing {
             ));
         }
         let drift = self.drift();
-        let usable = self.ttl().saturating_sub(drift);
-        if usable.is_zero() {
-            let Some(min) = self.min_ttl_ms() else {
-                return Err(ConfigError::new(
-                    "drift_floor",
-                    format!(
-                        "{:?} leaves no validity for any ttl up to the limit of {MAX_TTL_MS}ms",
-                        self.drift_floor
-                    ),
-                ));
-            };
+        if !self.ttl().saturating_sub(drift).is_zero() {
+            return Ok(());
+        }
+        let Some(min) = self.min_ttl_ms() else {
             return Err(ConfigError::new(
-                "ttl",
+                "drift_floor",
                 format!(
-                    "{:?} leaves no validity after the drift allowance of {drift:?} \
-                     (ttl * {} + {:?}){}",
-                    self.ttl(),
-                    self.drift_factor,
-                    self.drift_floor,
-                    use_at_least(Some(min)),
+                    "{:?} leaves no validity for any ttl up to the limit of {MAX_TTL_MS}ms",
+                    self.drift_floor
                 ),
             ));
-        }
-        let below = || {
-            format!(
-                "below ttl - drift allowance = {:?} - {drift:?} = {usable:?}",
-                self.ttl()
-            )
         };
-        if self.attempt_timeout.is_zero() {
-            return Err(ConfigError::new(
-                "attempt_timeout",
-                format!(
-                    "zero gives no node time to answer; it must be above zero and {}",
-                    below()
-                ),
-            ));
-        }
-        if self.attempt_timeout >= usable {
-            return Err(ConfigError::new(
-                "attempt_timeout",
-                format!("{:?} must be {}", self.attempt_timeout, below()),
-            ));
-        }
-        if self.min_validity >= usable {
-            return Err(ConfigError::new(
-                "min_validity",
-                format!("{:?} must be {}", self.min_validity, below()),
-            ));
-        }
-        Ok(())
+        Err(ConfigError::new(
+            "ttl",
+            format!(
+                "{:?} leaves no validity after the drift allowance of {drift:?} \
+                 (ttl * {} + {:?}){}",
+                self.ttl(),
+                self.drift_factor,
+                self.drift_floor,
+                use_at_least(Some(min)),
+            ),
+        ))
     }
 
     /// The smallest whole-millisecond ttl that leaves validity above its default attempt

@@ -7,7 +7,6 @@
 use std::fmt;
 
 use crate::id::{NodeId, OpId};
-use crate::token::MAX_TOKEN_LEN;
 
 /// The caller used the API in a way the contract forbids. Returned synchronously.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +24,8 @@ pub enum UsageError {
     InvalidToken {
         /// Length of the rejected token in bytes.
         len: usize,
+        /// The longest token allowed ([`MAX_TOKEN_LEN`](crate::MAX_TOKEN_LEN)).
+        max: usize,
     },
     /// The resource name is empty.
     EmptyResource,
@@ -53,10 +54,10 @@ impl fmt::Display for UsageError {
                 "an input or call came before poll_output returned Timeout or Idle; drain \
                  poll_output first",
             ),
-            Self::InvalidToken { len } => {
+            Self::InvalidToken { len, max } => {
                 write!(
                     f,
-                    "a token of {len} bytes was given; it must be 1 to {MAX_TOKEN_LEN} bytes long"
+                    "a token of {len} bytes was given; it must be 1 to {max} bytes long"
                 )
             }
             Self::EmptyResource => {
@@ -141,7 +142,7 @@ mod tests {
                  poll_output first",
             ),
             (
-                UsageError::InvalidToken { len: 0 },
+                UsageError::InvalidToken { len: 0, max: 512 },
                 "a token of 0 bytes was given; it must be 1 to 512 bytes long",
             ),
             (

@@ -76,7 +76,10 @@ impl Token {
     pub fn new(token: impl Into<Bytes>) -> Result<Self, UsageError> {
         let token = token.into();
         if token.is_empty() || token.len() > MAX_TOKEN_LEN {
-            return Err(UsageError::InvalidToken { len: token.len() });
+            return Err(UsageError::InvalidToken {
+                len: token.len(),
+                max: MAX_TOKEN_LEN,
+            });
         }
         Ok(Self(Repr::Supplied(token)))
     }
@@ -326,7 +329,13 @@ mod tests {
     #[test]
     fn supplied_tokens_are_checked() {
         assert!(Token::new("abc").is_ok());
-        assert_eq!(Token::new(""), Err(UsageError::InvalidToken { len: 0 }));
+        assert_eq!(
+            Token::new(""),
+            Err(UsageError::InvalidToken {
+                len: 0,
+                max: MAX_TOKEN_LEN
+            })
+        );
         assert!(Token::new(vec![b'x'; MAX_TOKEN_LEN + 1]).is_err());
     }
 }

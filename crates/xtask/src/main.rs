@@ -89,11 +89,53 @@ const SERVER_SUITES: &[&str] = &[
 /// `cargo package` (with its build check) of every crate published to the registry, each
 /// resolving the others locally.
 fn package() -> Result<(), String> {
+    forget_packaged_sources()?;
     let mut args = vec!["package"];
     for name in PUBLISHED {
         args.extend(["-p", name]);
     }
     cargo(&args, &[])
+}
+
+/// Deletes cargo's extracted copies of our own packaged crates.
+///
+/// `cargo package` verifies each crate against the others through a local registry under
+/// `target/package`, and extracts each `.crate` into `$CARGO_HOME/registry/src/-<hash of
+/// that path>/<name>-<version>`. It never extracts the same name and version again, so
+/// after the crates changed without a version bump, a later run from the same path (CI's
+/// clone, say) verified against the old sources. Only those directories of our crates'
+/// names are removed: they are a cache, and nothing else reads them.
+fn forget_packaged_sources() -> Result<(), String> {
+    let home = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let Some(src) = home.map(|h| h.join("registry").join("src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        // Local registries are named `-<hash>`; crates.io's `index.crates.io-<hash>` is left
+        // alone.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for krate in crates.flatten() {
+            let name = krate.file_name().to_string_lossy().into_owned();
+            let ours = PUBLISHED
+                .iter()
+                .any(|p| name.strip_prefix(p).is_some_and(|v| v.starts_with('-')));
+            if ours {
+                std::fs::remove_dir_all(krate.path())
+                    .map_err(|e| format!("removing {}: {e}", krate.path().display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Builds the published crates with the workspace's declared `rust-version`, installing
