@@ -90,7 +90,13 @@ const SERVER_SUITES: &[&str] = &[
 /// resolving the others locally.
 fn package() -> Result<(), String> {
     forget_packaged_sources()?;
-    let mut args = vec!["package"];
+    // Its own target directory, whose builds of our crates are removed first: cargo takes
+    // a crate from a registry (the local one of `cargo package`) for immutable, so a build
+    // of the same name and version left by an earlier run would be reused, stale.
+    let target = workspace_root().join("target").join("package-verify");
+    forget_builds_of_ours(&target.join("debug"))?;
+    let target = target.to_string_lossy().into_owned();
+    let mut args = vec!["package", "--target-dir", &target];
     for name in PUBLISHED {
         args.extend(["-p", name]);
     }
@@ -133,6 +139,27 @@ fn forget_packaged_sources() -> Result<(), String> {
                 std::fs::remove_dir_all(krate.path())
                     .map_err(|e| format!("removing {}: {e}", krate.path().display()))?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the builds of our crates (fingerprints and artifacts) from a target directory.
+fn forget_builds_of_ours(profile: &Path) -> Result<(), String> {
+    for (dir, prefix) in [(".fingerprint", "redlock-"), ("deps", "libredlock_")] {
+        let Ok(entries) = std::fs::read_dir(profile.join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with(prefix) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = match path.is_dir() {
+                true => std::fs::remove_dir_all(&path),
+                false => std::fs::remove_file(&path),
+            };
+            removed.map_err(|e| format!("removing {}: {e}", path.display()))?;
         }
     }
     Ok(())
