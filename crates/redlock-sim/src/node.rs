@@ -21,7 +21,7 @@ pub struct Node {
     state: NodeState,
     keyspace: Keyspace,
     /// SHA1s loaded in this incarnation's script cache.
-    loaded: BTreeSet<&'static str>,
+    loaded: BTreeSet<String>,
     incarnation: u32,
     commands: u64,
 }
@@ -42,7 +42,7 @@ impl Node {
     /// registered script.
     pub fn new(clock: Clock, scripts: &Scripts, preload: bool) -> Self {
         let loaded = if preload {
-            scripts.shas().collect()
+            scripts.shas().map(str::to_owned).collect()
         } else {
             BTreeSet::new()
         };
@@ -207,7 +207,7 @@ fn connection_command(db: &mut u32, name: &[u8], rest: &[Bytes]) -> Option<Serve
 /// `EVALSHA`, `EVAL`, `SCRIPT LOAD|FLUSH` against the node's script cache `loaded`; `None`
 /// for a wrong arity.
 fn script_command(
-    loaded: &mut BTreeSet<&'static str>,
+    loaded: &mut BTreeSet<String>,
     keys: &mut Keys<'_>,
     scripts: &Scripts,
     name: &[u8],
@@ -215,7 +215,7 @@ fn script_command(
 ) -> Option<ServerReply> {
     let reply = match (name, rest) {
         (b"EVALSHA", [sha, numkeys, tail @ ..]) => {
-            match scripts.by_sha(sha).filter(|s| loaded.contains(s.sha1)) {
+            match scripts.by_sha(sha).filter(|s| loaded.contains(&s.sha1)) {
                 Some(script) => run_script(script.run, keys, numkeys, tail),
                 None => ServerReply::error(NOSCRIPT),
             }
@@ -223,7 +223,7 @@ fn script_command(
         (b"EVAL", [body, numkeys, tail @ ..]) => match scripts.by_body(body) {
             Some(script) => {
                 let reply = run_script(script.run, keys, numkeys, tail);
-                loaded.insert(script.sha1);
+                loaded.insert(script.sha1.clone());
                 reply
             }
             None => ServerReply::error("ERR simulated node: unknown script body"),
@@ -231,8 +231,8 @@ fn script_command(
         (b"SCRIPT", [sub, body]) if sub.eq_ignore_ascii_case(b"LOAD") => {
             match scripts.by_body(body) {
                 Some(script) => {
-                    loaded.insert(script.sha1);
-                    ServerReply::Bulk(Bytes::from_static(script.sha1.as_bytes()))
+                    loaded.insert(script.sha1.clone());
+                    ServerReply::Bulk(Bytes::from(script.sha1.clone()))
                 }
                 None => ServerReply::error("ERR simulated node: unknown script body"),
             }

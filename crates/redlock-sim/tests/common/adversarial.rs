@@ -153,7 +153,7 @@ pub fn late_extend(seed: u64, tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder
     let mut s = Scenario::new(seed, tweak(builder).build().expect("valid config"));
     // Only the resurrecting mutant sends it; the correct core never does.
     s.scripts.register(
-        &redlock_core::RESURRECTING_EXTEND_SCRIPT,
+        redlock_core::RESURRECTING_EXTEND_SCRIPT.body,
         resurrecting_extend,
     );
     s.clients = d.range(3, 4) as usize;
