@@ -110,13 +110,15 @@ fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let (Some(key), Some(token)) = (k.first(), argv.first()) else {
         return arity_error();
     };
+    // `GET` raises on a key of another type, which ends the script with that error.
     match keys.get(key) {
-        Some(v) if v == token => {
+        Ok(Some(v)) if v == token => {
             keys.del(key);
             ServerReply::Int(1)
         }
-        None => ServerReply::Int(-1),
-        Some(_) => ServerReply::Int(0),
+        Ok(None) => ServerReply::Int(-1),
+        Ok(Some(_)) => ServerReply::Int(0),
+        Err(e) => e.into(),
     }
 }
 
@@ -130,8 +132,9 @@ fn extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
         Err(e) => return e,
     };
     match keys.get(key) {
-        Some(v) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
-        _ => ServerReply::Int(0),
+        Ok(Some(v)) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+        Ok(_) => ServerReply::Int(0),
+        Err(e) => e.into(),
     }
 }
 
@@ -199,7 +202,7 @@ mod tests {
         let (k, ms) = ([b("k")], Some(Duration::from_millis(100)));
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(-1));
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(0));
-        assert!(keys.get(&b("k")).is_none(), "extend never creates");
+        assert!(!keys.exists(&b("k")), "extend never creates");
         keys.set(&b("k"), b("other"), ms);
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(0));
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(0));
@@ -207,7 +210,7 @@ mod tests {
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(1));
         assert_eq!(keys.pttl(&b("k")), Some(Some(Duration::from_millis(50))));
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(1));
-        assert!(keys.get(&b("k")).is_none());
+        assert!(!keys.exists(&b("k")));
         assert!(matches!(
             ext(&mut keys, &k, &[b("t"), b("x")]),
             ServerReply::Error(_)

@@ -301,11 +301,12 @@ fn resurrecting_extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> Serv
         Err(e) => return e,
     };
     match keys.get(key) {
-        Some(v) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
-        Some(_) => ServerReply::Int(0),
-        None => {
+        Ok(Some(v)) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+        Ok(Some(_)) => ServerReply::Int(0),
+        Ok(None) => {
             keys.set(key, token.clone(), Some(ttl));
             ServerReply::Int(1)
         }
+        Err(e) => e.into(),
     }
 }
