@@ -88,11 +88,11 @@ pub fn sha1_hex(body: &str) -> String {
     hex
 }
 
-/// The release script [`release`] models, word for word: `redlock-core`'s
+/// The source the release model (`release` here) was written from, word for word: `redlock-core`'s
 /// `RELEASE_SCRIPT.body` when the model was written. Change both together.
 pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end";
 
-/// The extend script [`extend`] models, word for word: `redlock-core`'s
+/// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
 /// `EXTEND_SCRIPT.body` when the model was written. Change both together.
 pub const EXTEND_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 
