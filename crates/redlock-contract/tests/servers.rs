@@ -15,7 +15,7 @@ fn every_command_does_what_the_table_says() {
     let cluster = Cluster::start(1).expect("start a node");
     let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
     let report = run(&mut node, Scripts::CORE).expect("the node answers");
-    say(&report);
+    say("", &report);
     assert!(report.is_clean(), "{report}");
     // The core's own commands run on every server; only native ones may be skipped.
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
@@ -33,7 +33,7 @@ fn an_extend_script_without_its_token_check_breaks_the_contract() {
         ..Scripts::CORE
     };
     let report = run(&mut node, scripts).expect("the node answers");
-    say(&report);
+    say("negative control (failures expected): ", &report);
     let failed: Vec<(Form, State)> = report
         .failed
         .iter()
@@ -56,7 +56,8 @@ fn an_extend_script_without_its_token_check_breaks_the_contract() {
     assert!(why.contains("reply :1, expected :0"), "{why}");
 }
 
-/// Prints past the test harness's capture, so a skip is never silent.
-fn say(report: &Report) {
-    let _ = write!(std::io::stderr(), "{report}");
+/// Prints past the test harness's capture, so a skip is never silent; `note` marks a
+/// negative control, whose failures are expected.
+fn say(note: &str, report: &Report) {
+    let _ = write!(std::io::stderr(), "{note}{report}");
 }

@@ -10,7 +10,7 @@ use redlock_testkit::Reply;
 #[test]
 fn the_node_model_does_what_the_table_says() {
     let report = run(&mut SimNode::new(), Scripts::CORE).expect("a simulated node answers");
-    say(&report);
+    say("", &report);
     assert!(report.is_clean(), "{report}");
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
     assert!(report.passed.len() >= 35, "{report}");
@@ -27,7 +27,7 @@ fn the_node_model_does_not_run_an_extend_script_it_was_not_written_from() {
         ..Scripts::CORE
     };
     let report = run(&mut SimNode::new(), scripts).expect("a simulated node answers");
-    say(&report);
+    say("negative control (failures expected): ", &report);
     let mut forms: Vec<Form> = report.failed.iter().map(|(c, _)| c.form).collect();
     forms.dedup();
     assert_eq!(
@@ -81,7 +81,8 @@ impl Target for Pretend {
     }
 }
 
-/// Prints past the test harness's capture, so a skip is never silent.
-fn say(report: &Report) {
-    let _ = write!(std::io::stderr(), "{report}");
+/// Prints past the test harness's capture, so a skip is never silent; `note` marks a
+/// negative control, whose failures are expected.
+fn say(note: &str, report: &Report) {
+    let _ = write!(std::io::stderr(), "{note}{report}");
 }
