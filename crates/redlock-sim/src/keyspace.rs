@@ -1,5 +1,6 @@
-//! A node's data: string keys with optional expiry, expired lazily against the node's own
-//! clock, in numbered databases.
+//! A node's data: keys with optional expiry, expired lazily against the node's own clock, in
+//! numbered databases. A key holds a string (every key the core writes) or a list (only so
+//! that tests can put a key of the wrong type in a lock's way).
 //!
 //! [`Keys`] is the view a command or script gets: one database at one local instant. Nothing
 //! here knows about connections, scripts caches or faults.
@@ -17,10 +18,20 @@ pub struct Keyspace {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    value: Bytes,
+    value: Value,
     /// Local nanoseconds (node clock) at which the key is gone; `None` = persistent.
     expires_at: Option<u64>,
 }
+
+#[derive(Debug, Clone)]
+enum Value {
+    Str(Bytes),
+    List(Vec<Bytes>),
+}
+
+/// The key holds a value of another type than the command reads (Redis's `-WRONGTYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrongType;
 
 impl Keyspace {
     /// An empty keyspace.
@@ -37,12 +48,16 @@ impl Keyspace {
         }
     }
 
-    /// Every key still alive at local time `now_nanos`, with its value, in key order.
+    /// Every string key still alive at local time `now_nanos`, with its value, in key order
+    /// (lists are never a lock's key).
     pub fn live(&self, now_nanos: u64) -> Vec<(u32, Bytes, Bytes)> {
         self.entries
             .iter()
             .filter(|(_, e)| !e.expired(now_nanos))
-            .map(|((db, k), e)| (*db, k.clone(), e.value.clone()))
+            .filter_map(|((db, k), e)| match &e.value {
+                Value::Str(v) => Some((*db, k.clone(), v.clone())),
+                Value::List(_) => None,
+            })
             .collect()
     }
 }
@@ -64,30 +79,58 @@ pub struct Keys<'a> {
 }
 
 impl Keys<'_> {
-    /// The key's value, if it exists and has not expired (an expired key is removed).
-    pub fn get(&mut self, key: &Bytes) -> Option<Bytes> {
-        let id = (self.db, key.clone());
-        match self.space.entries.get(&id) {
-            Some(e) if e.expired(self.now) => {
-                self.space.entries.remove(&id);
-                None
-            }
-            Some(e) => Some(e.value.clone()),
-            None => None,
+    /// The string value of the key, if it exists and has not expired (an expired key is
+    /// removed); [`WrongType`] if it holds a list.
+    pub fn get(&mut self, key: &Bytes) -> Result<Option<Bytes>, WrongType> {
+        match self.entry(key).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::Str(v)) => Ok(Some(v.clone())),
+            Some(Value::List(_)) => Err(WrongType),
         }
     }
 
-    /// Sets the key, replacing any value; `px` is the time to live, `None` for persistent.
+    /// Whether the key exists (of any type) and has not expired.
+    pub fn exists(&mut self, key: &Bytes) -> bool {
+        self.entry(key).is_some()
+    }
+
+    /// Sets the key to a string, replacing any value of any type; `px` is the time to live,
+    /// `None` for persistent.
     pub fn set(&mut self, key: &Bytes, value: Bytes, px: Option<Duration>) {
         let expires_at = px.map(|d| self.after(d));
-        let entry = Entry { value, expires_at };
+        let entry = Entry {
+            value: Value::Str(value),
+            expires_at,
+        };
         self.space.entries.insert((self.db, key.clone()), entry);
+    }
+
+    /// Appends `values` to the list at `key` (created persistent if missing) and returns its
+    /// length; [`WrongType`] if the key holds a string.
+    pub fn rpush(&mut self, key: &Bytes, values: &[Bytes]) -> Result<usize, WrongType> {
+        if self.entry(key).is_none() {
+            let entry = Entry {
+                value: Value::List(Vec::new()),
+                expires_at: None,
+            };
+            self.space.entries.insert((self.db, key.clone()), entry);
+        }
+        match self.space.entries.get_mut(&(self.db, key.clone())) {
+            Some(Entry {
+                value: Value::List(list),
+                ..
+            }) => {
+                list.extend_from_slice(values);
+                Ok(list.len())
+            }
+            _ => Err(WrongType),
+        }
     }
 
     /// Sets a new time to live on an existing key; false if the key does not exist.
     /// A zero ttl deletes the key (and still answers true), as Redis does.
     pub fn pexpire(&mut self, key: &Bytes, ttl: Duration) -> bool {
-        if self.get(key).is_none() {
+        if !self.exists(key) {
             return false;
         }
         if ttl.is_zero() {
@@ -103,16 +146,26 @@ impl Keys<'_> {
 
     /// Remaining time to live: `None` if the key is missing, `Some(None)` if persistent.
     pub fn pttl(&mut self, key: &Bytes) -> Option<Option<Duration>> {
-        self.get(key)?;
-        let e = self.space.entries.get(&(self.db, key.clone()))?;
-        Some(e.expires_at.map(|at| Duration::from_nanos(at - self.now)))
+        let now = self.now;
+        let e = self.entry(key)?;
+        Some(e.expires_at.map(|at| Duration::from_nanos(at - now)))
     }
 
-    /// Deletes the key; true if it existed (and had not expired).
+    /// Deletes the key, of any type; true if it existed (and had not expired).
     pub fn del(&mut self, key: &Bytes) -> bool {
-        let existed = self.get(key).is_some();
+        let existed = self.exists(key);
         self.space.entries.remove(&(self.db, key.clone()));
         existed
+    }
+
+    /// The key's entry if it has not expired; an expired one is removed.
+    fn entry(&mut self, key: &Bytes) -> Option<&Entry> {
+        let id = (self.db, key.clone());
+        if self.space.entries.get(&id)?.expired(self.now) {
+            self.space.entries.remove(&id);
+            return None;
+        }
+        self.space.entries.get(&id)
     }
 
     fn after(&self, d: Duration) -> u64 {
@@ -133,19 +186,36 @@ mod tests {
         space
             .view(0, 0)
             .set(&k, Bytes::from_static(b"v"), Some(ms(10)));
-        assert_eq!(space.view(1, 0).get(&k), None, "databases are separate");
+        assert_eq!(space.view(1, 0).get(&k), Ok(None), "databases are separate");
         assert_eq!(
             space.view(0, 9_999_999).pttl(&k),
             Some(Some(ms(0) + Duration::from_nanos(1)))
         );
         assert!(space.view(0, 5_000_000).pexpire(&k, ms(10)));
-        assert!(space.view(0, 14_999_999).get(&k).is_some());
+        assert!(space.view(0, 14_999_999).exists(&k));
         assert_eq!(space.live(15_000_000).len(), 0);
-        assert_eq!(space.view(0, 15_000_000).get(&k), None);
+        assert_eq!(space.view(0, 15_000_000).get(&k), Ok(None));
         assert!(!space.view(0, 15_000_000).pexpire(&k, ms(10)));
         space.view(0, 0).set(&k, Bytes::new(), None);
         assert_eq!(space.view(0, u64::MAX).pttl(&k), Some(None));
         assert!(space.view(0, 0).del(&k));
         assert!(!space.view(0, 0).del(&k));
+    }
+
+    #[test]
+    fn a_list_is_of_the_wrong_type_for_string_reads() {
+        let mut space = Keyspace::new();
+        let mut keys = space.view(0, 0);
+        let (k, v) = (Bytes::from_static(b"k"), Bytes::from_static(b"x"));
+        assert_eq!(keys.rpush(&k, &[v.clone(), v.clone()]), Ok(2));
+        assert_eq!(keys.get(&k), Err(WrongType));
+        assert!(keys.exists(&k));
+        assert_eq!(keys.pttl(&k), Some(None), "a new list is persistent");
+        assert!(space.live(0).is_empty(), "lists are never a lock's key");
+        let mut keys = space.view(0, 0);
+        keys.set(&k, v.clone(), None);
+        assert_eq!(keys.rpush(&k, std::slice::from_ref(&v)), Err(WrongType));
+        assert!(keys.del(&k));
+        assert_eq!(keys.rpush(&k, &[v]), Ok(1), "RPUSH creates a missing list");
     }
 }

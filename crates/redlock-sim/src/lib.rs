@@ -50,7 +50,7 @@ mod workload;
 
 pub use checker::{Checker, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace};
+pub use keyspace::{Keys, Keyspace, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use random::Dice;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use crate::clock::{Clock, SimTime};
 use crate::keyspace::{Keys, Keyspace};
 use crate::resp::ServerReply;
-use crate::script::{Scripts, millis_arg};
+use crate::script::{NativeScript, Scripts, millis_arg};
 
 /// One node process and its data.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct Node {
     state: NodeState,
     keyspace: Keyspace,
     /// SHA1s loaded in this incarnation's script cache.
-    loaded: BTreeSet<&'static str>,
+    loaded: BTreeSet<String>,
     incarnation: u32,
     commands: u64,
 }
@@ -42,7 +42,7 @@ impl Node {
     /// registered script.
     pub fn new(clock: Clock, scripts: &Scripts, preload: bool) -> Self {
         let loaded = if preload {
-            scripts.shas().collect()
+            scripts.shas().map(str::to_owned).collect()
         } else {
             BTreeSet::new()
         };
@@ -137,7 +137,9 @@ impl Node {
         let rest = &args[1..];
         let mut keys = self.keyspace.view(*db, now);
         let reply = match &name[..] {
-            b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" => key_command(&mut keys, &name, rest),
+            b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
+                key_command(&mut keys, &name, rest)
+            }
             b"AUTH" | b"SELECT" => connection_command(db, &name, rest),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &name, rest)
@@ -158,12 +160,17 @@ impl Node {
     }
 }
 
-/// `GET`, `SET`, `DEL`, `PEXPIRE`, `PTTL` on one database; `None` for a wrong arity.
+/// `GET`, `SET`, `DEL`, `PEXPIRE`, `PTTL`, `RPUSH` on one database; `None` for a wrong
+/// arity.
 fn key_command(keys: &mut Keys<'_>, name: &[u8], rest: &[Bytes]) -> Option<ServerReply> {
     let reply = match (name, rest) {
-        (b"GET", [key]) => keys.get(key).map_or(ServerReply::Nil, ServerReply::Bulk),
+        (b"GET", [key]) => match keys.get(key) {
+            Ok(value) => value.map_or(ServerReply::Nil, ServerReply::Bulk),
+            Err(e) => e.into(),
+        },
+        // `NX` looks at existence, whatever the type: a list in the way is "held".
         (b"SET", [key, value, opts @ ..]) => match set_options(opts) {
-            Ok((nx, _)) if nx && keys.get(key).is_some() => ServerReply::Nil,
+            Ok((nx, _)) if nx && keys.exists(key) => ServerReply::Nil,
             Ok((_, px)) => {
                 keys.set(key, value.clone(), px);
                 ServerReply::Ok
@@ -177,6 +184,10 @@ fn key_command(keys: &mut Keys<'_>, name: &[u8], rest: &[Bytes]) -> Option<Serve
         (b"PEXPIRE", [key, ms]) => match millis_arg(ms) {
             Ok(ttl) => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
             Err(e) => e,
+        },
+        (b"RPUSH", [key, values @ ..]) if !values.is_empty() => match keys.rpush(key, values) {
+            Ok(len) => ServerReply::Int(len as i64),
+            Err(e) => e.into(),
         },
         (b"PTTL", [key]) => match keys.pttl(key) {
             None => ServerReply::Int(-2),
@@ -207,7 +218,7 @@ fn connection_command(db: &mut u32, name: &[u8], rest: &[Bytes]) -> Option<Serve
 /// `EVALSHA`, `EVAL`, `SCRIPT LOAD|FLUSH` against the node's script cache `loaded`; `None`
 /// for a wrong arity.
 fn script_command(
-    loaded: &mut BTreeSet<&'static str>,
+    loaded: &mut BTreeSet<String>,
     keys: &mut Keys<'_>,
     scripts: &Scripts,
     name: &[u8],
@@ -215,15 +226,15 @@ fn script_command(
 ) -> Option<ServerReply> {
     let reply = match (name, rest) {
         (b"EVALSHA", [sha, numkeys, tail @ ..]) => {
-            match scripts.by_sha(sha).filter(|s| loaded.contains(s.sha1)) {
-                Some(script) => run_script(script.run, keys, numkeys, tail),
+            match scripts.by_sha(sha).filter(|s| loaded.contains(&s.sha1)) {
+                Some(script) => run_script(script, keys, numkeys, tail),
                 None => ServerReply::error(NOSCRIPT),
             }
         }
         (b"EVAL", [body, numkeys, tail @ ..]) => match scripts.by_body(body) {
             Some(script) => {
-                let reply = run_script(script.run, keys, numkeys, tail);
-                loaded.insert(script.sha1);
+                let reply = run_script(script, keys, numkeys, tail);
+                loaded.insert(script.sha1.clone());
                 reply
             }
             None => ServerReply::error("ERR simulated node: unknown script body"),
@@ -231,8 +242,8 @@ fn script_command(
         (b"SCRIPT", [sub, body]) if sub.eq_ignore_ascii_case(b"LOAD") => {
             match scripts.by_body(body) {
                 Some(script) => {
-                    loaded.insert(script.sha1);
-                    ServerReply::Bulk(Bytes::from_static(script.sha1.as_bytes()))
+                    loaded.insert(script.sha1.clone());
+                    ServerReply::Bulk(Bytes::from(script.sha1.clone()))
                 }
                 None => ServerReply::error("ERR simulated node: unknown script body"),
             }
@@ -246,9 +257,11 @@ fn script_command(
     Some(reply)
 }
 
-/// Splits `numkeys key.. arg..` and runs the script.
+/// Splits `numkeys key.. arg..` and runs the script. An error the script raises carries
+/// the script's name, as Redis 7 words it (`WRONGTYPE ... script: <sha>, on
+/// @user_script:1.`).
 fn run_script(
-    run: crate::script::ScriptFn,
+    script: &NativeScript,
     keys: &mut Keys<'_>,
     numkeys: &[u8],
     tail: &[Bytes],
@@ -257,7 +270,12 @@ fn run_script(
         .ok()
         .and_then(|s| s.parse::<usize>().ok());
     match n {
-        Some(n) if n <= tail.len() => run(keys, &tail[..n], &tail[n..]),
+        Some(n) if n <= tail.len() => match (script.run)(keys, &tail[..n], &tail[n..]) {
+            ServerReply::Error(e) => {
+                ServerReply::Error(format!("{e} script: {}, on @user_script:1.", script.sha1))
+            }
+            reply => reply,
+        },
         Some(_) => ServerReply::error("ERR Number of keys can't be greater than number of args"),
         None => ServerReply::error("ERR value is not an integer or out of range"),
     }
@@ -357,6 +375,23 @@ mod tests {
             cmd(&mut n, 3, db, &["SET", "k", "v", "PX", "0"]),
             ServerReply::Error(_)
         ));
+        assert_eq!(
+            cmd(&mut n, 3, db, &["RPUSH", "l", "x"]),
+            ServerReply::Int(1)
+        );
+        let wrongtype = |reply: &ServerReply, suffix: &str| match reply {
+            ServerReply::Error(e) => e.starts_with("WRONGTYPE") && e.ends_with(suffix),
+            _ => false,
+        };
+        assert!(wrongtype(&cmd(&mut n, 3, db, &["GET", "l"]), "value"));
+        assert_eq!(
+            cmd(&mut n, 3, db, &["SET", "l", "a", "NX", "PX", "100"]),
+            ServerReply::Nil,
+            "NX sees a key of any type"
+        );
+        let wrong = cmd(&mut n, 3, db, &["EVAL", RELEASE_SCRIPT.body, "1", "l", "a"]);
+        let suffix = format!("script: {}, on @user_script:1.", RELEASE_SCRIPT.sha1);
+        assert!(wrongtype(&wrong, &suffix), "{wrong:?}");
         n.crash();
         n.restart();
         let after = cmd(&mut n, 4, db, &["EVALSHA", sha, "1", "k", "a"]);

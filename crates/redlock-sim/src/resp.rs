@@ -8,6 +8,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use redlock_testkit::resp::{ProtocolError, parse_command};
 
+use crate::keyspace::WrongType;
+
 /// A reply a simulated node sends, in RESP2.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerReply {
@@ -46,6 +48,13 @@ impl ServerReply {
                 out.put_slice(format!("-{msg}\r\n").as_bytes());
             }
         }
+    }
+}
+
+impl From<WrongType> for ServerReply {
+    /// Redis's exact `-WRONGTYPE` reply.
+    fn from(_: WrongType) -> Self {
+        Self::error("WRONGTYPE Operation against a key holding the wrong kind of value")
     }
 }
 

@@ -1,14 +1,19 @@
-//! Native stand-ins for the Lua scripts the core sends, keyed by SHA1, and the registry nodes
-//! look them up in.
+//! Native stand-ins for the Lua scripts the core sends, keyed by the SHA1 of the source they
+//! model, and the registry nodes look them up in.
 //!
-//! A simulated node runs no Lua: [`Scripts`] maps each known body and SHA1 to a Rust function
-//! with the same effect. Tests may register more (e.g. a deliberately wrong script); the
-//! per-node cache that makes `EVALSHA` answer `-NOSCRIPT` lives in the node, not here.
+//! A simulated node runs no Lua: [`Scripts`] maps each known body, and the SHA1 it computes
+//! from that body, to a Rust function with the same effect. Each model carries the exact
+//! source it was written from ([`RELEASE_SOURCE`], [`EXTEND_SOURCE`]), not the core's
+//! constant: if the core ever sends another body (an extend script without its token check,
+//! say), no model answers to it, and the node replies `-NOSCRIPT` and then an error instead of
+//! running the old meaning silently. Tests may register more (e.g. a deliberately wrong
+//! script); the per-node cache that makes `EVALSHA` answer `-NOSCRIPT` lives in the node.
 
+use std::fmt::Write as _;
 use std::time::Duration;
 
 use bytes::Bytes;
-use redlock_core::{EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
+use sha1::{Digest, Sha1};
 
 use crate::keyspace::Keys;
 use crate::resp::ServerReply;
@@ -23,37 +28,36 @@ pub struct Scripts {
 }
 
 /// One script: its source (to recognise `EVAL`), its SHA1 (`EVALSHA`) and its effect.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct NativeScript {
     /// The Lua source the client sends with `EVAL`.
     pub body: &'static str,
-    /// Lowercase hex SHA1 of `body`.
-    pub sha1: &'static str,
+    /// Lowercase hex SHA1 of `body`, computed here as the server computes it.
+    pub sha1: String,
     /// What running it does.
     pub run: ScriptFn,
 }
 
 impl Default for Scripts {
-    /// The release and extend scripts of `redlock-core`.
+    /// The models of the release and extend scripts, under the sources they were written
+    /// from (which a test checks are `redlock-core`'s).
     fn default() -> Self {
         let mut scripts = Self {
             entries: Vec::new(),
         };
-        scripts.register(&RELEASE_SCRIPT, release);
-        scripts.register(&EXTEND_SCRIPT, extend);
+        scripts.register(RELEASE_SOURCE, release);
+        scripts.register(EXTEND_SOURCE, extend);
         scripts
     }
 }
 
 impl Scripts {
-    /// Adds (or replaces) a script.
-    pub fn register(&mut self, script: &'static Script, run: ScriptFn) {
-        self.entries.retain(|e| e.sha1 != script.sha1);
-        self.entries.push(NativeScript {
-            body: script.body,
-            sha1: script.sha1,
-            run,
-        });
+    /// Adds (or replaces) the model `run` of the script whose source is exactly `body`,
+    /// under `body` and its SHA1.
+    pub fn register(&mut self, body: &'static str, run: ScriptFn) {
+        let sha1 = sha1_hex(body);
+        self.entries.retain(|e| e.sha1 != sha1);
+        self.entries.push(NativeScript { body, sha1, run });
     }
 
     /// The script with this SHA1 (case-insensitive, as Redis).
@@ -69,10 +73,28 @@ impl Scripts {
     }
 
     /// Every registered SHA1.
-    pub fn shas(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.entries.iter().map(|e| e.sha1)
+    pub fn shas(&self) -> impl Iterator<Item = &str> + '_ {
+        self.entries.iter().map(|e| e.sha1.as_str())
     }
 }
+
+/// The lowercase hex SHA1 of a script's source: the name `EVALSHA` and `SCRIPT LOAD` use.
+pub fn sha1_hex(body: &str) -> String {
+    let mut hex = String::with_capacity(40);
+    for byte in Sha1::digest(body.as_bytes()) {
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// The source the release model (`release` here) was written from, word for word: `redlock-core`'s
+/// `RELEASE_SCRIPT.body` when the model was written. Change both together.
+pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end";
+
+/// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
+/// `EXTEND_SCRIPT.body` when the model was written. Change both together.
+pub const EXTEND_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 
 /// Parses a script argument as a millisecond count, as `PEXPIRE` would.
 pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
@@ -88,13 +110,15 @@ fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let (Some(key), Some(token)) = (k.first(), argv.first()) else {
         return arity_error();
     };
+    // `GET` raises on a key of another type, which ends the script with that error.
     match keys.get(key) {
-        Some(v) if v == token => {
+        Ok(Some(v)) if v == token => {
             keys.del(key);
             ServerReply::Int(1)
         }
-        None => ServerReply::Int(-1),
-        Some(_) => ServerReply::Int(0),
+        Ok(None) => ServerReply::Int(-1),
+        Ok(Some(_)) => ServerReply::Int(0),
+        Err(e) => e.into(),
     }
 }
 
@@ -108,8 +132,9 @@ fn extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
         Err(e) => return e,
     };
     match keys.get(key) {
-        Some(v) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
-        _ => ServerReply::Int(0),
+        Ok(Some(v)) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+        Ok(_) => ServerReply::Int(0),
+        Err(e) => e.into(),
     }
 }
 
@@ -120,11 +145,48 @@ fn arity_error() -> ServerReply {
 
 #[cfg(test)]
 mod tests {
+    use redlock_core::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+
     use super::*;
     use crate::keyspace::Keyspace;
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    /// The tripwire: a change to a script the core sends fails here first, by name, and then
+    /// every simulation that releases or extends (their nodes no longer know the body).
+    #[test]
+    fn the_models_were_written_from_the_scripts_the_core_sends() {
+        assert_eq!(
+            RELEASE_SCRIPT.body, RELEASE_SOURCE,
+            "the core's release script changed: re-read it, then update `release` and \
+             RELEASE_SOURCE together"
+        );
+        assert_eq!(
+            EXTEND_SCRIPT.body, EXTEND_SOURCE,
+            "the core's extend script changed: re-read it, then update `extend` and \
+             EXTEND_SOURCE together"
+        );
+        let scripts = Scripts::default();
+        for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
+            let model = scripts
+                .by_sha(script.sha1.as_bytes())
+                .expect("keyed by SHA1");
+            assert_eq!(model.body, script.body);
+            assert_eq!(model.sha1, sha1_hex(script.body));
+        }
+    }
+
+    #[test]
+    fn a_body_the_models_were_not_written_from_is_unknown() {
+        let scripts = Scripts::default();
+        let unchecked = "return redis.call('PEXPIRE', KEYS[1], ARGV[2])";
+        assert!(scripts.by_body(unchecked.as_bytes()).is_none());
+        assert!(scripts.by_sha(sha1_hex(unchecked).as_bytes()).is_none());
+        // One byte off is another script.
+        let spaced = format!("{EXTEND_SOURCE} ");
+        assert!(scripts.by_body(spaced.as_bytes()).is_none());
     }
 
     #[test]
@@ -140,7 +202,7 @@ mod tests {
         let (k, ms) = ([b("k")], Some(Duration::from_millis(100)));
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(-1));
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(0));
-        assert!(keys.get(&b("k")).is_none(), "extend never creates");
+        assert!(!keys.exists(&b("k")), "extend never creates");
         keys.set(&b("k"), b("other"), ms);
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(0));
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(0));
@@ -148,7 +210,7 @@ mod tests {
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(1));
         assert_eq!(keys.pttl(&b("k")), Some(Some(Duration::from_millis(50))));
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(1));
-        assert!(keys.get(&b("k")).is_none());
+        assert!(!keys.exists(&b("k")));
         assert!(matches!(
             ext(&mut keys, &k, &[b("t"), b("x")]),
             ServerReply::Error(_)

@@ -84,6 +84,7 @@ const SERVER_SUITES: &[&str] = &[
     "redlock-blocking",
     "redlock-async-std",
     "redlock-redis-rs",
+    "redlock-contract",
 ];
 
 /// `cargo package` (with its build check) of every crate published to the registry, each

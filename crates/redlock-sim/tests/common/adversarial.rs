@@ -153,7 +153,7 @@ pub fn late_extend(seed: u64, tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder
     let mut s = Scenario::new(seed, tweak(builder).build().expect("valid config"));
     // Only the resurrecting mutant sends it; the correct core never does.
     s.scripts.register(
-        &redlock_core::RESURRECTING_EXTEND_SCRIPT,
+        redlock_core::RESURRECTING_EXTEND_SCRIPT.body,
         resurrecting_extend,
     );
     s.clients = d.range(3, 4) as usize;
@@ -349,11 +349,12 @@ fn resurrecting_extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> Serv
         Err(e) => return e,
     };
     match keys.get(key) {
-        Some(v) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
-        Some(_) => ServerReply::Int(0),
-        None => {
+        Ok(Some(v)) if v == token => ServerReply::Int(i64::from(keys.pexpire(key, ttl))),
+        Ok(Some(_)) => ServerReply::Int(0),
+        Ok(None) => {
             keys.set(key, token.clone(), Some(ttl));
             ServerReply::Int(1)
         }
+        Err(e) => e.into(),
     }
 }

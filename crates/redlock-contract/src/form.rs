@@ -1,0 +1,214 @@
+//! The argument lists of the table's command forms: those the core sends taken from the core
+//! itself, the native ones the core cannot send yet written out by hand.
+//!
+//! The core's commands are not rebuilt here from its constants: a [`Lock`] of one node is
+//! driven through acquire, an extension and a release, with `-NOSCRIPT` fed back to each
+//! script, and the requests it hands out are what the contract sends. A change to an
+//! argument's order, the ttl's unit or the `EVAL` fallback reaches the servers as the core
+//! would send it.
+
+use std::time::{Duration, Instant};
+
+use chacha20::ChaCha20Rng;
+use rand_core::SeedableRng;
+use redlock_core::{
+    Config, EXTEND_SCRIPT, Event, Lock, LockOptions, OpId, RELEASE_SCRIPT, Reply, Request,
+    Resource, Script,
+};
+
+use crate::table::{Form, Send, TTL_MS};
+
+/// The scripts a run sends: the core's, or a deliberately wrong one in their place.
+#[derive(Debug, Clone, Copy)]
+pub struct Scripts {
+    /// Sent where the core sends [`RELEASE_SCRIPT`].
+    pub release: &'static Script,
+    /// Sent where the core sends [`EXTEND_SCRIPT`].
+    pub extend: &'static Script,
+}
+
+impl Scripts {
+    /// The core's own scripts.
+    pub const CORE: Self = Self {
+        release: &RELEASE_SCRIPT,
+        extend: &EXTEND_SCRIPT,
+    };
+
+    /// The script of a script form, `None` for a plain command.
+    pub fn of(&self, form: Form) -> Option<&'static Script> {
+        match form {
+            Form::Release(_) => Some(self.release),
+            Form::Extend(_) => Some(self.extend),
+            _ => None,
+        }
+    }
+}
+
+/// The negative control: the core's extend script without its token check (`PEXPIRE`
+/// whatever the key holds). The contract must fail with it, or it could not tell.
+pub static UNCHECKED_EXTEND_SCRIPT: Script = Script {
+    body: "return redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+    sha1: "48c454ce8c56596d303aa9f61b5cb7e49afcac4c",
+};
+
+/// The core's commands on one key, and the token they carry.
+#[derive(Debug, Clone)]
+pub struct CoreCommands {
+    /// The value the lock stores: "ours".
+    pub token: String,
+    set_nx_px: Vec<String>,
+    release_sha: Vec<String>,
+    release_eval: Vec<String>,
+    extend_sha: Vec<String>,
+    extend_eval: Vec<String>,
+}
+
+impl CoreCommands {
+    /// Drives a one-node [`Lock`] on `key` with a ttl of [`TTL_MS`] (acquire, extend,
+    /// release, each script answered `-NOSCRIPT` once) and keeps every command it sends.
+    ///
+    /// Panics if the core stops sending what the table lists (a fifth command, a missing
+    /// `EVAL` fallback): the table would then need a new row, not a silent pass.
+    pub fn new(key: &str, seed: u64) -> Self {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let config = Config::builder(1)
+            .build()
+            .expect("one node is a valid config");
+        let options = LockOptions::default().ttl(Duration::from_millis(TTL_MS));
+        let now = Instant::now();
+        let op = OpId::from_raw(1);
+        let mut lock = Lock::acquire(
+            now,
+            op,
+            &config,
+            Resource::new(key.to_owned()),
+            &options,
+            &mut rng,
+        )
+        .expect("a non-empty key and the default options are valid");
+        let mut next = |lock: &mut Lock, reply: Reply| {
+            let request = only_request(lock);
+            lock.handle_reply(now, request.id, Ok(&reply), &mut rng);
+            args(&request)
+        };
+        let set_nx_px = next(&mut lock, Reply::Ok);
+        let token = match lock.poll_event() {
+            Some(Event::Acquired(_)) => lock.held().expect("acquired").0,
+            other => panic!("one +OK of one node acquires, got {other:?}"),
+        };
+        let token = String::from_utf8(token.as_bytes().to_vec()).expect("a generated token is hex");
+        lock.extend(now).expect("held");
+        let extend_sha = next(&mut lock, noscript());
+        let extend_eval = next(&mut lock, Reply::Integer(1));
+        lock.release(now).expect("held");
+        let release_sha = next(&mut lock, noscript());
+        let release_eval = next(&mut lock, Reply::Integer(1));
+        Self {
+            token,
+            set_nx_px,
+            release_sha,
+            release_eval,
+            extend_sha,
+            extend_eval,
+        }
+    }
+
+    /// The arguments of `form` on this key, name first, with `scripts` in place of the
+    /// core's (checked to be where the core puts them).
+    pub fn args(&self, form: Form, scripts: Scripts) -> Vec<String> {
+        let (core, script, sent) = match form {
+            Form::SetNxPx => return self.set_nx_px.clone(),
+            Form::Release(send) => (&RELEASE_SCRIPT, scripts.release, send),
+            Form::Extend(send) => (&EXTEND_SCRIPT, scripts.extend, send),
+            Form::DelIfEq | Form::DelExIfEq | Form::SetIfEqPx => return self.native(form),
+        };
+        let (mut args, from, to) = match (form, sent) {
+            (Form::Release(_), Send::Sha | Send::ShaFlushed) => {
+                (self.release_sha.clone(), core.sha1, script.sha1)
+            }
+            (Form::Release(_), Send::Eval) => (self.release_eval.clone(), core.body, script.body),
+            (_, Send::Sha | Send::ShaFlushed) => (self.extend_sha.clone(), core.sha1, script.sha1),
+            (_, Send::Eval) => (self.extend_eval.clone(), core.body, script.body),
+        };
+        assert_eq!(args[1], from, "the core sends its script second");
+        args[1] = to.to_owned();
+        args
+    }
+
+    /// The native forms, as the server documents them, with the core's key, token and ttl.
+    fn native(&self, form: Form) -> Vec<String> {
+        let key = self.set_nx_px[1].clone();
+        let token = self.token.clone();
+        let ttl = TTL_MS.to_string();
+        match form {
+            Form::DelIfEq => vec!["DELIFEQ".into(), key, token],
+            Form::DelExIfEq => vec!["DELEX".into(), key, "IFEQ".into(), token],
+            _ => {
+                let (ifeq, px) = ("IFEQ".into(), "PX".into());
+                vec!["SET".into(), key, token.clone(), ifeq, token, px, ttl]
+            }
+        }
+    }
+}
+
+/// The one request a one-node lock has ready.
+fn only_request(lock: &mut Lock) -> Request {
+    let request = lock.poll_request().expect("a round sends to its one node");
+    assert!(lock.poll_request().is_none(), "one node, one request");
+    request
+}
+
+fn args(request: &Request) -> Vec<String> {
+    let args = request.command.args();
+    let text = args.iter().map(|a| String::from_utf8(a.to_vec()));
+    text.collect::<Result<_, _>>()
+        .expect("keys, tokens and scripts of the contract are text")
+}
+
+fn noscript() -> Reply {
+    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_commands_are_the_documented_forms() {
+        let c = CoreCommands::new("k", 1);
+        let t = c.token.as_str();
+        let ttl = TTL_MS.to_string();
+        let s = Scripts::CORE;
+        assert_eq!(c.args(Form::SetNxPx, s), ["SET", "k", t, "NX", "PX", &ttl]);
+        let release = ["EVALSHA", RELEASE_SCRIPT.sha1, "1", "k", t];
+        assert_eq!(c.args(Form::Release(Send::Sha), s), release);
+        assert_eq!(c.args(Form::Release(Send::ShaFlushed), s), release);
+        let release = ["EVAL", RELEASE_SCRIPT.body, "1", "k", t];
+        assert_eq!(c.args(Form::Release(Send::Eval), s), release);
+        let extend = ["EVALSHA", EXTEND_SCRIPT.sha1, "1", "k", t, &ttl];
+        assert_eq!(c.args(Form::Extend(Send::Sha), s), extend);
+        let extend = ["EVAL", EXTEND_SCRIPT.body, "1", "k", t, &ttl];
+        assert_eq!(c.args(Form::Extend(Send::Eval), s), extend);
+        assert_eq!(c.args(Form::DelIfEq, s), ["DELIFEQ", "k", t]);
+        assert_eq!(c.args(Form::DelExIfEq, s), ["DELEX", "k", "IFEQ", t]);
+        let set_ifeq = ["SET", "k", t, "IFEQ", t, "PX", &ttl];
+        assert_eq!(c.args(Form::SetIfEqPx, s), set_ifeq);
+    }
+
+    #[test]
+    fn a_substitute_script_takes_the_core_scripts_place() {
+        static OTHER: Script = Script {
+            body: "return 1",
+            sha1: "e0e1f9fabfc9d4800c877a703b823ac0578ff8db",
+        };
+        let c = CoreCommands::new("k", 1);
+        let scripts = Scripts {
+            extend: &OTHER,
+            ..Scripts::CORE
+        };
+        assert_eq!(c.args(Form::Extend(Send::Sha), scripts)[1], OTHER.sha1);
+        assert_eq!(c.args(Form::Extend(Send::Eval), scripts)[1], OTHER.body);
+        let release = c.args(Form::Release(Send::Sha), scripts);
+        assert_eq!(release[1], RELEASE_SCRIPT.sha1);
+    }
+}

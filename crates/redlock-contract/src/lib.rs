@@ -1,0 +1,44 @@
+//! The command contract: what every command a lock sends must do to a key on every server,
+//! written once as a table ([`CONTRACT`]) and run three ways, against real Redis, real
+//! Valkey and the simulation's node model, so the model cannot drift from the servers and
+//! each script's token check is tested where it runs.
+//!
+//! Test code only (`publish = false`): it sits beside the core, not in it, and depends on
+//! both the test kit and the simulation, which depend on neither it nor each other's tests.
+//!
+//! ```no_run
+//! use redlock_contract::{RealNode, Scripts, SimNode, run};
+//! use redlock_testkit::Cluster;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cluster = Cluster::start(1)?;
+//! let mut node = RealNode::connect(cluster.node(0), cluster.server())?;
+//! let report = run(&mut node, Scripts::CORE)?;
+//! assert!(report.is_clean(), "{report}");
+//! let report = run(&mut SimNode::new(), Scripts::CORE)?;
+//! assert!(report.is_clean(), "{report}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layout
+//! - `table`: the contract as data, with the table in its docs;
+//! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
+//! - `run`: one runner for any [`Target`]: set up, send, compare; skips what a server lacks;
+//! - `target`: [`RealNode`] (a test-kit node) and [`SimNode`] (`redlock_sim::Node`).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod form;
+mod run;
+mod table;
+mod target;
+
+pub use form::{CoreCommands, Scripts, UNCHECKED_EXTEND_SCRIPT};
+pub use run::{Report, Target, run};
+pub use table::{
+    ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
+    Since, State, TTL_MS,
+};
+pub use target::{RealNode, SimNode};

@@ -1,0 +1,119 @@
+//! The two kinds of [`Target`]: a real server started by the test kit, and the simulation's
+//! node model. Neither knows the table; both only answer commands.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use redlock_sim::{Clock, Scripts as SimScripts, ServerReply, SimTime};
+use redlock_testkit::{Conn, Node, Reply, ServerBin, ServerKind};
+
+use crate::run::Target;
+use crate::table::Family;
+
+/// A real `redis-server` or `valkey-server` node, over one connection.
+#[derive(Debug)]
+pub struct RealNode {
+    conn: Conn,
+    family: Family,
+    major: u32,
+    minor: u32,
+    describe: String,
+}
+
+impl RealNode {
+    /// Connects to `node`, started from `server` (whose `--version` gives the family and
+    /// version the table's marks are checked against).
+    pub fn connect(node: &Node, server: &ServerBin) -> Result<Self, String> {
+        let family = match server.kind() {
+            ServerKind::Redis => Family::Redis,
+            ServerKind::Valkey => Family::Valkey,
+            other => return Err(format!("no contract marks for {other}")),
+        };
+        let mut parts = server.version().split('.').map(str::parse::<u32>);
+        let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next()) else {
+            return Err(format!("unreadable version {:?}", server.version()));
+        };
+        let conn = node.connect().map_err(|e| e.to_string())?;
+        Ok(Self {
+            conn,
+            family,
+            major,
+            minor,
+            describe: format!("{} {}", server.kind(), server.version()),
+        })
+    }
+}
+
+impl Target for RealNode {
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    fn version(&self) -> Option<(Family, u32, u32)> {
+        Some((self.family, self.major, self.minor))
+    }
+
+    fn call(&mut self, args: &[&str]) -> Result<Reply, String> {
+        self.conn.command(args).map_err(|e| e.to_string())
+    }
+}
+
+/// One simulated node (`redlock_sim::Node`) with the simulation's script models, on virtual
+/// time that moves 1 ms per command.
+#[derive(Debug)]
+pub struct SimNode {
+    node: redlock_sim::Node,
+    scripts: SimScripts,
+    now: SimTime,
+    db: u32,
+}
+
+impl SimNode {
+    /// A fresh node with the models every simulation uses ([`SimScripts::default`]).
+    pub fn new() -> Self {
+        let scripts = SimScripts::default();
+        let clock = Clock::with_skew(Instant::now(), 0.0);
+        Self {
+            node: redlock_sim::Node::new(clock, &scripts, false),
+            scripts,
+            now: SimTime::from_duration(Duration::ZERO),
+            db: 0,
+        }
+    }
+}
+
+impl Default for SimNode {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Target for SimNode {
+    fn describe(&self) -> String {
+        "the simulation's node model (redlock-sim)".to_owned()
+    }
+
+    fn version(&self) -> Option<(Family, u32, u32)> {
+        None
+    }
+
+    fn call(&mut self, args: &[&str]) -> Result<Reply, String> {
+        self.now = self.now.saturating_add(Duration::from_millis(1));
+        let args: Vec<Bytes> = args
+            .iter()
+            .map(|a| Bytes::copy_from_slice(a.as_bytes()))
+            .collect();
+        Ok(
+            match self
+                .node
+                .execute(self.now, &mut self.db, &args, &self.scripts)
+            {
+                ServerReply::Ok => Reply::Simple("OK".to_owned()),
+                ServerReply::Nil => Reply::Nil,
+                ServerReply::Int(n) => Reply::Int(n),
+                ServerReply::Bulk(b) => Reply::Bulk(b.to_vec()),
+                ServerReply::Error(e) => Reply::Error(e),
+            },
+        )
+    }
+}

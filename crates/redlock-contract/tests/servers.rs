@@ -1,0 +1,63 @@
+//! The contract on a real server: the one the test kit finds (`redis-server` on `PATH`, or
+//! `REDLOCK_SERVER_BIN`). CI runs this file on Redis 7.0 and on Valkey 9.1 (`cargo xtask
+//! test --valkey PATH`). Each report goes to stderr uncaptured, so the cases a server skips
+//! show in every run.
+
+use std::io::Write as _;
+
+use redlock_contract::{
+    Form, RealNode, Report, Scripts, Send, State, UNCHECKED_EXTEND_SCRIPT, run,
+};
+use redlock_testkit::Cluster;
+
+#[test]
+fn every_command_does_what_the_table_says() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let report = run(&mut node, Scripts::CORE).expect("the node answers");
+    say("", &report);
+    assert!(report.is_clean(), "{report}");
+    // The core's own commands run on every server; only native ones may be skipped.
+    assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
+    assert!(report.passed.len() >= 35, "{report}");
+}
+
+/// The negative control: the same table, with the extend script's token check removed,
+/// fails on a real server, and exactly where the check matters.
+#[test]
+fn an_extend_script_without_its_token_check_breaks_the_contract() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let scripts = Scripts {
+        extend: &UNCHECKED_EXTEND_SCRIPT,
+        ..Scripts::CORE
+    };
+    let report = run(&mut node, scripts).expect("the node answers");
+    say("negative control (failures expected): ", &report);
+    let failed: Vec<(Form, State)> = report
+        .failed
+        .iter()
+        .map(|(c, _)| (c.form, c.state))
+        .collect();
+    let (sha, eval) = (Form::Extend(Send::Sha), Form::Extend(Send::Eval));
+    assert_eq!(
+        failed,
+        [
+            // It extends another client's key, and puts a ttl on a list.
+            (sha, State::Another),
+            (sha, State::WrongType),
+            (eval, State::Another),
+            (eval, State::WrongType),
+        ],
+        "{report}"
+    );
+    let (case, why) = &report.failed[0];
+    assert_eq!(case.state, State::Another);
+    assert!(why.contains("reply :1, expected :0"), "{why}");
+}
+
+/// Prints past the test harness's capture, so a skip is never silent; `note` marks a
+/// negative control, whose failures are expected.
+fn say(note: &str, report: &Report) {
+    let _ = write!(std::io::stderr(), "{note}{report}");
+}

@@ -1,0 +1,88 @@
+//! The contract on the simulation's node model: the same table as on the real servers.
+
+use std::io::Write as _;
+
+use redlock_contract::{
+    Family, Form, Report, Scripts, Send, SimNode, Target, UNCHECKED_EXTEND_SCRIPT, run,
+};
+use redlock_testkit::Reply;
+
+#[test]
+fn the_node_model_does_what_the_table_says() {
+    let report = run(&mut SimNode::new(), Scripts::CORE).expect("a simulated node answers");
+    say("", &report);
+    assert!(report.is_clean(), "{report}");
+    assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
+    assert!(report.passed.len() >= 35, "{report}");
+}
+
+/// The model runs only the script text it was written from: an extend script without its
+/// token check is unknown to it (`SCRIPT LOAD` and `EVAL` fail), so the simulation can no
+/// longer pass with a script whose meaning it does not model. With the cache flushed the
+/// node answers `-NOSCRIPT` to any SHA1, which the table expects.
+#[test]
+fn the_node_model_does_not_run_an_extend_script_it_was_not_written_from() {
+    let scripts = Scripts {
+        extend: &UNCHECKED_EXTEND_SCRIPT,
+        ..Scripts::CORE
+    };
+    let report = run(&mut SimNode::new(), scripts).expect("a simulated node answers");
+    say("negative control (failures expected): ", &report);
+    let mut forms: Vec<Form> = report.failed.iter().map(|(c, _)| c.form).collect();
+    forms.dedup();
+    assert_eq!(
+        forms,
+        [Form::Extend(Send::Sha), Form::Extend(Send::Eval)],
+        "{report}"
+    );
+    assert_eq!(report.failed.len(), 10, "every state of both, {report}");
+}
+
+/// A target that lacks what its version should have fails, rather than skipping quietly:
+/// the simulated node (no native commands) passed off as Valkey 9.1 contradicts the marks of
+/// `DELIFEQ` and `SET IFEQ`, and as Redis 7.0 contradicts none.
+#[test]
+fn a_server_that_lacks_what_its_version_should_have_is_reported() {
+    let mut valkey = Pretend(SimNode::new(), (Family::Valkey, 9, 1));
+    let report = run(&mut valkey, Scripts::CORE).expect("a simulated node answers");
+    assert!(!report.is_clean());
+    assert!(report.failed.is_empty(), "{report}");
+    let wrong: Vec<&str> = report
+        .disagreements
+        .iter()
+        .map(|d| &d[..d.find(':').unwrap_or(0)])
+        .collect();
+    assert_eq!(wrong, ["DELIFEQ", "SET IFEQ PX"], "{report}");
+    let mut redis = Pretend(SimNode::new(), (Family::Redis, 7, 0));
+    let report = run(&mut redis, Scripts::CORE).expect("a simulated node answers");
+    assert!(report.is_clean(), "{report}");
+}
+
+/// A target with a version it does not have.
+struct Pretend(SimNode, (Family, u32, u32));
+
+impl Target for Pretend {
+    fn describe(&self) -> String {
+        format!(
+            "{} as {} {}.{}",
+            self.0.describe(),
+            self.1.0,
+            self.1.1,
+            self.1.2
+        )
+    }
+
+    fn version(&self) -> Option<(Family, u32, u32)> {
+        Some(self.1)
+    }
+
+    fn call(&mut self, args: &[&str]) -> Result<Reply, String> {
+        self.0.call(args)
+    }
+}
+
+/// Prints past the test harness's capture, so a skip is never silent; `note` marks a
+/// negative control, whose failures are expected.
+fn say(note: &str, report: &Report) {
+    let _ = write!(std::io::stderr(), "{note}{report}");
+}
