@@ -19,6 +19,7 @@ pub use redlock_driver::LockError;
 pub mod defects;
 pub mod errors;
 pub mod late_delivery;
+pub mod readme;
 pub mod rules;
 pub mod scenarios;
 

@@ -69,11 +69,8 @@ pub fn minority_down_works_majority_down_fails_in_bounded_time<D: Driver>() {
     let err = d.lock("k").err().expect("no quorum");
     assert!(
         matches!(
-            err,
-            LockError::Acquire {
-                reason: AcquireFailure::QuorumUnreachable { .. },
-                ..
-            }
+            err.acquire_failure(),
+            Some(AcquireFailure::QuorumUnreachable { .. })
         ),
         "{err}"
     );
@@ -350,11 +347,8 @@ pub fn silent_node_is_outwaited<D: Driver>() {
         .expect("three votes needed, two possible");
     assert!(
         matches!(
-            err,
-            LockError::Acquire {
-                reason: AcquireFailure::QuorumUnreachable { .. },
-                ..
-            }
+            err.acquire_failure(),
+            Some(AcquireFailure::QuorumUnreachable { .. })
         ),
         "{err}"
     );
@@ -379,11 +373,8 @@ pub fn refused_connections_fail_fast<D: Driver>() {
     let err = d.lock("nobody").err().expect("no node");
     assert!(
         matches!(
-            err,
-            LockError::Acquire {
-                reason: AcquireFailure::QuorumUnreachable { .. },
-                ..
-            }
+            err.acquire_failure(),
+            Some(AcquireFailure::QuorumUnreachable { .. })
         ),
         "{err}"
     );

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use redlock_core::{
     AcquireFailure, AcquireOutcome, AcquireStats, Config, ConnId, ConnectionError, Event, Input,
-    LockOptions, NodeFault, NodeId, NodeName, NodeOutcome, NodeSettings, Resource, RetryPolicy,
+    LockOptions, NodeFault, NodeId, NodeName, NodeSettings, Resource, RetryPolicy,
 };
-use support::{Drained, Harness, name, outcomes};
+use support::{Drained, Harness, name, outcomes, stats_named};
 
 const MS: Duration = Duration::from_millis(1);
 const OK: &[u8] = b"+OK\r\n";
@@ -198,24 +198,16 @@ fn refused_connections_are_the_reason_by_name() {
             reason: AcquireFailure::QuorumUnreachable {
                 errors: vec![(a.clone(), refused.clone()), (b.clone(), refused.clone())]
             },
-            stats: AcquireStats {
-                attempts: 1,
-                elapsed: Duration::ZERO,
-                nodes: vec![
-                    NodeOutcome {
-                        node: a,
-                        outcome: AcquireOutcome::Failed(refused.clone())
-                    },
-                    NodeOutcome {
-                        node: b,
-                        outcome: AcquireOutcome::Failed(refused)
-                    },
-                    NodeOutcome {
-                        node: node(h.client.config(), 2),
-                        outcome: AcquireOutcome::Pending
-                    },
-                ],
-            },
+            stats: stats_named(
+                h.client.config().node_names(),
+                1,
+                Duration::ZERO,
+                &[
+                    AcquireOutcome::Failed(refused.clone()),
+                    AcquireOutcome::Failed(refused),
+                    AcquireOutcome::Pending
+                ]
+            ),
         }]
     );
     let (reason, stats) = failed(&out.events);
@@ -390,24 +382,16 @@ fn success_reports_attempts_elapsed_and_named_outcomes() {
     let names = h.client.config().node_names();
     assert_eq!(
         a.stats,
-        AcquireStats {
-            attempts: 2,
-            elapsed: 20 * MS,
-            nodes: vec![
-                NodeOutcome {
-                    node: names[0].clone(),
-                    outcome: AcquireOutcome::Locked
-                },
-                NodeOutcome {
-                    node: names[1].clone(),
-                    outcome: AcquireOutcome::Pending
-                },
-                NodeOutcome {
-                    node: names[2].clone(),
-                    outcome: AcquireOutcome::Locked
-                },
-            ],
-        }
+        stats_named(
+            names,
+            2,
+            20 * MS,
+            &[
+                AcquireOutcome::Locked,
+                AcquireOutcome::Pending,
+                AcquireOutcome::Locked
+            ]
+        )
     );
     assert_eq!(
         a.stats.to_string(),
@@ -440,24 +424,16 @@ fn contended_failure_reports_every_attempt_and_the_last_outcomes() {
             reason: AcquireFailure::Contended {
                 nodes: vec![names[0].clone(), names[1].clone()]
             },
-            stats: AcquireStats {
-                attempts: 3,
-                elapsed: 26 * MS,
-                nodes: vec![
-                    NodeOutcome {
-                        node: names[0].clone(),
-                        outcome: AcquireOutcome::Held
-                    },
-                    NodeOutcome {
-                        node: names[1].clone(),
-                        outcome: AcquireOutcome::Held
-                    },
-                    NodeOutcome {
-                        node: names[2].clone(),
-                        outcome: AcquireOutcome::Pending
-                    },
-                ],
-            },
+            stats: stats_named(
+                &names,
+                3,
+                26 * MS,
+                &[
+                    AcquireOutcome::Held,
+                    AcquireOutcome::Held,
+                    AcquireOutcome::Pending
+                ]
+            ),
         }]
     );
     let (reason, _) = failed(&out.events);

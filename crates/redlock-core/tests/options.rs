@@ -12,24 +12,41 @@ use support::Harness;
 
 const MS: Duration = Duration::from_millis(1);
 
+/// One contended acquisition, run until it gives up.
+struct Contended {
+    reason: AcquireFailure,
+    attempts: u32,
+    /// From the first attempt's start to the failure.
+    waited: Duration,
+    /// The start of each attempt after the first, from the first's.
+    retries: Vec<Duration>,
+}
+
 /// Attempts of one contended acquisition until it gives up, answering every SET with nil
-/// and every cleanup release with -1; returns the failure and when it came.
-fn contend(options: &LockOptions, config: Config) -> (AcquireFailure, u32, Duration) {
+/// and every cleanup release with -1 (a one-node config).
+fn contend(options: &LockOptions, config: Config) -> Contended {
     let mut h = Harness::connected(config);
     let t0 = h.now;
     h.client
         .acquire_with(h.now, Resource::from("res"), options)
         .unwrap();
     h.drain();
+    let mut retries = Vec::new();
     for _ in 0..1_000 {
         let mut events = h.reply(0, b"$-1\r\n").events;
         let out = h.reply(0, b":-1\r\n");
         events.extend(out.events.iter().cloned());
         if let [Event::AcquireFailed { reason, stats, .. }] = &events[..] {
-            return (reason.clone(), stats.attempts, h.now - t0);
+            let (reason, attempts, waited) = (reason.clone(), stats.attempts, h.now - t0);
+            return Contended {
+                reason,
+                attempts,
+                waited,
+                retries,
+            };
         }
-        let at = out.timeout.expect("a retry is scheduled");
-        h.now = at;
+        h.now = out.timeout.expect("a retry is scheduled");
+        retries.push(h.now - t0);
         h.timeout();
     }
     panic!("still trying after 1,000 attempts");
@@ -42,7 +59,12 @@ fn max_wait_is_not_cut_short_by_the_default_attempt_count() {
     let config = Config::builder(1).ttl(1000 * MS).build().unwrap();
     assert_eq!(config.retry().max_attempts, Some(3));
     let options = LockOptions::default().max_wait(&config, Duration::from_secs(5));
-    let (reason, attempts, waited) = contend(&options, config);
+    let Contended {
+        reason,
+        attempts,
+        waited,
+        ..
+    } = contend(&options, config);
     // The wait ran out while the key was held elsewhere: the last attempt's reason is kept.
     assert!(
         matches!(
@@ -71,36 +93,14 @@ fn max_wait_keeps_an_attempt_cap_set_on_the_options() {
     let options = LockOptions::default()
         .retry(capped)
         .max_wait(&config, Duration::from_secs(5));
-    let (reason, attempts, _) = contend(&options, config);
+    let Contended {
+        reason, attempts, ..
+    } = contend(&options, config);
     assert!(
         matches!(reason, AcquireFailure::Contended { .. }),
         "{reason:?}"
     );
     assert_eq!(attempts, 2);
-}
-
-/// The start of each attempt after the first, relative to the first, of one contended
-/// acquisition with `options`, until it gives up.
-fn retry_starts(options: &LockOptions, config: Config) -> Vec<Duration> {
-    let mut h = Harness::connected(config);
-    let t0 = h.now;
-    h.client
-        .acquire_with(h.now, Resource::from("res"), options)
-        .unwrap();
-    h.drain();
-    let mut starts = Vec::new();
-    for _ in 0..100 {
-        let mut events = h.reply(0, b"$-1\r\n").events;
-        let out = h.reply(0, b":-1\r\n");
-        events.extend(out.events.iter().cloned());
-        if (events.iter()).any(|e| matches!(e, Event::AcquireFailed { .. })) {
-            return starts;
-        }
-        h.now = out.timeout.expect("a retry is scheduled");
-        starts.push(h.now - t0);
-        h.timeout();
-    }
-    panic!("still trying after 100 attempts");
 }
 
 /// A caller's delay function sets each retry's delay from the attempts made and the uniform
@@ -121,10 +121,11 @@ fn a_retry_delay_function_sets_each_delay() {
         delay_max: 20 * MS,
     };
     let config = || Config::builder(1).ttl(1000 * MS).retry(retry);
-    let starts = retry_starts(
+    let starts = contend(
         &LockOptions::default(),
         config().retry_delay(linear.clone()).build().unwrap(),
-    );
+    )
+    .retries;
     // Replies take no time here: each attempt starts when the previous one's delay ends.
     assert_eq!(starts, [100 * MS, 300 * MS, 600 * MS]);
     let seen = seen.lock().unwrap().clone();
@@ -138,11 +139,11 @@ fn a_retry_delay_function_sets_each_delay() {
     // The options' function wins over the configuration's; zero becomes 1 ms.
     let zero = RetryDelay::new(|_| Duration::ZERO);
     let options = LockOptions::default().retry_delay(zero);
-    let starts = retry_starts(&options, config().retry_delay(linear).build().unwrap());
+    let starts = contend(&options, config().retry_delay(linear).build().unwrap()).retries;
     assert_eq!(starts, [MS, 2 * MS, 3 * MS]);
 
     // Without one, the delay is the uniform draw itself.
-    let starts = retry_starts(&LockOptions::default(), config().build().unwrap());
+    let starts = contend(&LockOptions::default(), config().build().unwrap()).retries;
     let mut last = Duration::ZERO;
     for start in starts {
         assert!((10 * MS..=20 * MS).contains(&(start - last)), "{start:?}");

@@ -43,6 +43,17 @@ pub enum LockError {
     Start(String),
 }
 
+impl LockError {
+    /// Why the acquisition failed, if this is [`LockError::Acquire`]: one pattern picks a
+    /// case, e.g. `matches!(e.acquire_failure(), Some(AcquireFailure::Contended { .. }))`.
+    pub fn acquire_failure(&self) -> Option<&AcquireFailure> {
+        match self {
+            Self::Acquire { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
 impl From<LostReason> for LockError {
     fn from(reason: LostReason) -> Self {
         Self::Lost(reason)

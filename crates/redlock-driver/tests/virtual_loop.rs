@@ -177,6 +177,32 @@ struct Harness {
 }
 
 impl Harness {
+    /// The next timer is node `node`'s reconnection, jittered within `[backoff / 2, 3 *
+    /// backoff / 2]` after `since`; nothing reconnects a nanosecond before it, and exactly
+    /// that node does at it.
+    fn assert_reconnects_after_backoff(&mut self, node: usize, since: Instant, backoff: Duration) {
+        let armed = world(|w| w.armed).expect("a reconnection is scheduled");
+        assert!(
+            armed >= since + backoff / 2 && armed <= since + backoff * 3 / 2,
+            "reconnect at {:?} after the failure",
+            armed - since
+        );
+        let connects_before = world(|w| w.connects.len());
+        self.advance_to(armed - Duration::from_nanos(1));
+        assert_eq!(
+            world(|w| w.connects.len()),
+            connects_before,
+            "reconnected early"
+        );
+        self.advance_to(armed);
+        let connects: Vec<(usize, Instant)> = world(|w| w.connects[connects_before..].to_vec());
+        assert_eq!(
+            connects,
+            vec![(node, armed)],
+            "reconnected exactly at the backoff's end"
+        );
+    }
+
     /// `n` nodes (`n0`, `n1`, ...) on virtual time, with `configure` applied; the loop has
     /// connected to every node that accepts, and their script loads are answered.
     fn start(accept: &[Accept], configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Self {
@@ -438,26 +464,7 @@ fn a_dropped_connection_is_reconnected_when_the_backoff_ends() {
     h.advance_to(t1);
     h.hang_up(1);
     // Node 2's connect is still pending: the timer is either its timeout or the reconnect.
-    let armed = world(|w| w.armed).expect("a reconnection is scheduled");
-    assert!(
-        armed >= t1 + backoff / 2 && armed <= t1 + backoff * 3 / 2,
-        "reconnect at {:?} after the drop",
-        armed - t1
-    );
-    let connects_before = world(|w| w.connects.len());
-    h.advance_to(armed - Duration::from_nanos(1));
-    assert_eq!(
-        world(|w| w.connects.len()),
-        connects_before,
-        "reconnected early"
-    );
-    h.advance_to(armed);
-    let connects: Vec<(usize, Instant)> = world(|w| w.connects[connects_before..].to_vec());
-    assert_eq!(
-        connects,
-        vec![(1, armed)],
-        "reconnected exactly at the backoff's end"
-    );
+    h.assert_reconnects_after_backoff(1, t1, backoff);
     h.answer_script_loads(1);
 
     // The new connection carries the next lock.
@@ -479,22 +486,7 @@ fn a_connect_that_never_answers_fails_at_the_connect_timeout() {
         "nothing to wait for while node 2 connects"
     );
     h.advance_to(failed_at);
-    let armed = world(|w| w.armed).expect("a reconnection is scheduled");
-    assert!(
-        armed >= failed_at + backoff / 2 && armed <= failed_at + backoff * 3 / 2,
-        "retried {:?} after the connect timed out",
-        armed - failed_at
-    );
-    let connects_before = world(|w| w.connects.len());
-    h.advance_to(armed - Duration::from_nanos(1));
-    assert_eq!(
-        world(|w| w.connects.len()),
-        connects_before,
-        "retried early"
-    );
-    h.advance_to(armed);
-    let connects: Vec<(usize, Instant)> = world(|w| w.connects[connects_before..].to_vec());
-    assert_eq!(connects, vec![(2, armed)]);
+    h.assert_reconnects_after_backoff(2, failed_at, backoff);
 }
 
 /// Polls a future once, without a waker: the test polls again after each change.

@@ -46,6 +46,18 @@ async fn connect(cluster: &Cluster) -> Vec<MultiplexedConnection> {
     nodes
 }
 
+/// [`connect`], then the scripts loaded on every node (as an application does once per
+/// connection), so no release or extension needs the `EVAL` resend.
+async fn connect_loaded(cluster: &Cluster) -> Vec<MultiplexedConnection> {
+    let mut conns = connect(cluster).await;
+    for conn in &mut conns {
+        redlock_redis_rs::load_scripts(conn)
+            .await
+            .expect("SCRIPT LOAD");
+    }
+    conns
+}
+
 fn opts() -> LockOptions {
     LockOptions::default()
 }
@@ -209,14 +221,9 @@ async fn paused_node_delays_nothing_beyond_the_lock_deadlines() {
     within(async {
         let c = Cluster::start(3).expect("3 nodes");
         let config = config(3);
-        let mut conns = connect(&c).await;
         // Cached scripts: the releases queued on the paused node need no EVAL resend,
         // which the lock no longer makes once their round's deadline has passed.
-        for conn in &mut conns {
-            redlock_redis_rs::load_scripts(conn)
-                .await
-                .expect("SCRIPT LOAD");
-        }
+        let conns = connect_loaded(&c).await;
         c.node(2).pause().expect("SIGSTOP");
 
         // Two yes votes decide: the paused node is not waited for at all.
@@ -325,12 +332,7 @@ async fn extension_moves_the_deadline_and_replaced_keys_lose_the_lock() {
     within(async {
         let c = Cluster::start(3).expect("3 nodes");
         let config = config(3);
-        let mut conns = connect(&c).await;
-        for conn in &mut conns {
-            redlock_redis_rs::load_scripts(conn)
-                .await
-                .expect("SCRIPT LOAD");
-        }
+        let conns = connect_loaded(&c).await;
         let (mut lock, acquired) = RedisLock::acquire(conns, &config, "e", &opts())
             .await
             .expect("acquired");

@@ -178,14 +178,34 @@ pub(crate) fn name(i: usize) -> NodeName {
     NodeName::unnamed(NodeId::new(i))
 }
 
-/// Per-node outcomes in node order, under the default names.
-pub(crate) fn outcomes(list: &[AcquireOutcome]) -> Vec<NodeOutcome> {
-    (list.iter().enumerate())
-        .map(|(i, outcome)| NodeOutcome {
-            node: name(i),
+/// Per-node outcomes in node order, under `names`.
+pub(crate) fn outcomes_named(names: &[NodeName], list: &[AcquireOutcome]) -> Vec<NodeOutcome> {
+    (names.iter().zip(list))
+        .map(|(node, outcome)| NodeOutcome {
+            node: node.clone(),
             outcome: outcome.clone(),
         })
         .collect()
+}
+
+/// Per-node outcomes in node order, under the default names.
+pub(crate) fn outcomes(list: &[AcquireOutcome]) -> Vec<NodeOutcome> {
+    let names: Vec<NodeName> = (0..list.len()).map(name).collect();
+    outcomes_named(&names, list)
+}
+
+/// An acquisition's statistics under `names`.
+pub(crate) fn stats_named(
+    names: &[NodeName],
+    attempts: u32,
+    elapsed: Duration,
+    nodes: &[AcquireOutcome],
+) -> AcquireStats {
+    AcquireStats {
+        attempts,
+        elapsed,
+        nodes: outcomes_named(names, nodes),
+    }
 }
 
 /// An acquisition's statistics under the default node names.
