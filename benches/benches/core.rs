@@ -65,26 +65,60 @@ fn main() {
     c.final_summary();
 }
 
-/// `cycle_5_nodes`: acquire then release one lock, every node answering at once.
+/// The servers the bench's nodes claim to be, by their `HELLO` replies.
+#[derive(Debug, Clone, Copy)]
+enum Server {
+    /// Redis 7: releases by the release script (`EVALSHA`).
+    Redis7,
+    /// Valkey 9: releases by `DELIFEQ`.
+    Valkey9,
+}
+
+impl Server {
+    /// The `acquire_release` benchmark's name for these nodes.
+    fn bench_name(self) -> &'static str {
+        match self {
+            Self::Redis7 => "acquire_release",
+            Self::Valkey9 => "acquire_release_native",
+        }
+    }
+
+    /// The node's `HELLO` reply (RESP2), trimmed to the fields the client reads.
+    fn hello(self) -> &'static [u8] {
+        match self {
+            Self::Redis7 => {
+                b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
+            }
+            Self::Valkey9 => {
+                b"*4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n$7\r\nversion\r\n$5\r\n9.1.2\r\n"
+            }
+        }
+    }
+}
+
+/// `cycle_5_nodes`: acquire then release one lock, every node answering at once; on Redis 7
+/// nodes (scripts) and on Valkey 9 nodes (native release).
 fn bench_cycle(c: &mut Criterion) {
-    let (mut client, mut clock, conns) = connected_client();
-    let mut k = 0;
     let mut group = c.benchmark_group("cycle_5_nodes");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("acquire_release", |b| {
-        b.iter(|| {
-            k = (k + 1) % RESOURCES.len();
-            let mut trace = Trace::default();
-            cycle(
-                &mut client,
-                &mut clock,
-                &conns,
-                Resource::from_static(RESOURCES[k]),
-                &mut trace,
-            );
-            black_box(trace)
+    for server in [Server::Redis7, Server::Valkey9] {
+        let (mut client, mut clock, conns) = connected_client(server);
+        let mut k = 0;
+        group.bench_function(server.bench_name(), |b| {
+            b.iter(|| {
+                k = (k + 1) % RESOURCES.len();
+                let mut trace = Trace::default();
+                cycle(
+                    &mut client,
+                    &mut clock,
+                    &conns,
+                    Resource::from_static(RESOURCES[k]),
+                    &mut trace,
+                );
+                black_box(trace)
+            });
         });
-    });
+    }
     group.finish();
 }
 
@@ -107,36 +141,38 @@ fn bench_decode(c: &mut Criterion) {
 fn report_allocations() {
     const RUNS: u64 = 1_000;
 
-    let (mut client, mut clock, conns) = connected_client();
-    check_one_cycle(&mut client, &mut clock, &conns);
-    // Warm up so buffers that are kept across cycles have grown.
-    let mut trace = Trace::default();
-    for name in RESOURCES {
-        cycle(
-            &mut client,
-            &mut clock,
-            &conns,
-            Resource::from_static(name),
-            &mut trace,
-        );
-    }
-    let (allocs, bytes) = allocations(|| {
-        for k in 0..RUNS as usize {
-            let resource = Resource::from_static(RESOURCES[k % RESOURCES.len()]);
+    for server in [Server::Redis7, Server::Valkey9] {
+        let (mut client, mut clock, conns) = connected_client(server);
+        check_one_cycle(&mut client, &mut clock, &conns);
+        // Warm up so buffers that are kept across cycles have grown.
+        let mut trace = Trace::default();
+        for name in RESOURCES {
             cycle(
                 &mut client,
                 &mut clock,
                 &conns,
-                resource,
-                &mut Trace::default(),
+                Resource::from_static(name),
+                &mut trace,
             );
         }
-    });
-    println!(
-        "allocations per cycle (5 nodes, acquire + release): {:.2} ({:.0} bytes)",
-        allocs as f64 / RUNS as f64,
-        bytes as f64 / RUNS as f64
-    );
+        let (allocs, bytes) = allocations(|| {
+            for k in 0..RUNS as usize {
+                let resource = Resource::from_static(RESOURCES[k % RESOURCES.len()]);
+                cycle(
+                    &mut client,
+                    &mut clock,
+                    &conns,
+                    resource,
+                    &mut Trace::default(),
+                );
+            }
+        });
+        println!(
+            "allocations per cycle (5 nodes, acquire + release, {server:?}): {:.2} ({:.0} bytes)",
+            allocs as f64 / RUNS as f64,
+            bytes as f64 / RUNS as f64
+        );
+    }
 
     let stream = pipelined_stream();
     let mut decoder = new_decoder();
@@ -173,7 +209,7 @@ fn check_one_cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, conns: &
     assert_eq!(
         trace.transmits,
         2 * NODES,
-        "one SET and one EVALSHA per node"
+        "one SET and one release per node"
     );
     assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
     assert_eq!(
@@ -230,9 +266,10 @@ impl Clock {
 /// A client whose 5 connections are up, with nothing in flight, and those connections' ids
 /// (a driver keeps each with its socket, to name the input it reads).
 ///
-/// Each new connection opens with `SCRIPT LOAD` of the release and extend scripts (a default
-/// of the core); the nodes answer them here, so the timed cycle starts on idle connections.
-fn connected_client() -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
+/// Each new connection opens with `HELLO` and `SCRIPT LOAD` of the release and extend scripts
+/// (defaults of the core); the nodes answer them here, as `server`, so the timed cycle starts
+/// on idle connections.
+fn connected_client(server: Server) -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
     let config = Config::builder(NODES)
         .build()
         .expect("default config is valid");
@@ -262,6 +299,16 @@ fn connected_client() -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
                 other => panic!("unexpected output on connect: {other:?}"),
             }
         }
+        assert!(sent.windows(HELLO.len()).any(|w| w == HELLO), "no HELLO");
+        let input = Input::Received {
+            now: clock.tick(),
+            conn,
+            bytes: server.hello(),
+        };
+        client.handle_input(input).expect("drained");
+        let mut trace = Trace::default();
+        drain(&mut client, &mut trace);
+        assert_eq!(trace.transmits, 0, "a HELLO reply asks for nothing");
         let loads = sent.windows(LOAD.len()).filter(|w| *w == LOAD).count();
         // The replies are the scripts' SHA1s, in the order the loads were sent.
         for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT]
@@ -427,6 +474,9 @@ const RESOURCES: [&str; 8] = [
     "bench:lock:6",
     "bench:lock:7",
 ];
+
+/// How `HELLO` appears in the RESP the client writes.
+const HELLO: &[u8] = b"*1\r\n$5\r\nHELLO\r\n";
 
 /// How `SCRIPT LOAD` appears in the RESP the client writes.
 const LOAD: &[u8] = b"$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n";

@@ -20,6 +20,7 @@ use crate::node::{Link, Node, Pending};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
 use crate::resp::Reply;
+use crate::server::{NodeCommands, decode_hello, is_unsupported};
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};
 
@@ -136,6 +137,12 @@ impl<R: CryptoRng> Client<R> {
         self.nodes
             .get(node.index())
             .is_some_and(|n| n.link == Link::Up)
+    }
+
+    /// The commands the node is sent for release and extension, and how they were chosen
+    /// (its `HELLO` reply, a fallback after a refusal): see [`NodeCommands`].
+    pub fn node_commands(&self, node: NodeId) -> Option<NodeCommands> {
+        Some(self.nodes.get(node.index())?.commands)
     }
 
     /// Operations not yet finished (acquiring, held, releasing, or cleaning up).
@@ -290,6 +297,20 @@ impl<R: CryptoRng> Client<R> {
         }
         let mut bytes = bytes;
         loop {
+            if self.nodes[i].in_flight.front() == Some(&Pending::Hello) {
+                match self.nodes[i].decoder.next_in_with(&mut bytes, decode_hello) {
+                    Ok(Some(hello)) => {
+                        self.nodes[i].in_flight.pop_front();
+                        self.nodes[i].learned(&hello);
+                        continue;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let fault = NodeFault::Protocol(e.message().to_owned());
+                        return self.close(now, node, fault, true);
+                    }
+                }
+            }
             let reply = match self.nodes[i].decoder.next_reply_in(&mut bytes) {
                 Ok(Some(reply)) => reply,
                 Ok(None) => break,
@@ -303,14 +324,22 @@ impl<R: CryptoRng> Client<R> {
                     let fault = NodeFault::Protocol("reply without a request".into());
                     return self.close(now, node, fault, true);
                 }
-                Some(Pending::Preload) => {}
+                Some(Pending::Preload | Pending::Hello) => {}
                 Some(Pending::Handshake(command)) => {
                     if let Some(message) = reply.error_message() {
                         let fault = NodeFault::Handshake { command, message };
                         return self.close(now, node, fault, true);
                     }
                 }
-                Some(Pending::Request { op, id }) => self.deliver(now, op, id, Ok(&reply)),
+                Some(Pending::Request { op, id, native }) => {
+                    if let Some(used) = native
+                        && is_unsupported(&reply)
+                    {
+                        // Before the lock sees it: its resend then goes out as the script.
+                        self.nodes[i].commands.fall_back(used);
+                    }
+                    self.deliver(now, op, id, Ok(&reply));
+                }
             }
             self.nodes[i].healthy();
         }
@@ -337,7 +366,7 @@ impl<R: CryptoRng> Client<R> {
             self.actions.push_back(Output::Disconnect(conn));
         }
         for p in pending {
-            if let Pending::Request { op, id } = p {
+            if let Pending::Request { op, id, .. } = p {
                 self.deliver(now, op, id, Err(fault.clone()));
             }
         }
@@ -381,10 +410,16 @@ impl<R: CryptoRng> Client<R> {
         let Some(lock) = self.locks.get_mut(&op) else {
             return;
         };
-        while let Some((id, to, bytes)) = lock.next_transmit(&mut self.encoder) {
+        loop {
+            let nodes = &self.nodes;
+            let commands = |n: NodeId| nodes[n.index()].commands;
+            let Some((id, to, native, bytes)) = lock.next_transmit(&mut self.encoder, commands)
+            else {
+                break;
+            };
             let node = &mut self.nodes[to.index()];
             if node.accepts_requests() && node.has_room() {
-                node.send(op, id, bytes);
+                node.send(op, id, native, bytes);
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }

@@ -2,6 +2,8 @@
 //!
 //! `SET key token NX PX ttl` acquires; the release (compare-and-delete) and extend
 //! (compare-and-expire) scripts go out as `EVALSHA`, and as `EVAL` once on `-NOSCRIPT`.
+//! Where a node has its own compare-and-delete or compare-and-set (server.rs), the release
+//! or extension goes out as that command instead, chosen per node when it is sent.
 //! A different acquire command (a fencing-counter script, a multi-key script) is one more
 //! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
 
@@ -9,6 +11,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::io::NodeFault;
 use crate::resp::{self, Reply};
+use crate::server::{self, ExtendCommand, NativeUse, NodeCommands, ReleaseCommand};
 use crate::token::{Resource, Token};
 
 /// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
@@ -64,6 +67,12 @@ pub(crate) enum CommandKind {
     EvalSha(&'static Script, ScriptUse),
     /// `EVAL body 1 key token [ttl]`, after `-NOSCRIPT`.
     Eval(&'static Script, ScriptUse),
+    /// `DELIFEQ key token`: the release, on a server that has it (see server.rs).
+    DelIfEq,
+    /// `DELEX key IFEQ token`: the release, on a server that has it.
+    DelExIfEq,
+    /// `SET key token IFEQ token PX ttl`: the extension, on a server that has it.
+    SetIfEq,
 }
 
 /// What a script's integer reply means.
@@ -82,6 +91,12 @@ pub(crate) enum Vote {
     No,
     /// Release only: the key was already gone.
     Missing,
+    /// Release by a native command only: nothing was deleted, because the key held another
+    /// value or was gone (`DELIFEQ` and `DELEX` answer 0 to both).
+    NotHeldOrMissing,
+    /// A native command the server does not have (unknown command, syntax error): resend
+    /// as the script. The fault is the refusal, reported if no resend is possible.
+    Unsupported(NodeFault),
     /// The script is not cached on this node: resend as `EVAL`.
     NoScript,
     /// The node failed.
@@ -122,15 +137,45 @@ impl Command {
         }
     }
 
-    /// The same call as `EVAL`, if this is an `EVALSHA`.
-    pub(crate) fn as_eval(&self) -> Option<Self> {
+    /// The same call as the node's native command, if this is a release or extension
+    /// script and `commands` says the node has one for it.
+    #[inline]
+    pub(crate) fn native(&self, commands: &NodeCommands) -> Option<CommandKind> {
         match self.kind {
-            CommandKind::EvalSha(script, usage) => Some(Self {
-                kind: CommandKind::Eval(script, usage),
-                ..self.clone()
-            }),
+            CommandKind::EvalSha(_, ScriptUse::Release) => match commands.release {
+                ReleaseCommand::DelIfEq => Some(CommandKind::DelIfEq),
+                ReleaseCommand::DelExIfEq => Some(CommandKind::DelExIfEq),
+                _ => None,
+            },
+            // Only our own extend script has a native twin (not a test's mutant script).
+            CommandKind::EvalSha(script, ScriptUse::Extend)
+                if commands.extend == ExtendCommand::SetIfEq
+                    && script.sha1 == EXTEND_SCRIPT.sha1 =>
+            {
+                Some(CommandKind::SetIfEq)
+            }
             _ => None,
         }
+    }
+
+    /// The same key, token and ttl sent as `kind`.
+    pub(crate) fn with_kind(&self, kind: CommandKind) -> Self {
+        Self {
+            kind,
+            ..self.clone()
+        }
+    }
+
+    /// Which command this is.
+    #[inline]
+    pub(crate) fn kind(&self) -> CommandKind {
+        self.kind
+    }
+
+    /// The same call as `EVAL`, if this is an `EVALSHA`.
+    #[cfg(test)]
+    pub(crate) fn as_eval(&self) -> Option<Self> {
+        self.kind.as_eval().map(|kind| self.with_kind(kind))
     }
 
     /// The command's arguments, name first, e.g. `["SET", key, token, "NX", "PX", "30000"]`.
@@ -163,38 +208,61 @@ impl Command {
                 let head: [&[u8]; 5] = [b"EVAL", script.body.as_bytes(), b"1", key, token];
                 with_ttl(&head, usage, ttl, f);
             }
+            CommandKind::DelIfEq => f(&[b"DELIFEQ", key, token]),
+            CommandKind::DelExIfEq => f(&[b"DELEX", key, b"IFEQ", token]),
+            CommandKind::SetIfEq => f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl]),
         }
     }
 
-    /// The command's name as sent: `SET`, `EVALSHA` or `EVAL`.
+    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ` or `DELEX`.
     pub fn name(&self) -> &'static str {
-        match self.kind {
-            CommandKind::SetNxPx => "SET",
-            CommandKind::EvalSha(..) => "EVALSHA",
-            CommandKind::Eval(..) => "EVAL",
+        self.kind.name()
+    }
+
+    /// Reads `reply` as this command's vote.
+    #[cfg(test)]
+    pub(crate) fn vote(&self, reply: &Reply) -> Vote {
+        self.kind.vote(reply)
+    }
+}
+
+impl CommandKind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::SetNxPx | Self::SetIfEq => "SET",
+            Self::EvalSha(..) => "EVALSHA",
+            Self::Eval(..) => "EVAL",
+            Self::DelIfEq => "DELIFEQ",
+            Self::DelExIfEq => "DELEX",
         }
     }
 
-    /// The fault of an error reply: the server refused this command.
-    fn refused(&self, reply: &Reply) -> NodeFault {
-        NodeFault::Server {
-            command: self.name(),
-            message: reply.error_message().unwrap_or_default(),
+    /// `EVAL` of the same script, if this is an `EVALSHA`.
+    pub(crate) fn as_eval(self) -> Option<Self> {
+        match self {
+            Self::EvalSha(script, usage) => Some(Self::Eval(script, usage)),
+            _ => None,
+        }
+    }
+
+    /// What a native command is used for; `None` for `SET NX` and the scripts.
+    #[inline]
+    pub(crate) fn native_use(self) -> Option<NativeUse> {
+        match self {
+            Self::DelIfEq | Self::DelExIfEq => Some(NativeUse::Release),
+            Self::SetIfEq => Some(NativeUse::Extend),
+            Self::SetNxPx | Self::EvalSha(..) | Self::Eval(..) => None,
         }
     }
 
     /// Reads `reply` as this command's vote.
     #[inline]
-    pub(crate) fn vote(&self, reply: &Reply) -> Vote {
-        match (self.kind, reply) {
-            (_, Reply::Error(_)) if reply.is_error_with(b"NOSCRIPT") => match self.kind {
-                CommandKind::EvalSha(..) => Vote::NoScript,
-                _ => Vote::Fault(self.refused(reply)),
-            },
-            (_, Reply::Error(_)) => Vote::Fault(self.refused(reply)),
-            (CommandKind::SetNxPx, Reply::Ok) => Vote::Yes,
-            (CommandKind::SetNxPx, Reply::Nil) => Vote::No,
-            (CommandKind::EvalSha(_, usage) | CommandKind::Eval(_, usage), Reply::Integer(i)) => {
+    pub(crate) fn vote(self, reply: &Reply) -> Vote {
+        match (self, reply) {
+            (_, Reply::Error(_)) => self.vote_error(reply),
+            (Self::SetNxPx | Self::SetIfEq, Reply::Ok) => Vote::Yes,
+            (Self::SetNxPx | Self::SetIfEq, Reply::Nil) => Vote::No,
+            (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
                     (_, 1) => Vote::Yes,
                     (_, 0) => Vote::No,
@@ -202,7 +270,23 @@ impl Command {
                     _ => Vote::Fault(unexpected(reply)),
                 }
             }
+            (Self::DelIfEq | Self::DelExIfEq, Reply::Integer(1)) => Vote::Yes,
+            (Self::DelIfEq | Self::DelExIfEq, Reply::Integer(0)) => Vote::NotHeldOrMissing,
             _ => Vote::Fault(unexpected(reply)),
+        }
+    }
+
+    fn vote_error(self, reply: &Reply) -> Vote {
+        let refused = NodeFault::Server {
+            command: self.name(),
+            message: reply.error_message().unwrap_or_default(),
+        };
+        match self {
+            Self::EvalSha(..) if reply.is_error_with(b"NOSCRIPT") => Vote::NoScript,
+            _ if self.native_use().is_some() && server::is_unsupported(reply) => {
+                Vote::Unsupported(refused)
+            }
+            _ => Vote::Fault(refused),
         }
     }
 }

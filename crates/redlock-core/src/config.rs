@@ -33,6 +33,7 @@ pub struct Config {
     pub(crate) reconnect_max: Duration,
     pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
+    pub(crate) native_commands: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<Mutant>,
 }
@@ -271,6 +272,12 @@ impl Config {
     pub fn max_in_flight(&self) -> usize {
         self.max_in_flight
     }
+
+    /// Whether nodes are released and extended with their own commands where they have
+    /// them; see [`ConfigBuilder::native_commands`].
+    pub fn native_commands(&self) -> bool {
+        self.native_commands
+    }
 }
 
 /// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
@@ -294,6 +301,7 @@ pub struct ConfigBuilder {
     reconnect_max: Duration,
     max_in_flight: usize,
     preload_scripts: bool,
+    native_commands: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     #[cfg(feature = "_mutants")]
@@ -321,6 +329,7 @@ impl ConfigBuilder {
             reconnect_max: DEFAULT_RECONNECT_MAX,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             preload_scripts: true,
+            native_commands: true,
             node_out_of_range: None,
             #[cfg(feature = "_mutants")]
             mutant: None,
@@ -458,6 +467,18 @@ impl ConfigBuilder {
         self
     }
 
+    /// Release and extend with each server's own commands where it has them (default on):
+    /// `DELIFEQ` or `DELEX … IFEQ`, and `SET … IFEQ … PX`, chosen per node from its `HELLO`
+    /// reply; the scripts elsewhere. They cost the server less than a script and need no
+    /// scripting permission. See [`NodeCommands`](crate::NodeCommands) for the table.
+    ///
+    /// Off: scripts on every node, and no `HELLO` (for a server that claims a version it
+    /// does not behave as).
+    pub fn native_commands(mut self, on: bool) -> Self {
+        self.native_commands = on;
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -531,6 +552,7 @@ impl ConfigBuilder {
             reconnect_max: self.reconnect_max,
             max_in_flight: self.max_in_flight,
             preload_scripts: self.preload_scripts,
+            native_commands: self.native_commands,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })

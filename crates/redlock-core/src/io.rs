@@ -335,6 +335,13 @@ pub enum ReleaseOutcome {
     NotHeld,
     /// The key no longer existed (it had expired, or was never set there).
     AlreadyExpired,
+    /// Nothing was deleted: the key held another token, or no longer existed. A node that
+    /// releases by its own compare-and-delete (`DELIFEQ`, `DELEX`; see
+    /// [`NodeCommands`](crate::NodeCommands)) answers the same 0 to both, so its report
+    /// cannot tell them apart; the release script can, and reports
+    /// [`NotHeld`](Self::NotHeld) or [`AlreadyExpired`](Self::AlreadyExpired). Either
+    /// way, nothing of another holder's was touched.
+    NotHeldOrExpired,
     /// The node failed; the key, if any, expires on its own.
     Failed(NodeFault),
 }
@@ -345,6 +352,7 @@ impl fmt::Display for ReleaseOutcome {
             Self::Released => f.write_str("released"),
             Self::NotHeld => f.write_str("held by another client, left alone"),
             Self::AlreadyExpired => f.write_str("already expired"),
+            Self::NotHeldOrExpired => f.write_str("not held: another client's, or expired"),
             Self::Failed(fault) => fault.fmt(f),
         }
     }

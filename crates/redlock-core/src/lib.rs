@@ -102,6 +102,7 @@ mod policy;
 mod quorum;
 mod resp;
 mod round;
+mod server;
 mod time;
 mod token;
 
@@ -144,6 +145,9 @@ pub use policy::{
     NodeSettings, RetryDelay, RetryPolicy,
 };
 pub use resp::{Decoder, ProtocolError, Reply};
+pub use server::{
+    CommandSource, ExtendCommand, NodeCommands, ReleaseCommand, ServerFamily, ServerVersion,
+};
 pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]

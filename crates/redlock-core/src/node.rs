@@ -36,6 +36,7 @@ use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::NodeFault;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder};
+use crate::server::{Hello, NativeUse, NodeCommands};
 use crate::time;
 
 /// Whether the node can take requests.
@@ -55,10 +56,17 @@ pub(crate) enum Link {
 pub(crate) enum Pending {
     /// `AUTH` or `SELECT` (named): an error reply means the session is unusable.
     Handshake(&'static str),
+    /// `HELLO`: its reply says which commands the node has (server.rs).
+    Hello,
     /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
     Preload,
-    /// A lock request.
-    Request { op: OpId, id: RequestId },
+    /// A lock request, and what it uses a native command for (if it does): a refusal of
+    /// that command turns the node over to the script for it.
+    Request {
+        op: OpId,
+        id: RequestId,
+        native: Option<NativeUse>,
+    },
 }
 
 #[derive(Debug)]
@@ -71,6 +79,10 @@ pub(crate) struct Node {
     pub(crate) down_cause: NodeFault,
     settings: NodeSettings,
     preload_scripts: bool,
+    /// Whether each new connection asks `HELLO`, to use the server's native commands.
+    ask_hello: bool,
+    /// The commands the node is sent for release and extension.
+    pub(crate) commands: NodeCommands,
     pub(crate) link: Link,
     pub(crate) decoder: Decoder,
     out: BytesMut,
@@ -95,6 +107,8 @@ impl Node {
             down_cause: NodeFault::closed(),
             settings,
             preload_scripts: config.preload_scripts,
+            ask_hello: config.native_commands,
+            commands: NodeCommands::SCRIPTS,
             link: Link::Connecting { first: true },
             decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
             out: BytesMut::new(),
@@ -123,7 +137,13 @@ impl Node {
 
     /// Queues a request (its RESP bytes) behind everything already written.
     #[inline]
-    pub(crate) fn send(&mut self, op: OpId, id: RequestId, encoded: &Bytes) {
+    pub(crate) fn send(
+        &mut self,
+        op: OpId,
+        id: RequestId,
+        native: Option<NativeUse>,
+        encoded: &Bytes,
+    ) {
         if self.out.is_empty() && self.shared.is_none() {
             // Alone in the queue: the transmit can be these very bytes.
             self.shared = Some(encoded.clone());
@@ -131,11 +151,12 @@ impl Node {
             self.unshare();
             self.out.extend_from_slice(encoded);
         }
-        self.in_flight.push_back(Pending::Request { op, id });
+        self.in_flight
+            .push_back(Pending::Request { op, id, native });
     }
 
-    /// The connection is up: the handshake (and script preloads) go first, before anything
-    /// queued.
+    /// The connection is up: the handshake (`AUTH`, `SELECT`, `HELLO`) and the script
+    /// preloads go first, before anything queued.
     pub(crate) fn connected(&mut self) {
         self.unshare();
         let mut hello = BytesMut::new();
@@ -154,6 +175,11 @@ impl Node {
             resp::encode(&mut hello, &[b"SELECT", db.as_bytes()]);
             steps.push(Pending::Handshake("SELECT"));
         }
+        if self.ask_hello {
+            // After AUTH: a server that wants a password refuses HELLO without one.
+            resp::encode(&mut hello, &[b"HELLO"]);
+            steps.push(Pending::Hello);
+        }
         if self.preload_scripts {
             for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
                 resp::encode(&mut hello, &[b"SCRIPT", b"LOAD", script.body.as_bytes()]);
@@ -169,6 +195,11 @@ impl Node {
         }
         self.decoder.clear();
         self.link = Link::Up;
+    }
+
+    /// The node answered `HELLO`: its commands from now on.
+    pub(crate) fn learned(&mut self, hello: &Hello) {
+        self.commands = hello.commands();
     }
 
     /// Notes that bytes were queued; true if the node was not already listed as dirty.

@@ -48,7 +48,7 @@ impl Reply {
 
 /// The bytes from a node could not be read as a reply we accept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(String);
+pub struct ProtocolError(pub(crate) String);
 
 impl ProtocolError {
     /// What was wrong, in words.
@@ -149,6 +149,31 @@ impl Decoder {
         self.next_reply()
     }
 
+    /// Like [`next_reply_in`](Self::next_reply_in), but the reply at the front is read by
+    /// `decode` (which returns the value and its length, or `None` if incomplete): for a
+    /// reply that is not one of the scalar replies, such as the `HELLO` array.
+    pub(crate) fn next_in_with<T>(
+        &mut self,
+        input: &mut &[u8],
+        decode: impl Fn(&[u8], usize) -> Result<Option<(T, usize)>, ProtocolError>,
+    ) -> Result<Option<T>, ProtocolError> {
+        if self.buf.is_empty()
+            && let Some((value, len)) = decode(input, self.max_reply)?
+        {
+            *input = &input[len..];
+            return Ok(Some(value));
+        }
+        if !input.is_empty() {
+            self.buf.extend_from_slice(input);
+            *input = &[];
+        }
+        let Some((value, len)) = decode(&self.buf, self.max_reply)? else {
+            return Ok(None);
+        };
+        self.buf.advance(len);
+        Ok(Some(value))
+    }
+
     /// Checks the buffer cap after all complete replies were taken.
     #[inline]
     pub fn check_buffer(&self) -> Result<(), ProtocolError> {
@@ -165,7 +190,10 @@ impl Decoder {
 
 /// Decodes the reply at the start of `buf`: the reply and its length in bytes, or `None`
 /// if `buf` holds only part of it.
-fn decode(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
+pub(crate) fn decode(
+    buf: &[u8],
+    max_reply: usize,
+) -> Result<Option<(Reply, usize)>, ProtocolError> {
     let Some(&kind) = buf.first() else {
         return Ok(None);
     };

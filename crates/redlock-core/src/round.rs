@@ -2,29 +2,31 @@
 //! the decision as early as the votes allow.
 //!
 //! A round knows nothing of locks: acquire, extend and release each read its result. It
-//! resends a script as `EVAL` once per node on `-NOSCRIPT`, and turns every node that has
-//! not voted by the deadline into a [`NodeFault::Timeout`].
+//! sends each node the node's native command where it has one (server.rs), resends a script
+//! as `EVAL` once per node on `-NOSCRIPT` and a refused native command once as the script,
+//! and turns every node that has not voted by the deadline into a [`NodeFault::Timeout`].
 
 use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::command::{Command, Encoder, Vote};
+use crate::command::{Command, CommandKind, Encoder, Vote};
 use crate::id::{NodeId, NodeName, RequestId};
 use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
+use crate::resp::Reply;
+use crate::server::NodeCommands;
 
 /// One node's part in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slot {
     /// Not handed out yet.
     Unsent,
-    /// Sent, no vote yet.
-    Pending,
-    /// `-NOSCRIPT` came back; the `EVAL` retry is waiting to be handed out.
-    Resend,
-    /// Resent as `EVAL`, no vote yet.
-    Resent,
+    /// Sent in this form, no vote yet.
+    Sent(Form),
+    /// To be handed out again in this form: as `EVAL` after `-NOSCRIPT`, or as the script
+    /// after the node refused a native command.
+    Resend(Form),
     /// Voted.
     Done(Vote),
 }
@@ -36,18 +38,21 @@ pub(crate) enum Form {
     Plain,
     /// A script's `EVAL`, resent once after `-NOSCRIPT` (algorithm.md §12).
     Eval,
+    /// The node's own command for what the script does (server.rs): `DELIFEQ`, `DELEX` or
+    /// `SET … IFEQ`.
+    Native(CommandKind),
 }
 
 #[derive(Debug)]
 pub(crate) struct Round {
     pub(crate) seq: u32,
     pub(crate) command: Command,
-    /// The RESP bytes of the plain form, encoded when first sent and shared by every node's
-    /// transmit.
-    plain: Option<Bytes>,
-    /// The same for the `EVAL` form, which only a node that lost its script cache needs:
-    /// boxed, so that every round (moved whole on each phase change) stays small.
-    eval: Option<Box<Bytes>>,
+    /// The RESP bytes of the first form handed out, encoded once and shared by every
+    /// node's transmit of that form.
+    first: Option<(Form, Bytes)>,
+    /// The same for other forms: `EVAL` for a node that lost its script cache, or a second
+    /// kind of node in a mixed cluster. Empty (no allocation) in the usual round.
+    more: Vec<(Form, Bytes)>,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
     pub(crate) slots: Vec<Slot>,
@@ -73,8 +78,8 @@ impl Round {
         Self {
             seq,
             command,
-            plain: None,
-            eval: None,
+            first: None,
+            more: Vec::new(),
             started,
             deadline,
             slots,
@@ -84,19 +89,27 @@ impl Round {
         }
     }
 
-    /// The next request to hand out, in node order, and the form of the command it carries.
+    /// The next request to hand out, in node order, and the form of the command it carries:
+    /// the node's native command where `commands` says it has one, else the command as
+    /// made.
     #[inline]
-    pub(crate) fn next_send(&mut self) -> Option<(RequestId, NodeId, Form)> {
+    pub(crate) fn next_send(
+        &mut self,
+        commands: impl Fn(NodeId) -> NodeCommands,
+    ) -> Option<(RequestId, NodeId, Form)> {
         while self.cursor < self.slots.len() {
             let i = self.cursor;
             self.cursor += 1;
-            let (form, sent) = match self.slots[i] {
-                Slot::Unsent => (Form::Plain, Slot::Pending),
-                Slot::Resend => (Form::Eval, Slot::Resent),
+            let node = NodeId::new(i);
+            let form = match self.slots[i] {
+                Slot::Unsent => match self.command.native(&commands(node)) {
+                    Some(kind) => Form::Native(kind),
+                    None => Form::Plain,
+                },
+                Slot::Resend(form) => form,
                 _ => continue,
             };
-            self.slots[i] = sent;
-            let node = NodeId::new(i);
+            self.slots[i] = Slot::Sent(form);
             return Some((RequestId::new(self.seq, node), node, form));
         }
         None
@@ -104,9 +117,17 @@ impl Round {
 
     /// The command of a request handed out by [`next_send`](Self::next_send).
     pub(crate) fn command_for(&self, form: Form) -> Command {
+        self.command.with_kind(self.kind_of(form))
+    }
+
+    /// The command kind a form sends.
+    #[inline]
+    fn kind_of(&self, form: Form) -> CommandKind {
         match form {
-            Form::Plain => self.command.clone(),
-            Form::Eval => Self::eval_of(&self.command),
+            Form::Plain => self.command.kind(),
+            // Only script commands are ever resent as `EVAL` (see `handle_reply`).
+            Form::Eval => self.command.kind().as_eval().unwrap_or(self.command.kind()),
+            Form::Native(kind) => kind,
         }
     }
 
@@ -114,43 +135,66 @@ impl Round {
     /// once per form, then shared.
     #[inline]
     pub(crate) fn encoded(&mut self, form: Form, encoder: &mut Encoder) -> &Bytes {
-        let command = &self.command;
-        match form {
-            Form::Plain => self.plain.get_or_insert_with(|| encoder.encode(command)),
-            Form::Eval => self
-                .eval
-                .get_or_insert_with(|| Box::new(encoder.encode(&Self::eval_of(command)))),
+        match &self.first {
+            Some((f, _)) if *f == form => {}
+            None => {
+                let bytes = encoder.encode(&self.command_for(form));
+                self.first = Some((form, bytes));
+            }
+            Some(_) => return self.encoded_more(form, encoder),
+        }
+        match &self.first {
+            Some((_, bytes)) => bytes,
+            None => unreachable!("set above"),
         }
     }
 
-    /// The `EVAL` form; only script commands are ever resent (see `handle_reply`).
-    fn eval_of(command: &Command) -> Command {
-        command.as_eval().unwrap_or_else(|| command.clone())
+    #[cold]
+    fn encoded_more(&mut self, form: Form, encoder: &mut Encoder) -> &Bytes {
+        let i = match self.more.iter().position(|(f, _)| *f == form) {
+            Some(i) => i,
+            None => {
+                let bytes = encoder.encode(&self.command_for(form));
+                self.more.push((form, bytes));
+                self.more.len() - 1
+            }
+        };
+        &self.more[i].1
     }
 
-    /// Records a node's reply (or failure). Late or duplicate replies are ignored.
+    /// Records a node's reply (or failure), read as the form it was sent in. Late or
+    /// duplicate replies are ignored.
     #[inline]
-    pub(crate) fn handle_reply(&mut self, node: NodeId, vote: Vote) {
+    pub(crate) fn handle_reply(&mut self, node: NodeId, reply: Result<&Reply, NodeFault>) {
         let i = node.index();
-        let Some(slot) = self.slots.get(i) else {
+        let Some(&Slot::Sent(form)) = self.slots.get(i) else {
+            // A reply for a slot not waiting (already timed out, or a stray): swallowed.
             return;
         };
-        match (slot, vote) {
-            (Slot::Pending, Vote::NoScript) => {
-                self.slots[i] = Slot::Resend;
-                self.cursor = self.cursor.min(i);
-            }
-            (Slot::Resent, Vote::NoScript) => {
+        let vote = match reply {
+            Ok(reply) => self.kind_of(form).vote(reply),
+            Err(fault) => Vote::Fault(fault),
+        };
+        match (form, vote) {
+            (Form::Plain, Vote::NoScript) => self.resend(i, Form::Eval),
+            (_, Vote::NoScript) => {
                 let fault = NodeFault::Server {
                     command: "EVAL",
                     message: "NOSCRIPT after EVAL".into(),
                 };
                 self.record(i, Vote::Fault(fault));
             }
-            (Slot::Pending | Slot::Resent, vote) => self.record(i, vote),
-            // A reply for a slot not waiting (already timed out, or a stray): swallowed.
-            _ => {}
+            // The node lacks the native command: once more as the script (the client has
+            // turned the node over to scripts, so later rounds send the script first).
+            (Form::Native(_), Vote::Unsupported(_)) => self.resend(i, Form::Plain),
+            (_, Vote::Unsupported(fault)) => self.record(i, Vote::Fault(fault)),
+            (_, vote) => self.record(i, vote),
         }
+    }
+
+    fn resend(&mut self, i: usize, form: Form) {
+        self.slots[i] = Slot::Resend(form);
+        self.cursor = self.cursor.min(i);
     }
 
     /// Marks every node without a vote as timed out.
@@ -220,7 +264,7 @@ mod tests {
     use bytes::Bytes;
 
     use super::*;
-    use crate::resp::Reply;
+    use crate::server::{ExtendCommand, ReleaseCommand};
     use crate::token::{Resource, Token};
 
     fn round(command: Command) -> Round {
@@ -235,17 +279,23 @@ mod tests {
         )
     }
 
+    const SCRIPTS: fn(NodeId) -> NodeCommands = |_| NodeCommands::SCRIPTS;
+
+    fn error(text: &'static str) -> Reply {
+        Reply::Error(Bytes::from_static(text.as_bytes()))
+    }
+
     #[test]
     fn hands_out_one_request_per_node_then_resends_noscript_once() {
         let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
         let mut r = round(cmd.clone());
-        let sent: Vec<_> = std::iter::from_fn(|| r.next_send()).collect();
+        let sent: Vec<_> = std::iter::from_fn(|| r.next_send(SCRIPTS)).collect();
         assert_eq!(sent.len(), 3);
         assert!(sent.iter().all(|(_, _, form)| *form == Form::Plain));
         assert_eq!(r.command_for(Form::Plain), cmd);
-        let noscript = Reply::Error(Bytes::from_static(b"NOSCRIPT"));
-        r.handle_reply(NodeId::new(1), cmd.vote(&noscript));
-        let (_, node, form) = r.next_send().unwrap();
+        let noscript = error("NOSCRIPT");
+        r.handle_reply(NodeId::new(1), Ok(&noscript));
+        let (_, node, form) = r.next_send(SCRIPTS).unwrap();
         assert_eq!(node, NodeId::new(1));
         assert_eq!(form, Form::Eval);
         let eval = r.command_for(Form::Eval);
@@ -254,24 +304,120 @@ mod tests {
         eval.encode(&mut bytes);
         assert_eq!(r.encoded(Form::Eval, &mut encoder)[..], bytes[..]);
         assert_eq!(Some(eval.clone()), cmd.as_eval());
-        assert!(r.next_send().is_none());
+        assert!(r.next_send(SCRIPTS).is_none());
         // A second NOSCRIPT (after EVAL) is a fault, not another resend.
-        r.handle_reply(NodeId::new(1), eval.vote(&noscript));
-        assert!(r.next_send().is_none());
+        r.handle_reply(NodeId::new(1), Ok(&noscript));
+        assert!(r.next_send(SCRIPTS).is_none());
         assert_eq!(r.faults(&[]).len(), 1);
+    }
+
+    #[test]
+    fn native_nodes_get_their_command_and_a_refusal_is_resent_as_the_script() {
+        let cmd = Command::release(&Resource::from("k"), &Token::new("t").unwrap());
+        let mut r = round(cmd.clone());
+        // Node 1 has DELIFEQ, the others do not.
+        let valkey = NodeCommands {
+            release: ReleaseCommand::DelIfEq,
+            ..NodeCommands::SCRIPTS
+        };
+        let commands = |n: NodeId| {
+            if n.index() == 1 {
+                valkey
+            } else {
+                NodeCommands::SCRIPTS
+            }
+        };
+        let sent: Vec<_> = std::iter::from_fn(|| r.next_send(commands)).collect();
+        let forms: Vec<_> = sent.iter().map(|s| s.2).collect();
+        let native = Form::Native(CommandKind::DelIfEq);
+        assert_eq!(forms, [Form::Plain, native, Form::Plain]);
+        let mut encoder = Encoder::default();
+        let plain = r.encoded(Form::Plain, &mut encoder).clone();
+        let delifeq = r.encoded(native, &mut encoder).clone();
+        assert!(plain.starts_with(b"*5\r\n$7\r\nEVALSHA"));
+        assert_eq!(
+            &delifeq[..],
+            b"*3\r\n$7\r\nDELIFEQ\r\n$1\r\nk\r\n$1\r\nt\r\n"
+        );
+        // Each form is encoded once and shared.
+        assert_eq!(
+            r.encoded(Form::Plain, &mut encoder).as_ptr(),
+            plain.as_ptr()
+        );
+        assert_eq!(r.encoded(native, &mut encoder).as_ptr(), delifeq.as_ptr());
+        // DELIFEQ's 0 cannot say whose key it was, or whether there was one.
+        r.handle_reply(NodeId::new(1), Ok(&Reply::Integer(0)));
+        assert_eq!(r.slots[1], Slot::Done(Vote::NotHeldOrMissing));
+        r.handle_reply(NodeId::new(0), Ok(&Reply::Integer(-1)));
+        assert_eq!(r.slots[0], Slot::Done(Vote::Missing));
+
+        // A node that does not know the command gets the script, once; its refusal of the
+        // script is a fault like any other.
+        let mut r = round(cmd);
+        let all_native = |_| valkey;
+        while r.next_send(all_native).is_some() {}
+        let unknown = error("ERR unknown command 'DELIFEQ', with args beginning with: 'k' 't'");
+        r.handle_reply(NodeId::new(2), Ok(&unknown));
+        assert_eq!(r.slots[2], Slot::Resend(Form::Plain));
+        assert_eq!(
+            r.next_send(all_native).map(|s| (s.1, s.2)),
+            Some((NodeId::new(2), Form::Plain))
+        );
+        r.handle_reply(NodeId::new(2), Ok(&unknown));
+        assert!(matches!(
+            &r.slots[2],
+            Slot::Done(Vote::Fault(NodeFault::Server {
+                command: "EVALSHA",
+                ..
+            }))
+        ));
+        // A permission error on the native command is the node's answer, not a resend.
+        r.handle_reply(NodeId::new(0), Ok(&error("NOPERM no")));
+        assert!(matches!(
+            &r.slots[0],
+            Slot::Done(Vote::Fault(NodeFault::Server {
+                command: "DELIFEQ",
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn extensions_use_set_ifeq_only_for_our_own_extend_script() {
+        let (k, t) = (Resource::from("k"), Token::new("t").unwrap());
+        let native = NodeCommands {
+            extend: ExtendCommand::SetIfEq,
+            ..NodeCommands::SCRIPTS
+        };
+        let mut r = round(Command::extend(&k, &t, 500, &crate::command::EXTEND_SCRIPT));
+        let (_, _, form) = r.next_send(|_| native).unwrap();
+        assert_eq!(form, Form::Native(CommandKind::SetIfEq));
+        let args = r.command_for(form).args();
+        assert_eq!(args, ["SET", "k", "t", "IFEQ", "t", "PX", "500"]);
+        r.handle_reply(NodeId::new(0), Ok(&Reply::Nil));
+        assert_eq!(r.slots[0], Slot::Done(Vote::No));
+        let (_, _, _) = r.next_send(|_| native).unwrap();
+        r.handle_reply(NodeId::new(1), Ok(&Reply::Ok));
+        assert_eq!(r.slots[1], Slot::Done(Vote::Yes));
+        let (_, _, _) = r.next_send(|_| native).unwrap();
+        r.handle_reply(NodeId::new(2), Ok(&error("ERR syntax error")));
+        assert_eq!(r.slots[2], Slot::Resend(Form::Plain));
+        // Acquisitions never change form.
+        let mut r = round(Command::set_nx_px(&k, &t, 500));
+        assert_eq!(r.next_send(|_| native).unwrap().2, Form::Plain);
     }
 
     #[test]
     fn late_replies_after_expiry_are_swallowed() {
         let cmd = Command::set_nx_px(&Resource::from("k"), &Token::new("t").unwrap(), 100);
         let mut r = round(cmd);
-        while r.next_send().is_some() {}
-        r.handle_reply(NodeId::new(0), Vote::Yes);
+        while r.next_send(SCRIPTS).is_some() {}
+        r.handle_reply(NodeId::new(0), Ok(&Reply::Ok));
         r.expire();
         assert!(r.is_complete());
         assert_eq!(r.decision(), Decision::Impossible);
-        r.handle_reply(NodeId::new(1), Vote::Yes);
-        r.handle_reply(NodeId::new(9), Vote::Yes);
+        r.handle_reply(NodeId::new(1), Ok(&Reply::Ok));
+        r.handle_reply(NodeId::new(9), Ok(&Reply::Ok));
         assert_eq!(r.decision(), Decision::Impossible);
         assert_eq!(r.faults(&[]).len(), 2);
     }

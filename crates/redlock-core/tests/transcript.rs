@@ -599,10 +599,11 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
             body.len()
         )
     };
+    let hello = "*1\r\n$5\r\nHELLO\r\n";
     let preload = load(redlock_core::RELEASE_SCRIPT.body) + &load(redlock_core::EXTEND_SCRIPT.body);
     assert_eq!(
         sent,
-        format!("{auth}{select}{preload}{}", set_nx_px("res", 10_000))
+        format!("{auth}{select}{hello}{preload}{}", set_nx_px("res", 10_000))
     );
     let out = h.reply(0, b"-WRONGPASS invalid username-password pair\r\n");
     assert_eq!(out.disconnects, vec![first]);
@@ -808,7 +809,11 @@ fn preload_replies_are_ignored_even_errors() {
     let mut h = Harness::new(config(1, 1000));
     h.drain();
     h.connect(0);
-    let out = h.reply(0, b"-NOPERM no scripts for you\r\n-ERR unknown command\r\n");
+    // HELLO refused (the node is then probed), and both preloads.
+    let out = h.reply(
+        0,
+        b"-NOPERM no hello\r\n-NOPERM no scripts for you\r\n-ERR unknown command\r\n",
+    );
     assert!(out.disconnects.is_empty() && out.events.is_empty());
     let (_, out) = h.acquire("res");
     assert_eq!(mask_tokens(&out.sent_to(0)), set_nx_px("res", 1000));

@@ -14,6 +14,10 @@ use crate::policy::AutoExtend;
 const HOUR: Duration = Duration::from_secs(3600);
 const MS: Duration = Duration::from_millis(1);
 
+/// A Redis 7 server's `HELLO` reply (RESP2), trimmed to the fields the client reads.
+const REDIS_7_HELLO: &[u8] =
+    b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n";
+
 /// A client on virtual time, connected to every node, with its preloads answered.
 struct Rig {
     client: Client<ChaCha20Rng>,
@@ -31,7 +35,8 @@ impl Rig {
         for i in 0..n {
             let conn = rig.conn(i);
             rig.input(Input::Connected { now: rig.now, conn });
-            // The two SCRIPT LOAD replies: a preload's reply is not read.
+            // HELLO (a Redis 7: scripts), then the two SCRIPT LOAD replies, which are not read.
+            rig.reply(i, REDIS_7_HELLO);
             rig.reply(i, b"+OK\r\n+OK\r\n");
         }
         rig

@@ -19,7 +19,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use rand_core::CryptoRng;
 
-use crate::command::{Command, Encoder, Vote};
+use crate::command::{Command, Encoder};
 use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeId, NodeName, OpId, RequestId};
@@ -28,6 +28,7 @@ use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
 use crate::round::{Form, Round, Slot};
+use crate::server::{NativeUse, NodeCommands};
 use crate::token::{Resource, Token};
 
 mod acquire;
@@ -188,22 +189,41 @@ impl Lock {
         matches!(self.phase, Phase::Finished) && self.ctx.cleanup.is_empty()
     }
 
-    /// The next request to send, if any. Drain after every call that changes the lock.
+    /// The next request to send, if any, releasing and extending by script on every node.
+    /// Drain after every call that changes the lock.
     pub fn poll_request(&mut self) -> Option<Request> {
-        let (round, id, node, form) = self.next_send()?;
+        self.poll_request_using(|_| NodeCommands::SCRIPTS)
+    }
+
+    /// The next request to send, if any, releasing and extending each node by the commands
+    /// `commands` names for it (see [`NodeCommands`]; the scripts work everywhere).
+    ///
+    /// A node that answers a native command with "unknown command" or a syntax error gets
+    /// the request again as the script, at once; say [`NodeCommands::SCRIPTS`] for that node
+    /// from then on to save the round trip.
+    pub fn poll_request_using(
+        &mut self,
+        commands: impl Fn(NodeId) -> NodeCommands,
+    ) -> Option<Request> {
+        let (round, id, node, form) = self.next_send(commands)?;
         let command = round.command_for(form);
         Some(Request { id, node, command })
     }
 
-    /// The next request as its id, its node and its RESP bytes, shared with the other
-    /// nodes' requests of its round.
+    /// The next request as its id, its node, what it uses a native command for (if it does)
+    /// and its RESP bytes, shared with the other nodes' requests of its round of that form.
     #[inline]
     pub(crate) fn next_transmit(
         &mut self,
         encoder: &mut Encoder,
-    ) -> Option<(RequestId, NodeId, &Bytes)> {
-        let (round, id, node, form) = self.next_send()?;
-        Some((id, node, round.encoded(form, encoder)))
+        commands: impl Fn(NodeId) -> NodeCommands,
+    ) -> Option<(RequestId, NodeId, Option<NativeUse>, &Bytes)> {
+        let (round, id, node, form) = self.next_send(commands)?;
+        let native = match form {
+            Form::Native(kind) => kind.native_use(),
+            Form::Plain | Form::Eval => None,
+        };
+        Some((id, node, native, round.encoded(form, encoder)))
     }
 
     /// The next request, with its round: cleanup releases first, then the phase's round.
@@ -213,14 +233,17 @@ impl Lock {
     /// dead one whose bytes arrive late, compares another value and touches nothing of the
     /// newer attempt (algorithm.md §5).
     #[inline]
-    fn next_send(&mut self) -> Option<(&mut Round, RequestId, NodeId, Form)> {
+    fn next_send(
+        &mut self,
+        commands: impl Fn(NodeId) -> NodeCommands,
+    ) -> Option<(&mut Round, RequestId, NodeId, Form)> {
         for round in &mut self.ctx.cleanup {
-            if let Some((id, node, form)) = round.next_send() {
+            if let Some((id, node, form)) = round.next_send(&commands) {
                 return Some((round, id, node, form));
             }
         }
         let round = self.phase.round_mut()?;
-        let (id, node, form) = round.next_send()?;
+        let (id, node, form) = round.next_send(&commands)?;
         Some((round, id, node, form))
     }
 
@@ -273,12 +296,7 @@ impl Lock {
                 None => return,
             },
         };
-        // One call site each, so that both are inlined here.
-        let vote = match reply {
-            Ok(reply) => round.command.vote(reply),
-            Err(fault) => Vote::Fault(fault),
-        };
-        round.handle_reply(id.node(), vote);
+        round.handle_reply(id.node(), reply);
         if cleanup.is_some() {
             self.ctx.cleanup.retain(|r| !r.is_complete());
         } else {

@@ -98,6 +98,7 @@ fn release_outcome(slot: &Slot) -> ReleaseOutcome {
         Slot::Done(Vote::Yes) => ReleaseOutcome::Released,
         Slot::Done(Vote::No) => ReleaseOutcome::NotHeld,
         Slot::Done(Vote::Missing) => ReleaseOutcome::AlreadyExpired,
+        Slot::Done(Vote::NotHeldOrMissing) => ReleaseOutcome::NotHeldOrExpired,
         Slot::Done(Vote::Fault(f)) => ReleaseOutcome::Failed(f.clone()),
         // A complete round has every slot done; anything else is reported as a timeout.
         _ => ReleaseOutcome::Failed(NodeFault::Timeout),

@@ -87,13 +87,21 @@ impl Harness {
         self.input(|now| Input::Disconnected { now, conn, reason })
     }
 
-    /// Answers the two `SCRIPT LOAD`s a new connection starts with.
+    /// Answers the `HELLO` (as a Redis 7, so that the node gets scripts) and the two
+    /// `SCRIPT LOAD`s a new connection starts with.
     pub(crate) fn answer_preloads(&mut self, node: usize) {
+        self.answer_hello(node, "redis", "7.0.15");
         let mut answers = Vec::new();
         for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
             answers.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
         let out = self.reply(node, &answers);
+        assert!(out.events.is_empty() && out.disconnects.is_empty());
+    }
+
+    /// Answers a new connection's `HELLO` as `server` at `version` would.
+    pub(crate) fn answer_hello(&mut self, node: usize, server: &str, version: &str) {
+        let out = self.reply(node, &hello_reply(server, version));
         assert!(out.events.is_empty() && out.disconnects.is_empty());
     }
 
@@ -242,4 +250,18 @@ pub(crate) fn mask_tokens(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// A `HELLO` reply (RESP2) naming `server` at `version`, with the other fields a server
+/// sends (`modules` an empty array).
+pub(crate) fn hello_reply(server: &str, version: &str) -> Vec<u8> {
+    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+    let mut out = String::from("*14\r\n");
+    for (k, v) in [("server", bulk(server)), ("version", bulk(version))] {
+        out += &(bulk(k) + &v);
+    }
+    out += &(bulk("proto") + ":2\r\n" + &bulk("id") + ":3\r\n");
+    out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
+    out += &(bulk("modules") + "*0\r\n");
+    out.into_bytes()
 }

@@ -1,0 +1,499 @@
+//! What a node's server offers a lock, and which commands each node is therefore sent.
+//!
+//! A release is a compare-and-delete and an extension a compare-and-set of the ttl. Lua
+//! scripts do both on every server; newer servers have commands of their own for them,
+//! which cost the server far less than a script and need no scripting permission:
+//!
+//! | server | release | extension |
+//! |---|---|---|
+//! | Valkey 9.0 and later | `DELIFEQ key token` | `SET key token IFEQ token PX ttl` |
+//! | Valkey 8.1 | script | `SET key token IFEQ token PX ttl` |
+//! | Redis 8.4 and later | `DELEX key IFEQ token` | `SET key token IFEQ token PX ttl` |
+//! | anything else | script | script |
+//!
+//! Each node is asked `HELLO` (no arguments: the protocol stays RESP2) on every new
+//! connection, after `AUTH` and `SELECT`, and its reply's `server` and `version` choose the
+//! row. The choice is per node, so a cluster of mixed servers works. Three ways out keep
+//! this safe against servers that do not match the table:
+//! - A server that refuses `HELLO` (an old server, or an ACL that denies it) is *probed*:
+//!   it gets the Valkey commands, and each one it answers with "unknown command" or a
+//!   syntax error falls back to the script on that node, once.
+//! - Any node that answers a native command that way falls back the same, whatever its
+//!   `HELLO` said, and its [`NodeCommands::fell_back`] says so.
+//! - [`ConfigBuilder::native_commands(false)`](crate::ConfigBuilder::native_commands) sends
+//!   scripts only, and no `HELLO`.
+//!
+//! Until a node's first `HELLO` reply is read it gets scripts; after a reconnection it keeps
+//! what its last connection learned until the new reply is read.
+//!
+//! The native commands never create a missing key (`SET … IFEQ` on a missing key answers
+//! nil and sets nothing), so an extension cannot resurrect an expired lock; the command
+//! contract (`crates/redlock-contract`) checks this on each server family.
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::resp::{self, ProtocolError, Reply};
+
+/// How a node is asked to release a lock (compare-and-delete).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseCommand {
+    /// `EVALSHA` of [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT), `EVAL` after `-NOSCRIPT`.
+    Script,
+    /// `DELIFEQ key token` (Valkey 9.0 and later).
+    DelIfEq,
+    /// `DELEX key IFEQ token` (Redis 8.4 and later).
+    DelExIfEq,
+}
+
+/// How a node is asked to extend a lock (compare-and-set of the ttl).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendCommand {
+    /// `EVALSHA` of [`EXTEND_SCRIPT`](crate::EXTEND_SCRIPT), `EVAL` after `-NOSCRIPT`.
+    Script,
+    /// `SET key token IFEQ token PX ttl` (Valkey 8.1, Redis 8.4 and later).
+    SetIfEq,
+}
+
+/// The server family a `HELLO` reply names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerFamily {
+    /// `server: redis`.
+    Redis,
+    /// `server: valkey`.
+    Valkey,
+    /// Any other name.
+    Other,
+}
+
+/// A server's name and version, as its `HELLO` reply gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerVersion {
+    /// Which server.
+    pub family: ServerFamily,
+    /// `major.minor.patch`; a part the server did not give (or not as a number) is 0.
+    pub version: (u16, u16, u16),
+}
+
+impl fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self.family {
+            ServerFamily::Redis => "redis",
+            ServerFamily::Valkey => "valkey",
+            ServerFamily::Other => "another server",
+        };
+        let (major, minor, patch) = self.version;
+        write!(f, "{name} {major}.{minor}.{patch}")
+    }
+}
+
+/// How the commands of a node were chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandSource {
+    /// Scripts: no `HELLO` reply read yet, or native commands are turned off.
+    Default,
+    /// From the node's `HELLO` reply.
+    Hello(ServerVersion),
+    /// The node refused `HELLO`: native commands are tried, each falling back to its script
+    /// on "unknown command" or a syntax error.
+    Probing,
+}
+
+/// The commands one node is sent for release and extension, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeCommands {
+    /// How the node releases.
+    pub release: ReleaseCommand,
+    /// How the node extends.
+    pub extend: ExtendCommand,
+    /// How these were chosen.
+    pub source: CommandSource,
+    /// The native command this node last refused as unknown or a syntax error (`DELIFEQ`,
+    /// `DELEX` or `SET`): the node has used the script for it since.
+    pub fell_back: Option<&'static str>,
+}
+
+impl NodeCommands {
+    /// Scripts for both, chosen by default.
+    pub const SCRIPTS: Self = Self {
+        release: ReleaseCommand::Script,
+        extend: ExtendCommand::Script,
+        source: CommandSource::Default,
+        fell_back: None,
+    };
+
+    /// The commands for a server, by the table in the module docs.
+    pub fn for_server(server: ServerVersion) -> Self {
+        let at_least = |v: (u16, u16)| (server.version.0, server.version.1) >= v;
+        let (release, extend) = match server.family {
+            ServerFamily::Valkey if at_least((9, 0)) => {
+                (ReleaseCommand::DelIfEq, ExtendCommand::SetIfEq)
+            }
+            ServerFamily::Valkey if at_least((8, 1)) => {
+                (ReleaseCommand::Script, ExtendCommand::SetIfEq)
+            }
+            ServerFamily::Redis if at_least((8, 4)) => {
+                (ReleaseCommand::DelExIfEq, ExtendCommand::SetIfEq)
+            }
+            _ => (ReleaseCommand::Script, ExtendCommand::Script),
+        };
+        Self {
+            release,
+            extend,
+            source: CommandSource::Hello(server),
+            fell_back: None,
+        }
+    }
+
+    /// For a node that refused `HELLO`: try the Valkey commands, falling back on refusal.
+    pub fn probing() -> Self {
+        Self {
+            release: ReleaseCommand::DelIfEq,
+            extend: ExtendCommand::SetIfEq,
+            source: CommandSource::Probing,
+            fell_back: None,
+        }
+    }
+
+    /// The node refused the native command `used` for as unknown or a syntax error: it
+    /// gets the script from now on.
+    pub(crate) fn fall_back(&mut self, used: NativeUse) {
+        let name = match used {
+            NativeUse::Release => std::mem::replace(&mut self.release, ReleaseCommand::Script),
+            NativeUse::Extend => {
+                self.extend = ExtendCommand::Script;
+                return self.fell_back = Some("SET");
+            }
+        };
+        self.fell_back = Some(match name {
+            ReleaseCommand::DelExIfEq => "DELEX",
+            _ => "DELIFEQ",
+        });
+    }
+}
+
+/// What a request sent as a native command was for, so that a refusal can be turned into
+/// a fallback on its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeUse {
+    Release,
+    Extend,
+}
+
+/// Whether an error reply to a native command means the server does not have it: an
+/// unknown command (`DELIFEQ`, `DELEX`) or a syntax error (`SET` without `IFEQ`).
+pub(crate) fn is_unsupported(reply: &Reply) -> bool {
+    reply.is_error_with(b"ERR unknown command") || reply.is_error_with(b"ERR syntax error")
+}
+
+/// A node's answer to `HELLO`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Hello {
+    /// An array reply: the server it names, if it names one we can read.
+    Server(Option<ServerVersion>),
+    /// An error reply (unknown command, `NOPERM`, `NOAUTH`, ...), as the server sent it.
+    Refused(String),
+}
+
+impl Hello {
+    /// The commands the node gets after this answer.
+    pub(crate) fn commands(&self) -> NodeCommands {
+        match self {
+            Self::Server(Some(server)) => NodeCommands::for_server(*server),
+            Self::Server(None) => NodeCommands::SCRIPTS,
+            Self::Refused(_) => NodeCommands::probing(),
+        }
+    }
+}
+
+/// Reads a `HELLO` reply from the start of `buf`: the reply and its length, or `None` if
+/// `buf` holds only part of it.
+///
+/// The reply is an array of field names and values (RESP2); values may themselves be
+/// arrays (`modules`). Only the top level is read; nested arrays are skipped with a
+/// counter, not recursion, so no nesting can exhaust the stack, and the whole reply is
+/// held to `max_reply` bytes like any other.
+pub(crate) fn decode_hello(
+    buf: &[u8],
+    max_reply: usize,
+) -> Result<Option<(Hello, usize)>, ProtocolError> {
+    match buf.first() {
+        None => Ok(None),
+        Some(b'*') => decode_array(buf, max_reply),
+        Some(_) => Ok(resp::decode(buf, max_reply)?.map(|(reply, len)| {
+            let hello = match reply.error_message() {
+                Some(message) => Hello::Refused(message),
+                None => Hello::Server(None),
+            };
+            (hello, len)
+        })),
+    }
+}
+
+fn decode_array(buf: &[u8], max_reply: usize) -> Result<Option<(Hello, usize)>, ProtocolError> {
+    let too_long = || ProtocolError(format!("reply exceeds {max_reply} bytes"));
+    let Some((count, mut pos)) = array_header(buf, 0, max_reply)? else {
+        return Ok(None);
+    };
+    let mut family = None;
+    let mut version = None;
+    // The field name the next top-level value belongs to.
+    let mut field: Option<Bytes> = None;
+    for index in 0..count {
+        if pos > max_reply {
+            return Err(too_long());
+        }
+        let value = match element(buf, pos, max_reply)? {
+            None => return Ok(None),
+            Some((value, next)) => {
+                pos = next;
+                value
+            }
+        };
+        if index % 2 == 0 {
+            field = value;
+            continue;
+        }
+        match (field.as_deref(), value.as_deref()) {
+            (Some(b"server"), Some(name)) => {
+                family = Some(match name {
+                    b"redis" => ServerFamily::Redis,
+                    b"valkey" => ServerFamily::Valkey,
+                    _ => ServerFamily::Other,
+                });
+            }
+            (Some(b"version"), Some(v)) => version = parse_version(v),
+            _ => {}
+        }
+    }
+    if pos > max_reply {
+        return Err(too_long());
+    }
+    let server = family
+        .zip(version)
+        .map(|(family, version)| ServerVersion { family, version });
+    Ok(Some((Hello::Server(server), pos)))
+}
+
+/// One top-level element at `pos`: its text if it is a string (simple or bulk), `None` for
+/// anything else, and where the next element starts. A nested array is skipped whole.
+#[allow(clippy::type_complexity)]
+fn element(
+    buf: &[u8],
+    pos: usize,
+    max_reply: usize,
+) -> Result<Option<(Option<Bytes>, usize)>, ProtocolError> {
+    if buf.get(pos) != Some(&b'*') {
+        let Some((reply, len)) = resp::decode(&buf[pos..], max_reply)? else {
+            return Ok(None);
+        };
+        let text = match reply {
+            Reply::Bulk(b) | Reply::Status(b) => Some(b),
+            _ => None,
+        };
+        return Ok(Some((text, pos + len)));
+    }
+    // Elements still to skip; each nested array header adds its own.
+    let mut left: usize = 1;
+    let mut pos = pos;
+    while left > 0 {
+        if pos > max_reply {
+            return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+        }
+        left -= 1;
+        if buf.get(pos) == Some(&b'*') {
+            let Some((count, next)) = array_header(buf, pos, max_reply)? else {
+                return Ok(None);
+            };
+            left = left.saturating_add(count);
+            pos = next;
+        } else {
+            let Some((_, len)) = resp::decode(&buf[pos..], max_reply)? else {
+                return Ok(None);
+            };
+            pos += len;
+        }
+    }
+    Ok(Some((None, pos)))
+}
+
+/// `*N\r\n` at `pos`: N (0 for the null array `*-1`) and where the first element starts.
+fn array_header(
+    buf: &[u8],
+    pos: usize,
+    max_reply: usize,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    let rest = &buf[pos + 1..];
+    let Some(end) = rest.windows(2).position(|w| w == b"\r\n") else {
+        return if rest.len() > 21 {
+            Err(ProtocolError("malformed array length".into()))
+        } else {
+            Ok(None)
+        };
+    };
+    let digits = &rest[..end];
+    let next = pos + 1 + end + 2;
+    if digits == b"-1" {
+        return Ok(Some((0, next)));
+    }
+    let count = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .ok_or_else(|| ProtocolError("malformed array length".into()))?;
+    // Every element takes at least 3 bytes (`:0\r\n` is 4): a count that cannot fit is an
+    // error now rather than a long wait for bytes that will never be accepted.
+    if count > max_reply / 3 {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    Ok(Some((count, next)))
+}
+
+/// `9.1.2` → (9, 1, 2); missing parts are 0; `None` if the first part is not a number.
+fn parse_version(text: &[u8]) -> Option<(u16, u16, u16)> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut parts = text.split('.').map(|p| {
+        let digits: &str = &p[..p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len())];
+        digits.parse::<u16>().ok()
+    });
+    let major = parts.next().flatten()?;
+    let minor = parts.next().flatten().unwrap_or(0);
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALKEY: &[u8] = b"*14\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n$7\r\nversion\r\n$5\r\n9.1.2\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n";
+
+    fn hello(family: ServerFamily, version: (u16, u16, u16)) -> Hello {
+        Hello::Server(Some(ServerVersion { family, version }))
+    }
+
+    #[test]
+    fn reads_the_server_and_version_of_a_hello_reply() {
+        let (h, len) = decode_hello(VALKEY, 4096).unwrap().unwrap();
+        assert_eq!(len, VALKEY.len());
+        assert_eq!(h, hello(ServerFamily::Valkey, (9, 1, 2)));
+        // Every split before the end is incomplete, never an error.
+        for cut in 0..VALKEY.len() {
+            assert_eq!(
+                decode_hello(&VALKEY[..cut], 4096).unwrap(),
+                None,
+                "cut {cut}"
+            );
+        }
+        // Followed by more replies: only the HELLO reply is taken.
+        let mut more = VALKEY.to_vec();
+        more.extend_from_slice(b"+OK\r\n");
+        assert_eq!(decode_hello(&more, 4096).unwrap().unwrap().1, VALKEY.len());
+    }
+
+    #[test]
+    fn nested_modules_are_skipped_without_recursion() {
+        let redis = b"*6\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nmodules\r\n*1\r\n*4\r\n$4\r\nname\r\n$2\r\nft\r\n$3\r\nver\r\n:1\r\n$7\r\nversion\r\n+8.4.0\r\n";
+        let (h, len) = decode_hello(redis, 4096).unwrap().unwrap();
+        assert_eq!(len, redis.len());
+        assert_eq!(h, hello(ServerFamily::Redis, (8, 4, 0)));
+        // Deep nesting within the cap is read without recursion; beyond it, an error.
+        let mut deep = b"*2\r\n$7\r\nmodules\r\n".to_vec();
+        deep.extend(std::iter::repeat_n(b"*1\r\n".as_slice(), 10_000).flatten());
+        deep.extend_from_slice(b":1\r\n");
+        assert_eq!(
+            decode_hello(&deep, 64 * 1024).unwrap().unwrap().0,
+            Hello::Server(None)
+        );
+        assert!(decode_hello(&deep, 1024).is_err());
+    }
+
+    #[test]
+    fn refusals_and_odd_replies() {
+        let noperm = b"-NOPERM User u has no permissions to run the 'hello' command\r\n";
+        let (h, _) = decode_hello(noperm, 4096).unwrap().unwrap();
+        assert!(matches!(&h, Hello::Refused(m) if m.starts_with("NOPERM")));
+        assert_eq!(h.commands(), NodeCommands::probing());
+        assert_eq!(
+            decode_hello(b"+OK\r\n", 4096).unwrap().unwrap().0,
+            Hello::Server(None)
+        );
+        assert_eq!(
+            decode_hello(b"*-1\r\n", 4096).unwrap().unwrap().0,
+            Hello::Server(None)
+        );
+        for bad in [&b"*x\r\n"[..], b"*99999999\r\n", b"%1\r\n", b"*1\r\n&\r\n"] {
+            assert!(decode_hello(bad, 4096).is_err(), "{bad:?}");
+        }
+        // A long header without CRLF is an error, not a wait.
+        assert!(decode_hello(b"*111111111111111111111111", 4096).is_err());
+    }
+
+    #[test]
+    fn the_table_of_commands() {
+        let of = |family, version| NodeCommands::for_server(ServerVersion { family, version });
+        let valkey9 = of(ServerFamily::Valkey, (9, 0, 0));
+        assert_eq!(
+            (valkey9.release, valkey9.extend),
+            (ReleaseCommand::DelIfEq, ExtendCommand::SetIfEq)
+        );
+        let valkey81 = of(ServerFamily::Valkey, (8, 1, 4));
+        assert_eq!(
+            (valkey81.release, valkey81.extend),
+            (ReleaseCommand::Script, ExtendCommand::SetIfEq)
+        );
+        let valkey8 = of(ServerFamily::Valkey, (8, 0, 9));
+        assert_eq!(
+            (valkey8.release, valkey8.extend),
+            (ReleaseCommand::Script, ExtendCommand::Script)
+        );
+        let redis84 = of(ServerFamily::Redis, (8, 4, 0));
+        assert_eq!(
+            (redis84.release, redis84.extend),
+            (ReleaseCommand::DelExIfEq, ExtendCommand::SetIfEq)
+        );
+        for (family, version) in [
+            (ServerFamily::Redis, (7, 0, 15)),
+            (ServerFamily::Redis, (8, 2, 0)),
+            (ServerFamily::Other, (99, 0, 0)),
+        ] {
+            let c = of(family, version);
+            assert_eq!(
+                (c.release, c.extend),
+                (ReleaseCommand::Script, ExtendCommand::Script)
+            );
+        }
+        assert_eq!(parse_version(b"9.1.2"), Some((9, 1, 2)));
+        assert_eq!(parse_version(b"8"), Some((8, 0, 0)));
+        assert_eq!(parse_version(b"8.4.0-rc1"), Some((8, 4, 0)));
+        assert_eq!(parse_version(b"x.1"), None);
+        assert_eq!(parse_version(b"70000.1"), None);
+    }
+
+    #[test]
+    fn falling_back_names_the_refused_command() {
+        let mut c = NodeCommands::for_server(ServerVersion {
+            family: ServerFamily::Redis,
+            version: (8, 4, 0),
+        });
+        c.fall_back(NativeUse::Release);
+        assert_eq!(c.release, ReleaseCommand::Script);
+        assert_eq!(c.fell_back, Some("DELEX"));
+        c.fall_back(NativeUse::Extend);
+        assert_eq!(c.extend, ExtendCommand::Script);
+        assert_eq!(c.fell_back, Some("SET"));
+        assert!(is_unsupported(&Reply::Error(Bytes::from_static(
+            b"ERR unknown command 'DELIFEQ', with args beginning with: "
+        ))));
+        assert!(is_unsupported(&Reply::Error(Bytes::from_static(
+            b"ERR syntax error"
+        ))));
+        assert!(!is_unsupported(&Reply::Error(Bytes::from_static(
+            b"NOPERM no permissions"
+        ))));
+    }
+}
