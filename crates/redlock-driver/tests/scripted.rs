@@ -51,7 +51,8 @@ impl Scripted {
             now: Instant::now(),
             conn,
         });
-        let mut loaded = Vec::new();
+        // HELLO as a Redis 7 (scripts), then the two preloads.
+        let mut loaded = REDIS_7_HELLO.to_vec();
         for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
             loaded.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
@@ -370,3 +371,7 @@ fn handles_are_clone_send_sync() {
     send::<LockGuard>();
     send::<DriverParts>();
 }
+
+/// A Redis 7 server's `HELLO` reply (RESP2), trimmed to the fields the client reads.
+const REDIS_7_HELLO: &[u8] =
+    b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n";

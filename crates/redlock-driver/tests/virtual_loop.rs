@@ -290,13 +290,20 @@ impl Harness {
 
     /// Checks that the loop sent both script loads to `node` on connecting, and answers them.
     fn answer_script_loads(&mut self, node: usize) {
-        let mut hello = command(&[b"SCRIPT", b"LOAD", RELEASE_SCRIPT.body.as_bytes()]);
+        let mut hello = command(&[b"HELLO"]);
+        hello.extend(command(&[
+            b"SCRIPT",
+            b"LOAD",
+            RELEASE_SCRIPT.body.as_bytes(),
+        ]));
         hello.extend(command(&[
             b"SCRIPT",
             b"LOAD",
             EXTEND_SCRIPT.body.as_bytes(),
         ]));
         assert_eq!(text(&self.written(node)), text(&hello), "node {node}");
+        // A Redis 7: releases and extensions go out as scripts.
+        self.reply(node, REDIS_7_HELLO);
         for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
             self.reply(node, format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
@@ -520,3 +527,7 @@ const MS: Duration = Duration::from_millis(1);
 const TTL: Duration = Duration::from_secs(10);
 const ATTEMPT: Duration = Duration::from_millis(50);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// A Redis 7 server's `HELLO` reply (RESP2), trimmed to the fields the client reads.
+const REDIS_7_HELLO: &[u8] =
+    b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n";
