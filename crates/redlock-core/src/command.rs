@@ -67,12 +67,30 @@ pub(crate) enum CommandKind {
     EvalSha(&'static Script, ScriptUse),
     /// `EVAL body 1 key token [ttl]`, after `-NOSCRIPT`.
     Eval(&'static Script, ScriptUse),
-    /// `DELIFEQ key token`: the release, on a server that has it (see server.rs).
+    /// A server's own command for what a script does (see server.rs).
+    Native(Native),
+}
+
+/// A server's own command in place of the release or extend script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Native {
+    /// `DELIFEQ key token`: the release.
     DelIfEq,
-    /// `DELEX key IFEQ token`: the release, on a server that has it.
+    /// `DELEX key IFEQ token`: the release.
     DelExIfEq,
-    /// `SET key token IFEQ token PX ttl`: the extension, on a server that has it.
+    /// `SET key token IFEQ token PX ttl`: the extension.
     SetIfEq,
+}
+
+impl Native {
+    /// What the command does in place of a script.
+    #[inline]
+    pub(crate) fn used_for(self) -> NativeUse {
+        match self {
+            Self::DelIfEq | Self::DelExIfEq => NativeUse::Release,
+            Self::SetIfEq => NativeUse::Extend,
+        }
+    }
 }
 
 /// What a script's integer reply means.
@@ -140,11 +158,11 @@ impl Command {
     /// The same call as the node's native command, if this is a release or extension
     /// script and `commands` says the node has one for it.
     #[inline]
-    pub(crate) fn native(&self, commands: &NodeCommands) -> Option<CommandKind> {
+    pub(crate) fn native(&self, commands: &NodeCommands) -> Option<Native> {
         match self.kind {
             CommandKind::EvalSha(_, ScriptUse::Release) => match commands.release {
-                ReleaseCommand::DelIfEq => Some(CommandKind::DelIfEq),
-                ReleaseCommand::DelExIfEq => Some(CommandKind::DelExIfEq),
+                ReleaseCommand::DelIfEq => Some(Native::DelIfEq),
+                ReleaseCommand::DelExIfEq => Some(Native::DelExIfEq),
                 _ => None,
             },
             // Only our own extend script has a native twin (not a test's mutant script).
@@ -152,7 +170,7 @@ impl Command {
                 if commands.extend == ExtendCommand::SetIfEq
                     && script.sha1 == EXTEND_SCRIPT.sha1 =>
             {
-                Some(CommandKind::SetIfEq)
+                Some(Native::SetIfEq)
             }
             _ => None,
         }
@@ -208,9 +226,11 @@ impl Command {
                 let head: [&[u8]; 5] = [b"EVAL", script.body.as_bytes(), b"1", key, token];
                 with_ttl(&head, usage, ttl, f);
             }
-            CommandKind::DelIfEq => f(&[b"DELIFEQ", key, token]),
-            CommandKind::DelExIfEq => f(&[b"DELEX", key, b"IFEQ", token]),
-            CommandKind::SetIfEq => f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl]),
+            CommandKind::Native(Native::DelIfEq) => f(&[b"DELIFEQ", key, token]),
+            CommandKind::Native(Native::DelExIfEq) => f(&[b"DELEX", key, b"IFEQ", token]),
+            CommandKind::Native(Native::SetIfEq) => {
+                f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl])
+            }
         }
     }
 
@@ -229,11 +249,11 @@ impl Command {
 impl CommandKind {
     fn name(self) -> &'static str {
         match self {
-            Self::SetNxPx | Self::SetIfEq => "SET",
+            Self::SetNxPx | Self::Native(Native::SetIfEq) => "SET",
             Self::EvalSha(..) => "EVALSHA",
             Self::Eval(..) => "EVAL",
-            Self::DelIfEq => "DELIFEQ",
-            Self::DelExIfEq => "DELEX",
+            Self::Native(Native::DelIfEq) => "DELIFEQ",
+            Self::Native(Native::DelExIfEq) => "DELEX",
         }
     }
 
@@ -245,23 +265,13 @@ impl CommandKind {
         }
     }
 
-    /// What a native command is used for; `None` for `SET NX` and the scripts.
-    #[inline]
-    pub(crate) fn native_use(self) -> Option<NativeUse> {
-        match self {
-            Self::DelIfEq | Self::DelExIfEq => Some(NativeUse::Release),
-            Self::SetIfEq => Some(NativeUse::Extend),
-            Self::SetNxPx | Self::EvalSha(..) | Self::Eval(..) => None,
-        }
-    }
-
     /// Reads `reply` as this command's vote.
     #[inline]
     pub(crate) fn vote(self, reply: &Reply) -> Vote {
         match (self, reply) {
             (_, Reply::Error(_)) => self.vote_error(reply),
-            (Self::SetNxPx | Self::SetIfEq, Reply::Ok) => Vote::Yes,
-            (Self::SetNxPx | Self::SetIfEq, Reply::Nil) => Vote::No,
+            (Self::SetNxPx | Self::Native(Native::SetIfEq), Reply::Ok) => Vote::Yes,
+            (Self::SetNxPx | Self::Native(Native::SetIfEq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
                     (_, 1) => Vote::Yes,
@@ -270,8 +280,10 @@ impl CommandKind {
                     _ => Vote::Fault(unexpected(reply)),
                 }
             }
-            (Self::DelIfEq | Self::DelExIfEq, Reply::Integer(1)) => Vote::Yes,
-            (Self::DelIfEq | Self::DelExIfEq, Reply::Integer(0)) => Vote::NotHeldOrMissing,
+            (Self::Native(Native::DelIfEq | Native::DelExIfEq), Reply::Integer(1)) => Vote::Yes,
+            (Self::Native(Native::DelIfEq | Native::DelExIfEq), Reply::Integer(0)) => {
+                Vote::NotHeldOrMissing
+            }
             _ => Vote::Fault(unexpected(reply)),
         }
     }
@@ -283,9 +295,7 @@ impl CommandKind {
         };
         match self {
             Self::EvalSha(..) if reply.is_error_with(b"NOSCRIPT") => Vote::NoScript,
-            _ if self.native_use().is_some() && server::is_unsupported(reply) => {
-                Vote::Unsupported(refused)
-            }
+            Self::Native(_) if server::is_unsupported(reply) => Vote::Unsupported(refused),
             _ => Vote::Fault(refused),
         }
     }

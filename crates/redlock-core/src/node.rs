@@ -108,7 +108,13 @@ impl Node {
             settings,
             preload_scripts: config.preload_scripts,
             ask_hello: config.native_commands,
-            commands: NodeCommands::SCRIPTS,
+            // Before any `HELLO` reply: probed, so that a request sent before the reply is
+            // read (a cleanup release to a slow node) works where scripting is denied.
+            commands: if config.native_commands {
+                NodeCommands::probing()
+            } else {
+                NodeCommands::SCRIPTS
+            },
             link: Link::Connecting { first: true },
             decoder: Decoder::new(config.max_reply_size, config.max_read_buffer),
             out: BytesMut::new(),

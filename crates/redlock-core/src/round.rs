@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::command::{Command, CommandKind, Encoder, Vote};
+use crate::command::{Command, CommandKind, Encoder, Native, Vote};
 use crate::id::{NodeId, NodeName, RequestId};
 use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
@@ -40,7 +40,7 @@ pub(crate) enum Form {
     Eval,
     /// The node's own command for what the script does (server.rs): `DELIFEQ`, `DELEX` or
     /// `SET … IFEQ`.
-    Native(CommandKind),
+    Native(Native),
 }
 
 #[derive(Debug)]
@@ -102,9 +102,13 @@ impl Round {
             self.cursor += 1;
             let node = NodeId::new(i);
             let form = match self.slots[i] {
-                Slot::Unsent => match self.command.native(&commands(node)) {
-                    Some(kind) => Form::Native(kind),
-                    None => Form::Plain,
+                // Only a script has a native twin: an acquire round asks nothing.
+                Slot::Unsent => match self.command.kind() {
+                    CommandKind::EvalSha(..) => match self.command.native(&commands(node)) {
+                        Some(native) => Form::Native(native),
+                        None => Form::Plain,
+                    },
+                    _ => Form::Plain,
                 },
                 Slot::Resend(form) => form,
                 _ => continue,
@@ -127,7 +131,7 @@ impl Round {
             Form::Plain => self.command.kind(),
             // Only script commands are ever resent as `EVAL` (see `handle_reply`).
             Form::Eval => self.command.kind().as_eval().unwrap_or(self.command.kind()),
-            Form::Native(kind) => kind,
+            Form::Native(native) => CommandKind::Native(native),
         }
     }
 
@@ -329,7 +333,7 @@ mod tests {
         };
         let sent: Vec<_> = std::iter::from_fn(|| r.next_send(commands)).collect();
         let forms: Vec<_> = sent.iter().map(|s| s.2).collect();
-        let native = Form::Native(CommandKind::DelIfEq);
+        let native = Form::Native(Native::DelIfEq);
         assert_eq!(forms, [Form::Plain, native, Form::Plain]);
         let mut encoder = Encoder::default();
         let plain = r.encoded(Form::Plain, &mut encoder).clone();
@@ -391,7 +395,7 @@ mod tests {
         };
         let mut r = round(Command::extend(&k, &t, 500, &crate::command::EXTEND_SCRIPT));
         let (_, _, form) = r.next_send(|_| native).unwrap();
-        assert_eq!(form, Form::Native(CommandKind::SetIfEq));
+        assert_eq!(form, Form::Native(Native::SetIfEq));
         let args = r.command_for(form).args();
         assert_eq!(args, ["SET", "k", "t", "IFEQ", "t", "PX", "500"]);
         r.handle_reply(NodeId::new(0), Ok(&Reply::Nil));

@@ -23,8 +23,9 @@
 //! - [`ConfigBuilder::native_commands(false)`](crate::ConfigBuilder::native_commands) sends
 //!   scripts only, and no `HELLO`.
 //!
-//! Until a node's first `HELLO` reply is read it gets scripts; after a reconnection it keeps
-//! what its last connection learned until the new reply is read.
+//! Until a node's first `HELLO` reply is read it is probed (a request can go out before the
+//! reply is read: the cleanup release of an attempt that a faster quorum decided); after a
+//! reconnection it keeps what its last connection learned until the new reply is read.
 //!
 //! The native commands never create a missing key (`SET … IFEQ` on a missing key answers
 //! nil and sets nothing), so an extension cannot resurrect an expired lock; the command
@@ -95,12 +96,13 @@ impl fmt::Display for ServerVersion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CommandSource {
-    /// Scripts: no `HELLO` reply read yet, or native commands are turned off.
+    /// Scripts: native commands are turned off, or the node's `HELLO` reply named no
+    /// server we know.
     Default,
     /// From the node's `HELLO` reply.
     Hello(ServerVersion),
-    /// The node refused `HELLO`: native commands are tried, each falling back to its script
-    /// on "unknown command" or a syntax error.
+    /// No `HELLO` reply read yet, or the node refused `HELLO`: native commands are tried,
+    /// each falling back to its script on "unknown command" or a syntax error.
     Probing,
 }
 

@@ -460,6 +460,9 @@ impl World {
                 b"SET" | b"AUTH" | b"SELECT" => b"+OK\r\n",
                 b"EVALSHA" | b"EVAL" => b":1\r\n",
                 b"SCRIPT" => b"$40\r\n0000000000000000000000000000000000000000\r\n",
+                // A Redis 7: a release sent before its HELLO reply is read probes DELIFEQ,
+                // which it does not know, and is resent as the script.
+                b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n",
                 // A Redis 7: releases and extensions go out as scripts.
                 b"HELLO" => {
                     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"

@@ -256,7 +256,44 @@ fn hello_replies_in_pieces_and_malformed() {
     let dropped = h.conn(1);
     let out = h.reply(1, b"*2\r\n$6\r\nserver\r\n%1\r\n");
     assert_eq!(out.disconnects, vec![dropped]);
-    assert_eq!(commands(&h, 1), NodeCommands::SCRIPTS);
+    // Nothing learned: still probed.
+    assert_eq!(commands(&h, 1), NodeCommands::probing());
+}
+
+/// A request can go out before the node's `HELLO` reply is read: here the cleanup release
+/// of an attempt that the two fast nodes decided. It probes with the native command, so it
+/// works where scripting is denied (as a script it would fail with NOPERM on such a Valkey
+/// node, and the slow node's key would stay until its ttl).
+#[test]
+fn a_release_before_the_hello_reply_probes() {
+    let mut h = Harness::new(config(3));
+    h.drain();
+    for i in 0..3 {
+        h.connect(i);
+    }
+    for i in 0..2 {
+        h.answer_hello(i, "valkey", "9.1.2");
+        h.reply(i, b"+OK\r\n+OK\r\n");
+    }
+    let op = h
+        .client
+        .try_acquire(h.now, redlock_core::Resource::from("res"))
+        .unwrap();
+    h.drain();
+    h.reply(0, b"$-1\r\n");
+    let out = h.reply(1, b"$-1\r\n");
+    assert!(matches!(&out.events[..], [Event::AcquireFailed { op: o, .. }] if *o == op));
+    assert_eq!(mask_tokens(&out.sent_to(2)), DELIFEQ);
+    // Node 2 answers everything at once: its HELLO, preloads, the SET and the release.
+    let mut replies = support::hello_reply("valkey", "9.1.2");
+    replies.extend_from_slice(b"+OK\r\n+OK\r\n+OK\r\n:1\r\n");
+    let out = h.reply(2, &replies);
+    assert!(out.transmits.is_empty() && out.disconnects.is_empty());
+    assert_eq!(commands(&h, 2).fell_back, None);
+    // The fast nodes' cleanup releases (nothing of ours there).
+    h.reply(0, b":0\r\n");
+    h.reply(1, b":0\r\n");
+    assert_eq!(h.client.active_ops(), 0);
 }
 
 /// A reconnection keeps what the node's last connection learned until its new `HELLO`

@@ -220,7 +220,7 @@ impl Lock {
     ) -> Option<(RequestId, NodeId, Option<NativeUse>, &Bytes)> {
         let (round, id, node, form) = self.next_send(commands)?;
         let native = match form {
-            Form::Native(kind) => kind.native_use(),
+            Form::Native(native) => Some(native.used_for()),
             Form::Plain | Form::Eval => None,
         };
         Some((id, node, native, round.encoded(form, encoder)))
