@@ -75,11 +75,11 @@ pub(crate) enum CommandKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Native {
     /// `DELIFEQ key token`: the release.
-    DelIfEq,
+    Delifeq,
     /// `DELEX key IFEQ token`: the release.
-    DelExIfEq,
+    Delex,
     /// `SET key token IFEQ token PX ttl`: the extension.
-    SetIfEq,
+    SetIfeq,
 }
 
 impl Native {
@@ -87,8 +87,8 @@ impl Native {
     #[inline]
     pub(crate) fn used_for(self) -> NativeUse {
         match self {
-            Self::DelIfEq | Self::DelExIfEq => NativeUse::Release,
-            Self::SetIfEq => NativeUse::Extend,
+            Self::Delifeq | Self::Delex => NativeUse::Release,
+            Self::SetIfeq => NativeUse::Extend,
         }
     }
 }
@@ -161,8 +161,8 @@ impl Command {
     pub(crate) fn native(&self, commands: &NodeCommands) -> Option<Native> {
         match self.kind {
             CommandKind::EvalSha(_, ScriptUse::Release) => match commands.release {
-                ReleaseCommand::DelIfEq => Some(Native::DelIfEq),
-                ReleaseCommand::DelExIfEq => Some(Native::DelExIfEq),
+                ReleaseCommand::DelIfEq => Some(Native::Delifeq),
+                ReleaseCommand::DelExIfEq => Some(Native::Delex),
                 _ => None,
             },
             // Only our own extend script has a native twin (not a test's mutant script).
@@ -170,7 +170,7 @@ impl Command {
                 if commands.extend == ExtendCommand::SetIfEq
                     && script.sha1 == EXTEND_SCRIPT.sha1 =>
             {
-                Some(Native::SetIfEq)
+                Some(Native::SetIfeq)
             }
             _ => None,
         }
@@ -226,9 +226,9 @@ impl Command {
                 let head: [&[u8]; 5] = [b"EVAL", script.body.as_bytes(), b"1", key, token];
                 with_ttl(&head, usage, ttl, f);
             }
-            CommandKind::Native(Native::DelIfEq) => f(&[b"DELIFEQ", key, token]),
-            CommandKind::Native(Native::DelExIfEq) => f(&[b"DELEX", key, b"IFEQ", token]),
-            CommandKind::Native(Native::SetIfEq) => {
+            CommandKind::Native(Native::Delifeq) => f(&[b"DELIFEQ", key, token]),
+            CommandKind::Native(Native::Delex) => f(&[b"DELEX", key, b"IFEQ", token]),
+            CommandKind::Native(Native::SetIfeq) => {
                 f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl])
             }
         }
@@ -249,11 +249,11 @@ impl Command {
 impl CommandKind {
     fn name(self) -> &'static str {
         match self {
-            Self::SetNxPx | Self::Native(Native::SetIfEq) => "SET",
+            Self::SetNxPx | Self::Native(Native::SetIfeq) => "SET",
             Self::EvalSha(..) => "EVALSHA",
             Self::Eval(..) => "EVAL",
-            Self::Native(Native::DelIfEq) => "DELIFEQ",
-            Self::Native(Native::DelExIfEq) => "DELEX",
+            Self::Native(Native::Delifeq) => "DELIFEQ",
+            Self::Native(Native::Delex) => "DELEX",
         }
     }
 
@@ -270,8 +270,8 @@ impl CommandKind {
     pub(crate) fn vote(self, reply: &Reply) -> Vote {
         match (self, reply) {
             (_, Reply::Error(_)) => self.vote_error(reply),
-            (Self::SetNxPx | Self::Native(Native::SetIfEq), Reply::Ok) => Vote::Yes,
-            (Self::SetNxPx | Self::Native(Native::SetIfEq), Reply::Nil) => Vote::No,
+            (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Ok) => Vote::Yes,
+            (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
                     (_, 1) => Vote::Yes,
@@ -280,8 +280,8 @@ impl CommandKind {
                     _ => Vote::Fault(unexpected(reply)),
                 }
             }
-            (Self::Native(Native::DelIfEq | Native::DelExIfEq), Reply::Integer(1)) => Vote::Yes,
-            (Self::Native(Native::DelIfEq | Native::DelExIfEq), Reply::Integer(0)) => {
+            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(1)) => Vote::Yes,
+            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(0)) => {
                 Vote::NotHeldOrMissing
             }
             _ => Vote::Fault(unexpected(reply)),

@@ -333,7 +333,7 @@ mod tests {
         };
         let sent: Vec<_> = std::iter::from_fn(|| r.next_send(commands)).collect();
         let forms: Vec<_> = sent.iter().map(|s| s.2).collect();
-        let native = Form::Native(Native::DelIfEq);
+        let native = Form::Native(Native::Delifeq);
         assert_eq!(forms, [Form::Plain, native, Form::Plain]);
         let mut encoder = Encoder::default();
         let plain = r.encoded(Form::Plain, &mut encoder).clone();
@@ -395,7 +395,7 @@ mod tests {
         };
         let mut r = round(Command::extend(&k, &t, 500, &crate::command::EXTEND_SCRIPT));
         let (_, _, form) = r.next_send(|_| native).unwrap();
-        assert_eq!(form, Form::Native(Native::SetIfEq));
+        assert_eq!(form, Form::Native(Native::SetIfeq));
         let args = r.command_for(form).args();
         assert_eq!(args, ["SET", "k", "t", "IFEQ", "t", "PX", "500"]);
         r.handle_reply(NodeId::new(0), Ok(&Reply::Nil));
