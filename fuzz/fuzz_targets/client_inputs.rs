@@ -87,6 +87,12 @@ enum Sent {
     Eval,
     ScriptLoad,
     Handshake,
+    /// `HELLO`: its reply is an array naming the server.
+    Hello,
+    /// `DELIFEQ` or `DELEX ... IFEQ`: a native release.
+    DelIfEq,
+    /// `SET ... IFEQ ... PX`: a native extension.
+    SetIfEq,
     Other,
 }
 
@@ -444,7 +450,8 @@ impl Driver {
         {
             unread.extend_from_slice(bytes);
             loop {
-                match scan_reply(unread) {
+                let hello = self.sent[node].front() == Some(&Sent::Hello);
+                match scan_reply(unread, hello) {
                     Scan::Complete(len) => {
                         unread.drain(..len);
                         self.sent[node].pop_front();
@@ -677,13 +684,18 @@ impl Driver {
         // late; those before the lock's last release in the flush were queued in time.
         let last_release = |key: &(Vec<u8>, Vec<u8>)| {
             commands.iter().rposition(|c| {
-                is_script(c, &RELEASE_SCRIPT) && c.get(3..5).is_some_and(|k| key_of(k) == *key)
+                (is_script(c, &RELEASE_SCRIPT) && c.get(3..5).is_some_and(|k| key_of(k) == *key))
+                    || (c[0] == b"DELIFEQ" && c.get(1..3).is_some_and(|k| key_of(k) == *key))
+                    || (c[0] == b"DELEX" && c.len() == 4 && key_of(&[c[1], c[3]]) == *key)
             })
         };
         for (pos, command) in commands.iter().enumerate() {
             let name = command[0];
             let kind = match name {
+                b"SET" if is_native_extend(command) => Sent::SetIfEq,
                 b"SET" => Sent::Set,
+                b"HELLO" => Sent::Hello,
+                b"DELIFEQ" | b"DELEX" => Sent::DelIfEq,
                 b"EVALSHA" => Sent::EvalSha,
                 b"EVAL" => Sent::Eval,
                 b"SCRIPT" => Sent::ScriptLoad,
@@ -691,10 +703,13 @@ impl Driver {
                 _ => Sent::Other,
             };
             self.sent[node].push_back(kind);
-            if !is_script(command, &EXTEND_SCRIPT) {
+            let key = if is_script(command, &EXTEND_SCRIPT) {
+                key_of(command.get(3..5).expect("EVALSHA sha 1 key token ttl"))
+            } else if kind == Sent::SetIfEq {
+                key_of(command.get(1..3).expect("SET key token IFEQ token PX ttl"))
+            } else {
                 continue;
-            }
-            let key = key_of(command.get(3..5).expect("EVALSHA sha 1 key token ttl"));
+            };
             let op = *self
                 .holders
                 .get(&key)
@@ -916,7 +931,12 @@ fn reply_shaped(s: &mut Script<'_>) -> Vec<u8> {
     let count = 1 + usize::from(s.byte() % 4);
     let mut out = Vec::new();
     for _ in 0..count {
-        let reply: &[u8] = match s.byte() % 14 {
+        let reply: &[u8] = match s.byte() % 24 {
+            14..=19 => HELLO_REPLIES[usize::from(s.byte()) % HELLO_REPLIES.len()],
+            20 => UNKNOWN_DELIFEQ,
+            21 => b"-ERR syntax error\r\n",
+            22 => WRONGTYPE,
+            23 => b"-ERR unknown command 'DELEX', with args beginning with: 'a' 'IFEQ' 'x' \r\n",
             0 => b"+OK\r\n",
             1 => b"$-1\r\n",
             2 => b":1\r\n",
@@ -944,6 +964,9 @@ fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
             Sent::Set | Sent::Handshake | Sent::Other => b"+OK\r\n",
             Sent::EvalSha | Sent::Eval => b":1\r\n",
             Sent::ScriptLoad => b"$40\r\n3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1\r\n",
+            Sent::Hello => HELLO_REPLIES[usize::from(mode >> 2) % 4],
+            Sent::DelIfEq => b":1\r\n",
+            Sent::SetIfEq => b"+OK\r\n",
         };
     }
     match (kind, (mode >> 2) % 4) {
@@ -954,6 +977,13 @@ fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
         (Sent::EvalSha | Sent::Eval, 1) => b":0\r\n",
         (Sent::EvalSha | Sent::Eval, 2) => b":-1\r\n",
         (Sent::Handshake, 0) => b"-WRONGPASS invalid username-password pair\r\n",
+        (Sent::Hello, m) => HELLO_REPLIES[4 + usize::from(m)],
+        (Sent::DelIfEq, 0) => b":0\r\n",
+        (Sent::DelIfEq, 1) => UNKNOWN_DELIFEQ,
+        (Sent::DelIfEq, 2) => WRONGTYPE,
+        (Sent::SetIfEq, 0) => b"$-1\r\n",
+        (Sent::SetIfEq, 1) => b"-ERR syntax error\r\n",
+        (Sent::SetIfEq, 2) => WRONGTYPE,
         _ => b"-ERR x\r\n",
     }
 }
@@ -966,9 +996,10 @@ enum Scan {
 }
 
 /// An independent reading (the test kit's RESP2 parser, not the core's) of one reply of the
-/// kinds the client accepts: arrays are not among them.
-fn scan_reply(buf: &[u8]) -> Scan {
+/// kinds the client accepts: arrays only in answer to `HELLO` (`hello`).
+fn scan_reply(buf: &[u8], hello: bool) -> Scan {
     match resp::parse_reply(buf) {
+        Ok(Some((Reply::Array(_), len))) if hello => Scan::Complete(len),
         Ok(Some((Reply::Array(_), _))) | Err(_) => Scan::Invalid,
         Ok(Some((_, len))) => Scan::Complete(len),
         Ok(None) => Scan::Incomplete,
@@ -990,6 +1021,31 @@ fn parse_commands(mut bytes: &[u8]) -> Vec<Vec<&[u8]>> {
     }
     commands
 }
+
+/// Whether a `SET` is the native extension `SET key token IFEQ token PX ttl`.
+fn is_native_extend(command: &[&[u8]]) -> bool {
+    command.get(3) == Some(&&b"IFEQ"[..])
+}
+
+/// `HELLO` replies: four servers' (Valkey 9.1 with its nested module list, Redis 7.0, Redis
+/// 8.4, Valkey 8.1), then refusals and odd shapes (truncated, nested deep, garbage inside,
+/// not an array, no version), each whole.
+const HELLO_REPLIES: [&[u8]; 10] = [
+    b"*14\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n$7\r\nversion\r\n$5\r\n9.1.2\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*1\r\n*8\r\n$4\r\nname\r\n$3\r\nlua\r\n$3\r\nver\r\n:1\r\n$4\r\npath\r\n$3\r\nlua\r\n$4\r\nargs\r\n*0\r\n",
+    b"*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n",
+    b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n+8.4.0\r\n",
+    b"*4\r\n$7\r\nversion\r\n$5\r\n8.1.4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n",
+    b"-NOPERM User default has no permissions to run the 'hello' command\r\n",
+    b"-ERR unknown command 'HELLO', with args beginning with: \r\n",
+    b"*4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n*1\r\n*1\r\n*1\r\n*1\r\n:9\r\n",
+    b"*2\r\n$6\r\nserver\r\n%1\r\n",
+    b"+OK\r\n",
+    b"*3\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n",
+];
+
+const UNKNOWN_DELIFEQ: &[u8] =
+    b"-ERR unknown command 'DELIFEQ', with args beginning with: 'a' 'x' \r\n";
+const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
 
 /// Whether a command runs `script` (`EVALSHA sha ...` or `EVAL body ...`).
 fn is_script(command: &[&[u8]], script: &redlock_core::Script) -> bool {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redlock_sim::{Clock, Scripts as SimScripts, ServerReply, SimTime};
+use redlock_sim::{Clock, HelloAnswer, Scripts as SimScripts, ServerProfile, ServerReply, SimTime};
 use redlock_testkit::{Conn, Node, Reply, ServerBin, ServerKind};
 
 use crate::run::Target;
@@ -59,7 +59,8 @@ impl Target for RealNode {
 }
 
 /// One simulated node (`redlock_sim::Node`) with the simulation's script models, on virtual
-/// time that moves 1 ms per command.
+/// time that moves 1 ms per command, behaving as one [`ServerProfile`] (its native commands,
+/// and the refusals of those it lacks).
 #[derive(Debug)]
 pub struct SimNode {
     node: redlock_sim::Node,
@@ -69,12 +70,18 @@ pub struct SimNode {
 }
 
 impl SimNode {
-    /// A fresh node with the models every simulation uses ([`SimScripts::default`]).
+    /// A fresh Redis 7.0 node ([`ServerProfile::REDIS_7_0`]: scripts only) with the models
+    /// every simulation uses ([`SimScripts::default`]).
     pub fn new() -> Self {
+        Self::with_profile(ServerProfile::REDIS_7_0)
+    }
+
+    /// A fresh node behaving as `profile`.
+    pub fn with_profile(profile: ServerProfile) -> Self {
         let scripts = SimScripts::default();
         let clock = Clock::with_skew(Instant::now(), 0.0);
         Self {
-            node: redlock_sim::Node::new(clock, &scripts, false),
+            node: redlock_sim::Node::with_profile(clock, &scripts, false, profile),
             scripts,
             now: SimTime::from_duration(Duration::ZERO),
             db: 0,
@@ -90,11 +97,28 @@ impl Default for SimNode {
 
 impl Target for SimNode {
     fn describe(&self) -> String {
-        "the simulation's node model (redlock-sim)".to_owned()
+        let p = self.node.profile();
+        let hello = match p.hello {
+            HelloAnswer::Reply => "",
+            HelloAnswer::NoPerm => ", HELLO denied",
+            HelloAnswer::Unknown => ", no HELLO",
+        };
+        format!(
+            "the simulation's node model (redlock-sim) as {} {}{hello}",
+            p.server, p.version
+        )
     }
 
+    /// The profile's family and version: the runner checks the model's native commands
+    /// against the table's marks as it does a real server's.
     fn version(&self) -> Option<(Family, u32, u32)> {
-        None
+        let p = self.node.profile();
+        let family = match p.server {
+            "valkey" => Family::Valkey,
+            _ => Family::Redis,
+        };
+        let (major, minor) = p.major_minor();
+        Some((family, major, minor))
     }
 
     fn call(&mut self, args: &[&str]) -> Result<Reply, String> {
@@ -103,17 +127,21 @@ impl Target for SimNode {
             .iter()
             .map(|a| Bytes::copy_from_slice(a.as_bytes()))
             .collect();
-        Ok(
-            match self
-                .node
-                .execute(self.now, &mut self.db, &args, &self.scripts)
-            {
-                ServerReply::Ok => Reply::Simple("OK".to_owned()),
-                ServerReply::Nil => Reply::Nil,
-                ServerReply::Int(n) => Reply::Int(n),
-                ServerReply::Bulk(b) => Reply::Bulk(b.to_vec()),
-                ServerReply::Error(e) => Reply::Error(e),
-            },
-        )
+        let reply = self
+            .node
+            .execute(self.now, &mut self.db, &args, &self.scripts);
+        Ok(to_reply(reply))
+    }
+}
+
+/// The test kit's reading of a simulated node's reply.
+fn to_reply(reply: ServerReply) -> Reply {
+    match reply {
+        ServerReply::Ok => Reply::Simple("OK".to_owned()),
+        ServerReply::Nil => Reply::Nil,
+        ServerReply::Int(n) => Reply::Int(n),
+        ServerReply::Bulk(b) => Reply::Bulk(b.to_vec()),
+        ServerReply::Error(e) => Reply::Error(e),
+        ServerReply::Array(items) => Reply::Array(items.into_iter().map(to_reply).collect()),
     }
 }

@@ -6,9 +6,10 @@
 use std::io::Write as _;
 
 use redlock_contract::{
-    Form, RealNode, Report, Scripts, Send, State, UNCHECKED_EXTEND_SCRIPT, run,
+    Form, RealNode, Report, Scripts, Send, SimNode, State, Target, UNCHECKED_EXTEND_SCRIPT, run,
 };
-use redlock_testkit::Cluster;
+use redlock_sim::ServerProfile;
+use redlock_testkit::{Cluster, Reply};
 
 #[test]
 fn every_command_does_what_the_table_says() {
@@ -54,6 +55,60 @@ fn an_extend_script_without_its_token_check_breaks_the_contract() {
     let (case, why) = &report.failed[0];
     assert_eq!(case.state, State::Another);
     assert!(why.contains("reply :1, expected :0"), "{why}");
+}
+
+/// The simulation's profile of this server answers `HELLO` and the native commands (had or
+/// not) word for word as the server does; only the connection id may differ.
+#[test]
+fn the_simulated_profile_of_this_server_answers_as_it_does() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let version = node.version().expect("a real server has a version");
+    let Some(profile) = ServerProfile::ALL.into_iter().find(|p| {
+        p.hello == redlock_sim::HelloAnswer::Reply
+            && SimNode::with_profile(*p).version() == Some(version)
+    }) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "no simulated profile of {}",
+            node.describe()
+        );
+        return;
+    };
+    let mut sim = SimNode::with_profile(profile);
+    let commands: &[&[&str]] = &[
+        &["HELLO"],
+        &["DELIFEQ", "k", "v"],
+        &["DELEX", "k", "IFEQ", "v"],
+        &["SET", "k", "v", "IFEQ", "v", "PX", "100"],
+        &["SET", "k", "v", "IFEQ", "v", "NX"],
+        &["delifeq", "k"],
+        &["RPUSH", "l", "x"],
+        &["DELIFEQ", "l", "v"],
+        &["SET", "l", "v", "IFEQ", "v", "PX", "100"],
+        &["DEL", "l"],
+    ];
+    for args in commands {
+        let real = without_id(node.call(args).expect("the server answers"));
+        let model = without_id(sim.call(args).expect("the model answers"));
+        assert_eq!(model, real, "{args:?} on {}", node.describe());
+    }
+}
+
+/// A `HELLO` reply with its connection id zeroed; any other reply as it is.
+fn without_id(reply: Reply) -> Reply {
+    match reply {
+        Reply::Array(mut fields) => {
+            if let Some(i) = fields
+                .iter()
+                .position(|f| *f == Reply::Bulk(b"id".to_vec()))
+            {
+                fields[i + 1] = Reply::Int(0);
+            }
+            Reply::Array(fields)
+        }
+        other => other,
+    }
 }
 
 /// Prints past the test harness's capture, so a skip is never silent; `note` marks a

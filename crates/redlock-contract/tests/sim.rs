@@ -3,8 +3,11 @@
 use std::io::Write as _;
 
 use redlock_contract::{
-    Family, Form, Report, Scripts, Send, SimNode, Target, UNCHECKED_EXTEND_SCRIPT, run,
+    CONTRACT, Case, Family, Form, Report, Scripts, Send, SimNode, State, Target,
+    UNCHECKED_EXTEND_SCRIPT, run,
 };
+use redlock_sim::ServerProfile;
+use redlock_sim::profile::NodeMutant;
 use redlock_testkit::Reply;
 
 #[test]
@@ -14,6 +17,61 @@ fn the_node_model_does_what_the_table_says() {
     assert!(report.is_clean(), "{report}");
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
     assert!(report.passed.len() >= 35, "{report}");
+}
+
+/// Every profile of the model runs what its server has, as the table says, and refuses the
+/// rest as that server does; together they run every row, the native forms included.
+#[test]
+fn every_profile_keeps_the_contract_and_together_they_run_every_row() {
+    let mut ran: Vec<Case> = Vec::new();
+    for profile in ServerProfile::ALL {
+        let report = run(&mut SimNode::with_profile(profile), Scripts::CORE).expect("answers");
+        say("", &report);
+        assert!(report.is_clean(), "{report}");
+        for (case, why) in &report.skipped {
+            assert!(case.form.since().is_some(), "{report}");
+            let refused = why.contains("ERR unknown command") || why.contains("ERR syntax error");
+            assert!(
+                refused,
+                "{} refused otherwise than a server: {why}",
+                case.form
+            );
+        }
+        ran.extend(report.passed.iter().copied());
+    }
+    let missing: Vec<String> = CONTRACT
+        .iter()
+        .filter(|c| !ran.contains(c))
+        .map(|c| format!("{} × {}", c.form, c.state))
+        .collect();
+    assert!(missing.is_empty(), "rows no profile ran: {missing:?}");
+}
+
+/// Negative controls of the native commands: a node model whose `SET IFEQ` creates a missing
+/// key, or whose `DELIFEQ` deletes without comparing, breaks exactly the rows it should.
+#[test]
+fn a_node_model_with_a_wrong_native_command_breaks_the_contract() {
+    let broken = |mutant| {
+        let profile = ServerProfile::VALKEY_9_1.with_mutant(mutant);
+        let report = run(&mut SimNode::with_profile(profile), Scripts::CORE).expect("answers");
+        say("negative control (failures expected): ", &report);
+        report
+            .failed
+            .iter()
+            .map(|(c, _)| (c.form, c.state))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        broken(NodeMutant::SetIfEqCreates),
+        [(Form::SetIfEqPx, State::Absent)]
+    );
+    assert_eq!(
+        broken(NodeMutant::DelIfEqUnchecked),
+        [
+            (Form::DelIfEq, State::Another),
+            (Form::DelIfEq, State::WrongType)
+        ]
+    );
 }
 
 /// The model runs only the script text it was written from: an extend script without its

@@ -8,9 +8,10 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use redlock_core::{ConnectionError, Event, Input, OpId, Output, UsageError};
 
+use crate::conditional::is_native;
 use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
@@ -203,7 +204,7 @@ impl Sim {
         }
     }
 
-    fn send_to_node(&mut self, c: usize, n: usize, bytes: bytes::Bytes) {
+    fn send_to_node(&mut self, c: usize, n: usize, bytes: Bytes) {
         let link = self.net.link_ref(c, n);
         if link.state != LinkState::Open {
             // The core writes only to links it believes up; a write racing a cut is lost.
@@ -296,9 +297,7 @@ impl Sim {
                 Ok(Some(args)) => {
                     let scripts = &self.scenario.scripts;
                     let reply = self.nodes[n].execute(self.now, db, &args, scripts);
-                    if matches!(&reply, ServerReply::Error(e) if e.starts_with("NOSCRIPT")) {
-                        self.stats.noscript += 1;
-                    }
+                    self.count_reply(&args, &reply);
                     self.note(|| {
                         let from = orphan.map_or(String::new(), |o| format!("orphan {o} of "));
                         format!("node {n} <- {from}client {c}: {} -> {reply:?}", show(&args))
@@ -311,6 +310,37 @@ impl Sim {
                     return (out, true);
                 }
             }
+        }
+    }
+
+    /// Counts the replies the statistics name: `-NOSCRIPT`, native commands run or
+    /// refused, `HELLO`s answered or refused.
+    fn count_reply(&mut self, args: &[Bytes], reply: &ServerReply) {
+        let error = match reply {
+            ServerReply::Error(e) => Some(e.as_str()),
+            _ => None,
+        };
+        let refused = error.is_some_and(|e| {
+            e.starts_with("ERR unknown command") || e.starts_with("ERR syntax error")
+        });
+        let s = &mut self.stats;
+        if error.is_some_and(|e| e.starts_with("NOSCRIPT")) {
+            s.noscript += 1;
+        } else if is_native(args) {
+            *(if refused {
+                &mut s.native_refused
+            } else {
+                &mut s.native
+            }) += 1;
+        } else if args
+            .first()
+            .is_some_and(|a| a.eq_ignore_ascii_case(b"HELLO"))
+        {
+            *(if error.is_some() {
+                &mut s.hellos_refused
+            } else {
+                &mut s.hellos
+            }) += 1;
         }
     }
 
@@ -383,7 +413,7 @@ impl Sim {
 }
 
 /// A command as a readable line: arguments lossily as UTF-8, long ones (script bodies) cut.
-fn show(args: &[bytes::Bytes]) -> String {
+fn show(args: &[Bytes]) -> String {
     let words: Vec<String> = args
         .iter()
         .map(|a| {

@@ -20,7 +20,8 @@
 //!
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
-//! - [`node`], `keyspace`, [`script`], `resp`: a node executing the core's commands.
+//! - [`node`], `keyspace`, [`script`], `conditional`, `resp`: a node executing the core's
+//!   commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
@@ -33,6 +34,7 @@
 
 pub mod checker;
 pub mod clock;
+mod conditional;
 mod driver;
 mod event;
 mod fault;
@@ -40,6 +42,7 @@ mod keyspace;
 mod network;
 pub mod node;
 mod orphan;
+pub mod profile;
 mod random;
 mod report;
 mod resp;
@@ -53,6 +56,7 @@ pub use clock::{Clock, SimTime};
 pub use keyspace::{Keys, Keyspace, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
+pub use profile::{HelloAnswer, ServerProfile};
 pub use random::Dice;
 pub use report::{Report, Stats};
 pub use resp::ServerReply;

@@ -5,12 +5,13 @@
 //! with the connection's selected database and takes back replies.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::clock::{Clock, SimTime};
+use crate::conditional;
 use crate::keyspace::{Keys, Keyspace};
+use crate::profile::{ServerProfile, unknown_command};
 use crate::resp::ServerReply;
 use crate::script::{NativeScript, Scripts, millis_arg};
 
@@ -24,6 +25,9 @@ pub struct Node {
     loaded: BTreeSet<String>,
     incarnation: u32,
     commands: u64,
+    profile: ServerProfile,
+    /// `HELLO`s answered: the next one's connection id.
+    hellos: i64,
 }
 
 /// Whether the node process runs.
@@ -38,9 +42,20 @@ pub enum NodeState {
 }
 
 impl Node {
-    /// A running node with an empty keyspace; `preload` fills the script cache with every
-    /// registered script.
+    /// A running Redis 7.0 node ([`ServerProfile::REDIS_7_0`]) with an empty keyspace;
+    /// `preload` fills the script cache with every registered script.
     pub fn new(clock: Clock, scripts: &Scripts, preload: bool) -> Self {
+        Self::with_profile(clock, scripts, preload, ServerProfile::REDIS_7_0)
+    }
+
+    /// A running node that behaves as `profile` says (its `HELLO` reply and native
+    /// commands), with an empty keyspace; `preload` as in [`Node::new`].
+    pub fn with_profile(
+        clock: Clock,
+        scripts: &Scripts,
+        preload: bool,
+        profile: ServerProfile,
+    ) -> Self {
         let loaded = if preload {
             scripts.shas().map(str::to_owned).collect()
         } else {
@@ -53,7 +68,14 @@ impl Node {
             loaded,
             incarnation: 0,
             commands: 0,
+            profile,
+            hellos: 0,
         }
+    }
+
+    /// The server this node behaves as.
+    pub fn profile(&self) -> &ServerProfile {
+        &self.profile
     }
 
     /// The node's clock.
@@ -133,49 +155,42 @@ impl Node {
         let Some(name) = args.first() else {
             return ServerReply::error("ERR empty command");
         };
-        let name = name.to_ascii_uppercase();
+        let upper = name.to_ascii_uppercase();
         let rest = &args[1..];
         let mut keys = self.keyspace.view(*db, now);
-        let reply = match &name[..] {
-            b"GET" | b"SET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
-                key_command(&mut keys, &name, rest)
+        let profile = &self.profile;
+        let reply = match &upper[..] {
+            b"SET" => conditional::set(&mut keys, profile, rest),
+            b"DELIFEQ" => conditional::delifeq(&mut keys, profile, name, rest),
+            b"DELEX" => conditional::delex(&mut keys, profile, name, rest),
+            b"GET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
+                key_command(&mut keys, &upper, rest)
             }
-            b"AUTH" | b"SELECT" => connection_command(db, &name, rest),
+            b"HELLO" => {
+                self.hellos += 1;
+                Some(self.profile.hello(rest, self.hellos))
+            }
+            b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
-                script_command(&mut self.loaded, &mut keys, scripts, &name, rest)
+                script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
             }
-            _ => {
-                return ServerReply::error(format!(
-                    "ERR unknown command '{}'",
-                    String::from_utf8_lossy(&name)
-                ));
-            }
+            _ => return unknown_command(name, rest),
         };
         reply.unwrap_or_else(|| {
             ServerReply::error(format!(
                 "ERR wrong number of arguments for '{}' command",
-                String::from_utf8_lossy(&name).to_lowercase()
+                String::from_utf8_lossy(&upper).to_lowercase()
             ))
         })
     }
 }
 
-/// `GET`, `SET`, `DEL`, `PEXPIRE`, `PTTL`, `RPUSH` on one database; `None` for a wrong
-/// arity.
+/// `GET`, `DEL`, `PEXPIRE`, `PTTL`, `RPUSH` on one database; `None` for a wrong arity.
 fn key_command(keys: &mut Keys<'_>, name: &[u8], rest: &[Bytes]) -> Option<ServerReply> {
     let reply = match (name, rest) {
         (b"GET", [key]) => match keys.get(key) {
             Ok(value) => value.map_or(ServerReply::Nil, ServerReply::Bulk),
             Err(e) => e.into(),
-        },
-        // `NX` looks at existence, whatever the type: a list in the way is "held".
-        (b"SET", [key, value, opts @ ..]) => match set_options(opts) {
-            Ok((nx, _)) if nx && keys.exists(key) => ServerReply::Nil,
-            Ok((_, px)) => {
-                keys.set(key, value.clone(), px);
-                ServerReply::Ok
-            }
-            Err(e) => e,
         },
         (b"DEL", keys_to_delete) if !keys_to_delete.is_empty() => {
             let n = keys_to_delete.iter().filter(|k| keys.del(k)).count();
@@ -281,42 +296,6 @@ fn run_script(
     }
 }
 
-/// Reads `SET` options: `NX`, `PX ms`, `EX s` (the subset the core and tests use).
-fn set_options(opts: &[Bytes]) -> Result<(bool, Option<Duration>), ServerReply> {
-    let syntax = || ServerReply::error("ERR syntax error");
-    let mut nx = false;
-    let mut ttl = None;
-    let mut i = 0;
-    while i < opts.len() {
-        let opt = opts[i].to_ascii_uppercase();
-        match &opt[..] {
-            b"NX" => nx = true,
-            b"PX" | b"EX" => {
-                let arg = opts.get(i + 1).ok_or_else(syntax)?;
-                let n = std::str::from_utf8(arg)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .ok_or_else(|| ServerReply::error("ERR value is not an integer"))?;
-                if n <= 0 || ttl.is_some() {
-                    return Err(ServerReply::error(
-                        "ERR invalid expire time in 'set' command",
-                    ));
-                }
-                let n = n as u64;
-                ttl = Some(if &opt[..] == b"PX" {
-                    Duration::from_millis(n)
-                } else {
-                    Duration::from_secs(n)
-                });
-                i += 1;
-            }
-            _ => return Err(syntax()),
-        }
-        i += 1;
-    }
-    Ok((nx, ttl))
-}
-
 /// Databases a node has (Redis default).
 const DATABASES: u32 = 16;
 /// Redis's exact `-NOSCRIPT` reply.
@@ -324,7 +303,7 @@ const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     use redlock_core::RELEASE_SCRIPT;
 

@@ -27,6 +27,15 @@ pub struct Stats {
     pub bad_requests: u32,
     /// `-NOSCRIPT` replies sent by nodes (each followed by an `EVAL` from the core).
     pub noscript: u32,
+    /// Native compare commands (`DELIFEQ`, `DELEX IFEQ`, `SET IFEQ`) nodes ran.
+    pub native: u32,
+    /// Native compare commands nodes refused as unknown or a syntax error (each followed
+    /// by the script from the core, which then sticks to scripts on that node).
+    pub native_refused: u32,
+    /// `HELLO`s nodes answered with a server description.
+    pub hellos: u32,
+    /// `HELLO`s nodes refused (`NOPERM`, unknown command): the core then probes the node.
+    pub hellos_refused: u32,
     /// Usage errors returned by the core for workload calls that raced an event.
     pub usage_errors: u32,
     /// Connections half-closed: the client side died, the held bytes went on to the node.

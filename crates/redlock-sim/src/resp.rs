@@ -23,6 +23,8 @@ pub enum ServerReply {
     Bulk(Bytes),
     /// An error `-MESSAGE`, given without the leading `-`.
     Error(String),
+    /// An array of replies (`HELLO`'s map, as RESP2 sends it).
+    Array(Vec<Self>),
 }
 
 impl ServerReply {
@@ -46,6 +48,12 @@ impl ServerReply {
                 // A line break inside would end the reply early; Redis replaces them too.
                 let msg = msg.replace(['\r', '\n'], " ");
                 out.put_slice(format!("-{msg}\r\n").as_bytes());
+            }
+            Self::Array(items) => {
+                out.put_slice(format!("*{}\r\n", items.len()).as_bytes());
+                for item in items {
+                    item.encode(out);
+                }
             }
         }
     }
@@ -113,9 +121,13 @@ mod tests {
             ServerReply::Int(-1),
             ServerReply::Bulk(Bytes::from_static(b"v")),
             ServerReply::error("ERR x\r\ny"),
+            ServerReply::Array(vec![ServerReply::Int(1), ServerReply::Array(Vec::new())]),
         ] {
             r.encode(&mut out);
         }
-        assert_eq!(&out[..], b"+OK\r\n$-1\r\n:-1\r\n$1\r\nv\r\n-ERR x  y\r\n");
+        assert_eq!(
+            &out[..],
+            b"+OK\r\n$-1\r\n:-1\r\n$1\r\nv\r\n-ERR x  y\r\n*2\r\n:1\r\n*0\r\n"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! [`Scenario`]: every knob of one simulated run (seed, core configuration, clients,
-//! resources, clock skew, network, faults, workload, scripts), with quiet defaults.
+//! resources, clock skew, network, faults, workload, scripts, servers), with quiet defaults.
 //!
 //! A scenario is plain data; tests build families of them from a seed. Nothing here runs.
 
@@ -8,6 +8,7 @@ use std::time::Duration;
 use redlock_core::{AutoExtend, Config};
 
 use crate::network::NetworkKnobs;
+use crate::profile::ServerProfile;
 use crate::script::Scripts;
 
 /// One simulated run: build it, then hand it to [`Sim::new`](crate::Sim::new).
@@ -36,6 +37,9 @@ pub struct Scenario {
     pub scripts: Scripts,
     /// Whether nodes start with every script cached (`false` exercises `-NOSCRIPT`).
     pub preload_scripts: bool,
+    /// The server each node behaves as: node `i` is `servers[i % len]`; empty means
+    /// [`ServerProfile::REDIS_7_0`] everywhere (scripts only).
+    pub servers: Vec<ServerProfile>,
     /// The run stops at this true time.
     pub time_limit: Duration,
 }
@@ -187,7 +191,8 @@ impl Default for WorkloadKnobs {
 
 impl Scenario {
     /// A quiet scenario: the given config, 3 clients on distinct resources, no skew, a LAN,
-    /// no faults, the default workload, scripts not preloaded, 20 s of virtual time.
+    /// no faults, the default workload, scripts not preloaded, Redis 7.0 nodes, 20 s of
+    /// virtual time.
     pub fn new(seed: u64, config: Config) -> Self {
         Self {
             seed,
@@ -201,6 +206,7 @@ impl Scenario {
             workload: WorkloadKnobs::default(),
             scripts: Scripts::default(),
             preload_scripts: false,
+            servers: Vec::new(),
             time_limit: Duration::from_secs(20),
         }
     }
@@ -208,5 +214,13 @@ impl Scenario {
     /// Number of nodes (from the configuration).
     pub fn nodes(&self) -> usize {
         self.config.nodes()
+    }
+
+    /// The server node `i` behaves as.
+    pub fn server(&self, i: usize) -> ServerProfile {
+        match self.servers.len() {
+            0 => ServerProfile::default(),
+            len => self.servers[i % len],
+        }
     }
 }

@@ -88,11 +88,12 @@ impl Sim {
             Clock::with_skew(origin, s)
         };
         let nodes: Vec<Node> = (0..n)
-            .map(|_| {
-                Node::new(
+            .map(|i| {
+                Node::with_profile(
                     clock(&mut dice),
                     &scenario.scripts,
                     scenario.preload_scripts,
+                    scenario.server(i),
                 )
             })
             .collect();

@@ -1,7 +1,12 @@
-//! Negative controls: seven deliberate bugs, each of which the checker must catch within a
-//! fixed seed budget, and the correct core on the very same scenario families, which must
-//! pass. The mutants are reachable only here (dev-dependency feature `_mutants`).
-
+//! Negative controls: seven deliberate bugs in the core and one in the node model's native
+//! commands, each of which the checker must catch within a fixed seed budget, and the
+//! correct core on the very same scenario families, which must pass. The mutants are
+//! reachable only here (dev-dependency feature `_mutants`).
+//!
+//! The node mutant is a `DELIFEQ` that does not compare. Its twin, a `SET IFEQ` that creates
+//! a missing key, hurts only an extension that reaches a node after the key expired and is
+//! still answered, which no family here produces with the correct core; the command
+//! contract catches that one (`crates/redlock-contract/tests/sim.rs`).
 mod common;
 
 use std::time::Duration;
@@ -11,7 +16,8 @@ use common::{
     late_delivery, late_extend, late_releases, skewed, slow_network,
 };
 use redlock_core::Mutant;
-use redlock_sim::{Scenario, Sim, SuppliedToken};
+use redlock_sim::profile::NodeMutant;
+use redlock_sim::{Scenario, ServerProfile, Sim, SuppliedToken};
 
 /// Asserts that `family` breaks property (S) within the budget, and prints the first seed.
 fn assert_caught(name: &str, family: impl Fn(u64) -> Scenario) {
@@ -140,5 +146,40 @@ fn mutant_shared_stored_value_is_caught_across_calls() {
         "mutant SharedStoredValue across calls: first failing seed {} of budget \
          {MUTANT_BUDGET}: {v}\nlate release of an earlier call: {}",
         report.seed, release.line
+    );
+}
+
+/// `scenario` on Valkey 9.1 nodes (native `DELIFEQ` and `SET IFEQ`), with `mutant` in
+/// their model if given.
+fn on_valkey_9(mut scenario: Scenario, mutant: Option<NodeMutant>) -> Scenario {
+    let mut valkey = ServerProfile::VALKEY_9_1;
+    valkey.mutant = mutant;
+    scenario.servers = vec![valkey];
+    scenario
+}
+
+#[test]
+fn node_mutant_delifeq_that_does_not_compare_is_caught() {
+    // A holder past its deadline releases with `DELIFEQ`: a node that deletes whatever the
+    // key holds frees the next holder's lock for a third client.
+    assert_caught("node DELIFEQ unchecked", |seed| {
+        on_valkey_9(contention(seed, |b| b), Some(NodeMutant::DelIfEqUnchecked))
+    });
+}
+
+#[test]
+fn correct_core_is_safe_on_native_nodes() {
+    let mut native = 0;
+    for seed in 0..family_count() {
+        native += assert_safe(on_valkey_9(late_extend(seed, |b| b), None))
+            .stats
+            .native;
+        native += assert_safe(on_valkey_9(contention(seed, |b| b), None))
+            .stats
+            .native;
+    }
+    assert!(
+        native > 0,
+        "no native command ran: the families above test nothing new"
     );
 }

@@ -2,7 +2,9 @@
 //! crashes with a safe restart delay, half-closes with late delivery, reordering, skew within
 //! the drift allowance, short ttls, supplied tokens (reused by every call of a client in half
 //! the scenarios); and with every clock at the edge of the drift allowance. Also: the same
-//! seed gives the same run. `REDLOCK_SIM_SCENARIOS` sets the scenario count.
+//! seed gives the same run. Nodes are Redis 7 (scripts), Valkey 9 / Redis 8.4 (native
+//! commands), probed (HELLO refused, natives tried, fallback) or a mix of these.
+//! `REDLOCK_SIM_SCENARIOS` sets the scenario count.
 
 mod common;
 
@@ -15,6 +17,7 @@ fn run_part(part: u64, parts: u64) {
     let (mut acquired, mut retried, mut lost, mut extended, mut cancelled) = (0, 0, 0, 0, 0);
     let (mut pauses, mut cuts, mut crashes, mut noscript) = (0, 0, 0, 0);
     let (mut half_closes, mut late_commands) = (0, 0);
+    let (mut native, mut native_refused, mut hellos, mut hellos_refused) = (0, 0, 0, 0);
     for seed in (part..scenario_count()).step_by(parts as usize) {
         let report = assert_safe(safety(seed));
         for op in report.checker.ops() {
@@ -30,7 +33,15 @@ fn run_part(part: u64, parts: u64) {
         noscript += report.stats.noscript;
         half_closes += report.stats.half_closes;
         late_commands += report.stats.orphan_commands;
+        native += report.stats.native;
+        native_refused += report.stats.native_refused;
+        hellos += report.stats.hellos;
+        hellos_refused += report.stats.hellos_refused;
     }
+    println!(
+        "part {part}: {native} native commands run, {native_refused} refused (fallbacks), \
+         {hellos} HELLOs answered, {hellos_refused} refused, {noscript} NOSCRIPT"
+    );
     if scenario_count() >= 100 * parts {
         let seen = [
             acquired,
@@ -43,6 +54,10 @@ fn run_part(part: u64, parts: u64) {
             crashes,
             noscript,
             half_closes,
+            native,
+            native_refused,
+            hellos,
+            hellos_refused,
         ];
         assert!(
             seen.iter().all(|n| *n > 0) && late_commands > 0,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redlock_core::{AutoExtend, Config, NodeSettings, RetryPolicy};
 use redlock_sim::{
-    Dice, FaultKnobs, NetworkKnobs, Report, Resources, Scenario, Sim, SuppliedToken,
+    Dice, FaultKnobs, NetworkKnobs, Report, Resources, Scenario, ServerProfile, Sim, SuppliedToken,
 };
 
 mod adversarial;
@@ -57,6 +57,14 @@ pub fn first_violation(budget: u64, family: impl Fn(u64) -> Scenario) -> Option<
         .find(|r| r.violation.is_some())
 }
 
+/// The server each node behaves as (all scripts, all native, all probed, or a mix: see
+/// [`ServerProfile::draw`]) and whether the core may use native commands (nine seeds in
+/// ten), drawn from dice of their own so that every other knob of a seed stays as it was.
+pub(crate) fn servers(seed: u64, nodes: usize) -> (Vec<ServerProfile>, bool) {
+    let mut d = Dice::new(seed ^ 0x05e4_ee45);
+    (ServerProfile::draw(&mut d, nodes), d.chance(0.9))
+}
+
 pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -77,7 +85,7 @@ pub(crate) fn safe_restart(ttl_max: Duration, skew: f64) -> (Duration, Duration)
     (lo, lo + ms(300))
 }
 
-/// (S): a random mix of 3/5/7 nodes, 2-5 clients on 1-2 resources, pauses, cuts, crashes
+/// (S): a random mix of 3/5/7 nodes of random servers (script, native, probed), 2-5 clients on 1-2 resources, pauses, cuts, crashes
 /// with a safe restart delay, half-closes with late delivery, reordering and splitting, clock
 /// skew within the drift allowance, short ttls, extensions, auto-extension, cancellation, and
 /// supplied tokens (per call, or one per client reused by every call).
@@ -85,7 +93,9 @@ pub fn safety(seed: u64) -> Scenario {
     let mut d = Dice::new(seed ^ 0x5afe_5afe);
     let nodes = [3, 5, 7][d.index(3)];
     let ttl_max = d.millis(ms(100), ms(500));
+    let (profiles, native) = servers(seed, nodes);
     let mut builder = Config::builder(nodes)
+        .native_commands(native)
         .ttl(ttl_max)
         .attempt_timeout(d.millis(ms(5), ms(25)))
         .retry(retry(&mut d, 6, 5, 60))
@@ -102,6 +112,7 @@ pub fn safety(seed: u64) -> Scenario {
     }
     let config = builder.build().expect("valid safety config");
     let mut s = Scenario::new(seed, config);
+    s.servers = profiles;
     s.clients = d.range(2, 5) as usize;
     s.resources = Resources::Shared(d.range(1, 2) as usize);
     s.clock_skew = d.float(0.0, 0.004);
@@ -163,11 +174,14 @@ pub fn safety(seed: u64) -> Scenario {
 pub fn quiet(seed: u64, down: impl Fn(usize) -> usize) -> Scenario {
     let mut d = Dice::new(seed ^ 0x9e1e7);
     let nodes = [3, 5, 7][d.index(3)];
+    let (profiles, native) = servers(seed, nodes);
     let config = Config::builder(nodes)
+        .native_commands(native)
         .ttl(ms(2_000))
         .build()
         .expect("valid quiet config");
     let mut s = Scenario::new(seed, config);
+    s.servers = profiles;
     s.clients = d.range(2, 6) as usize;
     s.resources = Resources::PerClient;
     s.clock_skew = d.float(0.0, 0.004);
@@ -190,13 +204,16 @@ pub fn quiet(seed: u64, down: impl Fn(usize) -> usize) -> Scenario {
 pub fn cleanup(seed: u64, cancel: f64) -> Scenario {
     let mut d = Dice::new(seed ^ 0xc1ea);
     let nodes = [3, 5, 7][d.index(3)];
+    let (profiles, native) = servers(seed, nodes);
     let config = Config::builder(nodes)
+        .native_commands(native)
         .ttl(ms(10_000))
         .attempt_timeout(ms(20))
         .retry(retry(&mut d, 5, 2, 20))
         .build()
         .expect("valid cleanup config");
     let mut s = Scenario::new(seed, config);
+    s.servers = profiles;
     s.clients = d.range(2, 5) as usize;
     s.resources = Resources::Shared(d.range(1, 2) as usize);
     s.network.latency_max = d.duration(ms(1), ms(8));

@@ -1,0 +1,272 @@
+//! Which server a simulated node pretends to be: what it answers to `HELLO`, and which of
+//! the native compare-and-delete / compare-and-set commands it has. Each profile follows a
+//! real server's replies (checked against Redis 7.0.15 and Valkey 9.1.2 by the command
+//! contract); what a profile lacks is refused exactly as that server refuses it.
+//!
+//! Scenarios give each node a profile ([`Scenario::servers`](crate::Scenario::servers)), so
+//! that a run mixes nodes the core sends scripts to, nodes it sends native commands to, and
+//! nodes it probes (their `HELLO` is refused) and that fall back.
+
+use bytes::Bytes;
+
+use crate::random::Dice;
+use crate::resp::ServerReply;
+
+/// A server a simulated node behaves as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerProfile {
+    /// The `server` field of its `HELLO` reply: `redis` or `valkey`.
+    pub server: &'static str,
+    /// The `version` field of its `HELLO` reply.
+    pub version: &'static str,
+    /// How it answers `HELLO`.
+    pub hello: HelloAnswer,
+    /// Whether it has `DELIFEQ key value` (Valkey 9.0 and later).
+    pub delifeq: bool,
+    /// Whether it has `DELEX key [IFEQ value | IFNE value]` (Redis 8.4 and later).
+    pub delex: bool,
+    /// Whether `SET` takes `IFEQ value` (Valkey 8.1, Redis 8.4 and later).
+    pub set_ifeq: bool,
+    /// A deliberate bug in the node's native commands, for the negative controls only.
+    #[doc(hidden)]
+    pub mutant: Option<NodeMutant>,
+}
+
+/// How a node answers `HELLO`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelloAnswer {
+    /// The RESP2 map-as-array: server, version, proto, id, mode, role, modules.
+    Reply,
+    /// `-NOPERM`: an ACL denies the command (the server has it).
+    NoPerm,
+    /// `-ERR unknown command 'HELLO'`: a server older than Redis 6.
+    Unknown,
+}
+
+/// A deliberately wrong native command in the node model: the simulation must catch it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMutant {
+    /// `SET key v IFEQ cmp` creates a missing key (the RedLock.net bug, natively).
+    SetIfEqCreates,
+    /// `DELIFEQ key v` deletes the key whatever it holds.
+    DelIfEqUnchecked,
+}
+
+impl ServerProfile {
+    /// Redis 7.0.15: answers `HELLO`, has none of the native commands.
+    pub const REDIS_7_0: Self = Self::new("redis", "7.0.15", false, false, false);
+    /// Redis 8.4.0: `DELEX key IFEQ v` and `SET ... IFEQ`.
+    pub const REDIS_8_4: Self = Self::new("redis", "8.4.0", false, true, true);
+    /// Valkey 8.1.4: `SET ... IFEQ` only.
+    pub const VALKEY_8_1: Self = Self::new("valkey", "8.1.4", false, false, true);
+    /// Valkey 9.1.2: `DELIFEQ` and `SET ... IFEQ`.
+    pub const VALKEY_9_1: Self = Self::new("valkey", "9.1.2", true, false, true);
+    /// Valkey 9.1.2 whose ACL denies `HELLO`: probed, and its natives work.
+    pub const VALKEY_9_1_NO_HELLO: Self = Self::VALKEY_9_1.refusing(HelloAnswer::NoPerm);
+    /// Redis 8.4.0 whose ACL denies `HELLO`: probed with `DELIFEQ` (unknown here, so its
+    /// release falls back to the script) and `SET ... IFEQ` (which it has).
+    pub const REDIS_8_4_NO_HELLO: Self = Self::REDIS_8_4.refusing(HelloAnswer::NoPerm);
+    /// Redis 7.0.15 whose ACL denies `HELLO`: probed, and both commands fall back.
+    pub const REDIS_7_0_NO_HELLO: Self = Self::REDIS_7_0.refusing(HelloAnswer::NoPerm);
+    /// A server without `HELLO` (before Redis 6): probed, and both commands fall back.
+    pub const REDIS_5_0: Self =
+        Self::new("redis", "5.0.14", false, false, false).refusing(HelloAnswer::Unknown);
+
+    /// Every profile above.
+    pub const ALL: [Self; 8] = [
+        Self::REDIS_7_0,
+        Self::REDIS_8_4,
+        Self::VALKEY_8_1,
+        Self::VALKEY_9_1,
+        Self::VALKEY_9_1_NO_HELLO,
+        Self::REDIS_8_4_NO_HELLO,
+        Self::REDIS_7_0_NO_HELLO,
+        Self::REDIS_5_0,
+    ];
+
+    const fn new(
+        server: &'static str,
+        version: &'static str,
+        delifeq: bool,
+        delex: bool,
+        set_ifeq: bool,
+    ) -> Self {
+        Self {
+            server,
+            version,
+            hello: HelloAnswer::Reply,
+            delifeq,
+            delex,
+            set_ifeq,
+            mutant: None,
+        }
+    }
+
+    /// The same server answering `HELLO` as `hello` says.
+    pub const fn refusing(self, hello: HelloAnswer) -> Self {
+        Self { hello, ..self }
+    }
+
+    /// The same server with a bug in its native commands (negative controls only).
+    #[doc(hidden)]
+    pub const fn with_mutant(self, mutant: NodeMutant) -> Self {
+        Self {
+            mutant: Some(mutant),
+            ..self
+        }
+    }
+
+    /// `(major, minor)` of [`version`](Self::version).
+    pub fn major_minor(&self) -> (u32, u32) {
+        let mut parts = self.version.split('.').map(|p| p.parse().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    }
+
+    /// The reply to `HELLO` with `args` (none, or a protocol version) on connection `id`.
+    pub fn hello(&self, args: &[Bytes], id: i64) -> ServerReply {
+        match self.hello {
+            HelloAnswer::NoPerm => {
+                return ServerReply::error(
+                    "NOPERM User default has no permissions to run the 'hello' command",
+                );
+            }
+            HelloAnswer::Unknown => return unknown_command(b"HELLO", args),
+            HelloAnswer::Reply => {}
+        }
+        match args.first().map(|v| &v[..]) {
+            None | Some(b"2") => {}
+            // RESP3 and anything else: the model speaks RESP2 only.
+            Some(_) => return ServerReply::error("NOPROTO unsupported protocol version"),
+        }
+        let text = |s: &'static str| ServerReply::Bulk(Bytes::from_static(s.as_bytes()));
+        // Valkey lists its built-in Lua engine as a module; Redis lists none.
+        let modules = if self.server == "valkey" && self.major_minor() >= (9, 0) {
+            vec![ServerReply::Array(vec![
+                text("name"),
+                text("lua"),
+                text("ver"),
+                ServerReply::Int(1),
+                text("path"),
+                text("lua"),
+                text("args"),
+                ServerReply::Array(Vec::new()),
+            ])]
+        } else {
+            Vec::new()
+        };
+        ServerReply::Array(vec![
+            text("server"),
+            text(self.server),
+            text("version"),
+            text(self.version),
+            text("proto"),
+            ServerReply::Int(2),
+            text("id"),
+            ServerReply::Int(id),
+            text("mode"),
+            text("standalone"),
+            text("role"),
+            text("master"),
+            text("modules"),
+            ServerReply::Array(modules),
+        ])
+    }
+
+    /// Per-node profiles for a cluster of `nodes`, drawn from `d`: all scripts (Redis 7),
+    /// all native (Valkey 9.1 or Redis 8.4), every node probed, or each node at random.
+    pub fn draw(d: &mut Dice, nodes: usize) -> Vec<Self> {
+        let all = |p: Self| vec![p; nodes];
+        match d.index(6) {
+            0 => all(Self::REDIS_7_0),
+            1 => all(Self::VALKEY_9_1),
+            2 => all(Self::REDIS_8_4),
+            3 => (0..nodes)
+                .map(|_| [Self::VALKEY_9_1_NO_HELLO, Self::REDIS_7_0_NO_HELLO][d.index(2)])
+                .collect(),
+            _ => (0..nodes)
+                .map(|_| Self::ALL[d.index(Self::ALL.len())])
+                .collect(),
+        }
+    }
+}
+
+impl Default for ServerProfile {
+    /// [`ServerProfile::REDIS_7_0`].
+    fn default() -> Self {
+        Self::REDIS_7_0
+    }
+}
+
+/// The real servers' reply to a command they do not have: the name as sent, then the
+/// arguments quoted, up to 128 bytes of them
+/// (`ERR unknown command 'DELIFEQ', with args beginning with: 'k' 'v' `).
+pub fn unknown_command(name: &[u8], args: &[Bytes]) -> ServerReply {
+    let name = String::from_utf8_lossy(&name[..name.len().min(128)]).into_owned();
+    let mut listed = String::new();
+    for arg in args {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        let arg = String::from_utf8_lossy(&arg[..arg.len().min(room)]).into_owned();
+        listed.push_str(&format!("'{arg}' "));
+    }
+    ServerReply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {listed}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn unknown_commands_are_refused_in_the_servers_words() {
+        let e = unknown_command(b"DELIFEQ", &[b("k"), b("v")]);
+        let want = "ERR unknown command 'DELIFEQ', with args beginning with: 'k' 'v' ";
+        assert_eq!(e, ServerReply::error(want));
+        assert_eq!(
+            unknown_command(b"delex", &[]),
+            ServerReply::error("ERR unknown command 'delex', with args beginning with: ")
+        );
+        // Arguments are quoted until 128 bytes are listed (Redis 7.0.15 cuts the same way).
+        let long = unknown_command(b"X", &[b(&"a".repeat(200)), b("b")]);
+        let want = format!(
+            "ERR unknown command 'X', with args beginning with: '{}' ",
+            "a".repeat(128)
+        );
+        assert_eq!(long, ServerReply::error(want));
+    }
+
+    #[test]
+    fn hello_answers_by_profile() {
+        let reply = ServerProfile::VALKEY_9_1.hello(&[], 3);
+        let ServerReply::Array(fields) = &reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(fields.len(), 14);
+        assert_eq!(fields[3], ServerReply::Bulk(b("9.1.2")));
+        assert!(matches!(
+            ServerProfile::REDIS_7_0_NO_HELLO.hello(&[], 1),
+            ServerReply::Error(e) if e.starts_with("NOPERM")
+        ));
+        assert!(matches!(
+            ServerProfile::REDIS_5_0.hello(&[], 1),
+            ServerReply::Error(e) if e.starts_with("ERR unknown command 'HELLO'")
+        ));
+        assert!(matches!(
+            ServerProfile::REDIS_7_0.hello(&[b("3")], 1),
+            ServerReply::Error(e) if e.starts_with("NOPROTO")
+        ));
+        assert_eq!(ServerProfile::REDIS_8_4.major_minor(), (8, 4));
+        let mut d = Dice::new(1);
+        for _ in 0..50 {
+            assert_eq!(ServerProfile::draw(&mut d, 5).len(), 5);
+        }
+    }
+}
