@@ -59,7 +59,7 @@ fn no_scripts(kind: ServerKind) -> Cluster {
         .user("locker", "pw")
         .deny(NO_SCRIPTS)
         .start()
-        .expect("start test nodes")
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn client_urls(c: &Cluster) -> Vec<String> {

@@ -232,7 +232,7 @@ pub fn errors_noperm_on_delifeq<D: Driver>() {
         .kinds([ServerKind::Valkey])
         .deny(["delifeq"])
         .start()
-        .expect("start a Valkey node");
+        .unwrap_or_else(|e| panic!("{e}"));
     let node = c.node(0);
     assert_eq!(servers::release_command(node.server()), "DELIFEQ");
     let noperm = as_client(node, &["DELIFEQ", "k", "v"]);

@@ -33,7 +33,7 @@ fn mixed_cluster<D: Driver>(kinds: [ServerKind; 5]) {
     let c = Cluster::builder()
         .kinds(kinds)
         .start()
-        .expect("start a cluster of mixed servers");
+        .unwrap_or_else(|e| panic!("{e}"));
     for (node, kind) in c.nodes().iter().zip(kinds) {
         assert_eq!(node.server().kind(), kind, "{}", node.server());
     }
