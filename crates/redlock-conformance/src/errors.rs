@@ -13,9 +13,10 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use redlock_core::{EXTEND_SCRIPT, MAX_TTL_MS, RELEASE_SCRIPT, Script};
-use redlock_testkit::{Cluster, Conn, HangingPort, Node, Reply, refused_port};
+use redlock_testkit::{Cluster, Conn, HangingPort, Node, Reply, ServerKind, refused_port};
 
 use crate::scenarios::cluster;
+use crate::servers;
 use crate::{Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
 
 // ---- node rows: the lock fails at `lock()` and names each node by its address ----
@@ -166,9 +167,12 @@ pub fn errors_noperm_on_set<D: Driver>() {
     );
 }
 
-/// The user may not run `EVALSHA` (ACL `-evalsha`): the lock is taken (`SET` is allowed),
-/// but its release reports `NOPERM` from the node, verbatim, naming `evalsha`, and an
-/// extension fails on it until the lock is lost.
+/// The user may not run `EVALSHA` (ACL `-evalsha`): the lock is taken (`SET` is allowed).
+/// Where releases and extensions are scripts (Redis 7), the release reports `NOPERM` from
+/// the node, verbatim, naming `evalsha`, and an extension fails on it until the lock is
+/// lost. Where the server has commands of its own for them (Valkey 9: `DELIFEQ`, `SET
+/// IFEQ`), the lock is released and extended as if nothing were denied; with
+/// `native_commands(false)` it fails as on Redis.
 pub fn errors_noperm_on_evalsha<D: Driver>() {
     let c = Cluster::builder()
         .nodes(1)
@@ -181,7 +185,26 @@ pub fn errors_noperm_on_evalsha<D: Driver>() {
         noperm.starts_with("NOPERM") && noperm.ends_with("'evalsha' command"),
         "{noperm}"
     );
-    let d = D::build(&c.urls(), |b| b.ttl(SECOND).retry(RetryPolicy::once())).unwrap();
+    let scripts = servers::release_command(c.server()) == "EVALSHA";
+    if !scripts {
+        let d = D::build(&c.urls(), |b| b.ttl(SECOND).retry(RetryPolicy::once())).unwrap();
+        let g = d.lock("noperm:native").expect("SET is allowed");
+        g.extend().expect("the extension is not a script here");
+        assert_eq!(g.release(), Ok(vec![ReleaseOutcome::Released]));
+    }
+    let d = D::build(&c.urls(), |b| {
+        b.ttl(SECOND)
+            .retry(RetryPolicy::once())
+            // On Redis 7 as configured (scripts anyway); on Valkey 9 with scripts forced.
+            .native_commands(scripts)
+    })
+    .unwrap();
+    assert_evalsha_refused(&d, node, &noperm);
+}
+
+/// With releases and extensions sent as scripts to `node`, whose user may not run
+/// `EVALSHA`: the release reports the node's `noperm` and the extension fails on it.
+fn assert_evalsha_refused<D: Driver>(d: &D, node: &Node, noperm: &str) {
     let g = d.lock("noperm:release").expect("SET is allowed");
     assert_eq!(
         failures(g.release().expect("a report")),
@@ -199,14 +222,50 @@ pub fn errors_noperm_on_evalsha<D: Driver>() {
     );
 }
 
+/// The user may not run `DELIFEQ` (ACL `-delifeq`), on a Valkey 9 node (started from
+/// Valkey whatever the default server: Redis 7 has no such command to deny): the lock is
+/// taken and extended (`SET` is allowed), and its release reports `NOPERM` from the node,
+/// verbatim, naming `delifeq` (a refusal, not an unknown command, so no fallback to the
+/// script).
+pub fn errors_noperm_on_delifeq<D: Driver>() {
+    let c = Cluster::builder()
+        .kinds([ServerKind::Valkey])
+        .deny(["delifeq"])
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let node = c.node(0);
+    assert_eq!(servers::release_command(node.server()), "DELIFEQ");
+    let noperm = as_client(node, &["DELIFEQ", "k", "v"]);
+    assert!(
+        noperm.starts_with("NOPERM") && noperm.ends_with("'delifeq' command"),
+        "{noperm}"
+    );
+    let d = D::build(&c.urls(), |b| b.ttl(SECOND).retry(RetryPolicy::once())).unwrap();
+    let g = d.lock("noperm:delifeq").expect("SET is allowed");
+    g.extend().expect("SET IFEQ is allowed");
+    assert_eq!(
+        failures(g.release().expect("a report")),
+        [format!("DELIFEQ was refused: {noperm}")]
+    );
+    assert_eq!(
+        servers::calls(node, "evalsha") + servers::calls(node, "eval"),
+        0
+    );
+}
+
 /// `WRONGTYPE` shows where a lock's key was replaced by a key of another type (a list here):
 /// acquiring it reports the key held (`SET ... NX` leaves any existing key alone), while
-/// the release and the extension run a script whose `GET` fails, and report the node's
-/// `WRONGTYPE`, verbatim with the script's name, as `EVALSHA was refused: ...`.
+/// the release and the extension fail on the key's type and report the node's `WRONGTYPE`,
+/// verbatim, after the command that got it: `EVALSHA was refused: ...` with the script's
+/// name (Redis 7), `DELIFEQ was refused: ...` and `SET was refused: ...` (Valkey 9).
 pub fn errors_wrongtype<D: Driver>() {
     let c = cluster(1);
     let node = c.node(0);
     let addr = node.addr();
+    let (release, extend) = (
+        servers::release_command(c.server()),
+        servers::extend_command(c.server()),
+    );
     let d = D::build(&c.urls(), |b| b.ttl(SECOND).retry(RetryPolicy::once())).unwrap();
     let g = d.lock("wt:release").expect("lock");
     replace_with_list(node, "wt:release");
@@ -215,22 +274,22 @@ pub fn errors_wrongtype<D: Driver>() {
         &err,
         &format!("could not acquire the lock: another client holds it on {addr}"),
     );
-    let wrongtype = script_reply(node, &RELEASE_SCRIPT, "wt:release");
+    let wrongtype = refusal(node, release, &RELEASE_SCRIPT, "wt:release");
     assert!(wrongtype.starts_with(WRONGTYPE), "{wrongtype}");
     assert_eq!(
         failures(g.release().expect("a report")),
-        [format!("EVALSHA was refused: {wrongtype}")]
+        [format!("{release} was refused: {wrongtype}")]
     );
     let g = d.lock("wt:extend").expect("lock");
     replace_with_list(node, "wt:extend");
-    let wrongtype = script_reply(node, &EXTEND_SCRIPT, "wt:extend");
+    let wrongtype = refusal(node, extend, &EXTEND_SCRIPT, "wt:extend");
     assert!(wrongtype.starts_with(WRONGTYPE), "{wrongtype}");
     let err = g.extend().expect_err("the key is a list");
     assert_node_message(
         &err,
         &format!(
             "lock lost: extensions failed on too many nodes until the deadline: {addr}: \
-             EVALSHA was refused: {wrongtype}"
+             {extend} was refused: {wrongtype}"
         ),
     );
 }
@@ -457,6 +516,21 @@ fn as_client(node: &Node, args: &[&str]) -> String {
     match conn.command(args).expect("a reply") {
         Reply::Error(text) => text,
         other => panic!("{args:?} was not refused: {other}"),
+    }
+}
+
+/// The node's error reply to `command` (`EVALSHA` of `script`, `DELIFEQ` or `SET ... IFEQ`)
+/// run on `key` as the lock runs it.
+fn refusal(node: &Node, command: &str, script: &Script, key: &str) -> String {
+    let reply = match command {
+        "EVALSHA" => return script_reply(node, script, key),
+        "DELIFEQ" => node.command(&["DELIFEQ", key, "token"]),
+        "DELEX" => node.command(&["DELEX", key, "IFEQ", "token"]),
+        _ => node.command(&["SET", key, "token", "IFEQ", "token", "PX", "1000"]),
+    };
+    match reply {
+        Ok(Reply::Error(text)) => text,
+        other => panic!("{command} did not fail on {key}: {other:?}"),
     }
 }
 

@@ -17,6 +17,7 @@ use redlock_core::Token;
 use redlock_testkit::{Cluster, Proxy, Reply};
 
 use crate::scenarios::{eventually, value_on};
+use crate::servers;
 use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, RetryPolicy};
 
 const MS: Duration = Duration::from_millis(1);
@@ -39,7 +40,7 @@ pub fn late_release_of_an_earlier_attempt_spares_the_next<D: Driver>() {
         let first = first.clone();
         thread::spawn(move || first.lock_with(KEY, owner()))
     };
-    wait_held(x, "attempt 1's SET and cleanup release");
+    wait_held(&c, x, "attempt 1's SET and cleanup release");
     x.cut_client_side();
     let guard = locker
         .join()
@@ -62,7 +63,7 @@ pub fn late_release_of_an_earlier_call_with_the_same_value_spares_the_next<D: Dr
     x.hold_current();
     // Node 0 does not answer (its release is held); the other two release at once.
     call1.release().expect("release of call 1");
-    wait_held(x, "call 1's release");
+    wait_held(&c, x, "call 1's release");
     x.cut_client_side();
     let expired = || value_on(&c, 0, KEY) == Reply::Nil;
     assert!(
@@ -207,9 +208,14 @@ fn set_foreign(c: &Cluster) {
     c.node(1).command(&["SET", KEY, "foreign"]).unwrap();
 }
 
-/// Waits until the proxy holds a release (compare-and-delete) written by the client.
-fn wait_held(x: &Proxy, what: &str) {
-    let held = || String::from_utf8_lossy(&x.held_bytes()).contains("EVAL");
+/// Waits until the proxy holds a release (compare-and-delete) written by the client: the
+/// script (`EVALSHA`), or the server's own command where it has one (Valkey 9: `DELIFEQ`).
+fn wait_held(c: &Cluster, x: &Proxy, what: &str) {
+    let command = match servers::release_command(c.server()) {
+        "EVALSHA" => "EVAL",
+        native => native,
+    };
+    let held = || String::from_utf8_lossy(&x.held_bytes()).contains(command);
     assert!(eventually(Duration::from_secs(5), held), "{what} not held");
 }
 

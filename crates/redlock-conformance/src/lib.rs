@@ -16,12 +16,15 @@ pub use redlock_core::{
 };
 pub use redlock_driver::LockError;
 
+pub mod acl;
 pub mod defects;
 pub mod errors;
 pub mod late_delivery;
+pub mod mixed;
 pub mod readme;
 pub mod rules;
 pub mod scenarios;
+pub mod servers;
 
 /// A driver under test, seen through blocking calls.
 pub trait Driver: Clone + Send + Sync + Sized + 'static {
@@ -141,6 +144,10 @@ macro_rules! conformance_suite {
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,
             rules::extension_spares_another_token,
+            rules::extension_never_recreates_a_missing_key,
+            mixed::mixed_cluster_3_redis_2_valkey,
+            mixed::mixed_cluster_2_redis_3_valkey,
+            acl::scripting_denied_by_acl,
             errors::errors_refused_connection,
             errors::errors_connect_timeout,
             errors::errors_dns_failure,
@@ -148,6 +155,7 @@ macro_rules! conformance_suite {
             errors::errors_no_password,
             errors::errors_noperm_on_set,
             errors::errors_noperm_on_evalsha,
+            errors::errors_noperm_on_delifeq,
             errors::errors_wrongtype,
             errors::errors_oom,
             errors::errors_readonly_replica,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ADMIN_USER, Auth, NodeConfig};
-use crate::{Error, Node, Proxy, ServerBin};
+use crate::{Error, Node, Proxy, ServerBin, ServerKind};
 
 /// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
 /// proxies first, then kills every node and removes its temp dir, also when a test panics.
@@ -71,7 +71,8 @@ impl Cluster {
         self.proxies.iter().map(Proxy::url).collect()
     }
 
-    /// The binary the nodes run, with its kind and version.
+    /// The binary the nodes run, with its kind and version. In a cluster of mixed servers
+    /// ([`ClusterBuilder::kinds`]) it is node 0's; each node's own is [`Node::server`].
     pub fn server(&self) -> &ServerBin {
         &self.server
     }
@@ -82,6 +83,7 @@ impl Cluster {
 #[derive(Debug, Clone)]
 pub struct ClusterBuilder {
     nodes: usize,
+    kinds: Option<Vec<ServerKind>>,
     server_bin: Option<PathBuf>,
     aof: bool,
     auth: Auth,
@@ -94,6 +96,7 @@ impl Default for ClusterBuilder {
     fn default() -> Self {
         Self {
             nodes: 3,
+            kinds: None,
             server_bin: None,
             aof: false,
             auth: Auth::None,
@@ -105,9 +108,23 @@ impl Default for ClusterBuilder {
 }
 
 impl ClusterBuilder {
-    /// Number of nodes (default 3).
+    /// Number of nodes (default 3); replaces any [`kinds`](Self::kinds).
     pub fn nodes(mut self, n: usize) -> Self {
         self.nodes = n;
+        self.kinds = None;
+        self
+    }
+
+    /// One node per entry, each running a server of that kind, in this order: a cluster of
+    /// mixed servers, e.g. `[Redis, Redis, Redis, Valkey, Valkey]`. Each binary comes from
+    /// [`ServerBin::of_kind`] (the default binary where it is of that kind), so a test that
+    /// needs a server other than the default fails at [`start`](Self::start) with a
+    /// sentence saying how to provide it ([`Error::NoServerOfKind`]). Replaces
+    /// [`nodes`](Self::nodes); [`server_bin`](Self::server_bin) counts as the default.
+    pub fn kinds(mut self, kinds: impl IntoIterator<Item = ServerKind>) -> Self {
+        let kinds: Vec<ServerKind> = kinds.into_iter().collect();
+        self.nodes = kinds.len();
+        self.kinds = Some(kinds);
         self
     }
 
@@ -195,21 +212,24 @@ impl ClusterBuilder {
                 "ACL user name {ADMIN_USER:?} is the kit's own"
             )));
         }
-        let server = match &self.server_bin {
-            Some(path) => ServerBin::at(path)?,
-            None => ServerBin::discover()?,
-        };
-        let config = Arc::new(NodeConfig {
-            bin: server.clone(),
-            aof: self.aof,
-            auth: self.auth,
-            deny: self.deny.iter().map(|c| c.to_ascii_lowercase()).collect(),
-            start_timeout: self.start_timeout,
-            command_timeout: self.command_timeout,
-        });
+        let bins = self.binaries()?;
+        let configs: Vec<Arc<NodeConfig>> = bins
+            .iter()
+            .map(|bin| {
+                Arc::new(NodeConfig {
+                    bin: bin.clone(),
+                    aof: self.aof,
+                    auth: self.auth.clone(),
+                    deny: self.deny.iter().map(|c| c.to_ascii_lowercase()).collect(),
+                    start_timeout: self.start_timeout,
+                    command_timeout: self.command_timeout,
+                })
+            })
+            .collect();
+        let server = bins.into_iter().next().expect("at least one binary");
         // Each `?` below drops the nodes and proxies collected so far, which stops them.
         let nodes = (0..self.nodes)
-            .map(|_| Node::start(Arc::clone(&config)))
+            .map(|i| Node::start(Arc::clone(&configs[i.min(configs.len() - 1)])))
             .collect::<Result<Vec<_>, _>>()?;
         let proxies = nodes
             .iter()
@@ -220,6 +240,36 @@ impl ClusterBuilder {
             nodes,
             server,
         })
+    }
+}
+
+impl ClusterBuilder {
+    /// The binary of each node ([`kinds`](Self::kinds)), or the default binary alone.
+    fn binaries(&self) -> Result<Vec<ServerBin>, Error> {
+        let default = || match &self.server_bin {
+            Some(path) => ServerBin::at(path),
+            None => ServerBin::discover(),
+        };
+        let Some(kinds) = &self.kinds else {
+            return Ok(vec![default()?]);
+        };
+        if kinds.is_empty() {
+            return Ok(vec![default()?]);
+        }
+        let default = default().ok();
+        let mut found: Vec<ServerBin> = Vec::new();
+        kinds
+            .iter()
+            .map(|&kind| {
+                let known = (default.iter().chain(found.iter())).find(|b| b.kind() == kind);
+                let bin = match known {
+                    Some(bin) => bin.clone(),
+                    None => ServerBin::of_kind(kind)?,
+                };
+                found.push(bin.clone());
+                Ok(bin)
+            })
+            .collect()
     }
 }
 

@@ -39,7 +39,10 @@
 //! # Server binary
 //!
 //! The binary named by `REDLOCK_SERVER_BIN`, else `redis-server` (then `valkey-server`) on
-//! `PATH`; [`ClusterBuilder::server_bin`] overrides both. All traffic stays on 127.0.0.1.
+//! `PATH`; [`ClusterBuilder::server_bin`] overrides both. A cluster of mixed servers
+//! ([`ClusterBuilder::kinds`]) takes each node's binary from [`ServerBin::of_kind`]: the
+//! default one where it is of the node's kind, else `redis-server` on `PATH` or the
+//! `valkey-server` named by `REDLOCK_VALKEY_BIN`. All traffic stays on 127.0.0.1.
 
 #![warn(missing_docs)]
 
@@ -63,7 +66,7 @@ pub use node::Node;
 pub use ports::{HangingPort, refused_port};
 pub use proxy::Proxy;
 pub use resp::Reply;
-pub use server::{ServerBin, ServerKind};
+pub use server::{ServerBin, ServerKind, VALKEY_ENV_VAR};
 
 /// Everything that can go wrong while starting, driving or querying test nodes.
 #[derive(Debug)]
@@ -74,6 +77,13 @@ pub enum Error {
         /// Where the kit looked: a path, or "on PATH".
         tried: String,
         /// What went wrong there, for the error's tail.
+        detail: String,
+    },
+    /// A node must run a server of this kind (a mixed cluster) and no binary of it was found.
+    NoServerOfKind {
+        /// The server the node needs.
+        kind: ServerKind,
+        /// Where the kit looked and what went wrong there.
         detail: String,
     },
     /// The binary ran but its `--version` output names neither Redis nor Valkey.
@@ -150,6 +160,24 @@ impl fmt::Display for Error {
                 "no redis-server found {tried} ({detail}): install it with \
                  `apt-get install -y redis-server`, or set REDLOCK_SERVER_BIN to a \
                  redis-server or valkey-server binary"
+            ),
+            Self::NoServerOfKind {
+                kind: ServerKind::Redis,
+                detail,
+            } => write!(
+                f,
+                "this test needs a redis-server beside the default server ({detail}): install \
+                 it with `apt-get install -y redis-server` so that it is on PATH"
+            ),
+            Self::NoServerOfKind {
+                kind: ServerKind::Valkey,
+                detail,
+            } => write!(
+                f,
+                "this test needs a valkey-server beside the default server ({detail}): set \
+                 {VALKEY_ENV_VAR} to a valkey-server binary (`.ci/install-servers.sh` installs \
+                 one and prints its path; `cargo xtask test --valkey PATH` sets it for every \
+                 test)"
             ),
             Self::UnknownServer { path, output } => write!(
                 f,

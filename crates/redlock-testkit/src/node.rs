@@ -51,6 +51,11 @@ impl Node {
         Err(last.unwrap_or_else(|| Error::Config("no port attempts were made".to_owned())))
     }
 
+    /// The binary this node runs, with its kind and version.
+    pub fn server(&self) -> &crate::ServerBin {
+        &self.config.bin
+    }
+
     /// The node's address, always on 127.0.0.1.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))

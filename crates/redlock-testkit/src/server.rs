@@ -52,6 +52,43 @@ impl ServerBin {
         }
     }
 
+    /// Finds a binary of `kind` for a node that must run that server whatever the default
+    /// is (a mixed cluster, [`ClusterBuilder::kinds`](crate::ClusterBuilder::kinds)): the
+    /// default binary ([`discover`](Self::discover)) if it is of that kind; else, for Redis,
+    /// `redis-server` on `PATH`; for Valkey, the binary named by `REDLOCK_VALKEY_BIN`, else
+    /// `valkey-server` on `PATH`. Fails with [`Error::NoServerOfKind`], whose message says
+    /// how to provide one.
+    pub fn of_kind(kind: ServerKind) -> Result<Self, Error> {
+        if let Ok(default) = Self::discover()
+            && default.kind == kind
+        {
+            return Ok(default);
+        }
+        let missing = |detail: String| Error::NoServerOfKind { kind, detail };
+        let found = match kind {
+            ServerKind::Redis => find_on_path("redis-server")
+                .ok_or_else(|| missing("no redis-server on PATH".to_owned()))?,
+            ServerKind::Valkey => match env::var_os(VALKEY_ENV_VAR).filter(|p| !p.is_empty()) {
+                Some(path) => PathBuf::from(path),
+                None => find_on_path("valkey-server").ok_or_else(|| {
+                    missing(format!(
+                        "{VALKEY_ENV_VAR} is not set and no valkey-server is on PATH"
+                    ))
+                })?,
+            },
+        };
+        let bin = Self::at(&found).map_err(|e| {
+            missing(match e {
+                Error::NoServer { detail, .. } => format!("{}: {detail}", found.display()),
+                other => other.to_string(),
+            })
+        })?;
+        if bin.kind != kind {
+            return Err(missing(format!("{bin} is not {kind}")));
+        }
+        Ok(bin)
+    }
+
     /// Uses the binary at `path` (a bare name is looked up on `PATH`) and runs its
     /// `--version` to learn its kind and version.
     pub fn at(path: &Path) -> Result<Self, Error> {
@@ -153,6 +190,8 @@ fn is_executable(path: &Path) -> bool {
 
 /// Names the binary to use instead of the one on `PATH`.
 const ENV_VAR: &str = "REDLOCK_SERVER_BIN";
+/// Names the Valkey binary for nodes that must run Valkey ([`ServerBin::of_kind`]).
+pub const VALKEY_ENV_VAR: &str = "REDLOCK_VALKEY_BIN";
 /// Binaries looked up on `PATH`, in order.
 const NAMES: [&str; 2] = ["redis-server", "valkey-server"];
 

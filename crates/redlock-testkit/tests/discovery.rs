@@ -109,3 +109,74 @@ fn zero_nodes_and_bad_options() {
         .unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err:?}");
 }
+
+/// Set in the child run of [`a_missing_second_server_is_one_clear_sentence`].
+const KIND_CHILD_ENV: &str = "REDLOCK_TESTKIT_KIND_CHILD";
+
+/// A cluster of mixed servers runs each node on the binary of its kind, whichever is the
+/// default (CI runs this with Redis and with Valkey as the default).
+#[test]
+fn mixed_cluster_runs_each_kind() {
+    use ServerKind::{Redis, Valkey};
+    let cluster = Cluster::builder()
+        .kinds([Redis, Valkey, Redis])
+        .start()
+        .unwrap();
+    assert_eq!(cluster.len(), 3);
+    for (node, kind) in cluster.nodes().iter().zip([Redis, Valkey, Redis]) {
+        assert_eq!(node.server().kind(), kind, "{}", node.server());
+        let info = node.command(&["INFO", "server"]).unwrap();
+        let field = match kind {
+            Redis => "redis_version:",
+            _ => "valkey_version:",
+        };
+        let info = info.as_str().unwrap();
+        let reported = info.lines().find_map(|l| l.strip_prefix(field));
+        assert_eq!(reported.map(str::trim), Some(node.server().version()));
+    }
+    assert_eq!(cluster.server(), cluster.node(0).server());
+}
+
+/// Without a valkey-server beside a Redis default, a mixed cluster fails with one sentence
+/// naming `REDLOCK_VALKEY_BIN` (in a child run, so this process's environment is kept).
+#[test]
+fn a_missing_second_server_is_one_clear_sentence() {
+    if std::env::var_os(KIND_CHILD_ENV).is_some() {
+        let err = Cluster::builder()
+            .kinds([ServerKind::Redis, ServerKind::Valkey])
+            .start()
+            .unwrap_err();
+        println!("\nERROR {err}");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_missing_second_server_is_one_clear_sentence",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(KIND_CHILD_ENV, "1")
+        .env("REDLOCK_SERVER_BIN", "redis-server")
+        .env("REDLOCK_VALKEY_BIN", "/nonexistent/valkey-server")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let msg = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ERROR "))
+        .unwrap_or_else(|| panic!("child printed no error: {stdout}"));
+    assert!(
+        msg.starts_with("this test needs a valkey-server beside the default server"),
+        "{msg}"
+    );
+    assert!(msg.contains("/nonexistent/valkey-server"), "{msg}");
+    assert!(msg.contains("set REDLOCK_VALKEY_BIN to"), "{msg}");
+    assert!(!msg.contains('\n'), "{msg}");
+    assert_eq!(
+        msg.matches(". ").count(),
+        0,
+        "more than one sentence: {msg}"
+    );
+}

@@ -37,14 +37,26 @@ fn demo() -> Result<(), String> {
     )
 }
 
-/// fmt, clippy, every test (Redis), docs with warnings denied, then the integration suites again against Valkey when
-/// `--valkey PATH` (or `REDLOCK_VALKEY_BIN`) names a `valkey-server`.
+/// fmt, clippy, every test (Redis), docs with warnings denied, then the integration suites
+/// again against Valkey when `--valkey PATH` (or `REDLOCK_VALKEY_BIN`) names a
+/// `valkey-server`. Both passes get `REDLOCK_VALKEY_BIN`, for the tests whose clusters mix
+/// Redis and Valkey nodes; without it those tests fail, saying how to provide it.
 fn test(args: &[String]) -> Result<(), String> {
     let valkey = match args {
         [flag, path] if flag == "--valkey" => Some(PathBuf::from(path)),
         [] => env::var_os("REDLOCK_VALKEY_BIN").map(PathBuf::from),
         _ => return Err("usage: cargo xtask test [--valkey PATH]".into()),
     };
+    if let Some(bin) = &valkey
+        && !bin.is_file()
+    {
+        return Err(format!("no valkey-server at {}", bin.display()));
+    }
+    let valkey = valkey.map(|bin| bin.to_string_lossy().into_owned());
+    let mixed: Vec<(&str, &str)> = valkey
+        .iter()
+        .map(|bin| ("REDLOCK_VALKEY_BIN", bin.as_str()))
+        .collect();
     ensure_redis()?;
     cargo(&["fmt", "--all", "--", "--check"], &[])?;
     cargo(
@@ -58,18 +70,17 @@ fn test(args: &[String]) -> Result<(), String> {
         ],
         &[],
     )?;
-    cargo(&["test", "--workspace", "--all-targets"], &[])?;
+    cargo(&["test", "--workspace", "--all-targets"], &mixed)?;
     cargo(&["test", "--workspace", "--doc"], &[])?;
     cargo(
         &["doc", "--workspace", "--no-deps"],
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
-    if let Some(bin) = valkey {
-        if !bin.is_file() {
-            return Err(format!("no valkey-server at {}", bin.display()));
-        }
-        let bin = bin.to_string_lossy().into_owned();
-        let env = [("REDLOCK_SERVER_BIN", bin.as_str())];
+    if let Some(bin) = &valkey {
+        let env = [
+            ("REDLOCK_SERVER_BIN", bin.as_str()),
+            ("REDLOCK_VALKEY_BIN", bin.as_str()),
+        ];
         for package in SERVER_SUITES {
             cargo(&["test", "-p", package, "--tests"], &env)?;
         }
