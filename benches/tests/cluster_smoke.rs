@@ -12,41 +12,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn quick_run_reports_every_subject_and_stops_its_nodes() {
-    let out = std::env::temp_dir().join(format!("cluster-bench-smoke-{}.json", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cluster"))
-        .args(["--quick", "--out"])
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the cluster bench");
-    let deadline = Instant::now() + RUN_BOUND;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the cluster bench") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            // Killing the bench skips its `Drop`s; its nodes are left for the OS to reap.
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("cluster --quick did not finish within {RUN_BOUND:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .stdout
-        .take()
-        .map(|mut s| s.read_to_string(&mut stdout));
-    child
-        .stderr
-        .take()
-        .map(|mut s| s.read_to_string(&mut stderr));
-    assert!(
-        status.success(),
-        "cluster --quick failed: {status}\n{stderr}"
-    );
+    let (stdout, stderr, json) = run_quick(&[]);
 
     // The markdown table: a row per scenario, runtime and subject, each with numbers and
     // ratios to raw.
@@ -117,8 +83,6 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
             "no tokio/rslock row for {runtime} in:\n{stdout}"
         );
     }
-    let json = std::fs::read_to_string(&out).expect("read the JSON report");
-    let _ = std::fs::remove_file(&out);
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
     // serial and concurrent32: every row; contended8: tokio, rslock; nodes: raw, tokio × 5.
     assert_eq!(
@@ -131,9 +95,10 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
     assert_eq!(json.matches("\"nodes\": ").count(), 11, "{json}");
     assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    // Only contended8's two rows have no raw baseline: 3 null ratios each.
+    // Only contended8's two rows have no raw baseline: 4 null ratios each (p50, ops/s, CPU,
+    // server CPU).
     assert!(!json.contains("NaN"), "{json}");
-    assert_eq!(json.matches("ratio\": null").count(), 6, "{json}");
+    assert_eq!(json.matches("ratio\": null").count(), 8, "{json}");
     // held: two runs, each clean.
     for check in [
         "\"none_lost\": true",
@@ -161,6 +126,89 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
             "node {addr} still listens after the bench exited"
         );
     }
+}
+
+/// Runs `cluster --quick` with `extra` arguments within [`RUN_BOUND`], asserts it succeeded,
+/// and returns its stdout, stderr and JSON report.
+fn run_quick(extra: &[&str]) -> (String, String, String) {
+    let out = std::env::temp_dir().join(format!(
+        "cluster-bench-smoke-{}-{}.json",
+        std::process::id(),
+        extra.len()
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cluster"))
+        .args(["--quick", "--out"])
+        .arg(&out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the cluster bench");
+    let deadline = Instant::now() + RUN_BOUND;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the cluster bench") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            // Killing the bench skips its `Drop`s; its nodes are left for the OS to reap.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cluster --quick did not finish within {RUN_BOUND:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .map(|mut s| s.read_to_string(&mut stdout));
+    child
+        .stderr
+        .take()
+        .map(|mut s| s.read_to_string(&mut stderr));
+    assert!(
+        status.success(),
+        "cluster --quick failed: {status}\n{stderr}"
+    );
+    let json = std::fs::read_to_string(&out).expect("read the JSON report");
+    let _ = std::fs::remove_file(&out);
+    (stdout, stderr, json)
+}
+
+/// The opt-in subjects (not in a default run): raw releasing by plain `DEL`, and
+/// redlock-tokio with scripts forced beside the default, with the native/scripts table. Runs
+/// on whatever server the kit finds (`raw-delifeq` needs Valkey 9, so it is not named).
+#[test]
+fn opt_in_subjects_report_native_against_scripts() {
+    let args = [
+        "--runtime",
+        "current_thread",
+        "--scenario",
+        "concurrent32",
+        "--subject",
+        "raw,raw-del,tokio,tokio-scripts",
+    ];
+    let (stdout, _, json) = run_quick(&args);
+    for subject in ["raw", "raw-del", "tokio", "tokio-scripts"] {
+        let prefix = format!("| concurrent32 | current_thread | {subject} | ");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no row {prefix:?} in:\n{stdout}"));
+        assert!(!row.contains("NaN") && !row.contains('–'), "{row}");
+    }
+    let line = "- concurrent32 / current_thread: tokio / tokio-scripts ops/s >= 1.4: ";
+    assert!(stdout.contains(line), "no {line:?} in:\n{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("| concurrent32 | current_thread | ")
+                && l.matches('|').count() == 10),
+        "no native/scripts row in:\n{stdout}"
+    );
+    assert_eq!(json.matches("\"native_ops_per_s\":").count(), 1, "{json}");
+    assert_eq!(json.matches("\"scenario\":").count(), 4 + 1, "{json}");
 }
 
 /// The rows each scenario has: (runtime label, subject).

@@ -43,6 +43,13 @@ pub trait Runtime: 'static {
     fn poll_writable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
     /// One non-blocking read; `WouldBlock` when there is nothing.
     fn try_read(stream: &Self::Stream, buf: &mut [u8]) -> io::Result<usize>;
+    /// The loop's read after a readiness wake: [`Runtime::try_read`] unless the runtime can
+    /// do better, e.g. take a read that did not fill `buf` as proof that the socket is
+    /// drained, so the next wait needs no `WouldBlock` read to learn it. Any waker it
+    /// registers is replaced, as the loop polls every stream's readiness before it sleeps.
+    fn read_now(stream: &mut Self::Stream, buf: &mut [u8]) -> io::Result<usize> {
+        Self::try_read(stream, buf)
+    }
     /// One non-blocking write; `WouldBlock` when the socket takes nothing now.
     fn try_write(stream: &Self::Stream, buf: &[u8]) -> io::Result<usize>;
     /// A timer that is not set.
@@ -277,11 +284,11 @@ impl<R: Runtime> IoLoop<R> {
 
     /// One non-blocking read; readiness can be spurious, so `WouldBlock` is no news.
     fn read(&mut self, now: Instant, node: NodeId) {
-        let c = &self.conns[node.index()];
-        let (Some(stream), Some(conn)) = (&c.stream, c.id) else {
+        let c = &mut self.conns[node.index()];
+        let (Some(stream), Some(conn)) = (c.stream.as_mut(), c.id) else {
             return;
         };
-        let reason = match R::try_read(stream, &mut self.read_buf) {
+        let reason = match R::read_now(stream, &mut self.read_buf) {
             Ok(0) => ConnectionError::Closed,
             Ok(len) => {
                 let bytes = &self.read_buf[..len];

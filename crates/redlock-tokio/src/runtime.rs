@@ -3,11 +3,12 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlock_core::ConnectionError;
 use redlock_driver::{Connecting, Runtime};
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
@@ -38,6 +39,21 @@ impl Runtime for Tokio {
 
     fn try_read(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
         stream.try_read(buf)
+    }
+
+    /// tokio's own `poll_read`, which (on epoll and kqueue) clears the stream's readiness
+    /// after a read that did not fill `buf`: the socket is drained, so the loop's next
+    /// `poll_readable` waits at once instead of costing a `recvfrom` that answers
+    /// `WouldBlock` (about one per reply in a serial lock cycle). Polled with a no-op waker:
+    /// the loop's `poll_readable` registers its own before the task sleeps.
+    fn read_now(stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut read = ReadBuf::new(buf);
+        match Pin::new(stream).poll_read(&mut cx, &mut read) {
+            Poll::Ready(Ok(())) => Ok(read.filled().len()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
     }
 
     fn try_write(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {

@@ -7,8 +7,8 @@ use serde::Serialize;
 use crate::format::{rounded, us};
 use crate::held::{HeldEntry, HeldRow};
 use crate::report::{
-    CONCURRENT_OPS_RATIO_MIN, Machine, NODES_P50_RATIO_MAX, PeerRatio, Row, SERIAL_P50_RATIO_MAX,
-    TOKIO_OVER_RSLOCK_MIN, nodes_ratios,
+    CONCURRENT_OPS_RATIO_MIN, Machine, NATIVE_OVER_SCRIPTS_MIN, NODES_P50_RATIO_MAX, NativeRatio,
+    PeerRatio, Row, SERIAL_P50_RATIO_MAX, TOKIO_OVER_RSLOCK_MIN, nodes_ratios,
 };
 use crate::stats::Summary;
 
@@ -21,9 +21,14 @@ pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String 
             serial_p50_ratio_max: SERIAL_P50_RATIO_MAX,
             concurrent32_ops_ratio_min: CONCURRENT_OPS_RATIO_MIN,
             concurrent32_tokio_over_rslock_min: TOKIO_OVER_RSLOCK_MIN,
+            concurrent32_native_over_scripts_min: NATIVE_OVER_SCRIPTS_MIN,
         },
         results: rows.iter().map(ResultEntry::new).collect(),
         tokio_vs_rslock: PeerRatio::from_rows(rows).iter().map(Peer::new).collect(),
+        native_vs_scripts: NativeRatio::from_rows(rows)
+            .iter()
+            .map(Native::new)
+            .collect(),
         nodes_p50_ratio_9_over_3: nodes_ratios(rows)
             .into_iter()
             .map(|(subject, x)| NodesRatio {
@@ -47,6 +52,9 @@ struct Report<'a> {
     targets: Targets,
     results: Vec<ResultEntry>,
     tokio_vs_rslock: Vec<Peer>,
+    /// Present only when `tokio-scripts` ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    native_vs_scripts: Vec<Native>,
     nodes_p50_ratio_9_over_3: Vec<NodesRatio>,
     held: Vec<HeldEntry>,
 }
@@ -57,6 +65,40 @@ struct Targets {
     serial_p50_ratio_max: f64,
     concurrent32_ops_ratio_min: f64,
     concurrent32_tokio_over_rslock_min: f64,
+    concurrent32_native_over_scripts_min: f64,
+}
+
+/// redlock-tokio with native commands against itself with scripts forced.
+#[derive(Serialize)]
+struct Native {
+    scenario: &'static str,
+    runtime: &'static str,
+    native_ops_per_s: Option<f64>,
+    scripts_ops_per_s: Option<f64>,
+    ops_ratio: Option<f64>,
+    p50_ratio: Option<f64>,
+    native_server_cpu_us_per_cycle: Option<f64>,
+    scripts_server_cpu_us_per_cycle: Option<f64>,
+    server_cpu_ratio: Option<f64>,
+    /// `null` outside `concurrent32`.
+    target_met: Option<bool>,
+}
+
+impl Native {
+    fn new(n: &NativeRatio) -> Self {
+        Self {
+            scenario: n.scenario,
+            runtime: n.runtime,
+            native_ops_per_s: rounded(n.native.ops_per_s, 1),
+            scripts_ops_per_s: rounded(n.scripts.ops_per_s, 1),
+            ops_ratio: rounded(n.ops_ratio(), 4),
+            p50_ratio: rounded(n.p50_ratio(), 4),
+            native_server_cpu_us_per_cycle: us(n.native.server_cpu_per_cycle),
+            scripts_server_cpu_us_per_cycle: us(n.scripts.server_cpu_per_cycle),
+            server_cpu_ratio: rounded(n.server_cpu_ratio(), 4),
+            target_met: n.target().map(|(_, met)| met),
+        }
+    }
 }
 
 /// One subject in one scenario.
@@ -70,6 +112,7 @@ struct ResultEntry {
     p50_ratio: Option<f64>,
     ops_ratio: Option<f64>,
     cpu_ratio: Option<f64>,
+    server_cpu_ratio: Option<f64>,
     /// `null` where the row has no target.
     target_met: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -87,6 +130,8 @@ struct SummaryJson {
     p99_us: Option<f64>,
     ops_per_s: Option<f64>,
     cpu_us_per_cycle: Option<f64>,
+    /// The nodes' CPU (all 5 processes) per cycle.
+    server_cpu_us_per_cycle: Option<f64>,
 }
 
 /// tokio against rslock on one runtime flavour.
@@ -118,6 +163,7 @@ impl ResultEntry {
             p50_ratio: rounded(r.p50_ratio(), 4),
             ops_ratio: rounded(r.ops_ratio(), 4),
             cpu_ratio: rounded(r.cpu_ratio(), 4),
+            server_cpu_ratio: rounded(r.server_cpu_ratio(), 4),
             target_met: r.target().map(|(_, met)| met),
             violations: r.contended.map(|(violations, _)| violations),
             gave_up: r.contended.map(|(_, gave_up)| gave_up),
@@ -134,6 +180,7 @@ impl SummaryJson {
             p99_us: us(s.p99),
             ops_per_s: rounded(s.ops_per_s, 1),
             cpu_us_per_cycle: us(s.cpu_per_cycle),
+            server_cpu_us_per_cycle: us(s.server_cpu_per_cycle),
         }
     }
 }

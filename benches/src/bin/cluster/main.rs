@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use redlock_testkit::Cluster;
 
-use crate::raw::RawClient;
+use crate::raw::{RawClient, Release};
 use crate::report::{Machine, Row};
 use crate::scenario::{Plan, Subject};
 
@@ -80,12 +80,19 @@ impl Args {
     }
 
     /// Whether the pass on `flavour` runs `subject`, whose rows are labelled `runtime`. Raw
-    /// runs in every pass that runs, as the baseline, unless `--subject` leaves it out.
+    /// runs in every pass that runs, as the baseline, unless `--subject` leaves it out; the
+    /// [`OPT_IN_SUBJECTS`] run only when `--subject` names them.
     fn wants_subject(&self, subject: &str, runtime: &str) -> bool {
-        self.subjects
+        let named = self
+            .subjects
             .as_ref()
-            .is_none_or(|s| s.iter().any(|s| s == subject))
-            && (subject == "raw" || self.wants_runtime(runtime))
+            .map(|s| s.iter().any(|s| s == subject));
+        let chosen = if OPT_IN_SUBJECTS.contains(&subject) {
+            named == Some(true)
+        } else {
+            named != Some(false)
+        };
+        chosen && (subject == "raw" || self.wants_runtime(runtime))
     }
 
     fn wants_scenario(&self, name: &str) -> bool {
@@ -104,6 +111,7 @@ fn run() -> Result<(), String> {
     let server = format!("{} {}", cluster.server().kind(), cluster.server().version());
     let urls = cluster.urls();
     let addrs: Vec<SocketAddr> = cluster.nodes().iter().map(|n| n.addr()).collect();
+    stats::watch_servers(cluster.nodes().iter().filter_map(|n| n.pid()));
     eprintln!(
         "cluster bench: {NODES} nodes of {server} up: {}",
         urls.join(" ")
@@ -164,15 +172,23 @@ async fn run_flavour(
     let plan = &plan;
     let name = flavour.name();
     let mut subjects = Vec::new();
-    if args.wants_subject("raw", name) {
-        let raw = RawClient::connect(&addrs, TTL).await?;
-        subjects.push(Subject::raw(raw, name));
+    for release in [Release::EvalSha, Release::Del, Release::DelIfEq] {
+        if args.wants_subject(release.subject(), name) {
+            let raw = RawClient::connect(&addrs, TTL, release).await?;
+            subjects.push(Subject::raw(raw, name));
+        }
     }
     if args.wants_subject("tokio", name) {
         let redlock = redlock_tokio::Redlock::builder(&urls)
             .and_then(|b| b.config(|c| c.ttl(TTL)).build())
             .map_err(|e| format!("tokio: build: {e}"))?;
         subjects.push(Subject::tokio(redlock, name));
+    }
+    if args.wants_subject("tokio-scripts", name) {
+        let redlock = redlock_tokio::Redlock::builder(&urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).native_commands(false)).build())
+            .map_err(|e| format!("tokio-scripts: build: {e}"))?;
+        subjects.push(Subject::tokio_scripts(redlock, name));
     }
     if args.wants_subject("rslock", name) {
         // Connects lazily, on the first lock (in warm-up), on this runtime.
@@ -294,12 +310,14 @@ fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
         let cluster = Cluster::start(n).map_err(|e| format!("starting {n} nodes: {e}"))?;
         let urls = cluster.urls();
         let addrs: Vec<SocketAddr> = cluster.nodes().iter().map(|node| node.addr()).collect();
+        stats::watch_servers(cluster.nodes().iter().filter_map(|node| node.pid()));
         let runtime = flavour.runtime()?;
         let args = args.clone();
         let task = async move {
             let mut subjects = Vec::new();
             if args.wants_subject("raw", name) {
-                subjects.push(Subject::raw(RawClient::connect(&addrs, TTL).await?, name));
+                let raw = RawClient::connect(&addrs, TTL, Release::EvalSha).await?;
+                subjects.push(Subject::raw(raw, name));
             }
             if args.wants_subject("tokio", name) {
                 let redlock = redlock_tokio::Redlock::builder(&urls)
@@ -456,10 +474,10 @@ fn parse_args() -> Result<Args, String> {
         .scenario
         .as_deref()
         .is_none_or(|s| SCENARIOS.contains(&s));
-    let subject_ok = args
-        .subjects
-        .as_deref()
-        .is_none_or(|s| s.iter().all(|s| SUBJECTS.contains(&s.as_str())));
+    let subject_ok = args.subjects.as_deref().is_none_or(|s| {
+        s.iter()
+            .all(|s| SUBJECTS.contains(&s.as_str()) || OPT_IN_SUBJECTS.contains(&s.as_str()))
+    });
     if !(runtime_ok && scenario_ok && subject_ok) {
         return Err(format!(
             "unknown --runtime, --scenario or --subject; {USAGE}"
@@ -494,10 +512,17 @@ const NODE_LABELS: [&str; 5] = [
     "nodes N=9",
 ];
 
-/// Every subject, in the order each pass runs them.
+/// Every subject that runs by default, in the order each pass runs them.
 const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
+
+/// Subjects that run only when `--subject` names them, in the `serial` and `concurrent32`
+/// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
+/// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
+/// native commands turned off (scripts on every server), to set against `tokio`.
+pub(crate) const OPT_IN_SUBJECTS: [&str; 3] = ["raw-del", "raw-delifeq", "tokio-scripts"];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|contended8|nodes|held] \
-                     [--subject raw,tokio,rslock,async-std,blocking]";
+                     [--subject raw,tokio,rslock,async-std,blocking,\
+                     raw-del,raw-delifeq,tokio-scripts]";

@@ -3,6 +3,10 @@
 //! at a majority of `+OK`; then `EVALSHA` compare-and-delete fanned out, waited for on all
 //! nodes). No drift, validity, timers, retries or CSPRNG tokens: the "physical limit".
 //!
+//! Two other releases, as references on the same connections ([`Release`]): a plain `DEL`
+//! (not a correct release: it deletes whoever holds the key; the ceiling of a release round
+//! trip) and Valkey 9's `DELIFEQ key token` (the compare-and-delete without a script).
+//!
 //! A worker queues its command bytes and a oneshot on the connection's FIFO in one critical
 //! section, so replies (which a node sends in order) match the FIFO. When nothing is in flight
 //! the worker writes at once; otherwise one I/O task per connection writes everything queued
@@ -23,10 +27,33 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// How the raw client releases a key it acquired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// `EVALSHA` of the core's release script (compare-and-delete): the baseline, `raw`.
+    EvalSha,
+    /// Plain `DEL key`: no compare, so not a correct release; a reference, `raw-del`.
+    Del,
+    /// `DELIFEQ key token` (Valkey 9.0 and later): `raw-delifeq`.
+    DelIfEq,
+}
+
+impl Release {
+    /// The subject name of a raw client releasing this way.
+    pub(crate) fn subject(self) -> &'static str {
+        match self {
+            Self::EvalSha => "raw",
+            Self::Del => "raw-del",
+            Self::DelIfEq => "raw-delifeq",
+        }
+    }
+}
+
 /// A client of N nodes, one pipelined connection each. Cheap to share behind an `Arc`.
 pub(crate) struct RawClient {
     conns: Vec<Arc<Conn>>,
     readers: Vec<JoinHandle<()>>,
+    release: Release,
     release_sha: Vec<u8>,
     ttl_ms: Vec<u8>,
     quorum: usize,
@@ -35,8 +62,13 @@ pub(crate) struct RawClient {
 }
 
 impl RawClient {
-    /// Connects to every node and loads the release script on each.
-    pub(crate) async fn connect(addrs: &[SocketAddr], ttl: Duration) -> Result<Self, String> {
+    /// Connects to every node, loads the release script on each and, for
+    /// [`Release::DelIfEq`], checks that every node knows `DELIFEQ`.
+    pub(crate) async fn connect(
+        addrs: &[SocketAddr],
+        ttl: Duration,
+        release: Release,
+    ) -> Result<Self, String> {
         if addrs.len() > MAX_NODES {
             return Err(format!("raw: at most {MAX_NODES} nodes"));
         }
@@ -66,18 +98,32 @@ impl RawClient {
                 }
                 other => return Err(format!("raw: SCRIPT LOAD answered {other:?}")),
             }
+            if release == Release::DelIfEq {
+                // A key nobody holds: a server with the command answers 0.
+                let probe: [&[u8]; 3] = [b"DELIFEQ", b"bench:raw:delifeq-probe", b"-"];
+                match conn.send(&probe).await {
+                    Ok(Reply::Int(0)) => {}
+                    other => return Err(format!("raw-delifeq: DELIFEQ answered {other:?}")),
+                }
+            }
         }
         let ttl_ms = ttl.as_millis().to_string().into_bytes();
         Ok(Self {
             quorum: conns.len() / 2 + 1,
             conns,
             readers,
+            release,
             release_sha: release_sha.unwrap_or_default(),
             ttl_ms,
             next_token: AtomicU64::new(0),
             // Distinct tokens across runs, in case a key outlived a crashed run.
             token_salt: u64::from(std::process::id()) << 32,
         })
+    }
+
+    /// How this client releases.
+    pub(crate) fn release(&self) -> Release {
+        self.release
     }
 
     /// One lock cycle on `key`: acquire on a majority, then release everywhere. An error
@@ -94,8 +140,14 @@ impl RawClient {
         .await;
         // The minority's `SET` replies are still on their way; each reader drops them.
         drop(replies);
-        let release: [&[u8]; 5] = [b"EVALSHA", &self.release_sha, b"1", key, &token];
-        let mut replies = self.fan_out(&release);
+        let evalsha: [&[u8]; 5] = [b"EVALSHA", &self.release_sha, b"1", key, &token];
+        let del: [&[u8]; 2] = [b"DEL", key];
+        let delifeq: [&[u8]; 3] = [b"DELIFEQ", key, &token];
+        let mut replies = self.fan_out(match self.release {
+            Release::EvalSha => &evalsha,
+            Release::Del => &del,
+            Release::DelIfEq => &delifeq,
+        });
         let n = self.conns.len();
         let released = votes(&mut replies, n, |r| *r == Reply::Int(1)).await;
         match (acquired, released) {

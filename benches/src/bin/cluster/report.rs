@@ -18,8 +18,12 @@ pub(crate) const CONCURRENT_OPS_RATIO_MIN: f64 = 0.8;
 /// runtime flavour (issue 5).
 pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 
+/// concurrent32: redlock-tokio's cycles per second with native commands at least this many
+/// times its own with scripts forced, on servers that have the commands (issue 11).
+pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
+
 /// Our drivers: the subjects the targets apply to.
-const OURS: [&str; 3] = ["tokio", "async-std", "blocking"];
+const OURS: [&str; 4] = ["tokio", "async-std", "blocking", "tokio-scripts"];
 
 /// One subject in one scenario, with the raw baseline of the same pass and scenario.
 #[derive(Debug, Clone)]
@@ -99,6 +103,10 @@ impl Row {
         self.base(|s| s.cpu_per_cycle.as_secs_f64())
     }
 
+    pub(crate) fn server_cpu_ratio(&self) -> f64 {
+        self.base(|s| s.server_cpu_per_cycle.as_secs_f64())
+    }
+
     /// The issues' target against raw for this row, if it has one: (description, met).
     pub(crate) fn target(&self) -> Option<(String, bool)> {
         if !OURS.contains(&self.subject) || self.baseline.is_none() {
@@ -155,6 +163,69 @@ impl PeerRatio {
     }
 }
 
+/// redlock-tokio with native commands (`tokio`) against itself with scripts forced
+/// (`tokio-scripts`) in one scenario on one runtime flavour (issue 11).
+#[derive(Debug, Clone)]
+pub(crate) struct NativeRatio {
+    pub(crate) scenario: &'static str,
+    pub(crate) runtime: &'static str,
+    pub(crate) native: Summary,
+    pub(crate) scripts: Summary,
+}
+
+impl NativeRatio {
+    /// One per scenario and runtime flavour where both ran.
+    pub(crate) fn from_rows(rows: &[Row]) -> Vec<Self> {
+        rows.iter()
+            .filter(|r| r.subject == "tokio" && r.nodes.is_none() && r.contended.is_none())
+            .filter_map(|native| {
+                let scripts = rows.iter().find(|r| {
+                    r.subject == "tokio-scripts"
+                        && r.scenario == native.scenario
+                        && r.runtime == native.runtime
+                })?;
+                Some(Self {
+                    scenario: native.scenario,
+                    runtime: native.runtime,
+                    native: native.summary,
+                    scripts: scripts.summary,
+                })
+            })
+            .collect()
+    }
+
+    /// Cycles per second, native over scripts.
+    pub(crate) fn ops_ratio(&self) -> f64 {
+        ratio(self.native.ops_per_s, self.scripts.ops_per_s)
+    }
+
+    /// p50, native over scripts.
+    pub(crate) fn p50_ratio(&self) -> f64 {
+        ratio(
+            self.native.p50.as_secs_f64(),
+            self.scripts.p50.as_secs_f64(),
+        )
+    }
+
+    /// The nodes' CPU per cycle, native over scripts.
+    pub(crate) fn server_cpu_ratio(&self) -> f64 {
+        ratio(
+            self.native.server_cpu_per_cycle.as_secs_f64(),
+            self.scripts.server_cpu_per_cycle.as_secs_f64(),
+        )
+    }
+
+    /// The issue's target, for `concurrent32` only: (description, met).
+    pub(crate) fn target(&self) -> Option<(String, bool)> {
+        (self.scenario == "concurrent32").then(|| {
+            (
+                format!("tokio / tokio-scripts ops/s >= {NATIVE_OVER_SCRIPTS_MIN}"),
+                self.ops_ratio() >= NATIVE_OVER_SCRIPTS_MIN,
+            )
+        })
+    }
+}
+
 impl Machine {
     /// `nproc`, `/proc/cpuinfo`'s model name, and the server binary's name and version.
     pub(crate) fn detect(server: String, nodes: usize, quick: bool) -> Self {
@@ -193,13 +264,54 @@ pub(crate) fn markdown(rows: &[Row], held: &[HeldRow], machine: &Machine) -> Str
     let peers = PeerRatio::from_rows(rows);
     rows_table(&mut s, rows);
     peers_table(&mut s, &peers);
+    let natives = NativeRatio::from_rows(rows);
+    natives_table(&mut s, &natives);
     contended_table(&mut s, rows);
     nodes_table(&mut s, rows);
     s.push_str(&held::table(held));
     s.push('\n');
     s.push_str(&held::verdicts(held));
     verdict_lines(&mut s, rows, &peers);
+    for n in &natives {
+        if let Some((target, met)) = n.target() {
+            let _ = writeln!(
+                s,
+                "- {} / {}: {target}: {} ({})",
+                n.scenario,
+                n.runtime,
+                verdict(met),
+                fixed(n.ops_ratio()),
+            );
+        }
+    }
     s
+}
+
+fn natives_table(s: &mut String, natives: &[NativeRatio]) {
+    if natives.is_empty() {
+        return;
+    }
+    s.push_str(
+        "\nredlock-tokio, native commands (tokio) against scripts forced (tokio-scripts):\n\n\
+         | scenario | runtime | ops/s native | ops/s scripts | ops/s native / scripts | \
+         p50 native / scripts | server CPU/cycle native | server CPU/cycle scripts | \
+         server CPU native / scripts |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for n in natives {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+            n.scenario,
+            n.runtime,
+            n.native.ops_per_s,
+            n.scripts.ops_per_s,
+            fixed(n.ops_ratio()),
+            fixed(n.p50_ratio()),
+            micros(n.native.server_cpu_per_cycle),
+            micros(n.scripts.server_cpu_per_cycle),
+            fixed(n.server_cpu_ratio()),
+        );
+    }
 }
 
 /// One line per subject and scenario, with the ratios to raw.
@@ -207,13 +319,14 @@ fn rows_table(s: &mut String, rows: &[Row]) {
     if !rows.is_empty() {
         s.push_str(
             "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
-             CPU/cycle | CPU / raw |\n|---|---|---|---|---|---|---|---|---|---|\n",
+             CPU/cycle | CPU / raw | server CPU/cycle | server CPU / raw |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
     }
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             r.runtime,
             r.subject,
@@ -224,6 +337,8 @@ fn rows_table(s: &mut String, rows: &[Row]) {
             fixed(r.ops_ratio()),
             micros(r.summary.cpu_per_cycle),
             fixed(r.cpu_ratio()),
+            micros(r.summary.server_cpu_per_cycle),
+            fixed(r.server_cpu_ratio()),
         );
     }
     if let Some(other) = rows.iter().find(|r| r.runtime != r.baseline_runtime) {

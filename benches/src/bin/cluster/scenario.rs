@@ -119,12 +119,19 @@ impl Stop {
 }
 
 impl Subject {
+    /// `raw`, `raw-del` or `raw-delifeq`, by how the client releases.
     pub(crate) fn raw(raw: RawClient, flavour: &'static str) -> Self {
-        Self::new(Driver::Raw(raw), "raw", flavour, flavour)
+        let name = raw.release().subject();
+        Self::new(Driver::Raw(raw), name, flavour, flavour)
     }
 
     pub(crate) fn tokio(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
         Self::new(Driver::Tokio(redlock), "tokio", flavour, flavour)
+    }
+
+    /// redlock-tokio built with `native_commands(false)`: releases by script on every server.
+    pub(crate) fn tokio_scripts(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
+        Self::new(Driver::Tokio(redlock), "tokio-scripts", flavour, flavour)
     }
 
     pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
@@ -159,7 +166,7 @@ impl Subject {
         }
     }
 
-    /// `raw`, `tokio`, `rslock`, `async-std` or `blocking`.
+    /// `raw`, `tokio`, `rslock`, `async-std`, `blocking`, or one of [`crate::OPT_IN_SUBJECTS`].
     pub(crate) fn name(&self) -> &'static str {
         self.name
     }
@@ -186,15 +193,16 @@ impl Subject {
             match &self.driver {
                 Driver::Raw(raw) => raw.cycle(key.as_bytes()).await,
                 Driver::Tokio(redlock) => {
+                    let name = self.name;
                     let guard = redlock
                         .lock(key)
                         .await
-                        .map_err(|e| format!("tokio: lock: {e}"))?;
+                        .map_err(|e| format!("{name}: lock: {e}"))?;
                     let nodes = guard
                         .release()
                         .await
-                        .map_err(|e| format!("tokio: release: {e}"))?;
-                    all_released("tokio", &nodes)
+                        .map_err(|e| format!("{name}: release: {e}"))?;
+                    all_released(name, &nodes)
                 }
                 Driver::AsyncStd(redlock) => {
                     let guard = redlock

@@ -1,16 +1,18 @@
 //! Latency samples and their summary (p50, p99, cycles per second, CPU per cycle), and the
-//! process's CPU time and RSS. Plain nearest-rank percentiles over every sample; no
-//! histograms, no outlier rejection.
+//! CPU time of the process and of the nodes, and the process's RSS. Plain nearest-rank
+//! percentiles over every sample; no histograms, no outlier rejection.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Cycle latencies in nanoseconds, plus the wall time and the process's CPU time they took
-/// together.
+/// Cycle latencies in nanoseconds, plus the wall time, the process's CPU time and the nodes'
+/// CPU time they took together.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Samples {
     nanos: Vec<u64>,
     wall: Duration,
     cpu: Duration,
+    server_cpu: Duration,
 }
 
 /// What the report prints for one driver in one scenario.
@@ -23,6 +25,9 @@ pub(crate) struct Summary {
     /// CPU time of this process (all threads: driver, workers, runtime) per cycle; the
     /// nodes' CPU is not in it.
     pub(crate) cpu_per_cycle: Duration,
+    /// CPU time of the nodes' processes (all threads of all nodes, see [`watch_servers`])
+    /// per cycle.
+    pub(crate) server_cpu_per_cycle: Duration,
 }
 
 impl Samples {
@@ -31,6 +36,7 @@ impl Samples {
             nanos: Vec::with_capacity(n),
             wall: Duration::ZERO,
             cpu: Duration::ZERO,
+            server_cpu: Duration::ZERO,
         }
     }
 
@@ -44,12 +50,14 @@ impl Samples {
         self.nanos.extend(other.nanos);
         self.wall += other.wall;
         self.cpu += other.cpu;
+        self.server_cpu += other.server_cpu;
     }
 
     /// Adds the wall time and CPU time of a block, from `start` taken before it.
     pub(crate) fn add_block(&mut self, start: &Stopwatch) {
         self.wall += start.wall.elapsed();
         self.cpu += process_cpu().saturating_sub(start.cpu);
+        self.server_cpu += server_cpu().saturating_sub(start.server_cpu);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -59,6 +67,10 @@ impl Samples {
     pub(crate) fn summary(mut self) -> Summary {
         self.nanos.sort_unstable();
         let secs = self.wall.as_secs_f64();
+        let per_cycle = |d: Duration| {
+            d.checked_div(u32::try_from(self.nanos.len()).unwrap_or(u32::MAX))
+                .unwrap_or_default()
+        };
         Summary {
             cycles: self.nanos.len(),
             p50: percentile(&self.nanos, 50),
@@ -68,23 +80,23 @@ impl Samples {
             } else {
                 0.0
             },
-            cpu_per_cycle: self
-                .cpu
-                .checked_div(u32::try_from(self.nanos.len()).unwrap_or(u32::MAX))
-                .unwrap_or_default(),
+            cpu_per_cycle: per_cycle(self.cpu),
+            server_cpu_per_cycle: per_cycle(self.server_cpu),
         }
     }
 }
 
-/// Wall clock and process CPU time at the start of a block.
+/// Wall clock, process CPU time and the nodes' CPU time at the start of a block.
 pub(crate) struct Stopwatch {
     wall: Instant,
     cpu: Duration,
+    server_cpu: Duration,
 }
 
 impl Stopwatch {
     pub(crate) fn start() -> Self {
         Self {
+            server_cpu: server_cpu(),
             cpu: process_cpu(),
             wall: Instant::now(),
         }
@@ -96,10 +108,37 @@ impl Stopwatch {
     }
 }
 
+/// The node processes whose CPU time the blocks measure from now on (replacing any earlier
+/// ones: each cluster sets its own when it starts).
+static SERVER_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Measures the CPU time of these node processes in every block from now on.
+pub(crate) fn watch_servers(pids: impl IntoIterator<Item = u32>) {
+    let mut watched = SERVER_PIDS.lock().unwrap_or_else(|e| e.into_inner());
+    *watched = pids.into_iter().collect();
+}
+
+/// CPU time of every live thread of the watched node processes (see [`watch_servers`]):
+/// `/proc/PID/task/*/schedstat`, nanoseconds, no tick rounding. Zero where unreadable.
+fn server_cpu() -> Duration {
+    let pids = SERVER_PIDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    pids.iter()
+        .map(|pid| tasks_cpu(&format!("/proc/{pid}/task")))
+        .sum()
+}
+
 /// CPU time of every live thread of this process, from `/proc/self/task/*/schedstat`
 /// (nanoseconds on CPU); zero where that is unreadable, e.g. off Linux.
 fn process_cpu() -> Duration {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    tasks_cpu("/proc/self/task")
+}
+
+/// The summed first field (nanoseconds on CPU) of `DIR/*/schedstat`.
+fn tasks_cpu(dir: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(dir) else {
         return Duration::ZERO;
     };
     let nanos = tasks
