@@ -28,8 +28,14 @@
 //! reconnection it keeps what its last connection learned until the new reply is read.
 //!
 //! The native commands never create a missing key (`SET … IFEQ` on a missing key answers
-//! nil and sets nothing), so an extension cannot resurrect an expired lock; the command
-//! contract (`crates/redlock-contract`) checks this on each server family.
+//! nil and sets nothing), so an extension cannot resurrect an expired lock. The command
+//! contract (`crates/redlock-contract`) checks this, and every other row, against Valkey 9
+//! and against the simulation's model of each server. Redis 8.4's forms are written from
+//! its documentation (`SET … IFEQ`: "if the key doesn't exist, it won't be created";
+//! `DELEX`: 1 deleted, 0 not, `WRONGTYPE` on another type) and checked against the model
+//! only: no Redis 8.4 build is installable where CI runs. A Redis 8.4 that disagreed would
+//! still compare the stored value; only a `SET … IFEQ` that created a missing key could
+//! hurt, and `native_commands(false)` is the way out.
 
 use std::fmt;
 
