@@ -443,36 +443,23 @@ mod tests {
 
     #[test]
     fn the_table_of_commands() {
-        let of = |family, version| NodeCommands::for_server(ServerVersion { family, version });
-        let valkey9 = of(ServerFamily::Valkey, (9, 0, 0));
-        assert_eq!(
-            (valkey9.release, valkey9.extend),
-            (ReleaseCommand::DelIfEq, ExtendCommand::SetIfEq)
-        );
-        let valkey81 = of(ServerFamily::Valkey, (8, 1, 4));
-        assert_eq!(
-            (valkey81.release, valkey81.extend),
-            (ReleaseCommand::Script, ExtendCommand::SetIfEq)
-        );
-        let valkey8 = of(ServerFamily::Valkey, (8, 0, 9));
-        assert_eq!(
-            (valkey8.release, valkey8.extend),
-            (ReleaseCommand::Script, ExtendCommand::Script)
-        );
-        let redis84 = of(ServerFamily::Redis, (8, 4, 0));
-        assert_eq!(
-            (redis84.release, redis84.extend),
-            (ReleaseCommand::DelExIfEq, ExtendCommand::SetIfEq)
-        );
-        for (family, version) in [
-            (ServerFamily::Redis, (7, 0, 15)),
-            (ServerFamily::Redis, (8, 2, 0)),
-            (ServerFamily::Other, (99, 0, 0)),
+        use ExtendCommand::{Script as ExtendScript, SetIfEq};
+        use ReleaseCommand::{DelExIfEq, DelIfEq, Script};
+        use ServerFamily::{Other, Redis, Valkey};
+        for (family, version, release, extend) in [
+            (Valkey, (9, 0, 0), DelIfEq, SetIfEq),
+            (Valkey, (8, 1, 4), Script, SetIfEq),
+            (Valkey, (8, 0, 9), Script, ExtendScript),
+            (Redis, (8, 4, 0), DelExIfEq, SetIfEq),
+            (Redis, (8, 2, 0), Script, ExtendScript),
+            (Redis, (7, 0, 15), Script, ExtendScript),
+            (Other, (99, 0, 0), Script, ExtendScript),
         ] {
-            let c = of(family, version);
+            let c = NodeCommands::for_server(ServerVersion { family, version });
             assert_eq!(
                 (c.release, c.extend),
-                (ReleaseCommand::Script, ExtendCommand::Script)
+                (release, extend),
+                "{family:?} {version:?}"
             );
         }
         assert_eq!(parse_version(b"9.1.2"), Some((9, 1, 2)));

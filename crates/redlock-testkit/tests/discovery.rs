@@ -39,23 +39,10 @@ fn env_var_is_the_default_binary() {
         println!("\nERROR {err}");
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "env_var_is_the_default_binary",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .env("REDLOCK_SERVER_BIN", "/nonexistent")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let msg = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("ERROR "))
-        .unwrap_or_else(|| panic!("child printed no error: {stdout}"));
+    let msg = child_error(
+        "env_var_is_the_default_binary",
+        &[(CHILD_ENV, "1"), ("REDLOCK_SERVER_BIN", "/nonexistent")],
+    );
     assert!(
         msg.starts_with("no redis-server found at /nonexistent"),
         "{msg}"
@@ -149,24 +136,14 @@ fn a_missing_second_server_is_one_clear_sentence() {
         println!("\nERROR {err}");
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_missing_second_server_is_one_clear_sentence",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(KIND_CHILD_ENV, "1")
-        .env("REDLOCK_SERVER_BIN", "redis-server")
-        .env("REDLOCK_VALKEY_BIN", "/nonexistent/valkey-server")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let msg = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("ERROR "))
-        .unwrap_or_else(|| panic!("child printed no error: {stdout}"));
+    let msg = child_error(
+        "a_missing_second_server_is_one_clear_sentence",
+        &[
+            (KIND_CHILD_ENV, "1"),
+            ("REDLOCK_SERVER_BIN", "redis-server"),
+            ("REDLOCK_VALKEY_BIN", "/nonexistent/valkey-server"),
+        ],
+    );
     assert!(
         msg.starts_with("this test needs a valkey-server beside the default server"),
         "{msg}"
@@ -179,4 +156,21 @@ fn a_missing_second_server_is_one_clear_sentence() {
         0,
         "more than one sentence: {msg}"
     );
+}
+
+/// Runs `test` alone in a child of this test binary with `env` set, and returns the error
+/// the child printed on its `ERROR ` line.
+fn child_error(test: &str, env: &[(&str, &str)]) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ERROR "))
+        .unwrap_or_else(|| panic!("child printed no error: {stdout}"))
+        .to_owned()
 }
