@@ -177,6 +177,10 @@ impl<E: BlockOn> Guard for DrivenGuard<E> {
         self.guard.stats().clone()
     }
 
+    fn fencing_token(&self) -> Option<u64> {
+        self.guard.fencing_token()
+    }
+
     fn extend(&self) -> Result<Instant, LockError> {
         E::block_on(self.guard.extend())
     }

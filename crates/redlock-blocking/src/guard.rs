@@ -35,6 +35,12 @@ impl LockRef {
         self.0.stats()
     }
 
+    /// The fencing token of a fenced lock; `None` when the lock is not fenced. See
+    /// [`redlock_driver::LockRef::fencing_token`].
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.0.fencing_token()
+    }
+
     /// When the lock stops being safe to use (moved by each extension).
     pub fn deadline(&self) -> Instant {
         self.0.deadline()

@@ -111,6 +111,10 @@ impl Guard for BlockingGuard {
         self.0.stats().clone()
     }
 
+    fn fencing_token(&self) -> Option<u64> {
+        self.0.fencing_token()
+    }
+
     fn extend(&self) -> Result<Instant, LockError> {
         self.0.extend()
     }

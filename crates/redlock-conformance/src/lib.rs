@@ -19,6 +19,7 @@ pub use redlock_driver::LockError;
 pub mod acl;
 pub mod defects;
 pub mod errors;
+pub mod fencing;
 pub mod late_delivery;
 pub mod mixed;
 pub mod readme;
@@ -84,6 +85,8 @@ pub trait Guard: Send + 'static {
     fn lost_reason(&self) -> Option<LostReason>;
     /// How the acquisition went (attempts, time, each node's answer).
     fn stats(&self) -> AcquireStats;
+    /// The fencing token of a fenced lock.
+    fn fencing_token(&self) -> Option<u64>;
     /// Extends by the ttl; the new deadline.
     fn extend(&self) -> Result<Instant, LockError>;
     /// Releases on every node and reports each.
@@ -145,6 +148,8 @@ macro_rules! conformance_suite {
             late_delivery::reused_values_under_late_delivery_never_overlap,
             rules::extension_spares_another_token,
             rules::extension_never_recreates_a_missing_key,
+            fencing::fencing_tokens_grow_across_clients,
+            fencing::a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growing,
             mixed::mixed_cluster_3_redis_2_valkey,
             mixed::mixed_cluster_2_redis_3_valkey,
             acl::scripting_denied_by_acl,

@@ -37,6 +37,25 @@ pub const EXTEND_SCRIPT: Script = Script {
     sha1: "3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1",
 };
 
+/// Fenced acquire (docs/safety.md, "Fencing"): `SET K token NX PX ttl`; on success the
+/// counter key F becomes `n = max(F + 1, floor)` and `n` is returned, else nil. The floor is
+/// the node's clock in whole seconds times 2^20 (`TIME`), so a node that restarts empty
+/// after more than a second (and its clock offset) starts above every number it issued
+/// before; within one second the counter counts, so nodes that agree stay in agreement and
+/// an acquisition costs one round trip. Numbers stay below 2^53, exact in Lua's doubles.
+pub const FENCED_ACQUIRE_SCRIPT: Script = Script {
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local t = redis.call('TIME') local floor = tonumber(t[1]) * 1048576 local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 if n < floor then n = floor end redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
+    sha1: "a9a5c5dfe97d21d8fffb947febc2b9d263605c3f",
+};
+
+/// The write-back of a fenced acquire: raises the counter key F to `ARGV[2]` only while K
+/// still holds our token, and says whether it did (1) or K is no longer ours (0). A node
+/// that answers 1 holds F at least at the token for as long as our key is on it.
+pub const RAISE_FENCE_SCRIPT: Script = Script {
+    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1 else return 0 end",
+    sha1: "1fa7a81beeb1ae689cabd51561a420d216ff3b2a",
+};
+
 /// The RedLock.net bug, for the simulation's negative control only: an extension that
 /// re-creates a missing key.
 #[cfg(feature = "_mutants")]
@@ -55,7 +74,10 @@ pub struct Command {
     kind: CommandKind,
     key: Bytes,
     token: Token,
-    ttl_ms: u64,
+    /// The ttl in ms (`SET`, extension), or the counter value a fence write-back sets.
+    number: u64,
+    /// The fencing counter key F, for the fenced acquire and its write-back.
+    fence_key: Option<Bytes>,
 }
 
 /// Which command, and how its reply is read.
@@ -98,6 +120,10 @@ impl Native {
 pub(crate) enum ScriptUse {
     Release,
     Extend,
+    /// `SET NX PX` and the counter (two keys): a number, or nil.
+    FencedAcquire,
+    /// Raise the counter while the key is ours (two keys): 1 or 0.
+    RaiseFence,
 }
 
 /// A node's reply read as a vote.
@@ -117,6 +143,8 @@ pub(crate) enum Vote {
     Unsupported(NodeFault),
     /// The script is not cached on this node: resend as `EVAL`.
     NoScript,
+    /// Fenced acquire only: locked, and the node's fencing counter is now this number.
+    Counter(u64),
     /// The node failed.
     Fault(NodeFault),
 }
@@ -146,12 +174,41 @@ impl Command {
         )
     }
 
-    fn new(kind: CommandKind, resource: &Resource, token: &Token, ttl_ms: u64) -> Self {
+    /// The fenced acquire: `SET NX PX` and the fencing counter `fence_key`, in one script.
+    pub(crate) fn fenced_acquire(
+        resource: &Resource,
+        fence_key: &Bytes,
+        token: &Token,
+        ttl_ms: u64,
+    ) -> Self {
+        let kind = CommandKind::EvalSha(&FENCED_ACQUIRE_SCRIPT, ScriptUse::FencedAcquire);
+        Self {
+            fence_key: Some(fence_key.clone()),
+            ..Self::new(kind, resource, token, ttl_ms)
+        }
+    }
+
+    /// The fence write-back: raise `fence_key` to `value` while the key holds `token`.
+    pub(crate) fn raise_fence(
+        resource: &Resource,
+        fence_key: &Bytes,
+        token: &Token,
+        value: u64,
+    ) -> Self {
+        let kind = CommandKind::EvalSha(&RAISE_FENCE_SCRIPT, ScriptUse::RaiseFence);
+        Self {
+            fence_key: Some(fence_key.clone()),
+            ..Self::new(kind, resource, token, value)
+        }
+    }
+
+    fn new(kind: CommandKind, resource: &Resource, token: &Token, number: u64) -> Self {
         Self {
             kind,
             key: resource.bytes().clone(),
             token: token.clone(),
-            ttl_ms,
+            number,
+            fence_key: None,
         }
     }
 
@@ -215,16 +272,17 @@ impl Command {
     fn with_args(&self, digits: &mut [u8; 20], f: impl FnOnce(&[&[u8]])) {
         let key = &self.key[..];
         let token = self.token.as_bytes();
-        let ttl = format_u64(self.ttl_ms, digits);
+        let ttl = format_u64(self.number, digits);
+        let fence = self.fence_key.as_deref().unwrap_or_default();
         match self.kind {
             CommandKind::SetNxPx => f(&[b"SET", key, token, b"NX", b"PX", ttl]),
             CommandKind::EvalSha(script, usage) => {
-                let head: [&[u8]; 5] = [b"EVALSHA", script.sha1.as_bytes(), b"1", key, token];
-                with_ttl(&head, usage, ttl, f);
+                let call = [b"EVALSHA".as_slice(), script.sha1.as_bytes()];
+                script_args(call, usage, [key, fence, token, ttl], f);
             }
             CommandKind::Eval(script, usage) => {
-                let head: [&[u8]; 5] = [b"EVAL", script.body.as_bytes(), b"1", key, token];
-                with_ttl(&head, usage, ttl, f);
+                let call = [b"EVAL".as_slice(), script.body.as_bytes()];
+                script_args(call, usage, [key, fence, token, ttl], f);
             }
             CommandKind::Native(Native::Delifeq) => f(&[b"DELIFEQ", key, token]),
             CommandKind::Native(Native::Delex) => f(&[b"DELEX", key, b"IFEQ", token]),
@@ -274,12 +332,16 @@ impl CommandKind {
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
+                    (ScriptUse::FencedAcquire, n) if *n > 0 => Vote::Counter(n.unsigned_abs()),
+                    (ScriptUse::FencedAcquire, _) => Vote::Fault(unexpected(reply)),
                     (_, 1) => Vote::Yes,
                     (_, 0) => Vote::No,
                     (ScriptUse::Release, -1) => Vote::Missing,
                     _ => Vote::Fault(unexpected(reply)),
                 }
             }
+            (Self::EvalSha(_, ScriptUse::FencedAcquire), Reply::Nil)
+            | (Self::Eval(_, ScriptUse::FencedAcquire), Reply::Nil) => Vote::No,
             (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(1)) => Vote::Yes,
             (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(0)) => {
                 Vote::NotHeldOrMissing
@@ -318,10 +380,19 @@ impl Encoder {
     }
 }
 
-fn with_ttl(head: &[&[u8]; 5], usage: ScriptUse, ttl: &[u8], f: impl FnOnce(&[&[u8]])) {
+/// A script call's arguments: `[EVALSHA sha | EVAL body] numkeys keys... token [number]`.
+fn script_args(
+    [name, script]: [&[u8]; 2],
+    usage: ScriptUse,
+    [key, fence, token, number]: [&[u8]; 4],
+    f: impl FnOnce(&[&[u8]]),
+) {
     match usage {
-        ScriptUse::Release => f(head),
-        ScriptUse::Extend => f(&[head[0], head[1], head[2], head[3], head[4], ttl]),
+        ScriptUse::Release => f(&[name, script, b"1", key, token]),
+        ScriptUse::Extend => f(&[name, script, b"1", key, token, number]),
+        ScriptUse::FencedAcquire | ScriptUse::RaiseFence => {
+            f(&[name, script, b"2", key, fence, token, number])
+        }
     }
 }
 

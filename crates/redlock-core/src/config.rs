@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::address::NodeAddress;
 use crate::error::ConfigError;
 use crate::id::{MAX_NODES, NodeId, NodeName};
@@ -34,6 +36,10 @@ pub struct Config {
     pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     pub(crate) native_commands: bool,
+    /// Whether locks are fenced unless their options say otherwise.
+    pub(crate) fenced: bool,
+    /// Appended to a lock's key to name its fencing counter key.
+    pub(crate) fence_suffix: Bytes,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<Mutant>,
 }
@@ -302,6 +308,8 @@ pub struct ConfigBuilder {
     max_in_flight: usize,
     preload_scripts: bool,
     native_commands: bool,
+    fenced: bool,
+    fence_suffix: Bytes,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     #[cfg(feature = "_mutants")]
@@ -330,6 +338,8 @@ impl ConfigBuilder {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             preload_scripts: true,
             native_commands: true,
+            fenced: false,
+            fence_suffix: Bytes::from_static(DEFAULT_FENCE_SUFFIX.as_bytes()),
             node_out_of_range: None,
             #[cfg(feature = "_mutants")]
             mutant: None,
@@ -479,6 +489,27 @@ impl ConfigBuilder {
         self
     }
 
+    /// Hand out a fencing token with every lock (default off; [`LockOptions::fenced`]
+    /// decides per lock): a number that grows with every acquisition of a resource, across
+    /// all N nodes, for storage to refuse a stale holder's writes. See
+    /// [`Acquired::fencing_token`](crate::Acquired::fencing_token) and docs/safety.md,
+    /// "Fencing". A fenced acquisition runs a script on every node, so it needs scripting
+    /// permission even where release and extension use native commands.
+    ///
+    /// [`LockOptions::fenced`]: crate::LockOptions::fenced
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fenced = on;
+        self
+    }
+
+    /// What is appended to a lock's key to name its fencing counter key (default
+    /// [`DEFAULT_FENCE_SUFFIX`]: the counter of `invoice:7` is `invoice:7:fence`). The
+    /// counter never expires; every client of a resource must use the same suffix.
+    pub fn fence_suffix(mut self, suffix: &str) -> Self {
+        self.fence_suffix = Bytes::copy_from_slice(suffix.as_bytes());
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -531,6 +562,13 @@ impl ConfigBuilder {
             auto.check()?;
         }
         self.check_connections()?;
+        if self.fence_suffix.is_empty() {
+            // The counter would be the lock's own key.
+            return Err(ConfigError::new(
+                "fence_suffix",
+                "empty, but the fencing counter needs a key of its own",
+            ));
+        }
         let names = (self.names.into_iter().enumerate())
             .map(|(i, name)| match name {
                 Some(name) => NodeName::new(NodeId::new(i), name),
@@ -553,6 +591,8 @@ impl ConfigBuilder {
             max_in_flight: self.max_in_flight,
             preload_scripts: self.preload_scripts,
             native_commands: self.native_commands,
+            fenced: self.fenced,
+            fence_suffix: self.fence_suffix,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })
@@ -609,6 +649,8 @@ pub const DEFAULT_DRIFT_FLOOR: Duration = Duration::from_millis(2);
 pub const MAX_TTL_MS: u64 = 1 << 50;
 /// Default largest reply.
 pub const DEFAULT_MAX_REPLY_SIZE: usize = 64 * 1024;
+/// Appended to a lock's key to name its fencing counter key.
+pub const DEFAULT_FENCE_SUFFIX: &str = ":fence";
 /// Default read buffer cap per node.
 pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
 /// Longest reconnect backoff accepted: a node that failed is tried again at least about this

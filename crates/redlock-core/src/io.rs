@@ -165,6 +165,13 @@ pub struct Acquired {
     pub validity: Duration,
     /// Attempts made, time spent, and what each node answered in the successful attempt.
     pub stats: AcquireStats,
+    /// The fencing token of a fenced lock ([`LockOptions::fenced`]): larger than that of
+    /// every hold of this resource that ended before this one began. Pass it with every
+    /// write to the storage the lock protects, which refuses a write whose token is below
+    /// the largest it has seen (docs/safety.md, "Fencing"). `None` for an unfenced lock.
+    ///
+    /// [`LockOptions::fenced`]: crate::LockOptions::fenced
+    pub fencing_token: Option<u64>,
 }
 
 /// How an acquisition went: on success ([`Acquired::stats`]) and on every failure
@@ -179,6 +186,10 @@ pub struct AcquireStats {
     /// success), in node order. Empty if no attempt was decided (one cancelled in flight
     /// reports its nodes as [`AcquireOutcome::Pending`]).
     pub nodes: Vec<NodeOutcome>,
+    /// Fenced locks: the nodes whose counter was behind the token and was raised to it
+    /// before the lock was granted (the write-back). Empty when the counters agreed, which
+    /// costs one round trip instead of two.
+    pub written_back: Vec<NodeName>,
 }
 
 impl AcquireStats {
@@ -200,6 +211,14 @@ impl fmt::Display for AcquireStats {
         }
         if !self.nodes.is_empty() {
             f.write_str(")")?;
+        }
+        for (i, node) in self.written_back.iter().enumerate() {
+            let sep = if i == 0 {
+                "; fencing counter written back on "
+            } else {
+                ", "
+            };
+            write!(f, "{sep}{node}")?;
         }
         Ok(())
     }

@@ -126,11 +126,13 @@ pub mod docs {
 
 pub use address::{AddressError, NodeAddress};
 pub use client::Client;
-pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT, Script};
+pub use command::{
+    Command, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Script,
+};
 pub use config::{
-    Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_TTL, MAX_RECONNECT_BACKOFF,
-    MAX_TTL_MS,
+    Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_FENCE_SUFFIX,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_TTL,
+    MAX_RECONNECT_BACKOFF, MAX_TTL_MS,
 };
 pub use error::{ConfigError, UsageError};
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};

@@ -29,6 +29,11 @@ pub struct LockOptions {
     pub retry_delay: Option<RetryDelay>,
     /// Auto-extension for this lock: `Some(None)` turns it off, `Some(Some(..))` on.
     pub auto_extend: Option<Option<AutoExtend>>,
+    /// Whether this lock is fenced (see [`ConfigBuilder::fencing`]); `None` takes the
+    /// configuration's choice.
+    ///
+    /// [`ConfigBuilder::fencing`]: crate::ConfigBuilder::fencing
+    pub fenced: Option<bool>,
 }
 
 impl LockOptions {
@@ -72,6 +77,13 @@ impl LockOptions {
         self
     }
 
+    /// Fences this lock (or not): its acquisition hands out a fencing token,
+    /// [`Acquired::fencing_token`](crate::Acquired::fencing_token).
+    pub fn fenced(mut self, on: bool) -> Self {
+        self.fenced = Some(on);
+        self
+    }
+
     /// Turns auto-extension on (`Some`) or off (`None`) for this lock.
     pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
         self.auto_extend = Some(auto_extend);
@@ -110,6 +122,7 @@ impl LockOptions {
             extend_script: &EXTEND_SCRIPT,
             deadline_ends_lock: true,
             stamp_supplied: true,
+            fenced: self.fenced.unwrap_or(config.fenced),
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -168,6 +181,8 @@ pub(crate) struct LockParams {
     pub(crate) deadline_ends_lock: bool,
     /// Whether a supplied value is stamped with a fresh nonce per attempt (algorithm.md §5).
     pub(crate) stamp_supplied: bool,
+    /// Whether acquisitions are fenced (docs/safety.md, "Fencing").
+    pub(crate) fenced: bool,
 }
 
 /// The instant a round's validity is counted from.

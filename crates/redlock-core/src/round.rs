@@ -29,6 +29,8 @@ pub(crate) enum Slot {
     Resend(Form),
     /// Voted.
     Done(Vote),
+    /// Not part of this round (a fence write-back goes only to the nodes that need it).
+    Skipped,
 }
 
 /// Which form of the round's command a request carries.
@@ -87,6 +89,25 @@ impl Round {
             cursor: 0,
             open: nodes,
         }
+    }
+
+    /// A round of `command` to the nodes `targets` marks (by index; the others are
+    /// [`Slot::Skipped`]), needing `quorum` yes votes among them.
+    pub(crate) fn to_nodes(
+        seq: u32,
+        command: Command,
+        (started, deadline): (Instant, Instant),
+        targets: &[bool],
+        quorum: usize,
+        slots: Vec<Slot>,
+    ) -> Self {
+        let asked = targets.iter().filter(|&&t| t).count();
+        let mut round = Self::new(seq, command, started, deadline, (asked, quorum), slots);
+        round.slots.clear();
+        round
+            .slots
+            .extend((targets.iter()).map(|&t| if t { Slot::Unsent } else { Slot::Skipped }));
+        round
     }
 
     /// The next request to hand out, in node order, and the form of the command it carries:
@@ -204,7 +225,7 @@ impl Round {
     /// Marks every node without a vote as timed out.
     pub(crate) fn expire(&mut self) {
         for i in 0..self.slots.len() {
-            if !matches!(self.slots[i], Slot::Done(_)) {
+            if !matches!(self.slots[i], Slot::Done(_) | Slot::Skipped) {
                 self.record(i, Vote::Fault(NodeFault::Timeout));
             }
         }
@@ -212,7 +233,7 @@ impl Round {
 
     #[inline]
     fn record(&mut self, i: usize, vote: Vote) {
-        self.tally.add(vote == Vote::Yes);
+        self.tally.add(matches!(vote, Vote::Yes | Vote::Counter(_)));
         self.slots[i] = Slot::Done(vote);
         self.open -= 1;
     }
@@ -226,6 +247,14 @@ impl Round {
     #[inline]
     pub(crate) fn is_complete(&self) -> bool {
         self.open == 0
+    }
+
+    /// Nodes whose vote was [`Vote::Yes`], by name.
+    pub(crate) fn nodes_voting_yes(&self, names: &[NodeName]) -> Vec<NodeName> {
+        (self.slots.iter().enumerate())
+            .filter(|(_, s)| **s == Slot::Done(Vote::Yes))
+            .map(|(i, _)| name(names, i))
+            .collect()
     }
 
     /// Nodes whose vote was [`Vote::No`], by name.

@@ -118,7 +118,7 @@ fn regression_failed_attempt_releases_on_all_nodes() {
         // Nodes 0 and 1 answer the cleanup release; node 2 stays silent throughout.
         h.reply(0, b":1\r\n");
         h.reply(1, b":-1\r\n");
-        let out = fire_until_transmit(&mut h);
+        let out = support::fire_until_transmit(&mut h);
         assert_eq!(
             out.nodes_sent(),
             vec![0, 1, 2],
@@ -156,18 +156,6 @@ fn regression_failed_attempt_releases_on_all_nodes() {
             assert!(out.events.is_empty());
         }
     }
-}
-
-/// Fires timers until the client transmits something; panics if it goes idle first.
-fn fire_until_transmit(h: &mut Harness) -> support::Drained {
-    for _ in 0..10 {
-        let at = h.drain().timeout.expect("a timer is armed");
-        let out = h.timeout_at(at);
-        if !out.transmits.is_empty() {
-            return out;
-        }
-    }
-    panic!("no transmit after 10 timers");
 }
 
 /// Peer bug: validity counted from the quorum reply instead of the attempt start.
@@ -325,7 +313,7 @@ fn regression_failed_extend_keeps_the_lock_and_retries() {
     );
     assert!(out.timeout.unwrap() < deadline);
     // The retry succeeds and moves the deadline from its own t0.
-    let out = fire_until_transmit(&mut h);
+    let out = support::fire_until_transmit(&mut h);
     assert!(h.now < deadline);
     assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
     let t0 = h.now;

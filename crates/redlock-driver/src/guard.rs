@@ -22,6 +22,8 @@ pub struct LockRef {
     pub(crate) token: Token,
     /// How the acquisition went.
     pub(crate) stats: Arc<AcquireStats>,
+    /// The fencing token of a fenced lock.
+    pub(crate) fencing_token: Option<u64>,
     pub(crate) state: watch::Receiver<LockState>,
     pub(crate) tx: mpsc::UnboundedSender<Cmd>,
     /// The driver loop's clock, which the deadline is an instant of.
@@ -43,6 +45,16 @@ impl LockRef {
     /// successful attempt (a failure carries the same in [`LockError::Acquire`]).
     pub fn stats(&self) -> &AcquireStats {
         &self.stats
+    }
+
+    /// The fencing token of a fenced lock ([`LockOptions::fenced`], or fencing on in the
+    /// configuration): pass it with every write to the storage the lock protects, which
+    /// refuses a write whose token is below the largest it has seen. `None` when the lock
+    /// is not fenced. See [`Acquired::fencing_token`](redlock_core::Acquired::fencing_token).
+    ///
+    /// [`LockOptions::fenced`]: redlock_core::LockOptions::fenced
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
     }
 
     /// When the lock stops being safe to use (moved by each extension).

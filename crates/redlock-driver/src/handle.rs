@@ -89,7 +89,7 @@ impl Handle {
         let cmd = Cmd(Request::Acquire {
             ticket,
             resource: resource.into(),
-            options,
+            options: Box::new(options),
             reply,
             state,
         });
@@ -107,6 +107,7 @@ impl Handle {
             resource: acquired.resource,
             token: acquired.token,
             stats: Arc::new(acquired.stats),
+            fencing_token: acquired.fencing_token,
             state: state_rx,
             tx: self.tx.clone(),
             clock: self.shared.clock,

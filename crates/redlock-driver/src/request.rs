@@ -20,7 +20,9 @@ pub(crate) enum Request {
     Acquire {
         ticket: u64,
         resource: Resource,
-        options: LockOptions,
+        /// Boxed: the options are most of the request's size, and acquisitions are the
+        /// one request that carries them.
+        options: Box<LockOptions>,
         reply: Reply<(OpId, Acquired)>,
         state: watch::Sender<LockState>,
     },

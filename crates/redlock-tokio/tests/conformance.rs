@@ -138,6 +138,10 @@ impl Guard for TokioGuard {
         self.guard.stats().clone()
     }
 
+    fn fencing_token(&self) -> Option<u64> {
+        self.guard.fencing_token()
+    }
+
     fn extend(&self) -> Result<Instant, LockError> {
         self.rt.block_on(self.guard.extend())
     }

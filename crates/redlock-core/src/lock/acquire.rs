@@ -32,6 +32,20 @@ pub(super) struct Acquiring {
     retry_at: Option<Instant>,
     /// What each node answered in the last decided attempt, for a failure's statistics.
     last_nodes: Vec<NodeOutcome>,
+    /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
+    /// round in flight (docs/safety.md, "Fencing").
+    confirming: Option<Box<Confirming>>,
+}
+
+/// What a fenced attempt waits on while its write-back is in flight.
+#[derive(Debug)]
+struct Confirming {
+    /// The attempt's start, `t0`: the validity still counts from it.
+    started: Instant,
+    /// The fencing token: the largest counter among the quorum's answers.
+    value: u64,
+    /// What each node answered to the acquire command.
+    nodes: Vec<NodeOutcome>,
 }
 
 impl Acquiring {
@@ -44,6 +58,7 @@ impl Acquiring {
             round: None,
             retry_at: None,
             last_nodes: Vec::new(),
+            confirming: None,
         };
         acquiring.attempt(ctx, now);
         acquiring
@@ -52,7 +67,13 @@ impl Acquiring {
     fn attempt(&mut self, ctx: &mut Ctx, now: Instant) {
         self.attempts += 1;
         let timing = &ctx.params.timing;
-        let command = Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms);
+        let command = match &ctx.fence_key {
+            Some(fence) => {
+                Command::fenced_acquire(&ctx.resource, fence, &self.token, timing.ttl_ms)
+            }
+            None => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
+        };
+        self.confirming = None;
         // algorithm.md §2: one command to all N nodes at once, each with until
         // t0 + attempt_timeout to answer.
         let deadline = time::add(now, timing.attempt_timeout);
@@ -109,26 +130,96 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
-        if round.decision() == Decision::Reached {
-            self.on_quorum(round, ctx, now, rng)
-        } else {
+        let reached = round.decision() == Decision::Reached;
+        if let Some(confirming) = self.confirming.take() {
+            // The write-back of a fenced attempt.
+            let written_back = round.nodes_voting_yes(&ctx.names);
+            let reason = (!reached).then(|| acquire_failure(&round, &ctx.names));
+            ctx.recycle(round);
+            let Confirming {
+                started,
+                value,
+                nodes,
+            } = *confirming;
+            return match reason {
+                None => self.grant(ctx, now, rng, (started, Some(value)), nodes, written_back),
+                Some(reason) => {
+                    self.last_nodes = nodes;
+                    self.on_attempt_failed(ctx, now, rng, reason)
+                }
+            };
+        }
+        if !reached {
             let reason = acquire_failure(&round, &ctx.names);
             self.last_nodes = outcomes(&round, &ctx.names);
             ctx.recycle(round);
-            self.on_attempt_failed(ctx, now, rng, reason)
+            return self.on_attempt_failed(ctx, now, rng, reason);
         }
+        let nodes = outcomes(&round, &ctx.names);
+        let started = round.started;
+        if ctx.fence_key.is_none() {
+            ctx.recycle(round);
+            return self.grant(ctx, now, rng, (started, None), nodes, Vec::new());
+        }
+        self.on_fenced_quorum(round, ctx, now, rng, nodes)
     }
 
-    fn on_quorum<R: CryptoRng + ?Sized>(
+    /// A fenced attempt reached its quorum: the token is the largest counter among the
+    /// answers. If a quorum's counters are already there, it is final at once; otherwise
+    /// the nodes behind are raised to it while they still hold our key, and the token is
+    /// final once a quorum holds it (docs/safety.md, "Fencing").
+    fn on_fenced_quorum<R: CryptoRng + ?Sized>(
         &mut self,
         round: Round,
         ctx: &mut Ctx,
         now: Instant,
         rng: &mut R,
+        nodes: Vec<NodeOutcome>,
+    ) -> Option<Phase> {
+        let counters: Vec<Option<u64>> = (round.slots.iter())
+            .map(|slot| match slot {
+                Slot::Done(Vote::Counter(n)) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        let started = round.started;
+        let deadline = round.deadline;
+        ctx.recycle(round);
+        let value = counters.iter().flatten().copied().max().unwrap_or(0);
+        let agreed = counters.iter().filter(|c| **c == Some(value)).count();
+        let quorum = ctx.params.quorum;
+        if agreed >= quorum {
+            return self.grant(ctx, now, rng, (started, Some(value)), nodes, Vec::new());
+        }
+        let behind: Vec<bool> = (counters.iter())
+            .map(|c| c.is_some_and(|n| n < value))
+            .collect();
+        let fence = ctx.fence_key.clone().unwrap_or_default();
+        let command = Command::raise_fence(&ctx.resource, &fence, &self.token, value);
+        let round = ctx.new_round_to(command, (now, deadline), &behind, quorum - agreed);
+        self.round = Some(round);
+        self.confirming = Some(Box::new(Confirming {
+            started,
+            value,
+            nodes,
+        }));
+        None
+    }
+
+    /// A quorum granted the attempt started at `started` (and confirmed its fencing token,
+    /// if any): held, unless too little validity is left.
+    fn grant<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+        (started, fencing_token): (Instant, Option<u64>),
+        nodes: Vec<NodeOutcome>,
+        written_back: Vec<NodeName>,
     ) -> Option<Phase> {
         // algorithm.md §4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's start, and
         // the deadline is t0 + ttl - drift.
-        let deadline = ctx.deadline_from(round.started, now);
+        let deadline = ctx.deadline_from(started, now);
         match quorum::validity(deadline, now) {
             Some(validity) if validity > ctx.params.timing.min_validity => {
                 let acquired = Acquired {
@@ -140,17 +231,17 @@ impl Acquiring {
                     stats: AcquireStats {
                         attempts: self.attempts,
                         elapsed: now.saturating_duration_since(self.first_start),
-                        nodes: outcomes(&round, &ctx.names),
+                        nodes,
+                        written_back,
                     },
+                    fencing_token,
                 };
                 let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
-                ctx.recycle(round);
                 Some(Phase::Held(held))
             }
             _ => {
-                self.last_nodes = outcomes(&round, &ctx.names);
-                ctx.recycle(round);
+                self.last_nodes = nodes;
                 self.on_attempt_failed(ctx, now, rng, AcquireFailure::ValidityExhausted)
             }
         }
@@ -212,6 +303,7 @@ impl Acquiring {
                 attempts: self.attempts,
                 elapsed: now.saturating_duration_since(self.first_start),
                 nodes,
+                written_back: Vec::new(),
             },
         });
         Some(Phase::Finished)
@@ -260,7 +352,7 @@ fn attempt_token<R: CryptoRng + ?Sized>(
 
 fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
     match slot {
-        Slot::Done(Vote::Yes) => AcquireOutcome::Locked,
+        Slot::Done(Vote::Yes | Vote::Counter(_)) => AcquireOutcome::Locked,
         Slot::Done(Vote::No) => AcquireOutcome::Held,
         Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
         Slot::Done(other) => {

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
 use crate::command::{Command, Encoder};
@@ -96,6 +96,9 @@ struct Ctx {
     /// The nodes' names, for failure reasons and statistics.
     names: Arc<[NodeName]>,
     supplied_token: Option<Token>,
+    /// The fencing counter key F of a fenced lock: the resource's key and the configured
+    /// suffix.
+    fence_key: Option<Bytes>,
     /// Releases of failed or cancelled attempts; they report nothing.
     cleanup: Vec<Round>,
     next_seq: u32,
@@ -150,12 +153,18 @@ impl Lock {
             return Err(UsageError::EmptyResource);
         }
         let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let fence_key = params.fenced.then(|| {
+            let mut key = BytesMut::from(resource.as_bytes());
+            key.extend_from_slice(&config.fence_suffix);
+            key.freeze()
+        });
         let mut ctx = Ctx {
             op,
             resource,
             params,
             names: Arc::clone(&config.names),
             supplied_token: options.token.clone(),
+            fence_key,
             cleanup: Vec::new(),
             next_seq: 0,
             events: Events::default(),
@@ -440,6 +449,19 @@ impl Ctx {
         let q = self.params.quorum;
         let slots = std::mem::take(&mut self.spare_slots);
         Round::new(self.seq(), command, now, deadline, (n, q), slots)
+    }
+
+    /// A round of `command` to the nodes `targets` marks, needing `quorum` yes votes among
+    /// them (a fence write-back).
+    fn new_round_to(
+        &mut self,
+        command: Command,
+        times: (Instant, Instant),
+        targets: &[bool],
+        quorum: usize,
+    ) -> Round {
+        let slots = std::mem::take(&mut self.spare_slots);
+        Round::to_nodes(self.seq(), command, times, targets, quorum, slots)
     }
 
     /// Keeps a finished round's slots for the next round (saves an allocation per round).

@@ -213,6 +213,7 @@ pub(crate) fn stats_named(
         attempts,
         elapsed,
         nodes: outcomes_named(names, nodes),
+        written_back: Vec::new(),
     }
 }
 
@@ -222,6 +223,7 @@ pub(crate) fn stats(attempts: u32, elapsed: Duration, nodes: &[AcquireOutcome]) 
         attempts,
         elapsed,
         nodes: outcomes(nodes),
+        written_back: Vec::new(),
     }
 }
 
@@ -264,4 +266,16 @@ pub(crate) fn hello_reply(server: &str, version: &str) -> Vec<u8> {
     out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
     out += &(bulk("modules") + "*0\r\n");
     out.into_bytes()
+}
+
+/// Fires timers until one makes the client send something; that drain.
+pub(crate) fn fire_until_transmit(h: &mut Harness) -> Drained {
+    for _ in 0..10 {
+        let at = h.drain().timeout.expect("a timer is armed");
+        let out = h.timeout_at(at);
+        if !out.transmits.is_empty() {
+            return out;
+        }
+    }
+    panic!("no transmit after 10 timers");
 }
