@@ -190,6 +190,12 @@ async fn run_flavour(
             .map_err(|e| format!("tokio-scripts: build: {e}"))?;
         subjects.push(Subject::tokio_scripts(redlock, name));
     }
+    if args.wants_subject("tokio-fenced", name) {
+        let redlock = redlock_tokio::Redlock::builder(&urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+            .map_err(|e| format!("tokio-fenced: build: {e}"))?;
+        subjects.push(Subject::tokio_fenced(redlock, name));
+    }
     if args.wants_subject("rslock", name) {
         // Connects lazily, on the first lock (in warm-up), on this runtime.
         subjects.push(Subject::rslock(
@@ -229,6 +235,14 @@ async fn run_flavour(
     }
     if flavour.hosts_own_thread() && args.wants_scenario("contended8") {
         rows.extend(contended8(flavour, &urls, plan, &args).await?);
+    }
+    for subject in &subjects {
+        if let Some((written_back, cycles)) = subject.write_backs() {
+            println!(
+                "{} on {name}: fencing write-backs in {written_back} of {cycles} acquisitions",
+                subject.name()
+            );
+        }
     }
     Ok(rows)
 }
@@ -519,10 +533,11 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 3] = ["raw-del", "raw-delifeq", "tokio-scripts"];
+pub(crate) const OPT_IN_SUBJECTS: [&str; 4] =
+    ["raw-del", "raw-delifeq", "tokio-scripts", "tokio-fenced"];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|contended8|nodes|held] \
                      [--subject raw,tokio,rslock,async-std,blocking,\
-                     raw-del,raw-delifeq,tokio-scripts]";
+                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced]";

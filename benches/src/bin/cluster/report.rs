@@ -23,7 +23,13 @@ pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
 
 /// Our drivers: the subjects the targets apply to.
-const OURS: [&str; 4] = ["tokio", "async-std", "blocking", "tokio-scripts"];
+const OURS: [&str; 5] = [
+    "tokio",
+    "async-std",
+    "blocking",
+    "tokio-scripts",
+    "tokio-fenced",
+];
 
 /// One subject in one scenario, with the raw baseline of the same pass and scenario.
 #[derive(Debug, Clone)]

@@ -84,6 +84,8 @@ pub(crate) struct Subject {
     runtime: &'static str,
     prefix: String,
     next_key: AtomicU64,
+    /// Fenced subjects: acquisitions, and those whose token needed a write-back.
+    fenced: Option<(AtomicU64, AtomicU64)>,
 }
 
 enum Driver {
@@ -134,6 +136,23 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), "tokio-scripts", flavour, flavour)
     }
 
+    /// redlock-tokio with every lock fenced (issue 12): one script per node to acquire.
+    pub(crate) fn tokio_fenced(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
+        Self {
+            fenced: Some((AtomicU64::new(0), AtomicU64::new(0))),
+            ..Self::new(Driver::Tokio(redlock), "tokio-fenced", flavour, flavour)
+        }
+    }
+
+    /// For a fenced subject: acquisitions whose token was written back, and acquisitions.
+    pub(crate) fn write_backs(&self) -> Option<(u64, u64)> {
+        let (cycles, written_back) = self.fenced.as_ref()?;
+        Some((
+            written_back.load(Ordering::Relaxed),
+            cycles.load(Ordering::Relaxed),
+        ))
+    }
+
     pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
         Self::new(Driver::Rslock(manager), "rslock", flavour, flavour)
     }
@@ -163,6 +182,7 @@ impl Subject {
             runtime,
             prefix: format!("bench:{}:{name}:{flavour}:", std::process::id()),
             next_key: AtomicU64::new(0),
+            fenced: None,
         }
     }
 
@@ -198,6 +218,12 @@ impl Subject {
                         .lock(key)
                         .await
                         .map_err(|e| format!("{name}: lock: {e}"))?;
+                    if let Some((cycles, written_back)) = &self.fenced {
+                        cycles.fetch_add(1, Ordering::Relaxed);
+                        if !guard.stats().written_back.is_empty() {
+                            written_back.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
                     let nodes = guard
                         .release()
                         .await
