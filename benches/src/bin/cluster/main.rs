@@ -171,53 +171,7 @@ async fn run_flavour(
 ) -> Result<Vec<Row>, String> {
     let plan = &plan;
     let name = flavour.name();
-    let mut subjects = Vec::new();
-    for release in [Release::EvalSha, Release::Del, Release::DelIfEq] {
-        if args.wants_subject(release.subject(), name) {
-            let raw = RawClient::connect(&addrs, TTL, release).await?;
-            subjects.push(Subject::raw(raw, name));
-        }
-    }
-    if args.wants_subject("tokio", name) {
-        let redlock = redlock_tokio::Redlock::builder(&urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL)).build())
-            .map_err(|e| format!("tokio: build: {e}"))?;
-        subjects.push(Subject::tokio(redlock, name));
-    }
-    if args.wants_subject("tokio-scripts", name) {
-        let redlock = redlock_tokio::Redlock::builder(&urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).native_commands(false)).build())
-            .map_err(|e| format!("tokio-scripts: build: {e}"))?;
-        subjects.push(Subject::tokio_scripts(redlock, name));
-    }
-    if args.wants_subject("tokio-fenced", name) {
-        let redlock = redlock_tokio::Redlock::builder(&urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
-            .map_err(|e| format!("tokio-fenced: build: {e}"))?;
-        subjects.push(Subject::tokio_fenced(redlock, name));
-    }
-    if args.wants_subject("rslock", name) {
-        // Connects lazily, on the first lock (in warm-up), on this runtime.
-        subjects.push(Subject::rslock(
-            rslock::LockManager::new(urls.clone()),
-            name,
-        ));
-    }
-    if flavour.hosts_own_thread() {
-        if args.wants_subject("async-std", OWN_THREAD) {
-            let redlock = redlock_async_std::Redlock::builder(&urls)
-                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
-                .map_err(|e| format!("async-std: build: {e}"))?;
-            subjects.push(Subject::async_std(redlock, name));
-        }
-        if args.wants_subject("blocking", OWN_THREAD) {
-            let redlock = redlock_blocking::Redlock::builder(&urls)
-                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
-                .map_err(|e| format!("blocking: build: {e}"))?;
-            subjects.push(Subject::blocking(redlock, name));
-        }
-    }
-    let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
+    let subjects = subjects(flavour, &urls, &addrs, &args).await?;
     for subject in &subjects {
         subject
             .warm_up(plan.warmup)
@@ -245,6 +199,63 @@ async fn run_flavour(
         }
     }
     Ok(rows)
+}
+
+/// The subjects `args` selects for one runtime flavour, built on it.
+async fn subjects(
+    flavour: Flavour,
+    urls: &[String],
+    addrs: &[SocketAddr],
+    args: &Args,
+) -> Result<Vec<Arc<Subject>>, String> {
+    let name = flavour.name();
+    let mut subjects = Vec::new();
+    for release in [Release::EvalSha, Release::Del, Release::DelIfEq] {
+        if args.wants_subject(release.subject(), name) {
+            let raw = RawClient::connect(addrs, TTL, release).await?;
+            subjects.push(Subject::raw(raw, name));
+        }
+    }
+    if args.wants_subject("tokio", name) {
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+            .map_err(|e| format!("tokio: build: {e}"))?;
+        subjects.push(Subject::tokio(redlock, name));
+    }
+    if args.wants_subject("tokio-scripts", name) {
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).native_commands(false)).build())
+            .map_err(|e| format!("tokio-scripts: build: {e}"))?;
+        subjects.push(Subject::tokio_scripts(redlock, name));
+    }
+    if args.wants_subject("tokio-fenced", name) {
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+            .map_err(|e| format!("tokio-fenced: build: {e}"))?;
+        subjects.push(Subject::tokio_fenced(redlock, name));
+    }
+    if args.wants_subject("rslock", name) {
+        // Connects lazily, on the first lock (in warm-up), on this runtime.
+        subjects.push(Subject::rslock(
+            rslock::LockManager::new(urls.to_vec()),
+            name,
+        ));
+    }
+    if flavour.hosts_own_thread() {
+        if args.wants_subject("async-std", OWN_THREAD) {
+            let redlock = redlock_async_std::Redlock::builder(urls)
+                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+                .map_err(|e| format!("async-std: build: {e}"))?;
+            subjects.push(Subject::async_std(redlock, name));
+        }
+        if args.wants_subject("blocking", OWN_THREAD) {
+            let redlock = redlock_blocking::Redlock::builder(urls)
+                .and_then(|b| b.config(|c| c.ttl(TTL)).build())
+                .map_err(|e| format!("blocking: build: {e}"))?;
+            subjects.push(Subject::blocking(redlock, name));
+        }
+    }
+    Ok(subjects.into_iter().map(Arc::new).collect())
 }
 
 /// `contended8` for tokio and rslock (raw has no retry and is left out), each with the
@@ -339,6 +350,12 @@ fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
                     .map_err(|e| format!("tokio: build: {e}"))?;
                 subjects.push(Subject::tokio(redlock, name));
             }
+            if args.wants_subject("tokio-fenced", name) {
+                let redlock = redlock_tokio::Redlock::builder(&urls)
+                    .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+                    .map_err(|e| format!("tokio-fenced: build: {e}"))?;
+                subjects.push(Subject::tokio_fenced(redlock, name));
+            }
             let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
             for subject in &subjects {
                 subject
@@ -347,6 +364,14 @@ fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
                     .map_err(|e| format!("{} on {n} nodes: {e}", subject.name()))?;
             }
             let samples = scenario::serial(&subjects, &plan).await?;
+            for subject in &subjects {
+                if let Some((written_back, cycles)) = subject.write_backs() {
+                    println!(
+                        "{} on {n} nodes: fencing write-backs in {written_back} of {cycles} acquisitions",
+                        subject.name()
+                    );
+                }
+            }
             let mut rows = scenario_rows(label, flavour, &subjects, samples);
             for row in &mut rows {
                 row.nodes = Some(n);
