@@ -6,10 +6,10 @@
 use std::thread;
 use std::time::Duration;
 
-use redlock_testkit::Reply;
+use redlock_testkit::{Cluster, Reply};
 
 use crate::scenarios::cluster;
-use crate::{Driver, Guard, LockOptions};
+use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, RetryPolicy};
 
 /// Acquisitions in [`fencing_tokens_grow_across_clients`], taken in turn by the clients.
 const ACQUISITIONS: usize = 1_000;
@@ -142,4 +142,57 @@ fn start_of_a_second(c: &redlock_testkit::Cluster) {
         }
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A fenced lock needs a script on every node, even on Valkey 9 where release and extension
+/// need none: where the ACL denies scripting, the first fenced lock fails naming the nodes
+/// that decided it and the refused command, never an unfenced lock; unfenced locks still
+/// work there.
+pub fn a_fenced_lock_without_scripting_permission_fails_naming_each_node<D: Driver>() {
+    let c = Cluster::builder()
+        .nodes(3)
+        .user("locker", "pw")
+        .deny(["eval", "evalsha", "script"])
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let urls: Vec<String> = c.nodes().iter().map(|n| n.client_url()).collect();
+    let d = D::build(&urls, |b| b.retry(RetryPolicy::once())).expect("driver");
+    let err = d
+        .lock_with("no-scripts", LockOptions::default().fenced(true))
+        .err()
+        .expect("refused");
+    let LockError::Acquire {
+        reason: AcquireFailure::QuorumUnreachable { errors },
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    // The attempt is decided once 2 of 3 have refused: each of those is named, by address.
+    assert!(errors.len() >= 2, "{err}");
+    let addrs: Vec<String> = c.nodes().iter().map(|n| n.addr().to_string()).collect();
+    for (node, fault) in errors {
+        assert!(addrs.contains(&node.to_string()), "{err}");
+        assert!(
+            fault.to_string().starts_with("EVALSHA was refused: NOPERM"),
+            "{err}"
+        );
+    }
+    for node in c.nodes() {
+        // Refused before anything ran: no key, no counter.
+        assert_eq!(
+            node.command(&["EXISTS", "no-scripts"]).unwrap().as_int(),
+            Some(0)
+        );
+        assert_eq!(
+            node.command(&["EXISTS", "no-scripts:fence"])
+                .unwrap()
+                .as_int(),
+            Some(0)
+        );
+    }
+    // SET NX needs no scripting: an unfenced lock is taken (and its release is refused on a
+    // server without native commands, so it is not released here).
+    let guard = d.lock("no-scripts").expect("unfenced is allowed");
+    assert_eq!(guard.fencing_token(), None);
 }

@@ -150,6 +150,7 @@ macro_rules! conformance_suite {
             rules::extension_never_recreates_a_missing_key,
             fencing::fencing_tokens_grow_across_clients,
             fencing::a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growing,
+            fencing::a_fenced_lock_without_scripting_permission_fails_naming_each_node,
             mixed::mixed_cluster_3_redis_2_valkey,
             mixed::mixed_cluster_2_redis_3_valkey,
             acl::scripting_denied_by_acl,
