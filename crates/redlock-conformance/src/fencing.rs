@@ -114,7 +114,7 @@ pub fn a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growin
 
 /// Turns the proxies of `nodes` dark (dropping every byte) or back on; back on, their
 /// connections are cut, since a blackhole loses bytes mid-stream, and the client reconnects.
-fn dark(c: &redlock_testkit::Cluster, nodes: &[usize], on: bool) {
+fn dark(c: &Cluster, nodes: &[usize], on: bool) {
     for &i in nodes {
         c.proxy(i).blackhole(on);
         if !on {
@@ -128,7 +128,7 @@ fn dark(c: &redlock_testkit::Cluster, nodes: &[usize], on: bool) {
 }
 
 /// Waits until node 0's clock is in the first 100 ms of a second (bounded: one second).
-fn start_of_a_second(c: &redlock_testkit::Cluster) {
+fn start_of_a_second(c: &Cluster) {
     for _ in 0..200 {
         let Ok(Reply::Array(time)) = c.node(0).command(&["TIME"]) else {
             return;
