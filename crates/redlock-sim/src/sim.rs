@@ -134,6 +134,15 @@ impl Sim {
             in_flight: 0,
             log: None,
         };
+        let spread = sim.scenario.wall_spread;
+        if !spread.is_zero() {
+            let mut walls = Dice::new(sim.scenario.seed ^ 0x3a11_c10c);
+            let nanos = i64::try_from(spread.as_nanos()).unwrap_or(i64::MAX);
+            for node in &mut sim.nodes {
+                let off = walls.range(0, 2 * nanos.unsigned_abs());
+                node.step_wall(i64::try_from(off).unwrap_or(0) - nanos);
+            }
+        }
         for i in 0..sim.scenario.faults.down_at_start.min(n) {
             sim.nodes[i].crash();
         }
@@ -202,6 +211,7 @@ impl Sim {
         Report {
             seed: self.scenario.seed,
             violation: self.checker.violation(),
+            fencing_violation: self.checker.fencing_violation(),
             checker: self.checker.clone(),
             stats: self.stats.clone(),
             trace_hash: self.trace.hash(),
@@ -318,7 +328,7 @@ impl Sim {
             } => self.on_connect_done(client, node, epoch),
             Ev::Fault => self.inject_fault(),
             Ev::Resume { node, incarnation } => self.on_resume(node, incarnation),
-            Ev::Restart { node } => self.nodes[node].restart(),
+            Ev::Restart { node } => self.on_restart(node),
             Ev::HalfClose {
                 client,
                 node,
