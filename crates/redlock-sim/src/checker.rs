@@ -76,6 +76,8 @@ pub struct OpRecord {
     pub fenced: Option<bool>,
     /// Attempts made when `Acquired` arrived.
     pub acquired_after: Option<u32>,
+    /// Nodes a fenced acquisition raised to its token (the write-back), when it succeeded.
+    pub written_back: usize,
     /// Why the acquisition failed, if it did (including cancellation).
     pub failed: Option<AcquireFailure>,
     /// The workload cancelled the acquisition.
@@ -189,6 +191,7 @@ impl Checker {
             token,
             fenced,
             acquired_after: None,
+            written_back: 0,
             failed: None,
             cancelled: false,
             extended: 0,

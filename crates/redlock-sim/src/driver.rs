@@ -94,9 +94,11 @@ impl Sim {
                 let deadline = clock.true_time_of(a.deadline);
                 let token = a.fencing_token;
                 self.checker.acquired(c, op, (now, deadline), token);
-                let attempts = a.stats.attempts;
-                self.checker
-                    .record(c, op, |r| r.acquired_after = Some(attempts));
+                let (attempts, raised) = (a.stats.attempts, a.stats.written_back.len());
+                self.checker.record(c, op, |r| {
+                    r.acquired_after = Some(attempts);
+                    r.written_back = raised;
+                });
                 1
             }
             Event::AcquireFailed { reason, .. } => {
