@@ -228,6 +228,11 @@ impl Node {
                 Some(self.profile.hello(rest, self.hellos))
             }
             b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
+            b"TIME" if rest.is_empty() => {
+                let (secs, micros) = keys.time();
+                let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
+                Some(ServerReply::Array(vec![bulk(secs), bulk(micros)]))
+            }
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
             }
