@@ -23,6 +23,7 @@
 //!
 //! # Layout
 //! - `table`: the contract as data, with the table in its docs;
+//! - `fence`: the fencing scripts' contract (K and its counter F), with its own runner;
 //! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
 //! - `run`: one runner for any [`Target`]: set up, send, compare; skips what a server lacks;
 //! - `target`: [`RealNode`] (a test-kit node) and [`SimNode`] (`redlock_sim::Node`).
@@ -30,11 +31,16 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod fence;
 mod form;
 mod run;
 mod table;
 mod target;
 
+pub use fence::{
+    FENCE_CONTRACT, FenceAfter, FenceCase, FenceCommands, FenceForm, FenceReply, FenceReport,
+    FenceState, KeyState, RAISE_TO, run_fencing,
+};
 pub use form::{CoreCommands, Scripts, UNCHECKED_EXTEND_SCRIPT};
 pub use run::{Report, Target, run};
 pub use table::{

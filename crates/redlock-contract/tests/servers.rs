@@ -116,3 +116,13 @@ fn without_id(reply: Reply) -> Reply {
 fn say(note: &str, report: &Report) {
     let _ = write!(std::io::stderr(), "{note}{report}");
 }
+
+#[test]
+fn the_fencing_scripts_do_what_the_contract_says() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let report = redlock_contract::run_fencing(&mut node).expect("the node answers");
+    eprintln!("{report}");
+    assert!(report.failed.is_empty(), "{report}");
+    assert_eq!(report.passed.len(), redlock_contract::FENCE_CONTRACT.len());
+}

@@ -144,3 +144,11 @@ impl Target for Pretend {
 fn say(note: &str, report: &Report) {
     let _ = write!(std::io::stderr(), "{note}{report}");
 }
+
+#[test]
+fn the_node_model_runs_the_fencing_scripts_as_the_contract_says() {
+    let report = redlock_contract::run_fencing(&mut SimNode::new()).expect("answers");
+    eprintln!("{report}");
+    assert!(report.failed.is_empty(), "{report}");
+    assert_eq!(report.passed.len(), redlock_contract::FENCE_CONTRACT.len());
+}

@@ -65,6 +65,15 @@ pub const RESURRECTING_EXTEND_SCRIPT: Script = Script {
     sha1: "b6fa0c0c2cd7bbd10159d8ed8e48b5ed1f5b01ba",
 };
 
+/// The fenced acquire without its floor, for the simulation's negative control only: the
+/// counter restarts from 1 on a node that restarts empty.
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub const NO_FLOOR_FENCED_ACQUIRE_SCRIPT: Script = Script {
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
+    sha1: "9c9ba0b8af4174d3b2f340082508c961f0e07cf2",
+};
+
 /// One command for one node, as the operation layer hands it out.
 ///
 /// Send it with any client: [`args`](Self::args) gives the argument list, or
@@ -174,14 +183,15 @@ impl Command {
         )
     }
 
-    /// The fenced acquire: `SET NX PX` and the fencing counter `fence_key`, in one script.
+    /// The fenced acquire: `SET NX PX` and the fencing counter `fence_key`, in one script
+    /// (`script`: [`FENCED_ACQUIRE_SCRIPT`], or a test's mutant).
     pub(crate) fn fenced_acquire(
         resource: &Resource,
         fence_key: &Bytes,
-        token: &Token,
-        ttl_ms: u64,
+        (token, ttl_ms): (&Token, u64),
+        script: &'static Script,
     ) -> Self {
-        let kind = CommandKind::EvalSha(&FENCED_ACQUIRE_SCRIPT, ScriptUse::FencedAcquire);
+        let kind = CommandKind::EvalSha(script, ScriptUse::FencedAcquire);
         Self {
             fence_key: Some(fence_key.clone()),
             ..Self::new(kind, resource, token, ttl_ms)

@@ -154,7 +154,7 @@ pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
-pub use command::RESURRECTING_EXTEND_SCRIPT;
+pub use command::{NO_FLOOR_FENCED_ACQUIRE_SCRIPT, RESURRECTING_EXTEND_SCRIPT};
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use mutant::Mutant;

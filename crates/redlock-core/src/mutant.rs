@@ -15,4 +15,15 @@ pub enum Mutant {
     /// A supplied token stored as is, the same in every attempt and lock call, instead
     /// of stamped with a nonce per attempt (the bug the late-delivery fault finds).
     SharedStoredValue,
+    /// A fenced lock hands out the smallest counter of its quorum instead of the largest
+    /// (the write-back still raises the nodes behind to the largest).
+    FenceMin,
+    /// A fenced lock takes the largest counter as final even when fewer than a quorum
+    /// answered it: no write-back.
+    FenceNoWriteBack,
+    /// A fence write-back counts a node that answers 0 (our key is gone there) as raised.
+    FenceCountRefused,
+    /// The fenced acquire script without its floor
+    /// ([`NO_FLOOR_FENCED_ACQUIRE_SCRIPT`](crate::NO_FLOOR_FENCED_ACQUIRE_SCRIPT)).
+    FenceNoFloor,
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::command::{EXTEND_SCRIPT, Script};
+use crate::command::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, Script};
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
@@ -123,6 +123,8 @@ impl LockOptions {
             deadline_ends_lock: true,
             stamp_supplied: true,
             fenced: self.fenced.unwrap_or(config.fenced),
+            fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
+            fence_quorum: FenceQuorum::Max,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -156,6 +158,22 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             stamp_supplied: false,
             ..params
         },
+        Mutant::FenceMin => LockParams {
+            fence_quorum: FenceQuorum::Min,
+            ..params
+        },
+        Mutant::FenceNoWriteBack => LockParams {
+            fence_quorum: FenceQuorum::NoWriteBack,
+            ..params
+        },
+        Mutant::FenceCountRefused => LockParams {
+            fence_quorum: FenceQuorum::CountRefused,
+            ..params
+        },
+        Mutant::FenceNoFloor => LockParams {
+            fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
+            ..params
+        },
     }
 }
 
@@ -183,6 +201,27 @@ pub(crate) struct LockParams {
     pub(crate) stamp_supplied: bool,
     /// Whether acquisitions are fenced (docs/safety.md, "Fencing").
     pub(crate) fenced: bool,
+    /// The script a fenced acquisition runs on each node.
+    pub(crate) fenced_acquire_script: &'static Script,
+    /// How a fenced quorum's counters become the token.
+    pub(crate) fence_quorum: FenceQuorum,
+}
+
+/// How a fenced quorum's counters become its fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FenceQuorum {
+    /// The largest counter, final once a quorum holds it (written back to the nodes behind
+    /// while they still hold our key): the correct rule.
+    Max,
+    /// The smallest counter handed out (a deliberate bug, for the negative controls).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    Min,
+    /// The largest counter, final at once (a deliberate bug).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    NoWriteBack,
+    /// A write-back answered 0 counted as raised (a deliberate bug).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    CountRefused,
 }
 
 /// The instant a round's validity is counted from.

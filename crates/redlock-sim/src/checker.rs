@@ -5,6 +5,10 @@
 //! interval starts when a client handles `Acquired` and ends at the earliest of its deadline
 //! (moved by every `Extended`, even a late one: the holder counts as continuous), the start
 //! of its release or cancel, and `Lost`.
+//!
+//! Fencing ([`Checker::fencing_violation`]): of two fenced holds of one resource, the one
+//! that ended before the other began has the smaller fencing token, and every fenced hold
+//! has one.
 
 use std::fmt;
 
@@ -29,6 +33,21 @@ pub struct Interval {
     deadline: SimTime,
     /// Whether the hold was ended by a release, cancel or loss.
     closed: bool,
+    /// The fencing token the acquisition handed out, if any.
+    pub fencing_token: Option<u64>,
+}
+
+/// A fenced hold without a token, or two fenced holds of one resource, one after the other,
+/// whose tokens do not grow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencingViolation {
+    /// The scenario seed that produced it.
+    pub seed: u64,
+    /// The earlier hold (or the fenced hold without a token).
+    pub earlier: Interval,
+    /// The hold that began after `earlier` ended, with a token not above its token; `None`
+    /// when `earlier` is a fenced hold without a token.
+    pub later: Option<Interval>,
 }
 
 /// Two holds of one resource that overlap: property (S) is broken.
@@ -53,8 +72,12 @@ pub struct OpRecord {
     pub resource: Resource,
     /// The caller-supplied token, if any.
     pub token: Option<Token>,
+    /// Whether the lock options asked for fencing (`None`: they left it to the config).
+    pub fenced: Option<bool>,
     /// Attempts made when `Acquired` arrived.
     pub acquired_after: Option<u32>,
+    /// Nodes a fenced acquisition raised to its token (the write-back), when it succeeded.
+    pub written_back: usize,
     /// Why the acquisition failed, if it did (including cancellation).
     pub failed: Option<AcquireFailure>,
     /// The workload cancelled the acquisition.
@@ -116,19 +139,59 @@ impl Checker {
         None
     }
 
+    /// The first fenced hold without a token, else the first pair of holds of one resource
+    /// where the earlier ended before the later began and the later's token is not above
+    /// the earlier's (holds without a token are left out: they are not fenced).
+    pub fn fencing_violation(&self) -> Option<FencingViolation> {
+        let violation = |earlier: &Interval, later: Option<&Interval>| FencingViolation {
+            seed: self.seed,
+            earlier: earlier.clone(),
+            later: later.cloned(),
+        };
+        for iv in &self.intervals {
+            let fenced = self
+                .ops
+                .iter()
+                .rev()
+                .find(|r| r.client == iv.client && r.op == iv.op);
+            if fenced.is_some_and(|r| r.fenced == Some(true)) && iv.fencing_token.is_none() {
+                return Some(violation(iv, None));
+            }
+        }
+        let mut fenced: Vec<&Interval> = (self.intervals.iter())
+            .filter(|iv| iv.fencing_token.is_some())
+            .collect();
+        fenced.sort_by(|a, b| (&a.resource, a.start).cmp(&(&b.resource, b.start)));
+        for (i, later) in fenced.iter().enumerate() {
+            let same = fenced[..i]
+                .iter()
+                .rev()
+                .take_while(|e| e.resource == later.resource);
+            for earlier in same {
+                let before = earlier.end <= later.start;
+                if before && earlier.fencing_token >= later.fencing_token {
+                    return Some(violation(earlier, Some(later)));
+                }
+            }
+        }
+        None
+    }
+
     pub(crate) fn started(
         &mut self,
         client: usize,
         op: OpId,
         resource: Resource,
-        token: Option<Token>,
+        (token, fenced): (Option<Token>, Option<bool>),
     ) {
         self.ops.push(OpRecord {
             client,
             op,
             resource,
             token,
+            fenced,
             acquired_after: None,
+            written_back: 0,
             failed: None,
             cancelled: false,
             extended: 0,
@@ -137,7 +200,13 @@ impl Checker {
         });
     }
 
-    pub(crate) fn acquired(&mut self, client: usize, op: OpId, at: SimTime, deadline: SimTime) {
+    pub(crate) fn acquired(
+        &mut self,
+        client: usize,
+        op: OpId,
+        (at, deadline): (SimTime, SimTime),
+        fencing_token: Option<u64>,
+    ) {
         let Some(record) = self.op_mut(client, op) else {
             return;
         };
@@ -150,6 +219,7 @@ impl Checker {
             end: deadline,
             deadline,
             closed: false,
+            fencing_token,
         });
     }
 
@@ -201,6 +271,23 @@ impl fmt::Display for Interval {
     }
 }
 
+impl fmt::Display for FencingViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.later {
+            None => write!(
+                f,
+                "seed {}: a fenced hold without a token: {}",
+                self.seed, self.earlier
+            ),
+            Some(later) => write!(
+                f,
+                "seed {}: fencing tokens do not grow: {} (token {:?}) ended before {} (token {:?})",
+                self.seed, self.earlier, self.earlier.fencing_token, later, later.fencing_token
+            ),
+        }
+    }
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -223,14 +310,14 @@ mod tests {
     fn overlaps_are_found_and_touching_holds_are_not() {
         let (r, op) = (Resource::from("r"), OpId::from_raw(0));
         let mut c = Checker::new(1);
-        c.started(0, op, r.clone(), None);
-        c.started(1, op, r.clone(), None);
-        c.acquired(0, op, ms(0), ms(100));
+        c.started(0, op, r.clone(), (None, None));
+        c.started(1, op, r.clone(), (None, None));
+        c.acquired(0, op, (ms(0), ms(100)), None);
         c.ended(0, op, ms(50));
-        c.acquired(1, op, ms(50), ms(150));
+        c.acquired(1, op, (ms(50), ms(150)), None);
         assert_eq!(c.violation(), None, "[0,50) and [50,150) only touch");
-        c.started(2, op, r.clone(), None);
-        c.acquired(2, op, ms(140), ms(200));
+        c.started(2, op, r.clone(), (None, None));
+        c.acquired(2, op, (ms(140), ms(200)), None);
         let v = c.violation().expect("[50,150) and [140,200) overlap");
         assert_eq!((v.first.client, v.second.client), (1, 2));
         assert!(v.to_string().starts_with("seed 1:"));
@@ -240,13 +327,42 @@ mod tests {
     fn a_late_extension_keeps_the_hold_continuous() {
         let (r, op) = (Resource::from("r"), OpId::from_raw(3));
         let mut c = Checker::new(2);
-        c.started(0, op, r.clone(), None);
-        c.acquired(0, op, ms(0), ms(100));
-        c.started(1, op, r.clone(), None);
-        c.acquired(1, op, ms(120), ms(200));
+        c.started(0, op, r.clone(), (None, None));
+        c.acquired(0, op, (ms(0), ms(100)), None);
+        c.started(1, op, r.clone(), (None, None));
+        c.acquired(1, op, (ms(120), ms(200)), None);
         c.ended(1, op, ms(130));
         assert_eq!(c.violation(), None);
         c.extended(0, op, ms(300));
         assert!(c.violation().is_some(), "[0,300) now covers [120,130)");
+    }
+
+    #[test]
+    fn fencing_tokens_must_grow_from_one_hold_to_the_next() {
+        let r = Resource::from("r");
+        let op = |n| OpId::from_raw(n);
+        let mut c = Checker::new(3);
+        for (client, fenced) in [(0, true), (1, true), (2, true), (3, false)] {
+            c.started(client, op(1), r.clone(), (None, Some(fenced)));
+        }
+        c.acquired(0, op(1), (ms(0), ms(100)), Some(5));
+        c.ended(0, op(1), ms(50));
+        c.acquired(3, op(1), (ms(50), ms(60)), None);
+        c.acquired(1, op(1), (ms(60), ms(150)), Some(9));
+        assert_eq!(
+            c.fencing_violation(),
+            None,
+            "5 then 9; the unfenced hold is left out"
+        );
+        c.acquired(2, op(1), (ms(200), ms(300)), Some(9));
+        let v = c.fencing_violation().expect("9 then 9");
+        assert_eq!((v.earlier.client, v.later.map(|l| l.client)), (1, Some(2)));
+        let mut c = Checker::new(4);
+        c.started(0, op(1), r.clone(), (None, Some(true)));
+        c.acquired(0, op(1), (ms(0), ms(100)), None);
+        let v = c
+            .fencing_violation()
+            .expect("a fenced hold without a token");
+        assert!(v.later.is_none() && v.to_string().contains("without a token"));
     }
 }

@@ -92,10 +92,13 @@ impl Sim {
         let tag = match event {
             Event::Acquired(a) => {
                 let deadline = clock.true_time_of(a.deadline);
-                self.checker.acquired(c, op, now, deadline);
-                let attempts = a.stats.attempts;
-                self.checker
-                    .record(c, op, |r| r.acquired_after = Some(attempts));
+                let token = a.fencing_token;
+                self.checker.acquired(c, op, (now, deadline), token);
+                let (attempts, raised) = (a.stats.attempts, a.stats.written_back.len());
+                self.checker.record(c, op, |r| {
+                    r.acquired_after = Some(attempts);
+                    r.written_back = raised;
+                });
                 1
             }
             Event::AcquireFailed { reason, .. } => {
@@ -130,7 +133,7 @@ impl Sim {
         let client = &mut self.clients[c];
         match action {
             Action::Acquire { resource, options } => {
-                let token = options.token.clone();
+                let token = (options.token.clone(), options.fenced);
                 let op = client
                     .core
                     .acquire_with(now, resource.clone(), &options)

@@ -21,6 +21,7 @@ impl Sim {
             knobs.crash_weight,
             knobs.flush_weight,
             knobs.half_close_weight,
+            knobs.evict_weight,
         ];
         let total: u32 = weights.iter().sum();
         if total > 0 {
@@ -46,7 +47,8 @@ impl Sim {
                     self.stats.flushes += 1;
                     self.note(|| format!("node {node} script cache flushed"));
                 }
-                _ => self.half_close_random_link(),
+                4 => self.half_close_random_link(),
+                _ => self.evict_random_key(),
             }
         }
         if let Some((lo, hi)) = knobs.every {
@@ -77,9 +79,12 @@ impl Sim {
         if self.nodes[node].state() == NodeState::Down {
             return;
         }
-        self.nodes[node].crash();
+        let knobs = self.scenario.faults;
+        let persist = knobs.persist_chance > 0.0 && self.dice.chance(knobs.persist_chance);
+        self.nodes[node].crash_with(persist);
         self.stats.crashes += 1;
-        self.note(|| format!("node {node} crashed"));
+        self.stats.persisted_crashes += u32::from(persist);
+        self.note(|| format!("node {node} crashed (data kept: {persist})"));
         for c in 0..self.clients.len() {
             self.cut(c, node);
         }
@@ -87,6 +92,34 @@ impl Sim {
         let (lo, hi) = self.scenario.faults.restart_delay;
         let at = self.now.saturating_add(self.dice.duration(lo, hi));
         self.schedule(at, Ev::Restart { node });
+    }
+
+    /// The crashed node comes back: with its data if the crash kept it, else empty, and
+    /// then with its wall clock stepped back by the scenario's `restart_clock_back`.
+    pub(crate) fn on_restart(&mut self, node: usize) {
+        let back = self.scenario.faults.restart_clock_back;
+        let empty = !self.nodes[node].persisted();
+        self.nodes[node].restart();
+        if empty && !back.is_zero() {
+            let nanos = i64::try_from(back.as_nanos()).unwrap_or(i64::MAX);
+            self.nodes[node].step_wall(-nanos);
+            self.stats.clocks_stepped_back += 1;
+        }
+        self.note(|| format!("node {node} restarted (empty: {empty})"));
+    }
+
+    /// Evicts one key with a ttl from a random running node.
+    fn evict_random_key(&mut self) {
+        let node = self.dice.index(self.nodes.len());
+        if self.nodes[node].state() == NodeState::Down {
+            return;
+        }
+        let now = self.now;
+        let dice = &mut self.dice;
+        if let Some(key) = self.nodes[node].evict_volatile(now, |n| dice.index(n)) {
+            self.stats.evictions += 1;
+            self.note(|| format!("node {node} evicted {key:?}"));
+        }
     }
 
     pub(crate) fn on_resume(&mut self, node: usize, incarnation: u32) {

@@ -39,13 +39,35 @@ impl Keyspace {
         Self::default()
     }
 
-    /// A view of database `db` at the node's local time `now_nanos`.
+    /// A view of database `db` at the node's local time `now_nanos`, whose wall clock
+    /// (`TIME`) reads [`WALL_EPOCH_NANOS`] plus `now_nanos`.
     pub fn view(&mut self, db: u32, now_nanos: u64) -> Keys<'_> {
+        self.view_at(db, now_nanos, WALL_EPOCH_NANOS.saturating_add(now_nanos))
+    }
+
+    /// A view of database `db` at the node's local time `now_nanos` (expiry) and wall clock
+    /// `wall_nanos` (Unix nanoseconds, what a script's `TIME` reads).
+    pub fn view_at(&mut self, db: u32, now_nanos: u64, wall_nanos: u64) -> Keys<'_> {
         Keys {
             space: self,
             db,
             now: now_nanos,
+            wall: wall_nanos,
         }
+    }
+
+    /// Every key with a time to live still alive at local time `now_nanos`: what a
+    /// `volatile-*` eviction policy may evict (a lock's key, never its fencing counter).
+    pub fn volatile(&self, now_nanos: u64) -> Vec<(u32, Bytes)> {
+        (self.entries.iter())
+            .filter(|(_, e)| e.expires_at.is_some() && !e.expired(now_nanos))
+            .map(|((db, k), _)| (*db, k.clone()))
+            .collect()
+    }
+
+    /// Deletes one key (eviction): true if it was there.
+    pub fn evict(&mut self, db: u32, key: &Bytes) -> bool {
+        self.entries.remove(&(db, key.clone())).is_some()
     }
 
     /// Every string key still alive at local time `now_nanos`, with its value, in key order
@@ -76,9 +98,19 @@ pub struct Keys<'a> {
     space: &'a mut Keyspace,
     db: u32,
     now: u64,
+    wall: u64,
 }
 
+/// What a node's wall clock reads at its local time zero: 2023-11-14, Unix seconds
+/// 1,700,000,000, so a fencing floor (seconds * 2^20) is about 1.8e15, as on a real server.
+pub const WALL_EPOCH_NANOS: u64 = 1_700_000_000 * 1_000_000_000;
+
 impl Keys<'_> {
+    /// The node's wall clock, as `TIME` answers it: whole Unix seconds and microseconds.
+    pub fn time(&self) -> (u64, u64) {
+        (self.wall / 1_000_000_000, self.wall % 1_000_000_000 / 1_000)
+    }
+
     /// The string value of the key, if it exists and has not expired (an expired key is
     /// removed); [`WrongType`] if it holds a list.
     pub fn get(&mut self, key: &Bytes) -> Result<Option<Bytes>, WrongType> {

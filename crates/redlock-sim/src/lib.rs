@@ -51,9 +51,9 @@ pub mod script;
 mod sim;
 mod workload;
 
-pub use checker::{Checker, Interval, OpRecord, Violation};
+pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace, WrongType};
+pub use keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};

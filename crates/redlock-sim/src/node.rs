@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use crate::clock::{Clock, SimTime};
 use crate::conditional;
-use crate::keyspace::{Keys, Keyspace};
+use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
 use crate::profile::{ServerProfile, unknown_command};
 use crate::resp::ServerReply;
 use crate::script::{NativeScript, Scripts, millis_arg};
@@ -28,6 +28,11 @@ pub struct Node {
     profile: ServerProfile,
     /// `HELLO`s answered: the next one's connection id.
     hellos: i64,
+    /// How far the node's wall clock (`TIME`) is from [`WALL_EPOCH_NANOS`] plus its local
+    /// clock, in nanoseconds: a constant offset, moved by steps.
+    wall_offset: i64,
+    /// The last crash kept the data (persistence): the restart loads it back.
+    persisted: bool,
 }
 
 /// Whether the node process runs.
@@ -70,7 +75,44 @@ impl Node {
             commands: 0,
             profile,
             hellos: 0,
+            wall_offset: 0,
+            persisted: false,
         }
+    }
+
+    /// The node's wall clock at true time `t`, in Unix nanoseconds: what `TIME` reads and
+    /// what a fencing floor is taken from. Expiry runs on the local clock
+    /// ([`Clock::local_nanos`]), which steps do not move.
+    pub fn wall_nanos(&self, t: SimTime) -> u64 {
+        let base = WALL_EPOCH_NANOS.saturating_add(self.clock.local_nanos(t));
+        base.saturating_add_signed(self.wall_offset)
+    }
+
+    /// Steps the wall clock by `nanos` (negative: back), as a clock set by hand or NTP.
+    pub fn step_wall(&mut self, nanos: i64) {
+        self.wall_offset = self.wall_offset.saturating_add(nanos);
+    }
+
+    /// Whether the last crash kept the data.
+    pub fn persisted(&self) -> bool {
+        self.persisted
+    }
+
+    /// Evicts one key with a time to live, chosen by `pick` among the `n` there are (a
+    /// `volatile-*` eviction policy under memory pressure): never a fencing counter, which
+    /// has none. Returns the key, if there was one.
+    pub fn evict_volatile(
+        &mut self,
+        t: SimTime,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<Bytes> {
+        let keys = self.keyspace.volatile(self.clock.local_nanos(t));
+        if keys.is_empty() {
+            return None;
+        }
+        let (db, key) = keys[pick(keys.len()).min(keys.len() - 1)].clone();
+        self.keyspace.evict(db, &key);
+        Some(key)
     }
 
     /// The server this node behaves as.
@@ -124,15 +166,29 @@ impl Node {
 
     /// Kills the process: data and script cache are lost (no persistence).
     pub fn crash(&mut self) {
+        self.crash_with(false);
+    }
+
+    /// Kills the process; with `persist` the data survives on disk (an append-only file
+    /// synced on every write) and the restart loads it, without it the data is lost. The
+    /// script cache is lost either way.
+    pub fn crash_with(&mut self, persist: bool) {
         self.state = NodeState::Down;
-        self.keyspace = Keyspace::new();
+        self.persisted = persist;
+        if !persist {
+            self.keyspace = Keyspace::new();
+        }
         self.loaded.clear();
     }
 
-    /// Starts a fresh incarnation: empty keyspace, empty script cache.
+    /// Starts a fresh incarnation: the data the last crash kept (none without persistence),
+    /// an empty script cache. Keys expire on the node's clock, which ran on while it was down.
     pub fn restart(&mut self) {
         self.state = NodeState::Up;
-        self.keyspace = Keyspace::new();
+        if !self.persisted {
+            self.keyspace = Keyspace::new();
+        }
+        self.persisted = false;
         self.loaded.clear();
         self.incarnation += 1;
     }
@@ -152,12 +208,13 @@ impl Node {
     ) -> ServerReply {
         self.commands += 1;
         let now = self.clock.local_nanos(t);
+        let wall = self.wall_nanos(t);
         let Some(name) = args.first() else {
             return ServerReply::error("ERR empty command");
         };
         let upper = name.to_ascii_uppercase();
         let rest = &args[1..];
-        let mut keys = self.keyspace.view(*db, now);
+        let mut keys = self.keyspace.view_at(*db, now, wall);
         let profile = &self.profile;
         let reply = match &upper[..] {
             b"SET" => conditional::set(&mut keys, profile, rest),
@@ -171,6 +228,11 @@ impl Node {
                 Some(self.profile.hello(rest, self.hellos))
             }
             b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
+            b"TIME" if rest.is_empty() => {
+                let (secs, micros) = keys.time();
+                let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
+                Some(ServerReply::Array(vec![bulk(secs), bulk(micros)]))
+            }
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
             }

@@ -4,7 +4,7 @@
 
 use redlock_core::OpId;
 
-use crate::checker::{Checker, Violation};
+use crate::checker::{Checker, FencingViolation, Violation};
 use crate::clock::SimTime;
 use crate::event::Ev;
 
@@ -44,6 +44,12 @@ pub struct Stats {
     pub orphan_commands: u64,
     /// Chunks of a given-up connection's bytes fed to the client anyway (`stale_reads`).
     pub stale_reads: u32,
+    /// Crashes whose data survived (persistence): the restart loaded it back.
+    pub persisted_crashes: u32,
+    /// Restarts without data whose node wall clock was stepped back.
+    pub clocks_stepped_back: u32,
+    /// Lock keys evicted (a `volatile-*` eviction policy).
+    pub evictions: u32,
 }
 
 /// The outcome of a run.
@@ -53,6 +59,8 @@ pub struct Report {
     pub seed: u64,
     /// The first overlap found, if any.
     pub violation: Option<Violation>,
+    /// The first break of the fencing property, if any (see [`Checker::fencing_violation`]).
+    pub fencing_violation: Option<FencingViolation>,
     /// Holds and operation records.
     pub checker: Checker,
     /// Counters.

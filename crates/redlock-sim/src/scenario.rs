@@ -42,6 +42,10 @@ pub struct Scenario {
     pub servers: Vec<ServerProfile>,
     /// The run stops at this true time.
     pub time_limit: Duration,
+    /// Each node's wall clock (`TIME`, the fencing floor) starts off by up to this much
+    /// either way, drawn from dice of its own (zero: every wall clock starts in step). The
+    /// wall clocks also drift apart at the nodes' clock rates.
+    pub wall_spread: Duration,
 }
 
 /// Which resource each lock operation asks for.
@@ -94,6 +98,16 @@ pub struct FaultKnobs {
     pub max_down: usize,
     /// Nodes crashed from the start (the first ones), never restarted.
     pub down_at_start: usize,
+    /// Chance that a crash keeps the node's data (persistence: an append-only file synced
+    /// on every write), so that the restart loads it back; drawn only when above zero.
+    pub persist_chance: f64,
+    /// A node that restarts without its data comes back with its wall clock stepped back
+    /// by this much (zero: not stepped). Past the restart delay, a fencing floor taken from
+    /// it no longer exceeds the numbers issued before the crash: a negative control.
+    pub restart_clock_back: Duration,
+    /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
+    /// fencing counter), as under a `volatile-*` eviction policy.
+    pub evict_weight: u32,
 }
 
 impl Default for FaultKnobs {
@@ -114,6 +128,9 @@ impl Default for FaultKnobs {
             restart_delay: (Duration::from_secs(1), Duration::from_secs(2)),
             max_down: usize::MAX,
             down_at_start: 0,
+            persist_chance: 0.0,
+            restart_clock_back: Duration::ZERO,
+            evict_weight: 0,
         }
     }
 }
@@ -151,6 +168,9 @@ pub struct WorkloadKnobs {
     pub token_chance: f64,
     /// Which token an operation supplies, when it does.
     pub supplied_token: SuppliedToken,
+    /// Chance that a lock is fenced (`LockOptions::fenced(true)`, else `fenced(false)`);
+    /// drawn only when above zero, so that other scenarios keep their runs.
+    pub fenced_chance: f64,
 }
 
 /// The caller-supplied token of a lock call (see [`WorkloadKnobs::token_chance`]).
@@ -185,6 +205,7 @@ impl Default for WorkloadKnobs {
             cancel_within: Duration::from_millis(50),
             token_chance: 0.0,
             supplied_token: SuppliedToken::PerCall,
+            fenced_chance: 0.0,
         }
     }
 }
@@ -208,6 +229,7 @@ impl Scenario {
             preload_scripts: false,
             servers: Vec::new(),
             time_limit: Duration::from_secs(20),
+            wall_spread: Duration::ZERO,
         }
     }
 

@@ -47,6 +47,8 @@ impl Default for Scripts {
         };
         scripts.register(RELEASE_SOURCE, release);
         scripts.register(EXTEND_SOURCE, extend);
+        scripts.register(FENCED_ACQUIRE_SOURCE, fenced_acquire);
+        scripts.register(RAISE_FENCE_SOURCE, raise_fence);
         scripts
     }
 }
@@ -95,6 +97,113 @@ pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == A
 /// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
 /// `EXTEND_SCRIPT.body` when the model was written. Change both together.
 pub const EXTEND_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+
+/// The source the fenced acquire model (`fenced_acquire` here) was written from, word for
+/// word: `redlock-core`'s `FENCED_ACQUIRE_SCRIPT.body`. Change both together.
+pub const FENCED_ACQUIRE_SOURCE: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local t = redis.call('TIME') local floor = tonumber(t[1]) * 1048576 local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 if n < floor then n = floor end redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end";
+
+/// The source the fence write-back model (`raise_fence` here) was written from, word for
+/// word: `redlock-core`'s `RAISE_FENCE_SCRIPT.body`. Change both together.
+pub const RAISE_FENCE_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1 else return 0 end";
+
+/// The fencing floor's unit: a second of the node's wall clock is worth 2^20 counts.
+pub const FENCE_FLOOR_PER_SECOND: u64 = 1 << 20;
+
+/// `FENCED_ACQUIRE_SCRIPT`: `SET K token NX PX ttl`; if it set K, `F := max(F + 1, floor)`
+/// with the floor the node's wall seconds * 2^20, and the new F is returned; else nil.
+pub fn fenced_acquire(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    fenced_acquire_with(keys, k, argv, true)
+}
+
+/// The fenced acquire with or without its floor (`floor == false` is a negative control:
+/// a counter that an empty restart sends back to 1).
+pub fn fenced_acquire_with(
+    keys: &mut Keys<'_>,
+    k: &[Bytes],
+    argv: &[Bytes],
+    floor: bool,
+) -> ServerReply {
+    let ([key, fence, ..], [token, ttl, ..]) = (k, argv) else {
+        return arity_error();
+    };
+    let ttl = match set_px_arg(ttl) {
+        Ok(ttl) => ttl,
+        Err(e) => return e,
+    };
+    // `SET NX` sees a key of any type.
+    if keys.exists(key) {
+        return ServerReply::Nil;
+    }
+    keys.set(key, token.clone(), Some(ttl));
+    // From here on the key is set: an error below ends the script with K written, as a real
+    // server leaves it (a script's writes are not rolled back).
+    let floor = if floor {
+        keys.time().0 as f64 * FENCE_FLOOR_PER_SECOND as f64
+    } else {
+        0.0
+    };
+    let counter = match keys.get(fence) {
+        Ok(v) => v.as_deref().and_then(lua_tonumber).unwrap_or(0.0),
+        Err(e) => return e.into(),
+    };
+    let n = (counter + 1.0).max(floor);
+    // `string.format('%d', n)` and the integer reply both truncate a Lua number.
+    let n = n as i64;
+    keys.set(fence, Bytes::from(n.to_string()), None);
+    ServerReply::Int(n)
+}
+
+/// `RAISE_FENCE_SCRIPT`: while K holds our token, raises F to `ARGV[2]` if it is below and
+/// answers 1; else 0.
+fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    let ([key, fence, ..], [token, value, ..]) = (k, argv) else {
+        return arity_error();
+    };
+    match keys.get(key) {
+        Ok(Some(v)) if v == token => {}
+        Ok(_) => return ServerReply::Int(0),
+        Err(e) => return e.into(),
+    }
+    let counter = match keys.get(fence) {
+        Ok(v) => v.as_deref().and_then(lua_tonumber).unwrap_or(0.0),
+        Err(e) => return e.into(),
+    };
+    let Some(target) = lua_tonumber(value) else {
+        return ServerReply::error("ERR user_script:1: attempt to compare number with nil");
+    };
+    if counter < target {
+        keys.set(fence, value.clone(), None);
+    }
+    ServerReply::Int(1)
+}
+
+/// Lua 5.1's `tonumber` on a string, for the decimal numbers a counter holds: surrounding
+/// spaces allowed, an integer or a finite decimal (hexadecimal is left out, as no counter
+/// is written so), else nil.
+fn lua_tonumber(text: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(text).ok()?.trim();
+    let numeric = |c: char| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E');
+    if text.is_empty() || !text.chars().all(numeric) {
+        return None;
+    }
+    text.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// `SET`'s `PX` argument inside a script: an integer above zero.
+fn set_px_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
+    let ms = std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<i64>().ok());
+    match ms {
+        Some(ms) if ms > 0 => Ok(Duration::from_millis(ms.unsigned_abs())),
+        Some(_) => Err(ServerReply::error(
+            "ERR invalid expire time in 'set' command",
+        )),
+        None => Err(ServerReply::error(
+            "ERR value is not an integer or out of range",
+        )),
+    }
+}
 
 /// Parses a script argument as a millisecond count, as `PEXPIRE` would.
 pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
@@ -145,10 +254,10 @@ fn arity_error() -> ServerReply {
 
 #[cfg(test)]
 mod tests {
-    use redlock_core::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+    use redlock_core::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT};
 
     use super::*;
-    use crate::keyspace::Keyspace;
+    use crate::keyspace::{Keyspace, WALL_EPOCH_NANOS};
 
     fn b(s: &str) -> Bytes {
         Bytes::copy_from_slice(s.as_bytes())
@@ -168,8 +277,24 @@ mod tests {
             "the core's extend script changed: re-read it, then update `extend` and \
              EXTEND_SOURCE together"
         );
+        assert_eq!(
+            FENCED_ACQUIRE_SCRIPT.body, FENCED_ACQUIRE_SOURCE,
+            "the core's fenced acquire script changed: re-read it, then update \
+             `fenced_acquire` and FENCED_ACQUIRE_SOURCE together"
+        );
+        assert_eq!(
+            RAISE_FENCE_SCRIPT.body, RAISE_FENCE_SOURCE,
+            "the core's fence write-back script changed: re-read it, then update \
+             `raise_fence` and RAISE_FENCE_SOURCE together"
+        );
         let scripts = Scripts::default();
-        for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
+        let all = [
+            &RELEASE_SCRIPT,
+            &EXTEND_SCRIPT,
+            &FENCED_ACQUIRE_SCRIPT,
+            &RAISE_FENCE_SCRIPT,
+        ];
+        for script in all {
             let model = scripts
                 .by_sha(script.sha1.as_bytes())
                 .expect("keyed by SHA1");
@@ -215,5 +340,81 @@ mod tests {
             ext(&mut keys, &k, &[b("t"), b("x")]),
             ServerReply::Error(_)
         ));
+    }
+
+    #[test]
+    fn the_fenced_acquire_counts_from_the_floor_and_sets_the_key_first() {
+        let scripts = Scripts::default();
+        let acq = scripts
+            .by_body(FENCED_ACQUIRE_SCRIPT.body.as_bytes())
+            .unwrap()
+            .run;
+        let raise = scripts
+            .by_sha(RAISE_FENCE_SCRIPT.sha1.as_bytes())
+            .unwrap()
+            .run;
+        let mut space = Keyspace::new();
+        // Wall clock 1,000.5 s after the epoch: the floor is 1,700,001,000 * 2^20.
+        let mut keys = space.view_at(0, 0, WALL_EPOCH_NANOS + 1_000_500_000_000);
+        let floor = 1_700_001_000 * FENCE_FLOOR_PER_SECOND as i64;
+        let kf = [b("k"), b("k:fence")];
+        assert_eq!(
+            acq(&mut keys, &kf, &[b("t"), b("100")]),
+            ServerReply::Int(floor)
+        );
+        assert_eq!(keys.pttl(&b("k")), Some(Some(Duration::from_millis(100))));
+        assert_eq!(
+            keys.pttl(&b("k:fence")),
+            Some(None),
+            "the counter is persistent"
+        );
+        assert_eq!(acq(&mut keys, &kf, &[b("u"), b("100")]), ServerReply::Nil);
+        keys.del(&b("k"));
+        assert_eq!(
+            acq(&mut keys, &kf, &[b("u"), b("100")]),
+            ServerReply::Int(floor + 1)
+        );
+        // Write-back: only while K holds the token; never lowers F.
+        let ahead = (floor + 7).to_string();
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b(&ahead)]),
+            ServerReply::Int(0)
+        );
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("u"), b(&ahead)]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(keys.get(&b("k:fence")), Ok(Some(b(&ahead))));
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("u"), b("5")]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(keys.get(&b("k:fence")), Ok(Some(b(&ahead))));
+        // A list F: K is set, then the script fails.
+        keys.del(&b("k"));
+        keys.del(&b("k:fence"));
+        keys.rpush(&b("k:fence"), &[b("x")]).unwrap();
+        let wrong = acq(&mut keys, &kf, &[b("v"), b("100")]);
+        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
+        assert_eq!(
+            keys.get(&b("k")),
+            Ok(Some(b("v"))),
+            "SET NX ran before GET F failed"
+        );
+        let wrong = raise(&mut keys, &kf, &[b("v"), b("1")]);
+        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
+        // A list K: SET NX sees it (nil); the write-back's GET fails.
+        keys.rpush(&b("l"), &[b("x")]).unwrap();
+        let lf = [b("l"), b("l:fence")];
+        assert_eq!(acq(&mut keys, &lf, &[b("v"), b("100")]), ServerReply::Nil);
+        assert!(matches!(
+            raise(&mut keys, &lf, &[b("v"), b("1")]),
+            ServerReply::Error(_)
+        ));
+        // Without the floor the counter restarts from 1.
+        let mut space = Keyspace::new();
+        let mut keys = space.view_at(0, 0, WALL_EPOCH_NANOS);
+        let reply = fenced_acquire_with(&mut keys, &kf, &[b("t"), b("100")], false);
+        assert_eq!(reply, ServerReply::Int(1));
     }
 }

@@ -134,6 +134,7 @@ impl Sim {
             in_flight: 0,
             log: None,
         };
+        sim.spread_wall_clocks();
         for i in 0..sim.scenario.faults.down_at_start.min(n) {
             sim.nodes[i].crash();
         }
@@ -145,6 +146,21 @@ impl Sim {
             sim.settle(c);
         }
         sim
+    }
+
+    /// Sets each node's wall clock off by up to the scenario's `wall_spread` either way, from
+    /// dice of its own (so a scenario without a spread keeps its run).
+    fn spread_wall_clocks(&mut self) {
+        let spread = self.scenario.wall_spread;
+        if spread.is_zero() {
+            return;
+        }
+        let mut walls = Dice::new(self.scenario.seed ^ 0x3a11_c10c);
+        let nanos = i64::try_from(spread.as_nanos()).unwrap_or(i64::MAX);
+        for node in &mut self.nodes {
+            let off = walls.range(0, 2 * nanos.unsigned_abs());
+            node.step_wall(i64::try_from(off).unwrap_or(0) - nanos);
+        }
     }
 
     /// Processes the next event, jumping virtual time to it. False if nothing is scheduled.
@@ -202,6 +218,7 @@ impl Sim {
         Report {
             seed: self.scenario.seed,
             violation: self.checker.violation(),
+            fencing_violation: self.checker.fencing_violation(),
             checker: self.checker.clone(),
             stats: self.stats.clone(),
             trace_hash: self.trace.hash(),
@@ -318,7 +335,7 @@ impl Sim {
             } => self.on_connect_done(client, node, epoch),
             Ev::Fault => self.inject_fault(),
             Ev::Resume { node, incarnation } => self.on_resume(node, incarnation),
-            Ev::Restart { node } => self.nodes[node].restart(),
+            Ev::Restart { node } => self.on_restart(node),
             Ev::HalfClose {
                 client,
                 node,

@@ -222,6 +222,9 @@ impl Workload {
             // A short ASCII string is always a valid token.
             options = options.token(Token::new(token).expect("short non-empty token"));
         }
+        if k.fenced_chance > 0.0 {
+            options = options.fenced(self.dice.chance(k.fenced_chance));
+        }
         Action::Acquire { resource, options }
     }
 

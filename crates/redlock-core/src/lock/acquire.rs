@@ -13,7 +13,7 @@ use crate::id::NodeName;
 use crate::io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
 };
-use crate::options::LockParams;
+use crate::options::{FenceQuorum, LockParams};
 use crate::quorum::{self, Decision};
 use crate::round::{self, Round, Slot};
 use crate::time;
@@ -44,6 +44,8 @@ struct Confirming {
     started: Instant,
     /// The fencing token: the largest counter among the quorum's answers.
     value: u64,
+    /// Raised nodes the token needs to be final.
+    needed: usize,
     /// What each node answered to the acquire command.
     nodes: Vec<NodeOutcome>,
 }
@@ -69,7 +71,8 @@ impl Acquiring {
         let timing = &ctx.params.timing;
         let command = match &ctx.fence_key {
             Some(fence) => {
-                Command::fenced_acquire(&ctx.resource, fence, &self.token, timing.ttl_ms)
+                let script = ctx.params.fenced_acquire_script;
+                Command::fenced_acquire(&ctx.resource, fence, (&self.token, timing.ttl_ms), script)
             }
             None => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
         };
@@ -130,16 +133,21 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
-        let reached = round.decision() == Decision::Reached;
+        let mut reached = round.decision() == Decision::Reached;
         if let Some(confirming) = self.confirming.take() {
             // The write-back of a fenced attempt.
-            let written_back = round.nodes_voting_yes(&ctx.names);
+            let mut written_back = round.nodes_voting_yes(&ctx.names);
+            if ctx.params.fence_quorum == FenceQuorum::CountRefused {
+                written_back.extend(round.nodes_voting_no(&ctx.names));
+                reached = written_back.len() >= confirming.needed;
+            }
             let reason = (!reached).then(|| acquire_failure(&round, &ctx.names));
             ctx.recycle(round);
             let Confirming {
                 started,
                 value,
                 nodes,
+                ..
             } = *confirming;
             return match reason {
                 None => self.grant(ctx, now, rng, (started, Some(value)), nodes, written_back),
@@ -188,8 +196,13 @@ impl Acquiring {
         let value = counters.iter().flatten().copied().max().unwrap_or(0);
         let agreed = counters.iter().filter(|c| **c == Some(value)).count();
         let quorum = ctx.params.quorum;
-        if agreed >= quorum {
-            return self.grant(ctx, now, rng, (started, Some(value)), nodes, Vec::new());
+        // The token handed out: the largest counter (a negative control may pick another).
+        let token = match ctx.params.fence_quorum {
+            FenceQuorum::Min => counters.iter().flatten().copied().min().unwrap_or(0),
+            _ => value,
+        };
+        if agreed >= quorum || ctx.params.fence_quorum == FenceQuorum::NoWriteBack {
+            return self.grant(ctx, now, rng, (started, Some(token)), nodes, Vec::new());
         }
         let behind: Vec<bool> = (counters.iter())
             .map(|c| c.is_some_and(|n| n < value))
@@ -200,7 +213,8 @@ impl Acquiring {
         self.round = Some(round);
         self.confirming = Some(Box::new(Confirming {
             started,
-            value,
+            value: token,
+            needed: quorum - agreed,
             nodes,
         }));
         None
