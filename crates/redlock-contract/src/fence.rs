@@ -32,7 +32,7 @@ use redlock_core::{
 use redlock_testkit::Reply as Seen;
 
 use crate::run::Target;
-use crate::table::{ANOTHER_TOKEN, LONG_TTL_MS, SHORT_TTL_MS, Send, TTL_MS};
+use crate::table::{ANOTHER_TOKEN, LONG_TTL_MS, SHORT_TTL_MS, Send, State, TTL_MS};
 
 /// The number the write-back rows raise F to.
 pub const RAISE_TO: u64 = 1_000_000;
@@ -69,20 +69,8 @@ pub enum FenceForm {
     Raise(Send),
 }
 
-/// K before the command (as [`crate::State`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyState {
-    /// No key.
-    Absent,
-    /// Our token, long ttl.
-    Ours,
-    /// Another token, long ttl.
-    Another,
-    /// A list.
-    WrongType,
-    /// Our token, short ttl.
-    Expiring,
-}
+/// K before a fencing command: the same states as the lock contract's keys.
+pub type KeyState = State;
 
 /// F before the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use redlock_core::{
     AcquireFailure, AcquireOutcome, AcquireStats, Config, ConnId, ConnectionError, Event, Input,
     LockOptions, NodeFault, NodeId, NodeName, NodeSettings, Resource, RetryPolicy,
 };
-use support::{Drained, Harness, name, outcomes, stats_named};
+use support::{Drained, Harness, acquired, name, outcomes, stats_named};
 
 const MS: Duration = Duration::from_millis(1);
 const OK: &[u8] = b"+OK\r\n";
@@ -48,13 +48,6 @@ fn retry(attempts: Option<u32>, max_wait: Option<Duration>, delay: Duration) -> 
 /// The node's name in `config`.
 fn node(config: &Config, i: usize) -> NodeName {
     config.node_names()[i].clone()
-}
-
-fn acquired(events: &[Event]) -> &redlock_core::Acquired {
-    match events {
-        [Event::Acquired(a)] => a,
-        other => panic!("expected one Acquired, got {other:?}"),
-    }
 }
 
 fn failed(events: &[Event]) -> (&AcquireFailure, &AcquireStats) {

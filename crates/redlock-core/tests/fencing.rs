@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{AcquireFailure, Config, Event, LockOptions, NodeFault, Resource, RetryPolicy};
-use support::{Harness, mask_tokens, name};
+use support::{Harness, acquired, mask_tokens, name};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -24,13 +24,6 @@ fn config(n: usize, fenced: bool) -> Config {
         })
         .build()
         .expect("valid config")
-}
-
-fn acquired(events: &[Event]) -> &redlock_core::Acquired {
-    match events {
-        [Event::Acquired(a)] => a,
-        other => panic!("expected one Acquired, got {other:?}"),
-    }
 }
 
 /// The fenced acquire as sent, its script's SHA1 and the token masked.

@@ -9,7 +9,7 @@ use redlock_core::{
     AcquireFailure, AcquireOutcome, Config, ConnId, ConnectionError, Event, Input, LostReason,
     NodeFault, NodeId, NodeSettings, ReleaseOutcome, Resource, RetryPolicy, UsageError,
 };
-use support::{Harness, mask_tokens, name, outcomes, set_nx_px, stats};
+use support::{Harness, acquired, mask_tokens, name, outcomes, set_nx_px, stats};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -18,13 +18,6 @@ fn config(n: usize, ttl_ms: u64) -> Config {
         .ttl(Duration::from_millis(ttl_ms))
         .build()
         .expect("valid config")
-}
-
-fn acquired(events: &[Event]) -> &redlock_core::Acquired {
-    match events {
-        [Event::Acquired(a)] => a,
-        other => panic!("expected one Acquired, got {other:?}"),
-    }
 }
 
 fn release_frame(key: &str) -> String {

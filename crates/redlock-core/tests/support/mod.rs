@@ -279,3 +279,11 @@ pub(crate) fn fire_until_transmit(h: &mut Harness) -> Drained {
     }
     panic!("no transmit after 10 timers");
 }
+
+/// The one event of a drain, which must be `Acquired`.
+pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
+    match events {
+        [Event::Acquired(a)] => a,
+        other => panic!("expected one Acquired, got {other:?}"),
+    }
+}
