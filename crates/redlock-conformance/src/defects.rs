@@ -80,7 +80,9 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
             matches!(
                 err,
                 Some(LockError::Acquire {
-                    reason: AcquireFailure::Contended { .. } | AcquireFailure::WaitDeadline { .. },
+                    reason: AcquireFailure::Contended { .. }
+                        | AcquireFailure::WaitDeadline { .. }
+                        | AcquireFailure::HeldLocally,
                     ..
                 })
             ),
@@ -98,7 +100,9 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
             matches!(
                 err,
                 Some(LockError::Acquire {
-                    reason: AcquireFailure::Contended { .. } | AcquireFailure::WaitDeadline { .. },
+                    reason: AcquireFailure::Contended { .. }
+                        | AcquireFailure::WaitDeadline { .. }
+                        | AcquireFailure::HeldLocally,
                     ..
                 })
             ),

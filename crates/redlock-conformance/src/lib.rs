@@ -22,6 +22,7 @@ pub mod errors;
 pub mod fencing;
 pub mod late_delivery;
 pub mod mixed;
+pub mod queueing;
 pub mod readme;
 pub mod rules;
 pub mod scenarios;
@@ -139,6 +140,7 @@ macro_rules! conformance_suite {
             scenarios::bad_urls_and_configs_are_named,
             scenarios::debug_output_hides_passwords,
             scenarios::statistics_on_success_and_failure,
+            queueing::a_hundred_calls_of_one_client_take_turns_without_retrying,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

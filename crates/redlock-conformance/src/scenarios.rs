@@ -320,10 +320,19 @@ pub fn single_node<D: Driver>() {
     let c = cluster(1);
     let d = D::build(&c.urls(), |b| b).unwrap();
     let g = d.lock("one").unwrap();
+    let other = D::build(&c.urls(), |b| b).unwrap();
+    assert!(matches!(
+        other.try_lock("one"),
+        Err(LockError::Acquire {
+            reason: AcquireFailure::Contended { .. },
+            ..
+        })
+    ));
+    // The same client knows without asking the node.
     assert!(matches!(
         d.try_lock("one"),
         Err(LockError::Acquire {
-            reason: AcquireFailure::Contended { .. },
+            reason: AcquireFailure::HeldLocally,
             ..
         })
     ));
@@ -455,8 +464,10 @@ pub fn statistics_on_success_and_failure<D: Driver>() {
         .collect();
     assert_eq!(seen, locked, "{stats}");
 
-    // Contended: every attempt made, the last one's answers, on the error.
-    let err = d.lock("stats").err().expect("held");
+    // Contended (another client: this one's own calls queue behind its lock): every
+    // attempt made, the last one's answers, on the error.
+    let other = D::build(&c.urls(), |b| b.quorum(3).retry(fast_retry(3))).unwrap();
+    let err = other.lock("stats").err().expect("held");
     let LockError::Acquire {
         reason: AcquireFailure::Contended { nodes },
         stats,

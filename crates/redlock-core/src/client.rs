@@ -19,6 +19,7 @@ use crate::lock::Lock;
 use crate::node::{Link, Node, Pending};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
+use crate::queue::Lines;
 use crate::resp::Reply;
 use crate::server::{NodeCommands, decode_hello, is_unsupported};
 use crate::time::TimerQueue;
@@ -76,6 +77,9 @@ pub struct Client<R> {
     dirty: VecDeque<NodeId>,
     /// Where rounds encode their commands (each round keeps its own bytes).
     encoder: Encoder,
+    /// The lock calls in flight per resource, in arrival order: only the first contends
+    /// (queue.rs).
+    lines: Lines,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -119,6 +123,7 @@ impl<R: CryptoRng> Client<R> {
             drained: false,
             dirty: VecDeque::new(),
             encoder: Encoder::default(),
+            lines: Lines::default(),
         }
     }
 
@@ -209,6 +214,14 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Starts acquiring `resource` with per-lock options (ttl, token, retry, auto-extension).
+    ///
+    /// Lock calls of this client for one resource queue in arrival order: while an earlier
+    /// one contends on the nodes or holds the lock, this one waits without sending anything
+    /// and makes its first attempt as soon as that one releases, is lost or gives up. It
+    /// waits at most as long as its retry policy would have let it retry (the overall wait,
+    /// or every delay at its longest), then fails with
+    /// [`AcquireFailure::HeldLocally`](crate::AcquireFailure::HeldLocally); a single attempt
+    /// fails so at once.
     pub fn acquire_with(
         &mut self,
         now: Instant,
@@ -218,9 +231,15 @@ impl<R: CryptoRng> Client<R> {
         self.check_drained()?;
         let now = self.clock(now);
         let op = OpId::from_raw(self.next_op);
-        let lock = Lock::acquire(now, op, &self.config, resource, options, &mut self.rng)
-            .inspect_err(|_| self.drained = true)?;
+        let lock = if self.lines.is_free(&resource) {
+            Lock::acquire(now, op, &self.config, resource, options, &mut self.rng)
+        } else {
+            Lock::queued(now, op, &self.config, resource, options)
+        };
+        let mut lock = lock.inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
+        lock.in_line = true;
+        self.lines.join(lock.resource(), op);
         self.locks.insert(op, lock);
         self.pump(now, op);
         Ok(op)
@@ -405,11 +424,25 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Moves a lock's requests to node streams (failing those to down nodes at once), its
-    /// events to the output queue, and re-arms its timer.
+    /// events to the output queue, and re-arms its timer. When the lock leaves the front of
+    /// its resource's line, the next call in line starts, and is pumped in turn.
     fn pump(&mut self, now: Instant, op: OpId) {
-        let Some(lock) = self.locks.get_mut(&op) else {
-            return;
-        };
+        let mut next = Some(op);
+        // Each turn takes a lock out of its line for good, so this ends.
+        while let Some(op) = next.take() {
+            next = self.pump_one(now, op);
+            if let Some(op) = next
+                && let Some(lock) = self.locks.get_mut(&op)
+            {
+                lock.start_queued(now, &mut self.rng);
+            }
+        }
+    }
+
+    /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
+    /// left the front.
+    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<OpId> {
+        let lock = self.locks.get_mut(&op)?;
         loop {
             let nodes = &self.nodes;
             let commands = |n: NodeId| nodes[n.index()].commands;
@@ -440,11 +473,17 @@ impl<R: CryptoRng> Client<R> {
         while let Some(event) = lock.poll_event() {
             self.events.push_back(event);
         }
-        let next = lock.poll_timeout();
+        let timer = lock.poll_timeout();
+        let mut next = None;
+        if lock.in_line && !lock.needs_place() {
+            lock.in_line = false;
+            next = self.lines.leave(lock.resource(), op);
+        }
         if lock.is_finished() {
             self.locks.remove(&op);
         }
-        self.timers.arm(Timer::Op(op), next);
+        self.timers.arm(Timer::Op(op), timer);
+        next
     }
 
     fn mark_dirty(&mut self, node: NodeId) {

@@ -281,6 +281,11 @@ pub enum AcquireFailure {
     },
     /// The caller cancelled the acquisition.
     Cancelled,
+    /// Another lock call of this client held the resource, or was acquiring it, for as
+    /// long as this one could wait. Lock calls of one client for one resource queue in
+    /// arrival order and only the first contends on the nodes, so this call sent nothing.
+    /// A single attempt (a "try") fails this way at once.
+    HeldLocally,
 }
 
 impl fmt::Display for AcquireFailure {
@@ -304,6 +309,9 @@ impl fmt::Display for AcquireFailure {
                 f.write_str("the wait deadline passed before an attempt was decided")
             }
             Self::Cancelled => f.write_str("the acquisition was cancelled"),
+            Self::HeldLocally => {
+                f.write_str("another lock call of this client holds it (or is acquiring it)")
+            }
         }
     }
 }

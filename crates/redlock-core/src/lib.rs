@@ -99,6 +99,7 @@ mod mutant;
 mod node;
 mod options;
 mod policy;
+mod queue;
 mod quorum;
 mod resp;
 mod round;

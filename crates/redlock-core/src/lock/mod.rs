@@ -33,10 +33,12 @@ use crate::token::{Resource, Token};
 
 mod acquire;
 mod extend;
+mod queued;
 mod release;
 
 use acquire::Acquiring;
 use extend::Held;
+use queued::Queued;
 use release::{Expired, Releasing};
 
 /// One lock's life, sans IO: acquire with retries, hold, extend, lose, release, as
@@ -58,6 +60,9 @@ use release::{Expired, Releasing};
 pub struct Lock {
     ctx: Ctx,
     phase: Phase,
+    /// Whether the lock is in its resource's line at a [`Client`](crate::Client) (queue.rs);
+    /// the client sets and clears it. Always false in the operation layer.
+    pub(crate) in_line: bool,
 }
 
 /// A request for one node, handed out by [`Lock::poll_request`].
@@ -74,6 +79,8 @@ pub struct Request {
 /// Where a lock is in its life. Each variant's state and handlers live in its own file.
 #[derive(Debug)]
 enum Phase {
+    /// queued.rs: behind another lock call of the same client for the same resource.
+    Queued(Queued),
     /// acquire.rs: an attempt in flight, or the wait before the next one.
     Acquiring(Acquiring),
     /// extend.rs: held; maybe an extension in flight.
@@ -149,29 +156,53 @@ impl Lock {
         options: &LockOptions,
         rng: &mut R,
     ) -> Result<Self, UsageError> {
-        if resource.as_bytes().is_empty() {
-            return Err(UsageError::EmptyResource);
-        }
-        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
-        let fence_key = params.fenced.then(|| {
-            let mut key = BytesMut::from(resource.as_bytes());
-            key.extend_from_slice(&config.fence_suffix);
-            key.freeze()
-        });
-        let mut ctx = Ctx {
-            op,
-            resource,
-            params,
-            names: Arc::clone(&config.names),
-            supplied_token: options.token.clone(),
-            fence_key,
-            cleanup: Vec::new(),
-            next_seq: 0,
-            events: Events::default(),
-            spare_slots: Vec::new(),
-        };
+        let mut ctx = Ctx::new(op, config, resource, options)?;
         let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
-        Ok(Self { ctx, phase })
+        Ok(Self {
+            ctx,
+            phase,
+            in_line: false,
+        })
+    }
+
+    /// A lock call that waits in line behind another of the same client (queue.rs): nothing
+    /// is sent until [`start_queued`](Self::start_queued); it gives up by itself when the
+    /// retry policy's wait would have run out.
+    pub(crate) fn queued(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, options)?;
+        let queued = Queued::new(&ctx, now);
+        // A call that may not wait at all (a "try") fails at once.
+        let phase = (queued.on_timer(&mut ctx, now)).unwrap_or(Phase::Queued(queued));
+        Ok(Self {
+            ctx,
+            phase,
+            in_line: false,
+        })
+    }
+
+    /// The call ahead in line let go: a queued lock starts its first attempt now.
+    pub(crate) fn start_queued<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+        self.step(|phase, ctx| match phase {
+            Phase::Queued(q) => Some(q.start(ctx, now, rng)),
+            _ => None,
+        });
+    }
+
+    /// Whether the lock needs its place in its resource's line: it waits in it, contends on
+    /// the nodes or holds the lock. Once it releases, is lost or gives up, the next call in
+    /// line may go.
+    #[inline]
+    pub(crate) fn needs_place(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Queued(_) | Phase::Acquiring(_) | Phase::Held(_)
+        )
     }
 
     /// The operation id events carry.
@@ -269,6 +300,7 @@ impl Lock {
             Phase::Acquiring(a) => a.timer(),
             Phase::Held(h) => h.timer(&self.ctx.params),
             Phase::Expired(e) => Some(e.timer()),
+            Phase::Queued(q) => Some(q.timer()),
             Phase::Releasing(_) | Phase::Finished => None,
         };
         // Plain loops: this runs after every reply, and iterator chains of `Option`s cost
@@ -330,6 +362,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_timer(ctx, now, rng),
             Phase::Held(h) => h.on_timer(ctx, now),
             Phase::Expired(e) => e.on_timer(ctx, now),
+            Phase::Queued(q) => q.on_timer(ctx, now),
             Phase::Releasing(_) | Phase::Finished => None,
         });
     }
@@ -376,6 +409,7 @@ impl Lock {
         self.lose_if_past_deadline(now);
         self.step(|phase, ctx| match phase {
             Phase::Acquiring(a) => a.cancel(ctx, now),
+            Phase::Queued(q) => q.cancel(ctx, now),
             Phase::Held(_) | Phase::Expired(_) => phase.release(ctx, now),
             Phase::Releasing(_) | Phase::Finished => None,
         });
@@ -396,7 +430,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_vote(ctx, now, rng),
             Phase::Held(h) => h.on_vote(ctx, now, rng),
             Phase::Releasing(r) => r.on_vote(ctx),
-            Phase::Expired(_) | Phase::Finished => None,
+            Phase::Queued(_) | Phase::Expired(_) | Phase::Finished => None,
         });
     }
 
@@ -418,7 +452,7 @@ impl Phase {
             Self::Acquiring(a) => a.round(),
             Self::Held(h) => h.round(),
             Self::Releasing(r) => Some(r.round()),
-            Self::Expired(_) | Self::Finished => None,
+            Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
         }
     }
 
@@ -428,7 +462,7 @@ impl Phase {
             Self::Acquiring(a) => a.round_mut(),
             Self::Held(h) => h.round_mut(),
             Self::Releasing(r) => Some(r.round_mut()),
-            Self::Expired(_) | Self::Finished => None,
+            Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
         }
     }
 
@@ -437,12 +471,42 @@ impl Phase {
         match self {
             Self::Held(h) => Some(release::start(ctx, now, h.token())),
             Self::Expired(e) => Some(release::start(ctx, now, e.token())),
-            Self::Acquiring(_) | Self::Releasing(_) | Self::Finished => None,
+            Self::Queued(_) | Self::Acquiring(_) | Self::Releasing(_) | Self::Finished => None,
         }
     }
 }
 
 impl Ctx {
+    /// A lock's shared state, from the options checked against the configuration.
+    fn new(
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<Self, UsageError> {
+        if resource.as_bytes().is_empty() {
+            return Err(UsageError::EmptyResource);
+        }
+        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let fence_key = params.fenced.then(|| {
+            let mut key = BytesMut::from(resource.as_bytes());
+            key.extend_from_slice(&config.fence_suffix);
+            key.freeze()
+        });
+        Ok(Self {
+            op,
+            resource,
+            params,
+            names: Arc::clone(&config.names),
+            supplied_token: options.token.clone(),
+            fence_key,
+            cleanup: Vec::new(),
+            next_seq: 0,
+            events: Events::default(),
+            spare_slots: Vec::new(),
+        })
+    }
+
     /// A round of `command` to every node, needing the lock's quorum of yes votes.
     fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
         let n = self.params.nodes;

@@ -1,0 +1,212 @@
+//! Local queueing (issue 14): lock calls of one client for one resource wait in line, in
+//! arrival order, and only the first contends on the nodes.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_core::{AcquireFailure, Config, Event, LockOptions, OpId, Resource, RetryPolicy};
+use support::{Drained, Harness, acquired, mask_tokens, set_nx_px};
+
+const MS: Duration = Duration::from_millis(1);
+const OK: &[u8] = b"+OK\r\n";
+const NIL: &[u8] = b"$-1\r\n";
+const DELETED: &[u8] = b":1\r\n";
+
+fn harness() -> Harness {
+    let config = Config::builder(3)
+        .ttl(Duration::from_secs(1))
+        .build()
+        .expect("valid config");
+    Harness::connected(config)
+}
+
+/// Answers `bytes` on every node, returning every drain's events.
+fn reply_all(h: &mut Harness, bytes: &[u8]) -> Vec<Event> {
+    (0..3).flat_map(|n| h.reply(n, bytes).events).collect()
+}
+
+fn failure(events: &[Event]) -> (&OpId, &AcquireFailure, u32) {
+    match events {
+        [
+            Event::AcquireFailed {
+                op, reason, stats, ..
+            },
+        ] => (op, reason, stats.attempts),
+        other => panic!("expected one AcquireFailed, got {other:?}"),
+    }
+}
+
+/// Whether each node's bytes of `out` are, in this order, a release and then `SET NX`.
+fn release_then_set(out: &Drained) -> bool {
+    (0..3).all(|n| {
+        let sent = mask_tokens(&out.sent_to(n));
+        sent.starts_with("*5\r\n$7\r\nEVALSHA") && sent.ends_with(&set_nx_px("r", 1000))
+    })
+}
+
+#[test]
+fn a_second_call_waits_without_sending_and_goes_right_behind_the_release() {
+    let mut h = harness();
+    let (first, out) = h.acquire("r");
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    let (second, out) = h.acquire("r");
+    assert!(out.transmits.is_empty(), "the second call must not contend");
+    // Another resource has a line of its own.
+    let (_, out) = h.acquire("other");
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
+    for n in 0..3 {
+        h.reply(n, OK);
+        h.reply(n, OK);
+    }
+    h.client.release(h.now, first).unwrap();
+    // One drain: the release, then the next call's attempt, on each node's connection in
+    // that order, so each node deletes the key before it runs the `SET NX`.
+    let out = h.drain();
+    assert!(release_then_set(&out), "{out:?}");
+    h.ms(1);
+    let events = reply_all(&mut h, DELETED);
+    assert!(matches!(events[..], [Event::Released { op, .. }] if op == first));
+    let events = reply_all(&mut h, OK);
+    assert_eq!(acquired(&events).op, second);
+    assert_eq!(acquired(&events).stats.attempts, 1);
+}
+
+#[test]
+fn a_try_behind_a_call_of_this_client_fails_at_once_and_sends_nothing() {
+    let mut h = harness();
+    let (_first, _) = h.acquire("r");
+    let op = h.client.try_acquire(h.now, Resource::from("r")).unwrap();
+    let out = h.drain();
+    assert!(out.transmits.is_empty());
+    let (failed, reason, attempts) = failure(&out.events);
+    assert_eq!(
+        (*failed, reason, attempts),
+        (op, &AcquireFailure::HeldLocally, 0)
+    );
+    assert_eq!(
+        reason.to_string(),
+        "another lock call of this client holds it (or is acquiring it)"
+    );
+}
+
+#[test]
+fn a_call_in_line_waits_as_long_as_its_retries_could_have_and_no_longer() {
+    let mut h = harness();
+    let (first, _) = h.acquire("r");
+    reply_all(&mut h, OK);
+    assert!(h.client.held(first).is_some());
+    let t0 = h.now;
+    // An overall wait: the bound itself.
+    let waits = LockOptions::default().max_wait(h.client.config(), Duration::from_millis(200));
+    let by_wait = (h.client)
+        .acquire_with(h.now, Resource::from("r"), &waits)
+        .unwrap();
+    h.drain();
+    // Attempts only: every delay at its longest, 4 attempts = 3 delays of 100 ms.
+    let policy = RetryPolicy {
+        max_attempts: Some(4),
+        max_wait: None,
+        delay_min: 10 * MS,
+        delay_max: 100 * MS,
+    };
+    let by_attempts = (h.client)
+        .acquire_with(
+            h.now,
+            Resource::from("r"),
+            &LockOptions::default().retry(policy),
+        )
+        .unwrap();
+    assert!(h.drain().transmits.is_empty());
+    for (at, op) in [(200, by_wait), (300, by_attempts)] {
+        let out = h.timeout_at(t0 + (at - 1) * MS);
+        assert!(out.events.is_empty(), "{:?}", out.events);
+        let out = h.timeout_at(t0 + at * MS);
+        let (failed, reason, attempts) = failure(&out.events);
+        assert_eq!(
+            (*failed, reason, attempts),
+            (op, &AcquireFailure::HeldLocally, 0)
+        );
+        assert!(out.transmits.is_empty());
+    }
+    assert!(h.client.held(first).is_some());
+}
+
+#[test]
+fn time_in_line_counts_against_the_overall_wait() {
+    let mut h = harness();
+    let (first, _) = h.acquire("r");
+    reply_all(&mut h, OK);
+    let waits = LockOptions::default().max_wait(h.client.config(), Duration::from_millis(300));
+    let second = (h.client)
+        .acquire_with(h.now, Resource::from("r"), &waits)
+        .unwrap();
+    h.drain();
+    h.ms(250);
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    assert!(release_then_set(&out));
+    reply_all(&mut h, DELETED);
+    h.ms(1);
+    // Held elsewhere: with 50 ms of its 300 left, the call gives up before its first retry
+    // would start past the wait (retry delays default to at least 50 ms).
+    let events = reply_all(&mut h, NIL);
+    let (op, reason, attempts) = failure(&events);
+    assert_eq!((*op, attempts), (second, 1));
+    assert!(
+        matches!(reason, AcquireFailure::WaitDeadline { .. }),
+        "{reason:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_call_leaves_its_place_and_the_first_to_give_up_hands_on() {
+    let mut h = harness();
+    let policy = RetryPolicy::once();
+    let first = (h.client)
+        .acquire_with(
+            h.now,
+            Resource::from("r"),
+            &LockOptions::default().retry(policy),
+        )
+        .unwrap();
+    h.drain();
+    let (second, _) = h.acquire("r");
+    let (third, _) = h.acquire("r");
+    h.client.cancel(h.now, second).unwrap();
+    let out = h.drain();
+    let (op, reason, _) = failure(&out.events);
+    assert_eq!((*op, reason), (second, &AcquireFailure::Cancelled));
+    assert!(out.transmits.is_empty());
+    // The first call finds the key held elsewhere and gives up: the third goes at once,
+    // behind the first's cleanup release.
+    let mut events = Vec::new();
+    let mut sent = Vec::new();
+    for n in 0..3 {
+        let out = h.reply(n, NIL);
+        events.extend(out.events);
+        sent.extend(out.transmits);
+    }
+    assert_eq!(*failure(&events).0, first);
+    assert!(
+        !sent.is_empty(),
+        "the third call contends once the first gave up"
+    );
+    let _ = third;
+}
+
+#[test]
+fn a_hundred_calls_in_line_hold_the_lock_in_arrival_order() {
+    let mut h = harness();
+    let ops: Vec<OpId> = (0..100).map(|_| h.acquire("r").0).collect();
+    for (i, &op) in ops.iter().enumerate() {
+        let events = reply_all(&mut h, OK);
+        assert_eq!(acquired(&events).op, op, "call {i} out of order");
+        h.ms(1);
+        h.client.release(h.now, op).unwrap();
+        h.drain();
+        let events = reply_all(&mut h, DELETED);
+        assert!(matches!(events[..], [Event::Released { op: o, .. }] if o == op));
+    }
+    assert_eq!(h.client.active_ops(), 0);
+}
