@@ -4,15 +4,21 @@
 //! the driver contract says: drain before every input, `now` never goes backwards, `Timeout`
 //! fed at or after the deadline.
 //!
-//! Besides "no panic" it checks: no `Acquired`/`Extended` validity above `ttl - drift`; no
-//! extension command transmitted for a lock after its release was requested or after its
-//! `Lost`/`Released` event; every acquisition answered at most once, and exactly once after
-//! every node is disconnected and time runs on (100 x 1 s), with no operation left; no event
-//! after an operation finished; transmits only to connected nodes, as whole commands; a
-//! `Timeout` input leaves no deadline due; a node that sends more than `max_read_buffer`
-//! bytes without a complete reply is disconnected; each `Connect` hands out the node's next
-//! generation, to a node that is down; and input naming a connection that is not the node's
-//! current one (replaced, or never handed out) changes nothing.
+//! Locks are fenced by the config (caps bit 6) or per lock (`acquire_with`'s last operand),
+//! and the fencing scripts get replies of their own (counters that agree or not, nil,
+//! errors, junk), so the write-back round runs.
+//!
+//! Besides "no panic" it checks: a fencing token on exactly the fenced locks' `Acquired`;
+//! every write-back raising the lock key's counter to a positive number; no
+//! `Acquired`/`Extended` validity above `ttl - drift`; no extension command transmitted
+//! for a lock after its release was requested or after its `Lost`/`Released` event; every
+//! acquisition answered at most once, and exactly once after every node is disconnected and
+//! time runs on (100 x 1 s), with no operation left; no event after an operation finished;
+//! transmits only to connected nodes, as whole commands; a `Timeout` input leaves no
+//! deadline due; a node that sends more than `max_read_buffer` bytes without a complete
+//! reply is disconnected; each `Connect` hands out the node's next generation, to a node
+//! that is down; and input naming a connection that is not the node's current one
+//! (replaced, or never handed out) changes nothing.
 //!
 //! Input layout: six header bytes (N, ttl, flags, caps, retry, timing) and an RNG seed, then
 //! one opcode byte per step with its operands; see `Driver::step`. Missing bytes read as 0.
@@ -30,8 +36,9 @@ use chacha20::ChaCha20Rng;
 use chacha20::rand_core::SeedableRng;
 use libfuzzer_sys::fuzz_target;
 use redlock_core::{
-    AutoExtend, Client, Config, ConnId, ConnectionError, EXTEND_SCRIPT, Event, Input, LockOptions,
-    NodeId, NodeSettings, OpId, Output, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
+    AutoExtend, Client, Config, ConnId, ConnectionError, EXTEND_SCRIPT, Event,
+    FENCED_ACQUIRE_SCRIPT, Input, LockOptions, NodeId, NodeSettings, OpId, Output,
+    RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
 };
 use redlock_testkit::resp::{self, Reply};
 
@@ -93,6 +100,10 @@ enum Sent {
     DelIfEq,
     /// `SET ... IFEQ ... PX`: a native extension.
     SetIfEq,
+    /// The fenced acquire script: its reply is the node's counter, nil, or an error.
+    FencedAcquire,
+    /// The fence write-back script: 1 (raised, K still ours) or 0.
+    RaiseFence,
     Other,
 }
 
@@ -108,6 +119,9 @@ struct OpInfo {
     /// Release requested, or `Lost`/`Released` reported in an earlier drain: no extension
     /// may be transmitted from now on.
     stopped: bool,
+    /// A fenced lock (by the config or its options): its `Acquired` carries a token, and only
+    /// then.
+    fenced: bool,
 }
 
 /// A model driver around the client, with the checks.
@@ -135,11 +149,13 @@ struct Driver {
     /// (resource, token) of every acquired lock, to attribute extension commands.
     holders: HashMap<(Vec<u8>, Vec<u8>), OpId>,
     acquires: u64,
+    /// The config's `fencing` switch: whether a lock without a `fenced` option is fenced.
+    fencing: bool,
 }
 
 impl Driver {
     fn new(s: &mut Script<'_>) -> Self {
-        let (config, n, flags, seed) = read_config(s);
+        let (config, n, flags, seed, fencing) = read_config(s);
         trace(|| format!("{config:?} strict={} seed={seed}", flags & 4 != 0));
         let client = Client::new(config.clone(), ChaCha20Rng::seed_from_u64(seed));
         let mut driver = Self {
@@ -158,6 +174,7 @@ impl Driver {
             info: HashMap::new(),
             holders: HashMap::new(),
             acquires: 0,
+            fencing,
         };
         driver.drain();
         assert!(
@@ -217,12 +234,12 @@ impl Driver {
             12 => {
                 let resource = resource(s.byte());
                 let result = self.client.acquire(self.now, resource);
-                self.acquired(result, None);
+                self.acquired(result, None, self.fencing);
             }
             13 => {
                 let resource = resource(s.byte());
                 let result = self.client.try_acquire(self.now, resource);
-                self.acquired(result, None);
+                self.acquired(result, None, self.fencing);
             }
             14 => self.acquire_with(s),
             15..=17 => self.on_known_op(s, op % 18),
@@ -397,12 +414,20 @@ impl Driver {
             });
             options = options.auto_extend(auto);
         }
+        // Fenced or not by the options, else by the config (an operand of its own, last).
+        let fenced = match s.byte() % 3 {
+            0 => self.fencing,
+            fenced => {
+                options = options.fenced(fenced == 1);
+                fenced == 1
+            }
+        };
         let result = self.client.acquire_with(self.now, resource, &options);
-        self.acquired(result, ttl);
+        self.acquired(result, ttl, fenced);
     }
 
     /// Records a new operation (its validity bounds) and drains.
-    fn acquired(&mut self, result: Result<OpId, UsageError>, ttl: Option<Duration>) {
+    fn acquired(&mut self, result: Result<OpId, UsageError>, ttl: Option<Duration>, fenced: bool) {
         trace(|| format!("{:?} acquire (ttl {ttl:?}) = {result:?}", self.at()));
         self.acquires += 1;
         assert_ne!(
@@ -431,6 +456,7 @@ impl Driver {
                     lost: false,
                     finished: false,
                     stopped: false,
+                    fenced,
                 },
             );
         }
@@ -692,6 +718,11 @@ impl Driver {
         for (pos, command) in commands.iter().enumerate() {
             let name = command[0];
             let kind = match name {
+                _ if is_script(command, &FENCED_ACQUIRE_SCRIPT) => Sent::FencedAcquire,
+                _ if is_script(command, &RAISE_FENCE_SCRIPT) => {
+                    check_raise(command);
+                    Sent::RaiseFence
+                }
                 b"SET" if is_native_extend(command) => Sent::SetIfEq,
                 b"SET" => Sent::Set,
                 b"HELLO" => Sent::Hello,
@@ -749,6 +780,11 @@ impl Driver {
                 );
                 assert!(a.validity > info.min_validity, "validity below the minimum");
                 assert!(a.deadline <= now + info.max_validity, "deadline too far");
+                assert_eq!(
+                    a.fencing_token.is_some(),
+                    info.fenced,
+                    "a fencing token on a lock not fenced, or none on a fenced one: {a:?}"
+                );
             }
             Event::AcquireFailed { .. } => {
                 assert_eq!(info.answered, 0, "{op} answered twice");
@@ -820,8 +856,9 @@ impl Driver {
 }
 
 /// Reads the six header bytes and the seed: the client's configuration, N, the flags byte
-/// (bit 2: a strict driver) and the RNG seed.
-fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64) {
+/// (bit 2: a strict driver), the RNG seed, and whether the config fences locks (bit 6 of
+/// the caps byte).
+fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64, bool) {
     let n = 1 + usize::from(s.byte() % 7);
     let ttl = Duration::from_millis([100, 150, 300, 500, 1000][usize::from(s.byte() % 5)]);
     let flags = s.byte();
@@ -886,8 +923,11 @@ fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64) {
     if flags & 0x20 != 0 {
         builder = builder.quorum(n);
     }
+    // Fenced locks by default; `acquire_with` may still say otherwise per lock.
+    let fencing = caps & 0x40 != 0;
+    builder = builder.fencing(fencing);
     let config = builder.build().expect("the harness builds valid configs");
-    (config, n, flags, seed)
+    (config, n, flags, seed, fencing)
 }
 
 /// Prints what the harness does when `FUZZ_TRACE` is set (to replay one input by hand).
@@ -958,7 +998,14 @@ fn reply_shaped(s: &mut Script<'_>) -> Vec<u8> {
 }
 
 /// A reply to a command of `kind`: mostly the success reply, else a refusal or an error.
+/// The fencing scripts' replies are picked from their own tables (numbers, some equal so
+/// that counters agree, some apart so that the write-back runs; nil; errors; junk).
 fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
+    match kind {
+        Sent::FencedAcquire => return FENCED_REPLIES[usize::from(mode) % FENCED_REPLIES.len()],
+        Sent::RaiseFence => return RAISE_REPLIES[usize::from(mode) % RAISE_REPLIES.len()],
+        _ => {}
+    }
     if !mode.is_multiple_of(4) {
         return match kind {
             Sent::Set | Sent::Handshake | Sent::Other => b"+OK\r\n",
@@ -966,7 +1013,7 @@ fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
             Sent::ScriptLoad => b"$40\r\n3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1\r\n",
             Sent::Hello => HELLO_REPLIES[usize::from(mode >> 2) % 4],
             Sent::DelIfEq => b":1\r\n",
-            Sent::SetIfEq => b"+OK\r\n",
+            Sent::SetIfEq | Sent::FencedAcquire | Sent::RaiseFence => b"+OK\r\n",
         };
     }
     match (kind, (mode >> 2) % 4) {
@@ -1043,6 +1090,45 @@ const HELLO_REPLIES: [&[u8]; 10] = [
     b"*3\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n",
 ];
 
+/// Replies to a fenced acquire: counters (mostly small and close, so that nodes agree or
+/// are one apart; the floor of one second; past 2^53 and at `i64::MAX`; zero and negative),
+/// nil (the key is held), errors, and replies of the wrong type.
+const FENCED_REPLIES: [&[u8]; 18] = [
+    b":5\r\n",
+    b":5\r\n",
+    b":5\r\n",
+    b":6\r\n",
+    b":7\r\n",
+    b":1048576\r\n",
+    b":9007199254740993\r\n",
+    b":9223372036854775807\r\n",
+    b":0\r\n",
+    b":-1\r\n",
+    b"$-1\r\n",
+    b"$-1\r\n",
+    b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+    b"-NOPERM this user has no permissions to run the 'evalsha' command\r\n",
+    WRONGTYPE,
+    b"+OK\r\n",
+    b"$1\r\n5\r\n",
+    b"$3\r\nabc\r\n",
+];
+
+/// Replies to a fence write-back: raised (1), no longer ours (0), and what a node should
+/// not say.
+const RAISE_REPLIES: [&[u8]; 10] = [
+    b":1\r\n",
+    b":1\r\n",
+    b":1\r\n",
+    b":0\r\n",
+    b":-1\r\n",
+    b":2\r\n",
+    b"$-1\r\n",
+    b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+    b"-NOPERM this user has no permissions to run the 'eval' command\r\n",
+    b"+OK\r\n",
+];
+
 const UNKNOWN_DELIFEQ: &[u8] =
     b"-ERR unknown command 'DELIFEQ', with args beginning with: 'a' 'x' \r\n";
 const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
@@ -1054,6 +1140,23 @@ fn is_script(command: &[&[u8]], script: &redlock_core::Script) -> bool {
         (Some(&b"EVAL"), Some(body)) => *body == script.body.as_bytes(),
         _ => false,
     }
+}
+
+/// A fence write-back (`EVALSHA sha 2 K F token n`) raises F, the lock key's counter, to a
+/// number some node answered: a positive integer.
+fn check_raise(command: &[&[u8]]) {
+    let [_, _, numkeys, key, fence, _, n] = command else {
+        panic!("a write-back with {} arguments", command.len());
+    };
+    assert_eq!(*numkeys, b"2", "the write-back names K and F");
+    assert!(fence.starts_with(key), "F is derived from K: {command:?}");
+    let n = std::str::from_utf8(n)
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(
+        n.is_some_and(|n| n > 0),
+        "the write-back's number: {command:?}"
+    );
 }
 
 /// (resource, token) from a script call's key and token arguments.

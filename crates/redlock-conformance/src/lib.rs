@@ -20,6 +20,7 @@ pub mod acl;
 pub mod defects;
 pub mod errors;
 pub mod fencing;
+pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
 pub mod queueing;
@@ -153,6 +154,7 @@ macro_rules! conformance_suite {
             fencing::fencing_tokens_grow_across_clients,
             fencing::a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growing,
             fencing::a_fenced_lock_without_scripting_permission_fails_naming_each_node,
+            kleppmann::a_paused_holder_s_late_write_is_refused,
             mixed::mixed_cluster_3_redis_2_valkey,
             mixed::mixed_cluster_2_redis_3_valkey,
             acl::scripting_denied_by_acl,

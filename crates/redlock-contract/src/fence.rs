@@ -27,10 +27,11 @@ use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use redlock_core::{
     Config, Event, FENCED_ACQUIRE_SCRIPT, Lock, LockOptions, OpId, RAISE_FENCE_SCRIPT, Reply,
-    Request, Resource, Script,
+    Request, Resource,
 };
 use redlock_testkit::Reply as Seen;
 
+use crate::form::Scripts;
 use crate::run::Target;
 use crate::table::{ANOTHER_TOKEN, LONG_TTL_MS, SHORT_TTL_MS, Send, State, TTL_MS};
 
@@ -111,7 +112,8 @@ pub enum FenceAfter {
     Raised,
 }
 
-/// The fencing contract: 20 rows.
+/// The fencing part of the contract: 20 rows, run with [`CONTRACT`](crate::CONTRACT) by
+/// [`run`](crate::run).
 #[rustfmt::skip]
 pub const FENCE_CONTRACT: &[FenceCase] = &[
     row(ACQ, KeyState::Absent,    FenceState::Absent,    FenceReply::Floor,        true,  FenceAfter::Reply),
@@ -136,6 +138,36 @@ pub const FENCE_CONTRACT: &[FenceCase] = &[
     row(RAISE_EVAL, KeyState::Ours, FenceState::Behind,  FenceReply::Int(1),       false, FenceAfter::Raised),
     row(RAISE_FLUSHED, KeyState::Ours, FenceState::Behind, NOSCRIPT,               false, FenceAfter::Unchanged),
 ];
+
+impl FenceCase {
+    /// Three wrong copies of this row, each with one expectation changed (the reply, whether
+    /// K is set, F afterwards), every one of which a target that keeps the contract fails:
+    /// the negative control that shows no fencing row passes whatever happens.
+    pub fn wrong_copies(self) -> [Self; 3] {
+        let reply = match self.reply {
+            FenceReply::Floor => FenceReply::AheadPlusOne,
+            FenceReply::AheadPlusOne => FenceReply::Floor,
+            FenceReply::Nil => FenceReply::Int(0),
+            FenceReply::Int(n) => FenceReply::Int(1 - n),
+            FenceReply::Error(_) => FenceReply::Nil,
+        };
+        let fence_after = match self.fence_after {
+            FenceAfter::Unchanged => FenceAfter::Raised,
+            FenceAfter::Reply | FenceAfter::Raised => FenceAfter::Unchanged,
+        };
+        [
+            Self { reply, ..self },
+            Self {
+                sets_key: !self.sets_key,
+                ..self
+            },
+            Self {
+                fence_after,
+                ..self
+            },
+        ]
+    }
+}
 
 const ACQ: FenceForm = FenceForm::Acquire(Send::Sha);
 const ACQ_EVAL: FenceForm = FenceForm::Acquire(Send::Eval);
@@ -226,14 +258,32 @@ impl FenceCommands {
         }
     }
 
-    /// The arguments of `form`, name first, and the token "ours" is for it.
-    pub fn args(&self, form: FenceForm) -> (Vec<String>, &str) {
-        match form {
-            FenceForm::Acquire(Send::Eval) => (self.acquire[1].clone(), &self.acquire_token),
-            FenceForm::Acquire(_) => (self.acquire[0].clone(), &self.acquire_token),
-            FenceForm::Raise(Send::Eval) => (self.raise[1].clone(), &self.raise_token),
-            FenceForm::Raise(_) => (self.raise[0].clone(), &self.raise_token),
-        }
+    /// The arguments of `form`, name first, with `scripts` in place of the core's (checked
+    /// to be where the core puts them), and the token "ours" is for it.
+    pub fn args(&self, form: FenceForm, scripts: Scripts) -> (Vec<String>, &str) {
+        let (sent, token, core, script, send) = match form {
+            FenceForm::Acquire(send) => (
+                &self.acquire,
+                &self.acquire_token,
+                &FENCED_ACQUIRE_SCRIPT,
+                scripts.fenced_acquire,
+                send,
+            ),
+            FenceForm::Raise(send) => (
+                &self.raise,
+                &self.raise_token,
+                &RAISE_FENCE_SCRIPT,
+                scripts.raise_fence,
+                send,
+            ),
+        };
+        let (mut args, from, to) = match send {
+            Send::Eval => (sent[1].clone(), core.body, script.body),
+            Send::Sha | Send::ShaFlushed => (sent[0].clone(), core.sha1, script.sha1),
+        };
+        assert_eq!(args[1], from, "the core sends its script second");
+        args[1] = to.to_owned();
+        (args, token)
     }
 }
 
@@ -247,44 +297,26 @@ fn noscript() -> Reply {
     Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
 }
 
-/// What one run of the fencing contract found.
-#[derive(Debug)]
-pub struct FenceReport {
-    /// The target, as it describes itself.
-    pub target: String,
-    /// Rows that matched.
-    pub passed: Vec<FenceCase>,
-    /// Rows that did not, with what was seen.
-    pub failed: Vec<(FenceCase, String)>,
-}
-
-/// Runs [`FENCE_CONTRACT`] against `target`. `Err` only if the target itself failed.
-pub fn run_fencing(target: &mut dyn Target) -> Result<FenceReport, String> {
-    let mut report = FenceReport {
-        target: target.describe(),
-        passed: Vec::new(),
-        failed: Vec::new(),
-    };
-    for (i, case) in FENCE_CONTRACT.iter().enumerate() {
-        match run_case(target, *case, i)? {
-            None => report.passed.push(*case),
-            Some(why) => report.failed.push((*case, why)),
-        }
-    }
-    Ok(report)
-}
-
-/// Runs one row on `fence-contract:<i>` and its counter; `Ok(Some(why))` if it broke.
-fn run_case(target: &mut dyn Target, case: FenceCase, i: usize) -> Result<Option<String>, String> {
+/// Runs one row on `fence-contract:<i>` and its counter, sending `scripts` where the core
+/// sends its fencing scripts; `Ok(Some(why))` if it broke the contract.
+pub(crate) fn run_case(
+    target: &mut dyn Target,
+    case: FenceCase,
+    i: usize,
+    scripts: Scripts,
+) -> Result<Option<String>, String> {
     let key = format!("fence-contract:{i}");
     let commands = FenceCommands::new(&key, i as u64);
-    let (args, token) = commands.args(case.form);
+    let (args, token) = commands.args(case.form, scripts);
     let fence = args[4].clone();
     assert_eq!((args[3].as_str(), args[2].as_str()), (key.as_str(), "2"));
     call(target, &["DEL", &key, &fence])?;
     set_key(target, &key, case.key, token)?;
     set_fence(target, &fence, case.fence)?;
-    set_cache(target, case.form)?;
+    if let Some(why) = set_cache(target, case.form, scripts)? {
+        call(target, &["DEL", &key, &fence])?;
+        return Ok(Some(why));
+    }
     let before = time(target)?;
     let sent: Vec<&str> = args.iter().map(String::as_str).collect();
     let reply = call(target, &sent)?;
@@ -331,24 +363,29 @@ fn set_fence(target: &mut dyn Target, fence: &str, state: FenceState) -> Result<
     Ok(())
 }
 
-/// Loads the form's script (`EVALSHA`) or empties the cache (flushed, and `EVAL`).
-fn set_cache(target: &mut dyn Target, form: FenceForm) -> Result<(), String> {
-    let (script, send): (&Script, Send) = match form {
-        FenceForm::Acquire(send) => (&FENCED_ACQUIRE_SCRIPT, send),
-        FenceForm::Raise(send) => (&RAISE_FENCE_SCRIPT, send),
+/// Loads the form's script (`EVALSHA`) or empties the cache (flushed, and `EVAL`);
+/// `Ok(Some(why))` if the target would not load it.
+fn set_cache(
+    target: &mut dyn Target,
+    form: FenceForm,
+    scripts: Scripts,
+) -> Result<Option<String>, String> {
+    let (script, send) = match form {
+        FenceForm::Acquire(send) => (scripts.fenced_acquire, send),
+        FenceForm::Raise(send) => (scripts.raise_fence, send),
     };
     if send != Send::Sha {
         call(target, &["SCRIPT", "FLUSH"])?;
-        return Ok(());
+        return Ok(None);
     }
     let reply = call(target, &["SCRIPT", "LOAD", script.body])?;
-    match reply {
-        Seen::Bulk(sha) if sha == script.sha1.as_bytes() => Ok(()),
-        other => Err(format!(
-            "SCRIPT LOAD answered {other}, its SHA1 is {}",
+    Ok(match reply {
+        Seen::Bulk(sha) if sha == script.sha1.as_bytes() => None,
+        other => Some(format!(
+            "loading the script: SCRIPT LOAD answered {other}, its SHA1 is {}",
             script.sha1
         )),
-    }
+    })
 }
 
 /// The server's `TIME`, whole seconds.
@@ -419,6 +456,31 @@ fn call(target: &mut dyn Target, args: &[&str]) -> Result<Seen, String> {
         .map_err(|e| format!("{}: `{}` failed: {e}", target.describe(), args[0]))
 }
 
+impl fmt::Display for FenceForm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (script, send) = match self {
+            Self::Acquire(send) => ("fenced acquire", send),
+            Self::Raise(send) => ("fence write-back", send),
+        };
+        match send {
+            Send::Sha => write!(f, "{script} EVALSHA"),
+            Send::ShaFlushed => write!(f, "{script} EVALSHA (cache flushed)"),
+            Send::Eval => write!(f, "{script} EVAL"),
+        }
+    }
+}
+
+impl fmt::Display for FenceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Absent => "absent",
+            Self::Behind => "behind",
+            Self::Ahead => "ahead",
+            Self::WrongType => "wrong type",
+        })
+    }
+}
+
 impl fmt::Display for FenceReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -428,21 +490,5 @@ impl fmt::Display for FenceReply {
             Self::Int(n) => write!(f, ":{n}"),
             Self::Error(code) => write!(f, "-{code} ..."),
         }
-    }
-}
-
-impl fmt::Display for FenceReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "fencing contract on {}: {} passed, {} failed",
-            self.target,
-            self.passed.len(),
-            self.failed.len()
-        )?;
-        for (case, why) in &self.failed {
-            writeln!(f, "  FAILED {case:?}: {why}")?;
-        }
-        Ok(())
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use chacha20::ChaCha20Rng;
 use rand_core::SeedableRng;
 use redlock_core::{
-    Config, EXTEND_SCRIPT, Event, Lock, LockOptions, OpId, RELEASE_SCRIPT, Reply, Request,
-    Resource, Script,
+    Config, EXTEND_SCRIPT, Event, FENCED_ACQUIRE_SCRIPT, Lock, LockOptions, OpId,
+    RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Reply, Request, Resource, Script,
 };
 
 use crate::table::{Form, Send, TTL_MS};
@@ -25,6 +25,10 @@ pub struct Scripts {
     pub release: &'static Script,
     /// Sent where the core sends [`EXTEND_SCRIPT`].
     pub extend: &'static Script,
+    /// Sent where the core sends [`FENCED_ACQUIRE_SCRIPT`].
+    pub fenced_acquire: &'static Script,
+    /// Sent where the core sends [`RAISE_FENCE_SCRIPT`] (the fence write-back).
+    pub raise_fence: &'static Script,
 }
 
 impl Scripts {
@@ -32,6 +36,8 @@ impl Scripts {
     pub const CORE: Self = Self {
         release: &RELEASE_SCRIPT,
         extend: &EXTEND_SCRIPT,
+        fenced_acquire: &FENCED_ACQUIRE_SCRIPT,
+        raise_fence: &RAISE_FENCE_SCRIPT,
     };
 
     /// The script of a script form, `None` for a plain command.
@@ -49,6 +55,14 @@ impl Scripts {
 pub static UNCHECKED_EXTEND_SCRIPT: Script = Script {
     body: "return redis.call('PEXPIRE', KEYS[1], ARGV[2])",
     sha1: "48c454ce8c56596d303aa9f61b5cb7e49afcac4c",
+};
+
+/// The negative control of the fencing rows: the core's fence write-back without its token
+/// check (F is raised whoever holds K). The contract must fail with it, or it could not tell
+/// a write-back that may raise a counter for a lock that is no longer ours.
+pub static UNCHECKED_RAISE_FENCE_SCRIPT: Script = Script {
+    body: "if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1",
+    sha1: "8fc017f9bc03ef64dcc02d6293d3aa7f3ff49562",
 };
 
 /// The core's commands on one key, and the token they carry.

@@ -1,7 +1,8 @@
 //! The command contract: what every command a lock sends must do to a key on every server,
-//! written once as a table ([`CONTRACT`]) and run three ways, against real Redis, real
-//! Valkey and the simulation's node model, so the model cannot drift from the servers and
-//! each script's token check is tested where it runs.
+//! written once as one table in two parts (the lock key's [`CONTRACT`], and the fencing
+//! scripts' [`FENCE_CONTRACT`] on the key and its counter) and run three ways, against real
+//! Redis, real Valkey and the simulation's node model, so the model cannot drift from the
+//! servers and each script's token check is tested where it runs.
 //!
 //! Test code only (`publish = false`): it sits beside the core, not in it, and depends on
 //! both the test kit and the simulation, which depend on neither it nor each other's tests.
@@ -23,9 +24,10 @@
 //!
 //! # Layout
 //! - `table`: the contract as data, with the table in its docs;
-//! - `fence`: the fencing scripts' contract (K and its counter F), with its own runner;
+//! - `fence`: the fencing scripts' rows (K and its counter F) and how one runs;
 //! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
-//! - `run`: one runner for any [`Target`]: set up, send, compare; skips what a server lacks;
+//! - `run`: one runner for any [`Target`] and both parts: set up, send, compare; skips what
+//!   a server lacks; one [`Report`];
 //! - `target`: [`RealNode`] (a test-kit node) and [`SimNode`] (`redlock_sim::Node`).
 
 #![forbid(unsafe_code)]
@@ -38,11 +40,11 @@ mod table;
 mod target;
 
 pub use fence::{
-    FENCE_CONTRACT, FenceAfter, FenceCase, FenceCommands, FenceForm, FenceReply, FenceReport,
-    FenceState, KeyState, RAISE_TO, run_fencing,
+    FENCE_CONTRACT, FenceAfter, FenceCase, FenceCommands, FenceForm, FenceReply, FenceState,
+    KeyState, RAISE_TO,
 };
-pub use form::{CoreCommands, Scripts, UNCHECKED_EXTEND_SCRIPT};
-pub use run::{Report, Target, run};
+pub use form::{CoreCommands, Scripts, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT};
+pub use run::{Report, Target, run, run_rows};
 pub use table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
     Since, State, TTL_MS,

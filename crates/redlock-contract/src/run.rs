@@ -1,5 +1,6 @@
-//! One runner for every target: per case, put the key in its state, send the command, and
-//! compare the reply, the value and the PTTL with the table. A native command the target
+//! One runner for every target and both tables (the lock key's [`CONTRACT`] and the fencing
+//! rows, [`FENCE_CONTRACT`]): per case, put the keys in their state, send the command, and
+//! compare the reply, the values and the PTTLs with the table. A native command the target
 //! lacks is skipped, never assumed: the runner asks the target first.
 
 use std::fmt;
@@ -7,6 +8,7 @@ use std::ops::RangeInclusive;
 
 use redlock_testkit::Reply;
 
+use crate::fence::{self, FENCE_CONTRACT, FenceCase};
 use crate::form::{CoreCommands, Scripts};
 use crate::table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
@@ -38,6 +40,10 @@ pub struct Report {
     pub skipped: Vec<(Case, String)>,
     /// Cases that broke the contract, with what was seen.
     pub failed: Vec<(Case, String)>,
+    /// Fencing rows whose reply and effect on K and F matched the table.
+    pub fence_passed: Vec<FenceCase>,
+    /// Fencing rows that broke the contract, with what was seen.
+    pub fence_failed: Vec<(FenceCase, String)>,
     /// Native commands whose availability the target reported otherwise than the table's
     /// marks say for its version.
     pub disagreements: Vec<String>,
@@ -46,18 +52,31 @@ pub struct Report {
 impl Report {
     /// Every case ran or was rightly skipped, and each one ran as the table says.
     pub fn is_clean(&self) -> bool {
-        self.failed.is_empty() && self.disagreements.is_empty()
+        self.failed.is_empty() && self.fence_failed.is_empty() && self.disagreements.is_empty()
     }
 }
 
-/// Runs the whole [`CONTRACT`] against `target`, sending `scripts` where the core sends its
-/// scripts. `Err` only if the target itself failed.
+/// Runs the whole contract ([`CONTRACT`] and [`FENCE_CONTRACT`]) against `target`, sending
+/// `scripts` where the core sends its scripts. `Err` only if the target itself failed.
 pub fn run(target: &mut dyn Target, scripts: Scripts) -> Result<Report, String> {
+    run_rows(target, scripts, CONTRACT, FENCE_CONTRACT)
+}
+
+/// Runs the given rows of either table against `target`, as [`run`] runs them all: what a
+/// negative control uses to show that a wrong row is caught.
+pub fn run_rows(
+    target: &mut dyn Target,
+    scripts: Scripts,
+    cases: &[Case],
+    fence_rows: &[FenceCase],
+) -> Result<Report, String> {
     let mut report = Report {
         target: target.describe(),
         passed: Vec::new(),
         skipped: Vec::new(),
         failed: Vec::new(),
+        fence_passed: Vec::new(),
+        fence_failed: Vec::new(),
         disagreements: Vec::new(),
     };
     let mut support = Vec::new();
@@ -75,13 +94,20 @@ pub fn run(target: &mut dyn Target, scripts: Scripts) -> Result<Report, String> 
         }
         support.push((form, answer));
     }
-    for (i, case) in CONTRACT.iter().enumerate() {
+    for (i, case) in cases.iter().enumerate() {
         match support.iter().find(|(f, _)| *f == case.form) {
             Some((_, Some((false, why)))) => report.skipped.push((*case, why.clone())),
             _ => match run_case(target, *case, i, scripts)? {
                 None => report.passed.push(*case),
                 Some(why) => report.failed.push((*case, why)),
             },
+        }
+    }
+    // The fencing scripts need scripting only, which every server the core supports has.
+    for (i, case) in fence_rows.iter().enumerate() {
+        match fence::run_case(target, *case, i, scripts)? {
+            None => report.fence_passed.push(*case),
+            Some(why) => report.fence_failed.push((*case, why)),
         }
     }
     Ok(report)
@@ -363,13 +389,17 @@ impl fmt::Display for KeyRule {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total = self.passed.len() + self.skipped.len() + self.failed.len();
+        let fence_total = self.fence_passed.len() + self.fence_failed.len();
         writeln!(
             f,
-            "command contract on {}: {} of {total} cases passed, {} failed, {} skipped",
+            "command contract on {}: {} of {total} lock cases passed, {} failed, {} skipped; \
+             {} of {fence_total} fencing cases passed, {} failed",
             self.target,
             self.passed.len(),
             self.failed.len(),
-            self.skipped.len()
+            self.skipped.len(),
+            self.fence_passed.len(),
+            self.fence_failed.len()
         )?;
         let mut skipped_forms: Vec<(Form, &str)> = Vec::new();
         for (case, why) in &self.skipped {
@@ -385,6 +415,10 @@ impl fmt::Display for Report {
         }
         for (case, why) in &self.failed {
             writeln!(f, "  FAILED {} × {}: {why}", case.form, case.state)?;
+        }
+        for (case, why) in &self.fence_failed {
+            let (form, key, fence) = (case.form, case.key, case.fence);
+            writeln!(f, "  FAILED {form} × K {key}, F {fence}: {why}")?;
         }
         for d in &self.disagreements {
             writeln!(f, "  WRONG MARK {d}")?;

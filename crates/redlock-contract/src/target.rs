@@ -78,7 +78,12 @@ impl SimNode {
 
     /// A fresh node behaving as `profile`.
     pub fn with_profile(profile: ServerProfile) -> Self {
-        let scripts = SimScripts::default();
+        Self::with_scripts(profile, SimScripts::default())
+    }
+
+    /// A fresh node behaving as `profile` and running `scripts`' models: a negative control
+    /// registers a wrong model under a script's source, and the contract must catch it.
+    pub fn with_scripts(profile: ServerProfile, scripts: SimScripts) -> Self {
         let clock = Clock::with_skew(Instant::now(), 0.0);
         Self {
             node: redlock_sim::Node::with_profile(clock, &scripts, false, profile),

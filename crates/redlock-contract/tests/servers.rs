@@ -6,7 +6,8 @@
 use std::io::Write as _;
 
 use redlock_contract::{
-    Form, RealNode, Report, Scripts, Send, SimNode, State, Target, UNCHECKED_EXTEND_SCRIPT, run,
+    FENCE_CONTRACT, FenceForm, Form, KeyState, RealNode, Report, Scripts, Send, SimNode, State,
+    Target, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT, run, run_rows,
 };
 use redlock_sim::ServerProfile;
 use redlock_testkit::{Cluster, Reply};
@@ -21,6 +22,7 @@ fn every_command_does_what_the_table_says() {
     // The core's own commands run on every server; only native ones may be skipped.
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
     assert!(report.passed.len() >= 35, "{report}");
+    assert_eq!(report.fence_passed.len(), FENCE_CONTRACT.len(), "{report}");
 }
 
 /// The negative control: the same table, with the extend script's token check removed,
@@ -55,6 +57,54 @@ fn an_extend_script_without_its_token_check_breaks_the_contract() {
     let (case, why) = &report.failed[0];
     assert_eq!(case.state, State::Another);
     assert!(why.contains("reply :1, expected :0"), "{why}");
+    assert!(report.fence_failed.is_empty(), "{report}");
+}
+
+/// The fencing rows' negative control: a fence write-back without its token check fails on
+/// a real server exactly where K is not ours, so a write-back that could raise the counter
+/// for a lock already lost (and be counted toward the token) cannot pass.
+#[test]
+fn a_write_back_without_its_token_check_breaks_the_contract() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let scripts = Scripts {
+        raise_fence: &UNCHECKED_RAISE_FENCE_SCRIPT,
+        ..Scripts::CORE
+    };
+    let report = run(&mut node, scripts).expect("the node answers");
+    say("negative control (failures expected): ", &report);
+    assert!(report.failed.is_empty(), "{report}");
+    let failed: Vec<(FenceForm, KeyState)> = report
+        .fence_failed
+        .iter()
+        .map(|(c, _)| (c.form, c.key))
+        .collect();
+    let raise = FenceForm::Raise(Send::Sha);
+    assert_eq!(
+        failed,
+        [
+            (raise, KeyState::Absent),
+            (raise, KeyState::Another),
+            (raise, KeyState::WrongType)
+        ],
+        "{report}"
+    );
+    assert!(report.fence_failed[0].1.contains("reply :1, expected :0"));
+}
+
+/// Every fencing row can fail on a real server: each of its wrong copies (one expectation
+/// changed) is reported failed, alone.
+#[test]
+fn a_wrong_fencing_row_breaks_the_contract() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    for row in FENCE_CONTRACT {
+        for wrong in row.wrong_copies() {
+            let report = run_rows(&mut node, Scripts::CORE, &[], &[wrong]).expect("answers");
+            assert!(report.fence_passed.is_empty(), "{wrong:?} passed: {report}");
+            assert_eq!(report.fence_failed.len(), 1, "{report}");
+        }
+    }
 }
 
 /// The simulation's profile of this server answers `HELLO` and the native commands (had or
@@ -115,14 +165,4 @@ fn without_id(reply: Reply) -> Reply {
 /// negative control, whose failures are expected.
 fn say(note: &str, report: &Report) {
     let _ = write!(std::io::stderr(), "{note}{report}");
-}
-
-#[test]
-fn the_fencing_scripts_do_what_the_contract_says() {
-    let cluster = Cluster::start(1).expect("start a node");
-    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
-    let report = redlock_contract::run_fencing(&mut node).expect("the node answers");
-    eprintln!("{report}");
-    assert!(report.failed.is_empty(), "{report}");
-    assert_eq!(report.passed.len(), redlock_contract::FENCE_CONTRACT.len());
 }

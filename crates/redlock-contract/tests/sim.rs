@@ -2,12 +2,14 @@
 
 use std::io::Write as _;
 
+use bytes::Bytes;
 use redlock_contract::{
-    CONTRACT, Case, Family, Form, Report, Scripts, Send, SimNode, State, Target,
-    UNCHECKED_EXTEND_SCRIPT, run,
+    CONTRACT, Case, FENCE_CONTRACT, Family, FenceCase, FenceForm, FenceState, Form, KeyState,
+    Report, Scripts, Send, SimNode, State, Target, UNCHECKED_EXTEND_SCRIPT, run, run_rows,
 };
-use redlock_sim::ServerProfile;
 use redlock_sim::profile::NodeMutant;
+use redlock_sim::script::{FENCED_ACQUIRE_SOURCE, RAISE_FENCE_SOURCE, fenced_acquire_with};
+use redlock_sim::{Keys, ServerProfile, ServerReply};
 use redlock_testkit::Reply;
 
 #[test]
@@ -17,6 +19,7 @@ fn the_node_model_does_what_the_table_says() {
     assert!(report.is_clean(), "{report}");
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
     assert!(report.passed.len() >= 35, "{report}");
+    assert_eq!(report.fence_passed.len(), FENCE_CONTRACT.len(), "{report}");
 }
 
 /// Every profile of the model runs what its server has, as the table says, and refuses the
@@ -24,6 +27,7 @@ fn the_node_model_does_what_the_table_says() {
 #[test]
 fn every_profile_keeps_the_contract_and_together_they_run_every_row() {
     let mut ran: Vec<Case> = Vec::new();
+    let mut fence_ran: Vec<FenceCase> = Vec::new();
     for profile in ServerProfile::ALL {
         let report = run(&mut SimNode::with_profile(profile), Scripts::CORE).expect("answers");
         say("", &report);
@@ -38,6 +42,7 @@ fn every_profile_keeps_the_contract_and_together_they_run_every_row() {
             );
         }
         ran.extend(report.passed.iter().copied());
+        fence_ran.extend(report.fence_passed.iter().copied());
     }
     let missing: Vec<String> = CONTRACT
         .iter()
@@ -45,6 +50,7 @@ fn every_profile_keeps_the_contract_and_together_they_run_every_row() {
         .map(|c| format!("{} × {}", c.form, c.state))
         .collect();
     assert!(missing.is_empty(), "rows no profile ran: {missing:?}");
+    assert!(FENCE_CONTRACT.iter().all(|c| fence_ran.contains(c)));
 }
 
 /// Negative controls of the native commands: a node model whose `SET IFEQ` creates a missing
@@ -145,10 +151,75 @@ fn say(note: &str, report: &Report) {
     let _ = write!(std::io::stderr(), "{note}{report}");
 }
 
+/// Negative controls of the fencing models: a node whose fenced acquire has no floor, or
+/// whose write-back raises F without checking K, breaks exactly the rows it should.
 #[test]
-fn the_node_model_runs_the_fencing_scripts_as_the_contract_says() {
-    let report = redlock_contract::run_fencing(&mut SimNode::new()).expect("answers");
-    eprintln!("{report}");
-    assert!(report.failed.is_empty(), "{report}");
-    assert_eq!(report.passed.len(), redlock_contract::FENCE_CONTRACT.len());
+fn a_node_model_with_a_wrong_fencing_script_breaks_the_contract() {
+    let broken = |source: &'static str, model: redlock_sim::ScriptFn| {
+        let mut scripts = redlock_sim::Scripts::default();
+        scripts.register(source, model);
+        let mut node = SimNode::with_scripts(ServerProfile::REDIS_7_0, scripts);
+        let report = run(&mut node, Scripts::CORE).expect("answers");
+        say("negative control (failures expected): ", &report);
+        assert!(report.failed.is_empty(), "{report}");
+        let rows = report.fence_failed.iter();
+        rows.map(|(c, _)| (c.form, c.key, c.fence))
+            .collect::<Vec<_>>()
+    };
+    let (acq, acq_eval) = (
+        FenceForm::Acquire(Send::Sha),
+        FenceForm::Acquire(Send::Eval),
+    );
+    assert_eq!(
+        broken(FENCED_ACQUIRE_SOURCE, no_floor),
+        [
+            (acq, KeyState::Absent, FenceState::Absent),
+            (acq, KeyState::Absent, FenceState::Behind),
+            (acq_eval, KeyState::Absent, FenceState::Behind),
+        ]
+    );
+    let raise = FenceForm::Raise(Send::Sha);
+    assert_eq!(
+        broken(RAISE_FENCE_SOURCE, unchecked_raise),
+        [
+            (raise, KeyState::Absent, FenceState::Behind),
+            (raise, KeyState::Another, FenceState::Behind),
+            (raise, KeyState::WrongType, FenceState::Behind),
+        ]
+    );
+}
+
+/// Every fencing row can fail on the model: each of its wrong copies (one expectation
+/// changed) is reported failed, alone.
+#[test]
+fn a_wrong_fencing_row_breaks_the_contract() {
+    let mut node = SimNode::new();
+    for row in FENCE_CONTRACT {
+        for wrong in row.wrong_copies() {
+            let report = run_rows(&mut node, Scripts::CORE, &[], &[wrong]).expect("answers");
+            assert!(report.fence_passed.is_empty(), "{wrong:?} passed: {report}");
+            assert_eq!(report.fence_failed.len(), 1, "{report}");
+        }
+    }
+}
+
+/// The fenced acquire without its floor: F + 1 only.
+fn no_floor(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    fenced_acquire_with(keys, k, argv, false)
+}
+
+/// The write-back without its token check: raises F whoever holds K.
+fn unchecked_raise(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    let ([_, fence, ..], [_, value, ..]) = (k, argv) else {
+        return ServerReply::error("ERR wrong number of arguments");
+    };
+    let counter = match keys.get(fence) {
+        Ok(v) => v.and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok()),
+        Err(e) => return e.into(),
+    };
+    let target = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+    if counter.unwrap_or(0) < target.unwrap_or(0) {
+        keys.set(fence, value.clone(), None);
+    }
+    ServerReply::Int(1)
 }

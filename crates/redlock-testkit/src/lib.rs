@@ -36,6 +36,12 @@
 //! - [`Node::set_maxmemory`]: `OOM` for writes;
 //! - [`Node::replicate`]: a replica, which answers writes with `READONLY`.
 //!
+//! # A paused client
+//!
+//! [`ChildTest`] runs the calling test again in a child process that the test stops with
+//! SIGSTOP and resumes (a lock holder paused past its validity), and [`fenced`] is the
+//! storage stand-in that refuses the paused holder's late write by its fencing token.
+//!
 //! # Server binary
 //!
 //! The binary named by `REDLOCK_SERVER_BIN`, else `redis-server` (then `valkey-server`) on
@@ -46,9 +52,11 @@
 
 #![warn(missing_docs)]
 
+mod child;
 mod cluster;
 mod config;
 mod conn;
+pub mod fenced;
 mod node;
 mod ports;
 mod process;
@@ -60,6 +68,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+pub use child::ChildTest;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use conn::Conn;
 pub use node::Node;
