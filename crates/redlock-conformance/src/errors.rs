@@ -215,7 +215,7 @@ fn assert_evalsha_refused<D: Driver>(d: &D, node: &Node, noperm: &str) {
     assert_node_message(
         &err,
         &format!(
-            "lock lost: extensions failed on too many nodes until the deadline: {}: EVALSHA \
+            "lock lost: extensions were refused for good on too many nodes: {}: EVALSHA \
              was refused: {noperm}",
             node.addr()
         ),
@@ -290,7 +290,7 @@ pub fn errors_wrongtype<D: Driver>() {
     assert_node_message(
         &err,
         &format!(
-            "lock lost: extensions failed on too many nodes until the deadline: {addr}: \
+            "lock lost: extensions were refused for good on too many nodes: {addr}: \
              {extend} was refused: {wrongtype}"
         ),
     );

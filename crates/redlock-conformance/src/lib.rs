@@ -23,6 +23,7 @@ pub mod fencing;
 pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
+pub mod node_faults;
 pub mod queueing;
 pub mod readme;
 pub mod rules;
@@ -142,6 +143,8 @@ macro_rules! conformance_suite {
             scenarios::debug_output_hides_passwords,
             scenarios::statistics_on_success_and_failure,
             queueing::a_hundred_calls_of_one_client_take_turns_without_retrying,
+            node_faults::a_release_after_client_kill_leaves_no_key,
+            node_faults::an_extension_refused_for_good_is_lost_at_once,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

@@ -332,6 +332,15 @@ pub enum LostReason {
         /// Each failed node with its fault, from the last extension attempt.
         errors: Vec<(NodeName, NodeFault)>,
     },
+    /// An extension was refused for good ([`NodeFault::is_permanent`]) or answered "not
+    /// ours" on so many nodes that no quorum can say yes again: reported at once instead of
+    /// retrying until the deadline.
+    Refused {
+        /// Each node that refused, with its fault.
+        errors: Vec<(NodeName, NodeFault)>,
+        /// Nodes that answered that the key is not ours.
+        not_ours: Vec<NodeName>,
+    },
 }
 
 impl fmt::Display for LostReason {
@@ -347,6 +356,15 @@ impl fmt::Display for LostReason {
             Self::QuorumUnreachable { errors } => {
                 f.write_str("extensions failed on too many nodes until the deadline: ")?;
                 faults(f, errors)
+            }
+            Self::Refused { errors, not_ours } => {
+                f.write_str("extensions were refused for good on too many nodes: ")?;
+                faults(f, errors)?;
+                if !not_ours.is_empty() {
+                    f.write_str("; our token is gone from ")?;
+                    names(f, not_ours)?;
+                }
+                Ok(())
             }
         }
     }
@@ -429,6 +447,35 @@ impl NodeFault {
     /// embedder has no better one).
     pub fn closed() -> Self {
         Self::Connection(ConnectionError::Closed)
+    }
+
+    /// Whether asking the node again cannot help until someone changes it: a refusal that
+    /// names the key or the session, not the moment.
+    ///
+    /// | fault | permanent | why |
+    /// |---|---|---|
+    /// | `WRONGTYPE` | yes | the key is of another type: another program overwrote it |
+    /// | `NOPERM` | yes | the ACL user may not run the command |
+    /// | `NOSCRIPT` (after the `EVAL` resend) | yes | the node will not run scripts |
+    /// | `READONLY` | yes | the node is a replica |
+    /// | a refused handshake (`AUTH`, `SELECT`) | yes | the session is unusable |
+    /// | any other server error (`BUSY`, `LOADING`, `OOM`, `MASTERDOWN`, …) | no | the node may recover |
+    /// | connection, timeout, backlog, protocol | no | a new connection or a later try may succeed |
+    ///
+    /// An extension stops retrying once these and "not ours" answers leave no quorum able
+    /// to say yes ([`LostReason::Refused`]).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Self::Server { message, .. } => {
+                const FOR_GOOD: [&str; 4] = ["WRONGTYPE", "NOPERM", "NOSCRIPT", "READONLY"];
+                let code = message.split(' ').next().unwrap_or_default();
+                FOR_GOOD.contains(&code)
+            }
+            Self::Handshake { .. } => true,
+            Self::Connection(_) | Self::Timeout | Self::Protocol(_) | Self::Backlogged { .. } => {
+                false
+            }
+        }
     }
 }
 

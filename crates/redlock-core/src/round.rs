@@ -6,7 +6,7 @@
 //! as `EVAL` once per node on `-NOSCRIPT` and a refused native command once as the script,
 //! and turns every node that has not voted by the deadline into a [`NodeFault::Timeout`].
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -31,6 +31,10 @@ pub(crate) enum Slot {
     Done(Vote),
     /// Not part of this round (a fence write-back goes only to the nodes that need it).
     Skipped,
+    /// Sent, but the node's connection broke (or was down) before it answered; handed out
+    /// again, on the node's next connection, once the resend is due. Only in rounds that
+    /// resend (background releases).
+    Broken,
 }
 
 /// Which form of the round's command a request carries.
@@ -62,7 +66,22 @@ pub(crate) struct Round {
     /// Lowest node index that may still have something to hand out.
     cursor: usize,
     open: usize,
+    /// Set for a round whose requests go out again after a broken connection.
+    resend: Option<Resend>,
 }
+
+/// When a resending round hands its broken requests out again: after a delay that doubles
+/// from [`RESEND_DELAY_MIN`] each time, until the round's deadline.
+#[derive(Debug, Clone, Copy)]
+struct Resend {
+    at: Option<Instant>,
+    delay: Duration,
+}
+
+/// The first wait before a request whose connection broke is sent again. The node's own
+/// reconnection takes at least its backoff (50 ms by default); a resend before that fails
+/// at once, costs nothing, and waits twice as long next time.
+const RESEND_DELAY_MIN: Duration = Duration::from_millis(5);
 
 impl Round {
     /// A round over `nodes` nodes needing `quorum` yes votes. `slots` may be a finished
@@ -88,6 +107,56 @@ impl Round {
             tally: Tally::new(nodes, quorum),
             cursor: 0,
             open: nodes,
+            resend: None,
+        }
+    }
+
+    /// Makes the round send a request again, on the node's next connection, when the
+    /// connection it went out on broke before the answer (until the deadline). For
+    /// background releases: compare-and-delete makes a repeat harmless, and a key whose
+    /// release was lost would otherwise block every other client until its ttl.
+    pub(crate) fn resending(mut self) -> Self {
+        self.resend = Some(Resend {
+            at: None,
+            delay: RESEND_DELAY_MIN,
+        });
+        self
+    }
+
+    /// When broken requests are due to go out again, if any wait.
+    #[inline]
+    pub(crate) fn resend_at(&self) -> Option<Instant> {
+        self.resend.and_then(|r| r.at)
+    }
+
+    /// Arms the resend of broken requests, if any wait and none is armed.
+    pub(crate) fn arm_resend(&mut self, now: Instant) {
+        let broken = self.slots.contains(&Slot::Broken);
+        if let Some(resend) = &mut self.resend
+            && broken
+            && resend.at.is_none()
+        {
+            resend.at = Some(crate::time::add(now, resend.delay));
+            resend.delay = resend.delay.saturating_mul(2);
+        }
+    }
+
+    /// Hands the broken requests out again if their resend is due at `now`.
+    pub(crate) fn resend_due(&mut self, now: Instant) {
+        let Some(resend) = &mut self.resend else {
+            return;
+        };
+        if resend.at.is_none_or(|at| at > now) {
+            return;
+        }
+        resend.at = None;
+        for i in 0..self.slots.len() {
+            if self.slots[i] == Slot::Broken {
+                // Unsent, not the form it went out in: the node's next connection may offer
+                // other commands.
+                self.slots[i] = Slot::Unsent;
+                self.cursor = self.cursor.min(i);
+            }
         }
     }
 
@@ -198,6 +267,10 @@ impl Round {
         };
         let vote = match reply {
             Ok(reply) => self.kind_of(form).vote(reply),
+            Err(NodeFault::Connection(_)) if self.resend.is_some() => {
+                self.slots[i] = Slot::Broken;
+                return;
+            }
             Err(fault) => Vote::Fault(fault),
         };
         match (form, vote) {

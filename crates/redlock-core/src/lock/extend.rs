@@ -187,11 +187,24 @@ impl Held {
         let not_ours = round.nodes_voting_no(&ctx.names);
         // algorithm.md §9: more than N - q nodes without our key means another client may
         // hold the lock now.
-        if not_ours.len() > ctx.params.nodes - ctx.params.quorum {
+        let tolerated = ctx.params.nodes - ctx.params.quorum;
+        if not_ours.len() > tolerated {
             return self.lose(ctx, now, LostReason::NotOwned { nodes: not_ours });
         }
-        self.last_failure = Some(round.faults(&ctx.names));
+        let errors = round.faults(&ctx.names);
         ctx.recycle(round);
+        // Nodes that refused for good (WRONGTYPE, NOPERM, ...) cannot say yes to a retry
+        // either: with the "not ours" answers, if they leave no quorum, waiting out the
+        // validity only delays the news.
+        let refused = errors.iter().filter(|(_, f)| f.is_permanent()).count();
+        if not_ours.len() + refused > tolerated {
+            let errors = errors
+                .into_iter()
+                .filter(|(_, f)| f.is_permanent())
+                .collect();
+            return self.lose(ctx, now, LostReason::Refused { errors, not_ours });
+        }
+        self.last_failure = Some(errors);
         // A failed extension does not delete a healthy lock: try again within the remaining
         // validity. If none is left, the deadline timer reports the loss.
         let ends = ctx.params.deadline_ends_lock;
@@ -245,7 +258,10 @@ impl Held {
     /// (`t0 + ttl + drift` on our clock) and only cleans up after slow node clocks. The
     /// caller may release earlier. An extension in flight is dropped.
     fn lose(&self, ctx: &mut Ctx, now: Instant, reason: LostReason) -> Option<Phase> {
-        let immediate = matches!(reason, LostReason::NotOwned { .. });
+        let immediate = matches!(
+            reason,
+            LostReason::NotOwned { .. } | LostReason::Refused { .. }
+        );
         ctx.events.push_back(Event::Lost { op: ctx.op, reason });
         if immediate {
             return Some(release::start(ctx, now, &self.token));

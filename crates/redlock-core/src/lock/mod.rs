@@ -308,6 +308,11 @@ impl Lock {
         for round in self.ctx.cleanup.iter().chain(self.phase.round()) {
             next = Some(next.map_or(round.deadline, |t| t.min(round.deadline)));
         }
+        for round in &self.ctx.cleanup {
+            if let Some(at) = round.resend_at() {
+                next = Some(next.map_or(at, |t| t.min(at)));
+            }
+        }
         next
     }
 
@@ -339,6 +344,7 @@ impl Lock {
         };
         round.handle_reply(id.node(), reply);
         if cleanup.is_some() {
+            round.arm_resend(now);
             self.ctx.cleanup.retain(|r| !r.is_complete());
         } else {
             self.on_vote(now, rng);
@@ -350,6 +356,9 @@ impl Lock {
         self.ctx
             .cleanup
             .retain(|r| r.deadline > now && !r.is_complete());
+        for round in &mut self.ctx.cleanup {
+            round.resend_due(now);
+        }
         // algorithm.md §9: past the deadline the lock is lost, whatever is in flight; a late
         // extension reply can no longer bring it back. Falls through: if the keys should be
         // gone already, the release starts now.
@@ -429,7 +438,7 @@ impl Lock {
         self.step(|phase, ctx| match phase {
             Phase::Acquiring(a) => a.on_vote(ctx, now, rng),
             Phase::Held(h) => h.on_vote(ctx, now, rng),
-            Phase::Releasing(r) => r.on_vote(ctx),
+            Phase::Releasing(r) => r.on_vote(ctx, now),
             Phase::Queued(_) | Phase::Expired(_) | Phase::Finished => None,
         });
     }

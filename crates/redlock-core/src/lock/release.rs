@@ -56,13 +56,25 @@ impl Releasing {
     /// A vote was counted: once every node has answered or timed out, the lock's life is
     /// over (until then, still releasing).
     #[inline]
-    pub(super) fn on_vote(&self, ctx: &mut Ctx) -> Option<Phase> {
-        self.round.is_complete().then(|| self.on_complete(ctx))
+    pub(super) fn on_vote(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+        self.round.is_complete().then(|| self.on_complete(ctx, now))
     }
 
-    /// Every node has answered or timed out: reports each.
-    fn on_complete(&self, ctx: &mut Ctx) -> Phase {
-        let nodes = self.round.slots.iter().map(release_outcome).collect();
+    /// Every node has answered or timed out: reports each. Nodes whose connection broke
+    /// before they answered get the release again in the background, on their next
+    /// connection, until the release's deadline: the report does not wait for that.
+    fn on_complete(&self, ctx: &mut Ctx, now: Instant) -> Phase {
+        let nodes: Vec<ReleaseOutcome> = self.round.slots.iter().map(release_outcome).collect();
+        let broken: Vec<bool> = (nodes.iter())
+            .map(|o| matches!(o, ReleaseOutcome::Failed(NodeFault::Connection(_))))
+            .collect();
+        if broken.contains(&true) && now < self.round.deadline {
+            let command = self.round.command.clone();
+            let times = (now, self.round.deadline);
+            let asked = broken.iter().filter(|&&b| b).count();
+            let round = ctx.new_round_to(command, times, &broken, asked).resending();
+            ctx.cleanup.push(round);
+        }
         ctx.events.push_back(Event::Released { op: ctx.op, nodes });
         Phase::Finished
     }
@@ -86,9 +98,10 @@ impl Ctx {
         Round::new(self.seq(), command, now, deadline, (n, n), slots)
     }
 
-    /// Releases a failed or cancelled attempt's keys without reporting anything.
+    /// Releases a failed or cancelled attempt's keys without reporting anything, sending
+    /// again to a node whose connection broke (see [`Round::resending`]).
     pub(super) fn push_cleanup(&mut self, now: Instant, token: &Token) {
-        let round = self.release_round(now, token);
+        let round = self.release_round(now, token).resending();
         self.cleanup.push(round);
     }
 }
