@@ -33,10 +33,12 @@ use crate::token::{Resource, Token};
 
 mod acquire;
 mod extend;
+mod inspect;
 mod release;
 
 use acquire::Acquiring;
 use extend::Held;
+use inspect::Inspecting;
 use release::{Expired, Releasing};
 
 /// One lock's life, sans IO: acquire with retries, hold, extend, lose, release, as
@@ -82,6 +84,8 @@ enum Phase {
     Expired(Expired),
     /// release.rs: the release round to all N nodes.
     Releasing(Releasing),
+    /// inspect.rs: the read-only `GET` and `PTTL` rounds of an inspection.
+    Inspecting(Inspecting),
     /// Nothing more to report (cleanup releases may still be in flight).
     Finished,
 }
@@ -149,28 +153,42 @@ impl Lock {
         options: &LockOptions,
         rng: &mut R,
     ) -> Result<Self, UsageError> {
-        if resource.as_bytes().is_empty() {
-            return Err(UsageError::EmptyResource);
-        }
-        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
-        let fence_key = params.fenced.then(|| {
-            let mut key = BytesMut::from(resource.as_bytes());
-            key.extend_from_slice(&config.fence_suffix);
-            key.freeze()
-        });
-        let mut ctx = Ctx {
-            op,
-            resource,
-            params,
-            names: Arc::clone(&config.names),
-            supplied_token: options.token.clone(),
-            fence_key,
-            cleanup: Vec::new(),
-            next_seq: 0,
-            events: Events::default(),
-            spare_slots: Vec::new(),
-        };
+        let mut ctx = Ctx::new(op, config, resource, options)?;
         let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
+        Ok(Self { ctx, phase })
+    }
+
+    /// Starts a read-only inspection of `resource` on all N nodes (`GET` and `PTTL`, no
+    /// script); [`Event::Inspected`] reports it once every node has answered or timed out.
+    ///
+    /// `now` is when the reads start: the reported validity counts from it.
+    pub fn inspect(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let phase = Inspecting::start(&mut ctx, now);
+        Ok(Self { ctx, phase })
+    }
+
+    /// Starts releasing `resource` on all N nodes where it holds exactly `token` (the
+    /// compare-and-delete of every release, by script or the node's own command), for a
+    /// lock this process does not hold: an operator letting go of a stuck holder.
+    /// [`Event::Released`] reports each node.
+    ///
+    /// `token` is compared with the whole stored value (for a stamped token, value and
+    /// nonce, as an [`Inspection`](crate::Inspection) shows it); nothing else is touched.
+    pub fn release_token(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        token: &Token,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let phase = release::start(&mut ctx, now, token);
         Ok(Self { ctx, phase })
     }
 
@@ -251,7 +269,14 @@ impl Lock {
                 return Some((round, id, node, form));
             }
         }
-        let round = self.phase.round_mut()?;
+        let (round, second) = self.phase.rounds_mut();
+        if let Some(round) = round
+            && let Some((id, node, form)) = round.next_send(&commands)
+        {
+            return Some((round, id, node, form));
+        }
+        // Only an inspection has a second round: its `PTTL`s, after every `GET`.
+        let round = second?;
         let (id, node, form) = round.next_send(&commands)?;
         Some((round, id, node, form))
     }
@@ -269,7 +294,7 @@ impl Lock {
             Phase::Acquiring(a) => a.timer(),
             Phase::Held(h) => h.timer(&self.ctx.params),
             Phase::Expired(e) => Some(e.timer()),
-            Phase::Releasing(_) | Phase::Finished => None,
+            Phase::Releasing(_) | Phase::Inspecting(_) | Phase::Finished => None,
         };
         // Plain loops: this runs after every reply, and iterator chains of `Option`s cost
         // several times as much here.
@@ -299,7 +324,7 @@ impl Lock {
         let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
         let round = match cleanup {
             Some(i) => &mut self.ctx.cleanup[i],
-            None => match self.phase.round_mut().filter(|r| r.seq == seq) {
+            None => match self.phase.round_with_seq(seq) {
                 Some(round) => round,
                 // Not a round in flight: decided, timed out or unknown.
                 None => return,
@@ -330,6 +355,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_timer(ctx, now, rng),
             Phase::Held(h) => h.on_timer(ctx, now),
             Phase::Expired(e) => e.on_timer(ctx, now),
+            Phase::Inspecting(i) => i.on_timer(ctx, now),
             Phase::Releasing(_) | Phase::Finished => None,
         });
     }
@@ -377,6 +403,8 @@ impl Lock {
         self.step(|phase, ctx| match phase {
             Phase::Acquiring(a) => a.cancel(ctx, now),
             Phase::Held(_) | Phase::Expired(_) => phase.release(ctx, now),
+            // Reads leave nothing behind: dropped, their late answers swallowed.
+            Phase::Inspecting(_) => Some(Phase::Finished),
             Phase::Releasing(_) | Phase::Finished => None,
         });
     }
@@ -396,6 +424,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_vote(ctx, now, rng),
             Phase::Held(h) => h.on_vote(ctx, now, rng),
             Phase::Releasing(r) => r.on_vote(ctx),
+            Phase::Inspecting(i) => i.on_vote(ctx, now),
             Phase::Expired(_) | Phase::Finished => None,
         });
     }
@@ -418,17 +447,39 @@ impl Phase {
             Self::Acquiring(a) => a.round(),
             Self::Held(h) => h.round(),
             Self::Releasing(r) => Some(r.round()),
+            Self::Inspecting(i) => Some(i.round()),
             Self::Expired(_) | Self::Finished => None,
         }
     }
 
+    /// The round the phase waits on (an inspection's `GET` round).
     #[inline]
     fn round_mut(&mut self) -> Option<&mut Round> {
+        self.rounds_mut().0
+    }
+
+    /// The phase's rounds in flight: the one above, and an inspection's `PTTL` round.
+    #[inline]
+    fn rounds_mut(&mut self) -> (Option<&mut Round>, Option<&mut Round>) {
         match self {
-            Self::Acquiring(a) => a.round_mut(),
-            Self::Held(h) => h.round_mut(),
-            Self::Releasing(r) => Some(r.round_mut()),
-            Self::Expired(_) | Self::Finished => None,
+            Self::Acquiring(a) => (a.round_mut(), None),
+            Self::Held(h) => (h.round_mut(), None),
+            Self::Releasing(r) => (Some(r.round_mut()), None),
+            Self::Inspecting(i) => {
+                let (get, pttl) = i.rounds_mut();
+                (Some(get), Some(pttl))
+            }
+            Self::Expired(_) | Self::Finished => (None, None),
+        }
+    }
+
+    /// The phase's round numbered `seq`, if it is in flight.
+    #[inline]
+    fn round_with_seq(&mut self, seq: u32) -> Option<&mut Round> {
+        let (first, second) = self.rounds_mut();
+        match first {
+            Some(round) if round.seq == seq => Some(round),
+            _ => second.filter(|r| r.seq == seq),
         }
     }
 
@@ -437,12 +488,43 @@ impl Phase {
         match self {
             Self::Held(h) => Some(release::start(ctx, now, h.token())),
             Self::Expired(e) => Some(release::start(ctx, now, e.token())),
-            Self::Acquiring(_) | Self::Releasing(_) | Self::Finished => None,
+            Self::Acquiring(_) | Self::Releasing(_) | Self::Inspecting(_) | Self::Finished => None,
         }
     }
 }
 
 impl Ctx {
+    /// The context of a new operation on `resource`; refuses an empty resource and bad
+    /// options.
+    fn new(
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<Self, UsageError> {
+        if resource.as_bytes().is_empty() {
+            return Err(UsageError::EmptyResource);
+        }
+        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let fence_key = params.fenced.then(|| {
+            let mut key = BytesMut::from(resource.as_bytes());
+            key.extend_from_slice(&config.fence_suffix);
+            key.freeze()
+        });
+        Ok(Self {
+            op,
+            resource,
+            params,
+            names: Arc::clone(&config.names),
+            supplied_token: options.token.clone(),
+            fence_key,
+            cleanup: Vec::new(),
+            next_seq: 0,
+            events: Events::default(),
+            spare_slots: Vec::new(),
+        })
+    }
+
     /// A round of `command` to every node, needing the lock's quorum of yes votes.
     fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
         let n = self.params.nodes;
