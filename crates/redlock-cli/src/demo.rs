@@ -361,7 +361,7 @@ fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs) -> Exit {
     if passed {
         Exit::code(0)
     } else {
-        let message = format_args!(
+        let message = format!(
             "the counter ({}) is not the number of sections ({})",
             locked.counter, locked.sections
         );

@@ -100,7 +100,7 @@ async fn acquire(
                 drop(lock);
                 settle(redlock, resource).await;
                 let name = signals::name(signal);
-                let message = format_args!("got {name} while waiting for {resource}; not run");
+                let message = format!("got {name} while waiting for {resource}; not run");
                 return Err(Exit::with(signals::exit_code(signal), message));
             }
             _ = tick.tick(), if line.is_on() => {

@@ -33,7 +33,7 @@ pub(crate) async fn status(args: StatusArgs) -> Exit {
     if answered >= seen.quorum {
         Exit::code(0)
     } else {
-        let message = format_args!("only {answered} of {} nodes answered", seen.nodes.len());
+        let message = format!("only {answered} of {} nodes answered", seen.nodes.len());
         Exit::with(exit::NODE_ERROR, message)
     }
 }
