@@ -56,8 +56,8 @@ use redlock_driver::{DriverParts, IoLoop, Start};
 
 pub use redlock_core::{
     AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource,
-    RetryDelay, RetryPolicy, Token,
+    Inspection, KeyState, LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome,
+    ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
 };
 pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
 
@@ -65,6 +65,7 @@ pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
 ///
 /// The lock calls ([`lock`](Handle::lock), [`try_lock`](Handle::try_lock),
 /// [`lock_with`](Handle::lock_with), [`with_lock`](Handle::with_lock),
+/// [`inspect`](Handle::inspect), [`release_token`](Handle::release_token),
 /// [`config`](Handle::config)) are those of [`Handle`], reached through `Deref`;
 /// `Handle::clone(&redlock)` gives a handle free of the runtime's name. The driver thread
 /// runs as long as a handle or a guard exists, or an operation (a background release, say)

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use async_io::Timer;
 use futures_lite::future;
-use redlock_async_std::{LockGuard, Redlock, WithLockError};
+use redlock_async_std::{LockGuard, Redlock, Token, WithLockError};
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
-    ReleaseOutcome, ReleaseResult, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
+    LostReason, ReleaseOutcome, ReleaseResult, sleep_past,
 };
 
 /// An executor's `block_on`.
@@ -112,6 +112,15 @@ impl<E: BlockOn> Driver for Driven<E> {
 
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError> {
         E::block_on(self.redlock.lock_with(resource, options)).map(Self::wrap)
+    }
+
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError> {
+        E::block_on(self.redlock.inspect(resource))
+    }
+
+    fn release_token(&self, resource: &str, token: &str) -> ReleaseResult {
+        let token = Token::new(token.to_owned())?;
+        E::block_on(self.redlock.release_token(resource, token))
     }
 
     fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError> {

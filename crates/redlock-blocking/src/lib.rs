@@ -50,8 +50,8 @@ use redlock_driver::{DriverParts, Start};
 pub use guard::{LockGuard, LockRef};
 pub use redlock_core::{
     AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource,
-    RetryDelay, RetryPolicy, Token,
+    Inspection, KeyState, LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome,
+    ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
 };
 pub use redlock_driver::{LockError, WithLockError};
 
@@ -128,6 +128,22 @@ impl Handle {
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         block_on(self.0.lock_with(resource, options)).map(LockGuard::new)
+    }
+
+    /// Looks at `resource` on every node without changing anything; blocks until every
+    /// node has answered or timed out. See [`redlock_driver::Handle::inspect`].
+    pub fn inspect(&self, resource: impl Into<Resource>) -> Result<Inspection, LockError> {
+        block_on(self.0.inspect(resource))
+    }
+
+    /// Releases `resource` on every node where it holds exactly `token`, and reports each
+    /// node; blocks until done. See [`redlock_driver::Handle::release_token`].
+    pub fn release_token(
+        &self,
+        resource: impl Into<Resource>,
+        token: Token,
+    ) -> Result<Vec<ReleaseOutcome>, LockError> {
+        block_on(self.0.release_token(resource, token))
     }
 
     /// Runs `f` under the lock with auto-extension, then releases.

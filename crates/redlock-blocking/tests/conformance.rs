@@ -6,10 +6,10 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{AcquireFailure, LockGuard, Redlock, WithLockError};
+use redlock_blocking::{AcquireFailure, LockGuard, Redlock, Token, WithLockError};
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
-    ReleaseOutcome, ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
+    LostReason, ReleaseOutcome, ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
 };
 
 #[derive(Clone)]
@@ -46,6 +46,15 @@ impl Driver for Blocking {
 
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<BlockingGuard, LockError> {
         self.0.lock_with(resource, options).map(BlockingGuard)
+    }
+
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError> {
+        self.0.inspect(resource)
+    }
+
+    fn release_token(&self, resource: &str, token: &str) -> ReleaseResult {
+        let token = Token::new(token.to_owned())?;
+        self.0.release_token(resource, token)
     }
 
     fn try_lock(&self, resource: &str) -> Result<BlockingGuard, LockError> {

@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlock_core::{
-    AcquireFailure, AcquireStats, Config, ConfigBuilder, LockOptions, LostReason, ReleaseOutcome,
-    RetryPolicy,
+    AcquireFailure, AcquireStats, Config, ConfigBuilder, Inspection, LockOptions, LostReason,
+    ReleaseOutcome, RetryPolicy,
 };
 pub use redlock_driver::LockError;
 
@@ -20,6 +20,7 @@ pub mod acl;
 pub mod defects;
 pub mod errors;
 pub mod fencing;
+pub mod inspection;
 pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
@@ -71,6 +72,12 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// Runs a closure under `with_lock` that blocks its thread with [`sleep_past`] until
     /// `past` after the lock's deadline, then returns `Ok`; the lock error, if any.
     fn with_lock_past_deadline(&self, resource: &str, past: Duration) -> Result<(), LockError>;
+
+    /// Looks at `resource` on every node without changing anything.
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError>;
+
+    /// Releases `resource` where it holds exactly `token`; each node's outcome.
+    fn release_token(&self, resource: &str, token: &str) -> ReleaseResult;
 
     /// Acquires with the configured policy.
     fn lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
@@ -154,6 +161,8 @@ macro_rules! conformance_suite {
             late_delivery::reused_values_under_late_delivery_never_overlap,
             rules::extension_spares_another_token,
             rules::extension_never_recreates_a_missing_key,
+            inspection::inspection_shows_the_holder_and_release_by_token_frees_it,
+            inspection::inspection_works_where_scripts_are_denied,
             fencing::fencing_tokens_grow_across_clients,
             fencing::a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growing,
             fencing::a_fenced_lock_without_scripting_permission_fails_naming_each_node,

@@ -32,7 +32,9 @@ use crate::token::{Resource, Token};
 /// - Input: [`handle_input`](Self::handle_input).
 /// - Mutations: [`acquire`](Self::acquire), [`acquire_with`](Self::acquire_with),
 ///   [`try_acquire`](Self::try_acquire), [`extend`](Self::extend),
-///   [`release`](Self::release), [`cancel`](Self::cancel).
+///   [`release`](Self::release), [`cancel`](Self::cancel); and two operations on a lock
+///   held by anyone: [`inspect`](Self::inspect) (read-only) and
+///   [`release_token`](Self::release_token).
 /// - Output: [`poll_output`](Self::poll_output).
 ///
 /// # What a driver MUST do
@@ -228,21 +230,59 @@ impl<R: CryptoRng> Client<R> {
         resource: Resource,
         options: &LockOptions,
     ) -> Result<OpId, UsageError> {
+        let first = self.lines.is_free(&resource);
+        self.start(now, true, |now, op, config, rng| {
+            if first {
+                Lock::acquire(now, op, config, resource, options, rng)
+            } else {
+                Lock::queued(now, op, config, resource, options)
+            }
+        })
+    }
+
+    /// Starts the operation `make` creates under a fresh id (a usage error changes nothing),
+    /// at the end of its resource's line if `in_line` (lock calls; queue.rs).
+    fn start(
+        &mut self,
+        now: Instant,
+        in_line: bool,
+        make: impl FnOnce(Instant, OpId, &Config, &mut R) -> Result<Lock, UsageError>,
+    ) -> Result<OpId, UsageError> {
         self.check_drained()?;
         let now = self.clock(now);
         let op = OpId::from_raw(self.next_op);
-        let lock = if self.lines.is_free(&resource) {
-            Lock::acquire(now, op, &self.config, resource, options, &mut self.rng)
-        } else {
-            Lock::queued(now, op, &self.config, resource, options)
-        };
-        let mut lock = lock.inspect_err(|_| self.drained = true)?;
+        let mut lock =
+            make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
-        lock.in_line = true;
-        self.lines.join(lock.resource(), op);
+        if in_line {
+            lock.in_line = true;
+            self.lines.join(lock.resource(), op);
+        }
         self.locks.insert(op, lock);
         self.pump(now, op);
         Ok(op)
+    }
+
+    /// Starts a read-only inspection of `resource` on every node; see [`Lock::inspect`].
+    /// The outcome comes as [`Event::Inspected`] carrying the returned id.
+    pub fn inspect(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        self.start(now, false, |now, op, config, _| {
+            Lock::inspect(now, op, config, resource)
+        })
+    }
+
+    /// Starts releasing `resource` where it holds exactly `token`, on every node, for a
+    /// lock this client does not hold; see [`Lock::release_token`]. The outcome comes as
+    /// [`Event::Released`] carrying the returned id.
+    pub fn release_token(
+        &mut self,
+        now: Instant,
+        resource: Resource,
+        token: &Token,
+    ) -> Result<OpId, UsageError> {
+        self.start(now, false, |now, op, config, _| {
+            Lock::release_token(now, op, config, resource, token)
+        })
     }
 
     /// Extends a held lock by its ttl from `now`; see [`Lock::extend`].

@@ -6,6 +6,7 @@
 //! or extension goes out as that command instead, chosen per node when it is sent.
 //! A different acquire command (a fencing-counter script, a multi-key script) is one more
 //! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
+//! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
 
 use bytes::{Bytes, BytesMut};
 
@@ -82,7 +83,8 @@ pub const NO_FLOOR_FENCED_ACQUIRE_SCRIPT: Script = Script {
 pub struct Command {
     kind: CommandKind,
     key: Bytes,
-    token: Token,
+    /// The stored value compared or set; `None` for the reads (`GET`, `PTTL`).
+    token: Option<Token>,
     /// The ttl in ms (`SET`, extension), or the counter value a fence write-back sets.
     number: u64,
     /// The fencing counter key F, for the fenced acquire and its write-back.
@@ -100,6 +102,11 @@ pub(crate) enum CommandKind {
     Eval(&'static Script, ScriptUse),
     /// A server's own command for what a script does (see server.rs).
     Native(Native),
+    /// `GET key`: the inspection's read of the stored value (no script, so it works where
+    /// an ACL denies scripting).
+    Get,
+    /// `PTTL key`: the inspection's read of the remaining time to live.
+    Pttl,
 }
 
 /// A server's own command in place of the release or extend script.
@@ -154,6 +161,10 @@ pub(crate) enum Vote {
     NoScript,
     /// Fenced acquire only: locked, and the node's fencing counter is now this number.
     Counter(u64),
+    /// `GET` only: the stored value, or `None` when there is no key.
+    Value(Option<Bytes>),
+    /// `PTTL` only: the remaining time to live in ms, `-1` without one, `-2` without a key.
+    Ttl(i64),
     /// The node failed.
     Fault(NodeFault),
 }
@@ -212,11 +223,31 @@ impl Command {
         }
     }
 
+    /// `GET key`: the stored value (inspection).
+    pub(crate) fn get(resource: &Resource) -> Self {
+        Self::read(CommandKind::Get, resource)
+    }
+
+    /// `PTTL key`: the remaining time to live (inspection).
+    pub(crate) fn pttl(resource: &Resource) -> Self {
+        Self::read(CommandKind::Pttl, resource)
+    }
+
+    fn read(kind: CommandKind, resource: &Resource) -> Self {
+        Self {
+            kind,
+            key: resource.bytes().clone(),
+            token: None,
+            number: 0,
+            fence_key: None,
+        }
+    }
+
     fn new(kind: CommandKind, resource: &Resource, token: &Token, number: u64) -> Self {
         Self {
             kind,
             key: resource.bytes().clone(),
-            token: token.clone(),
+            token: Some(token.clone()),
             number,
             fence_key: None,
         }
@@ -281,7 +312,7 @@ impl Command {
 
     fn with_args(&self, digits: &mut [u8; 20], f: impl FnOnce(&[&[u8]])) {
         let key = &self.key[..];
-        let token = self.token.as_bytes();
+        let token = self.token.as_ref().map_or(&[][..], Token::as_bytes);
         let ttl = format_u64(self.number, digits);
         let fence = self.fence_key.as_deref().unwrap_or_default();
         match self.kind {
@@ -299,10 +330,12 @@ impl Command {
             CommandKind::Native(Native::SetIfeq) => {
                 f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl])
             }
+            CommandKind::Get => f(&[b"GET", key]),
+            CommandKind::Pttl => f(&[b"PTTL", key]),
         }
     }
 
-    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ` or `DELEX`.
+    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET` or `PTTL`.
     pub fn name(&self) -> &'static str {
         self.kind.name()
     }
@@ -322,6 +355,8 @@ impl CommandKind {
             Self::Eval(..) => "EVAL",
             Self::Native(Native::Delifeq) => "DELIFEQ",
             Self::Native(Native::Delex) => "DELEX",
+            Self::Get => "GET",
+            Self::Pttl => "PTTL",
         }
     }
 
@@ -356,6 +391,9 @@ impl CommandKind {
             (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(0)) => {
                 Vote::NotHeldOrMissing
             }
+            (Self::Get, Reply::Bulk(value)) => Vote::Value(Some(value.clone())),
+            (Self::Get, Reply::Nil) => Vote::Value(None),
+            (Self::Pttl, Reply::Integer(ms)) if *ms >= -2 => Vote::Ttl(*ms),
             _ => Vote::Fault(unexpected(reply)),
         }
     }

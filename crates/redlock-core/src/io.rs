@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::id::{ConnId, NodeId, NodeName, OpId};
+use crate::inspection::Inspection;
 use crate::token::{Resource, Token};
 
 /// One thing that happened outside the core, stamped with the driver's monotonic `now`.
@@ -135,6 +136,13 @@ pub enum Event {
         /// What each node did, indexed by node.
         nodes: Vec<ReleaseOutcome>,
     },
+    /// An inspection finished: every node answered or timed out. The operation is over.
+    Inspected {
+        /// The operation.
+        op: OpId,
+        /// What each node holds, and what a quorum agrees on.
+        inspection: Inspection,
+    },
 }
 
 impl Event {
@@ -145,7 +153,8 @@ impl Event {
             Self::AcquireFailed { op, .. }
             | Self::Extended { op, .. }
             | Self::Lost { op, .. }
-            | Self::Released { op, .. } => *op,
+            | Self::Released { op, .. }
+            | Self::Inspected { op, .. } => *op,
         }
     }
 }

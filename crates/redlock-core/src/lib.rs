@@ -93,6 +93,7 @@ mod command;
 mod config;
 mod error;
 mod id;
+mod inspection;
 mod io;
 mod lock;
 mod mutant;
@@ -137,6 +138,7 @@ pub use config::{
 };
 pub use error::{ConfigError, UsageError};
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
+pub use inspection::{Inspection, KeyState};
 pub use io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnectionError, Event, Input,
     LostReason, NodeFault, NodeOutcome, Output, ReleaseOutcome, Transmit,

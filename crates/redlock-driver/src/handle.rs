@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use redlock_core::{Config, LockOptions, LostReason, Resource, RetryPolicy};
+use redlock_core::{
+    Config, Inspection, LockOptions, LostReason, ReleaseOutcome, Resource, RetryPolicy, Token,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::{LockError, WithLockError};
@@ -112,6 +114,40 @@ impl Handle {
             tx: self.tx.clone(),
             clock: self.shared.clock,
         }))
+    }
+
+    /// Looks at `resource` on every node without changing anything: each node's holder (its
+    /// stored value) and remaining ttl, whether a quorum agrees on one holder, and that
+    /// holder's remaining validity as the algorithm computes it. Plain `GET` and `PTTL`, so
+    /// it works where an ACL denies scripting. See [`Inspection`] for what it cannot promise.
+    pub async fn inspect(&self, resource: impl Into<Resource>) -> Result<Inspection, LockError> {
+        let (reply, rx) = oneshot::channel();
+        let resource = resource.into();
+        self.send(Request::Inspect { resource, reply })?;
+        rx.await.map_err(|_| LockError::Shutdown)?
+    }
+
+    /// Releases `resource` on every node where it holds exactly `token` (the whole stored
+    /// value, as [`inspect`](Self::inspect) shows it), and reports each node. For letting go
+    /// of a lock on purpose that this handle does not hold, such as a stuck holder's; a key
+    /// holding any other value is left alone.
+    pub async fn release_token(
+        &self,
+        resource: impl Into<Resource>,
+        token: Token,
+    ) -> Result<Vec<ReleaseOutcome>, LockError> {
+        let (reply, rx) = oneshot::channel();
+        let resource = resource.into();
+        self.send(Request::ReleaseToken {
+            resource,
+            token,
+            reply,
+        })?;
+        rx.await.map_err(|_| LockError::Shutdown)?
+    }
+
+    fn send(&self, request: Request) -> Result<(), LockError> {
+        self.tx.send(Cmd(request)).map_err(|_| LockError::Shutdown)
     }
 
     /// Runs `f` under the lock with auto-extension, then releases.

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use redlock_core::{Acquired, LockOptions, LostReason, OpId, ReleaseOutcome, Resource};
+use redlock_core::{
+    Acquired, Inspection, LockOptions, LostReason, OpId, ReleaseOutcome, Resource, Token,
+};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::LockError;
@@ -38,6 +40,17 @@ pub(crate) enum Request {
     Release {
         op: OpId,
         reply: Option<Reply<Vec<ReleaseOutcome>>>,
+    },
+    /// A read-only look at who holds `resource`.
+    Inspect {
+        resource: Resource,
+        reply: Reply<Inspection>,
+    },
+    /// Release `resource` where it holds `token`: a lock this process does not hold.
+    ReleaseToken {
+        resource: Resource,
+        token: Token,
+        reply: Reply<Vec<ReleaseOutcome>>,
     },
 }
 

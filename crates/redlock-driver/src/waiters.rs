@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
-use redlock_core::{Acquired, Client, Event, OpId, ReleaseOutcome};
+use redlock_core::{Acquired, Client, Event, Inspection, OpId, ReleaseOutcome};
 use tokio::sync::watch;
 
 use crate::error::LockError;
@@ -24,6 +24,14 @@ pub struct Waiters {
     tickets: HashMap<u64, OpId>,
     /// Locks acquired for a `lock()` future that was dropped.
     orphans: Vec<OpId>,
+    /// Inspections and releases by token: one answer each, no lock state.
+    queries: HashMap<OpId, Query>,
+}
+
+/// Who waits for an operation on a lock this process does not hold.
+enum Query {
+    Inspect(Reply<Inspection>),
+    ReleaseToken(Reply<Vec<ReleaseOutcome>>),
 }
 
 /// Who waits for what on one operation.
@@ -41,8 +49,8 @@ impl Waiters {
         Self::default()
     }
 
-    /// Feeds a request to the core: acquire, cancel, extend or release. Like every core
-    /// input, the loop MUST drain the core before calling this.
+    /// Feeds a request to the core: acquire, cancel, extend, release, inspect or release by
+    /// token. Like every core input, the loop MUST drain the core before calling this.
     pub fn command<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, cmd: Cmd) {
         match cmd.0 {
             Request::Acquire {
@@ -102,12 +110,27 @@ impl Waiters {
                     w.answer_extensions(|| LockError::NotHeld);
                 }
             }
+            Request::Inspect { resource, reply } => match client.inspect(now, resource) {
+                Ok(op) => drop(self.queries.insert(op, Query::Inspect(reply))),
+                Err(e) => drop(reply.send(Err(e.into()))),
+            },
+            Request::ReleaseToken {
+                resource,
+                token,
+                reply,
+            } => match client.release_token(now, resource, &token) {
+                Ok(op) => drop(self.queries.insert(op, Query::ReleaseToken(reply))),
+                Err(e) => drop(reply.send(Err(e.into()))),
+            },
         }
     }
 
     /// Hands a core event to whoever waits on its operation.
     pub fn dispatch(&mut self, event: Event) {
         let op = event.op();
+        if let Some(query) = self.queries.remove(&op) {
+            return query.answer(event);
+        }
         let Some(w) = self.ops.get_mut(&op) else {
             return;
         };
@@ -172,6 +195,22 @@ impl Waiters {
             for reply in w.release.drain(..) {
                 let _ = reply.send(Err(LockError::NotHeld));
             }
+        }
+    }
+}
+
+impl Query {
+    /// Answers with the operation's one event (any other cannot come: see `Lock`).
+    fn answer(self, event: Event) {
+        match (self, event) {
+            (Self::Inspect(reply), Event::Inspected { inspection, .. }) => {
+                let _ = reply.send(Ok(inspection));
+            }
+            (Self::ReleaseToken(reply), Event::Released { nodes, .. }) => {
+                let _ = reply.send(Ok(nodes));
+            }
+            // Dropping the reply reads as `Shutdown`; a mismatch would be a core bug.
+            _ => debug_assert!(false, "an operation's event of another kind"),
         }
     }
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, LockError, LockOptions, LostReason,
-    ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
+    LostReason, ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
 };
-use redlock_tokio::{LockGuard, Redlock, WithLockError};
+use redlock_tokio::{LockGuard, Redlock, Token, WithLockError};
 use tokio::runtime::Runtime;
 
 #[derive(Clone)]
@@ -69,6 +69,16 @@ impl Driver for Tokio {
             .rt
             .block_on(self.redlock.lock_with(resource, options))?;
         Ok(self.wrap(guard))
+    }
+
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError> {
+        self.rt.block_on(self.redlock.inspect(resource))
+    }
+
+    fn release_token(&self, resource: &str, token: &str) -> ReleaseResult {
+        let token = Token::new(token.to_owned())?;
+        self.rt
+            .block_on(self.redlock.release_token(resource, token))
     }
 
     fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {

@@ -1,5 +1,6 @@
-//! `cargo xtask demo` runs the demo against a local 5-node cluster; `cargo xtask test` runs
-//! every check CI runs, installing `redis-server` first when it is missing and we are root.
+//! `cargo xtask demo` runs `redlock demo` (local nodes, workers with and without the lock);
+//! `cargo xtask test` runs every check CI runs, installing `redis-server` first when it is
+//! missing and we are root (so does `demo`).
 //!
 //! Std only, so that it builds before anything else and needs nothing installed.
 
@@ -28,11 +29,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// Starts five local nodes through the test kit and locks against them.
+/// `redlock demo`: starts six local nodes through the test kit, runs workers with and
+/// without the lock, and stops every node on exit or Ctrl-C.
 fn demo() -> Result<(), String> {
     ensure_redis()?;
     cargo(
-        &["run", "--quiet", "-p", "redlock-tokio", "--example", "demo"],
+        &[
+            "run",
+            "--quiet",
+            "-p",
+            "redlock-cli",
+            "--bin",
+            "redlock",
+            "--",
+            "demo",
+        ],
         &[],
     )
 }
@@ -96,6 +107,7 @@ const SERVER_SUITES: &[&str] = &[
     "redlock-async-std",
     "redlock-redis-rs",
     "redlock-contract",
+    "redlock-cli",
 ];
 
 /// `cargo package` (with its build check) of every crate published to the registry, each
@@ -221,6 +233,7 @@ const PUBLISHED: &[&str] = &[
     "redlock-async-std",
     "redlock-blocking",
     "redlock-testkit",
+    "redlock-cli",
 ];
 
 /// Installs `redis-server` with apt-get when it is missing and we are root; otherwise says

@@ -33,11 +33,13 @@ use crate::token::{Resource, Token};
 
 mod acquire;
 mod extend;
+mod inspect;
 mod queued;
 mod release;
 
 use acquire::Acquiring;
 use extend::Held;
+use inspect::Inspecting;
 use queued::Queued;
 use release::{Expired, Releasing};
 
@@ -89,6 +91,8 @@ enum Phase {
     Expired(Expired),
     /// release.rs: the release round to all N nodes.
     Releasing(Releasing),
+    /// inspect.rs: the read-only `GET` and `PTTL` rounds of an inspection.
+    Inspecting(Inspecting),
     /// Nothing more to report (cleanup releases may still be in flight).
     Finished,
 }
@@ -205,6 +209,48 @@ impl Lock {
         )
     }
 
+    /// Starts a read-only inspection of `resource` on all N nodes (`GET` and `PTTL`, no
+    /// script); [`Event::Inspected`] reports it once every node has answered or timed out.
+    ///
+    /// `now` is when the reads start: the reported validity counts from it.
+    pub fn inspect(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let phase = Inspecting::start(&mut ctx, now);
+        Ok(Self {
+            ctx,
+            phase,
+            in_line: false,
+        })
+    }
+
+    /// Starts releasing `resource` on all N nodes where it holds exactly `token` (the
+    /// compare-and-delete of every release, by script or the node's own command), for a
+    /// lock this process does not hold: an operator letting go of a stuck holder.
+    /// [`Event::Released`] reports each node.
+    ///
+    /// `token` is compared with the whole stored value (for a stamped token, value and
+    /// nonce, as an [`Inspection`](crate::Inspection) shows it); nothing else is touched.
+    pub fn release_token(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        token: &Token,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let phase = release::start(&mut ctx, now, token);
+        Ok(Self {
+            ctx,
+            phase,
+            in_line: false,
+        })
+    }
+
     /// The operation id events carry.
     pub fn op(&self) -> OpId {
         self.ctx.op
@@ -282,7 +328,14 @@ impl Lock {
                 return Some((round, id, node, form));
             }
         }
-        let round = self.phase.round_mut()?;
+        let (round, second) = self.phase.rounds_mut();
+        if let Some(round) = round
+            && let Some((id, node, form)) = round.next_send(&commands)
+        {
+            return Some((round, id, node, form));
+        }
+        // Only an inspection has a second round: its `PTTL`s, after every `GET`.
+        let round = second?;
         let (id, node, form) = round.next_send(&commands)?;
         Some((round, id, node, form))
     }
@@ -301,7 +354,7 @@ impl Lock {
             Phase::Held(h) => h.timer(&self.ctx.params),
             Phase::Expired(e) => Some(e.timer()),
             Phase::Queued(q) => Some(q.timer()),
-            Phase::Releasing(_) | Phase::Finished => None,
+            Phase::Releasing(_) | Phase::Inspecting(_) | Phase::Finished => None,
         };
         // Plain loops: this runs after every reply, and iterator chains of `Option`s cost
         // several times as much here.
@@ -336,7 +389,7 @@ impl Lock {
         let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
         let round = match cleanup {
             Some(i) => &mut self.ctx.cleanup[i],
-            None => match self.phase.round_mut().filter(|r| r.seq == seq) {
+            None => match self.phase.round_with_seq(seq) {
                 Some(round) => round,
                 // Not a round in flight: decided, timed out or unknown.
                 None => return,
@@ -372,6 +425,7 @@ impl Lock {
             Phase::Held(h) => h.on_timer(ctx, now),
             Phase::Expired(e) => e.on_timer(ctx, now),
             Phase::Queued(q) => q.on_timer(ctx, now),
+            Phase::Inspecting(i) => i.on_timer(ctx, now),
             Phase::Releasing(_) | Phase::Finished => None,
         });
     }
@@ -420,6 +474,8 @@ impl Lock {
             Phase::Acquiring(a) => a.cancel(ctx, now),
             Phase::Queued(q) => q.cancel(ctx, now),
             Phase::Held(_) | Phase::Expired(_) => phase.release(ctx, now),
+            // Reads leave nothing behind: dropped, their late answers swallowed.
+            Phase::Inspecting(_) => Some(Phase::Finished),
             Phase::Releasing(_) | Phase::Finished => None,
         });
     }
@@ -439,6 +495,7 @@ impl Lock {
             Phase::Acquiring(a) => a.on_vote(ctx, now, rng),
             Phase::Held(h) => h.on_vote(ctx, now, rng),
             Phase::Releasing(r) => r.on_vote(ctx, now),
+            Phase::Inspecting(i) => i.on_vote(ctx, now),
             Phase::Queued(_) | Phase::Expired(_) | Phase::Finished => None,
         });
     }
@@ -461,17 +518,39 @@ impl Phase {
             Self::Acquiring(a) => a.round(),
             Self::Held(h) => h.round(),
             Self::Releasing(r) => Some(r.round()),
+            Self::Inspecting(i) => Some(i.round()),
             Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
         }
     }
 
+    /// The round the phase waits on (an inspection's `GET` round).
     #[inline]
     fn round_mut(&mut self) -> Option<&mut Round> {
+        self.rounds_mut().0
+    }
+
+    /// The phase's rounds in flight: the one above, and an inspection's `PTTL` round.
+    #[inline]
+    fn rounds_mut(&mut self) -> (Option<&mut Round>, Option<&mut Round>) {
         match self {
-            Self::Acquiring(a) => a.round_mut(),
-            Self::Held(h) => h.round_mut(),
-            Self::Releasing(r) => Some(r.round_mut()),
-            Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
+            Self::Acquiring(a) => (a.round_mut(), None),
+            Self::Held(h) => (h.round_mut(), None),
+            Self::Releasing(r) => (Some(r.round_mut()), None),
+            Self::Inspecting(i) => {
+                let (get, pttl) = i.rounds_mut();
+                (Some(get), Some(pttl))
+            }
+            Self::Queued(_) | Self::Expired(_) | Self::Finished => (None, None),
+        }
+    }
+
+    /// The phase's round numbered `seq`, if it is in flight.
+    #[inline]
+    fn round_with_seq(&mut self, seq: u32) -> Option<&mut Round> {
+        let (first, second) = self.rounds_mut();
+        match first {
+            Some(round) if round.seq == seq => Some(round),
+            _ => second.filter(|r| r.seq == seq),
         }
     }
 
@@ -480,13 +559,18 @@ impl Phase {
         match self {
             Self::Held(h) => Some(release::start(ctx, now, h.token())),
             Self::Expired(e) => Some(release::start(ctx, now, e.token())),
-            Self::Queued(_) | Self::Acquiring(_) | Self::Releasing(_) | Self::Finished => None,
+            Self::Queued(_)
+            | Self::Acquiring(_)
+            | Self::Releasing(_)
+            | Self::Inspecting(_)
+            | Self::Finished => None,
         }
     }
 }
 
 impl Ctx {
-    /// A lock's shared state, from the options checked against the configuration.
+    /// The context of a new operation on `resource`; refuses an empty resource and bad
+    /// options.
     fn new(
         op: OpId,
         config: &Config,

@@ -1,0 +1,213 @@
+//! The command line: subcommands and options as clap derives them, and the checks clap
+//! cannot make (a missing `--`, an empty resource, no nodes). Nothing here touches a node.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::exit::{EXIT_CODES, Exit};
+
+/// A distributed flock: run a command while holding a Redlock lock over N independent
+/// Redis or Valkey nodes, see who holds a lock, release one on purpose, or watch the
+/// algorithm work in a local demo.
+#[derive(Debug, Parser)]
+#[command(name = "redlock", version, after_long_help = EXIT_CODES, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Acquire RESOURCE, run CMD while holding it (auto-extended), release when CMD exits,
+    /// and exit with CMD's status.
+    Exec(ExecArgs),
+    /// Show who holds RESOURCE on each node, whether a quorum agrees, and for how long.
+    Status(StatusArgs),
+    /// Release RESOURCE where it holds exactly the given token (a stuck holder's).
+    Release(ReleaseArgs),
+    /// Start 5 local nodes and show K workers incrementing a counter with and without the
+    /// lock, a node killed and restarted midway.
+    Demo(DemoArgs),
+}
+
+/// Where the nodes are, and how much to say.
+#[derive(Debug, Args)]
+pub(crate) struct NodeArgs {
+    /// The nodes, comma-separated: `redis://[user:password@]host:port[/db]` or `host:port`.
+    #[arg(
+        long,
+        env = "REDLOCK_NODES",
+        value_delimiter = ',',
+        value_name = "URL,..."
+    )]
+    pub(crate) nodes: Vec<String>,
+    /// Say nothing on stderr but errors.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+/// `redlock exec`.
+#[derive(Debug, Args)]
+pub(crate) struct ExecArgs {
+    /// The lock's name (the key on every node).
+    pub(crate) resource: String,
+    /// The command to run and its arguments, after `--`.
+    #[arg(last = true, value_name = "CMD [ARGS...]")]
+    pub(crate) command: Vec<String>,
+    #[command(flatten)]
+    pub(crate) nodes: NodeArgs,
+    /// The lock's time to live; it is extended automatically while CMD runs.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) ttl: Duration,
+    /// Wait at most this long for the lock (default: until it is free, as flock does).
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DUR", conflicts_with = "no_wait")]
+    pub(crate) wait: Option<Duration>,
+    /// Make one attempt; exit "not acquired" at once if the lock is held (flock's -n).
+    #[arg(long, short = 'n')]
+    pub(crate) no_wait: bool,
+    /// Stop extending after CMD has held the lock this long (the lock then expires and CMD
+    /// is told, per --on-lost).
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    pub(crate) max_hold: Duration,
+    /// What to do to CMD when the lock is lost while it runs.
+    #[arg(long, value_enum, default_value_t = OnLost::Term)]
+    pub(crate) on_lost: OnLost,
+    /// With --on-lost term: how long CMD has after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    pub(crate) grace: Duration,
+    /// Take a fencing token and pass it to CMD as REDLOCK_FENCING_TOKEN.
+    #[arg(long)]
+    pub(crate) fenced: bool,
+}
+
+/// What `exec` does to the command when the lock is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnLost {
+    /// SIGTERM, then SIGKILL after --grace.
+    Term,
+    /// SIGKILL at once.
+    Kill,
+    /// Let it run; the exit code still says the lock was lost.
+    Ignore,
+}
+
+/// `redlock status`.
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// The lock's name.
+    pub(crate) resource: String,
+    #[command(flatten)]
+    pub(crate) nodes: NodeArgs,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// The holders' ttl, for the drift allowance in the validity shown.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) ttl: Duration,
+}
+
+/// `redlock release`.
+#[derive(Debug, Args)]
+pub(crate) struct ReleaseArgs {
+    /// The lock's name.
+    pub(crate) resource: String,
+    /// The holder's token, exactly as `redlock status` shows it (required: nothing is
+    /// released without it).
+    #[arg(long)]
+    pub(crate) token: Option<String>,
+    #[command(flatten)]
+    pub(crate) nodes: NodeArgs,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `redlock demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Workers incrementing the counter.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) workers: u16,
+    /// How long each phase (with the lock, without it) runs.
+    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    pub(crate) duration: Duration,
+    /// The lock's ttl; the killed node restarts after it.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub(crate) ttl: Duration,
+    /// Say only the verdicts.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// Print the verdicts as JSON on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Parses the command line; clap's errors and the checks it cannot make become one line and
+/// the usage exit code (help and version print and exit 0).
+pub(crate) fn parse() -> Result<Cli, Exit> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = Cli::try_parse_from(&args).map_err(|e| clap_exit(&e, &args))?;
+    check(&cli)?;
+    Ok(cli)
+}
+
+fn clap_exit(e: &clap::Error, args: &[std::ffi::OsString]) -> Exit {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            return Exit::code(0);
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return Exit::usage(String::new());
+        }
+        _ => {}
+    }
+    let exec = args.get(1).is_some_and(|a| a == "exec");
+    if exec && !args.iter().any(|a| a == "--") {
+        return Exit::usage(MISSING_DASHES.into());
+    }
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad usage");
+    Exit::usage(first.trim_start_matches("error: ").to_owned())
+}
+
+/// What clap cannot check: a resource, a command after `--`, a token, some nodes.
+fn check(cli: &Cli) -> Result<(), Exit> {
+    let (resource, nodes) = match &cli.command {
+        Command::Exec(a) => {
+            if a.command.is_empty() {
+                return Err(Exit::usage(MISSING_DASHES.into()));
+            }
+            (&a.resource, &a.nodes)
+        }
+        Command::Status(a) => (&a.resource, &a.nodes),
+        Command::Release(a) => {
+            if a.token.as_deref().is_none_or(str::is_empty) {
+                let msg =
+                    "release needs --token T: the holder's token, as `redlock status` shows it";
+                return Err(Exit::usage(msg.into()));
+            }
+            (&a.resource, &a.nodes)
+        }
+        Command::Demo(_) => return Ok(()),
+    };
+    if resource.is_empty() {
+        return Err(Exit::usage("the resource is empty: name the lock".into()));
+    }
+    if nodes.nodes.iter().all(|n| n.trim().is_empty()) {
+        let msg = "no nodes: pass --nodes URL,... or set REDLOCK_NODES";
+        return Err(Exit::usage(msg.into()));
+    }
+    Ok(())
+}
+
+const MISSING_DASHES: &str =
+    "exec needs `--` before the command: redlock exec RESOURCE [OPTIONS] -- CMD [ARGS...]";

@@ -1,0 +1,383 @@
+//! `redlock demo`: the algorithm at work, and what goes wrong without it, in one command.
+//!
+//! Six local nodes through the test kit: five for the lock, one holding a counter. K workers
+//! increment the counter with a `GET` then a `SET` (two round trips, so an unprotected
+//! increment can be lost), first inside the lock, with one lock node killed a third of the
+//! way in and restarted once the longest ttl has passed (a restart without persistence must
+//! wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
+//! counter equals the number of sections; without it, the difference is the lost updates.
+//! Every node stops when the demo ends, is interrupted (INT, TERM, HUP) or fails.
+
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock_testkit::Cluster;
+use redlock_tokio::{Redlock, RetryPolicy};
+use tokio::task::JoinSet;
+
+use crate::cli::DemoArgs;
+use crate::counter::Counter;
+use crate::exit::{self, Exit};
+use crate::json;
+use crate::progress::seconds;
+use crate::signals::{self, Caught};
+
+/// Runs `redlock demo`; exits 0 when the locked run's verdict holds.
+pub(crate) async fn run(args: DemoArgs) -> Exit {
+    let mut caught = match Caught::install() {
+        Ok(caught) => caught,
+        Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot catch signals: {e}")),
+    };
+    let mut start = tokio::task::spawn_blocking(|| Cluster::start(LOCK_NODES + 1));
+    let cluster = tokio::select! {
+        started = &mut start => started,
+        signal = caught.recv() => {
+            // Whatever it started stops when its result is dropped.
+            drop(start.await);
+            return Exit::code(signals::exit_code(signal));
+        }
+    };
+    let cluster = match cluster {
+        Ok(Ok(cluster)) => Arc::new(cluster),
+        Ok(Err(e)) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
+        Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
+    };
+    let exit = tokio::select! {
+        exit = both_runs(&cluster, &args) => exit,
+        signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted; stopping the nodes"),
+    };
+    // A node restart may still run on a blocking thread; its nodes stop with the last `Arc`.
+    for _ in 0..200 {
+        if Arc::strong_count(&cluster) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(cluster);
+    exit
+}
+
+/// The locked run, then the unlocked one, then the verdicts.
+async fn both_runs(cluster: &Arc<Cluster>, args: &DemoArgs) -> Exit {
+    let say = !args.quiet && !args.json;
+    let urls = cluster.urls()[..LOCK_NODES].to_vec();
+    if say {
+        println!(
+            "redlock demo: {} lock nodes, 1 counter node ({}), {} workers, {} per run, ttl {}",
+            LOCK_NODES,
+            cluster.server(),
+            args.workers,
+            seconds(args.duration),
+            seconds(args.ttl)
+        );
+    }
+    let redlock = match Redlock::builder(&urls).and_then(|b| {
+        b.config(|c| c.ttl(args.ttl).retry(patient(args.duration)))
+            .build()
+    }) {
+        Ok(redlock) => redlock,
+        Err(e) => return Exit::lock_error("demo", &e),
+    };
+    let locked = match one_run(cluster, Some(redlock), args, "demo:locked").await {
+        Ok(run) => run,
+        Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("the locked run failed: {e}")),
+    };
+    let unlocked = match one_run(cluster, None, args, "demo:unlocked").await {
+        Ok(run) => run,
+        Err(e) => {
+            return Exit::with(
+                exit::NODE_ERROR,
+                format_args!("the unlocked run failed: {e}"),
+            );
+        }
+    };
+    verdicts(&locked, &unlocked, args)
+}
+
+/// What one run counted.
+#[derive(Debug, Default)]
+struct Tally {
+    sections: AtomicU64,
+    waits: AtomicU64,
+    wait_us: AtomicU64,
+    /// Sections given up because the lock had no validity left when the write was due.
+    expired: AtomicU64,
+}
+
+/// One run's result.
+struct Run {
+    sections: u64,
+    counter: u64,
+    waits: u64,
+    expired: u64,
+    elapsed: Duration,
+}
+
+/// Runs the workers for the configured time (killing and restarting a lock node when
+/// locked), then reads the counter.
+async fn one_run(
+    cluster: &Arc<Cluster>,
+    redlock: Option<Redlock>,
+    args: &DemoArgs,
+    key: &str,
+) -> std::io::Result<Run> {
+    let chaos = redlock.is_some();
+    let tally = Arc::new(Tally::default());
+    let started = Instant::now();
+    let stop_at = started + args.duration;
+    let counter_node = cluster.node(LOCK_NODES).addr();
+    let mut workers = JoinSet::new();
+    for _ in 0..args.workers {
+        let counter = Counter::connect(counter_node, key).await?;
+        workers.spawn(worker(
+            redlock.clone(),
+            counter,
+            Arc::clone(&tally),
+            stop_at,
+        ));
+    }
+    let mut line = Line::new(
+        if redlock.is_some() {
+            "with the lock"
+        } else {
+            "without it"
+        },
+        args,
+    );
+    let mut chaos = chaos.then(|| Chaos::new(started, args));
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            joined = workers.join_next() => match joined {
+                None => break,
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => return Err(e),
+                Some(Err(e)) => return Err(std::io::Error::other(e)),
+            },
+            _ = tick.tick() => {
+                if let Some(chaos) = &mut chaos {
+                    chaos.step(cluster, &mut line).await?;
+                }
+                line.draw(started.elapsed(), &tally, cluster);
+            }
+        }
+    }
+    line.finish(started.elapsed(), &tally, cluster);
+    let counter = Counter::connect(counter_node, key).await?.get().await?;
+    Ok(Run {
+        sections: tally.sections.load(Ordering::Relaxed),
+        counter,
+        waits: tally.waits.load(Ordering::Relaxed),
+        expired: tally.expired.load(Ordering::Relaxed),
+        elapsed: started.elapsed(),
+    })
+}
+
+/// One worker: increments until `stop_at`, inside the lock when there is one.
+async fn worker(
+    redlock: Option<Redlock>,
+    mut counter: Counter,
+    tally: Arc<Tally>,
+    stop_at: Instant,
+) -> std::io::Result<()> {
+    while Instant::now() < stop_at {
+        let guard = match &redlock {
+            Some(redlock) => {
+                let asked = Instant::now();
+                let Ok(guard) = redlock.lock(RESOURCE).await else {
+                    continue;
+                };
+                tally.waits.fetch_add(1, Ordering::Relaxed);
+                let waited = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tally.wait_us.fetch_add(waited, Ordering::Relaxed);
+                Some(guard)
+            }
+            None => None,
+        };
+        let value = counter.get().await?;
+        // Let the other workers run between the read and the write, as a real job would.
+        tokio::task::yield_now().await;
+        if guard.as_ref().is_some_and(|g| g.validity().is_zero()) {
+            // Never write without a valid lock.
+            tally.expired.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counter.set(value + 1).await?;
+            tally.sections.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(guard) = guard {
+            let _ = guard.release().await;
+        }
+    }
+    Ok(())
+}
+
+/// Kills the last lock node a third of the way in, restarts it once the ttl has passed.
+struct Chaos {
+    kill_at: Instant,
+    restart_at: Option<Instant>,
+    done: bool,
+}
+
+impl Chaos {
+    fn new(started: Instant, args: &DemoArgs) -> Self {
+        Self {
+            kill_at: started + args.duration / 3,
+            restart_at: None,
+            done: false,
+        }
+    }
+
+    async fn step(&mut self, cluster: &Arc<Cluster>, line: &mut Line) -> std::io::Result<()> {
+        let now = Instant::now();
+        if self.done {
+            return Ok(());
+        }
+        let node = Arc::clone(cluster);
+        match self.restart_at {
+            None if now >= self.kill_at => {
+                node.node(LOCK_NODES - 1)
+                    .kill()
+                    .map_err(std::io::Error::other)?;
+                line.say("killed lock node 5; restarting it once the ttl has passed");
+                self.restart_at = Some(now + line.ttl + Duration::from_millis(100));
+            }
+            Some(at) if now >= at => {
+                let restart =
+                    tokio::task::spawn_blocking(move || node.node(LOCK_NODES - 1).restart());
+                restart
+                    .await
+                    .map_err(std::io::Error::other)?
+                    .map_err(std::io::Error::other)?;
+                line.say("restarted lock node 5 (empty)");
+                self.done = true;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The live progress line (stderr, on a terminal, unless quiet) and the run's messages.
+struct Line {
+    name: &'static str,
+    live: bool,
+    say: bool,
+    ttl: Duration,
+}
+
+impl Line {
+    fn new(name: &'static str, args: &DemoArgs) -> Self {
+        let say = !args.quiet && !args.json;
+        Self {
+            name,
+            live: say && std::io::stderr().is_terminal(),
+            say,
+            ttl: args.ttl,
+        }
+    }
+
+    fn text(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) -> String {
+        let sections = tally.sections.load(Ordering::Relaxed);
+        let rate = sections as f64 / elapsed.as_secs_f64().max(0.001);
+        let waits = tally.waits.load(Ordering::Relaxed);
+        let avg_wait = match waits {
+            0 => "-".to_owned(),
+            n => format!(
+                "{:.1}ms",
+                tally.wait_us.load(Ordering::Relaxed) as f64 / n as f64 / 1e3
+            ),
+        };
+        let health: String = (cluster.nodes()[..LOCK_NODES].iter())
+            .map(|n| if n.is_running() { 'U' } else { '-' })
+            .collect();
+        format!(
+            "  {:<14} {:>5}  sections {sections:>6} ({rate:>6.0}/s)  lock waits {waits} (avg {avg_wait})  nodes [{health}]",
+            self.name,
+            seconds(elapsed)
+        )
+    }
+
+    fn draw(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) {
+        if self.live {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r{}\x20", self.text(elapsed, tally, cluster));
+            let _ = err.flush();
+        }
+    }
+
+    fn say(&self, message: &str) {
+        if self.live {
+            eprint!("\r{:100}\r", "");
+        }
+        if self.say {
+            eprintln!("  {}: {message}", self.name);
+        }
+    }
+
+    fn finish(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) {
+        if self.live {
+            eprint!("\r{:100}\r", "");
+        }
+        if self.say {
+            eprintln!("{}", self.text(elapsed, tally, cluster));
+        }
+    }
+}
+
+/// Prints both verdicts; the exit code is the locked run's.
+fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs) -> Exit {
+    let passed = locked.counter == locked.sections && locked.sections > 0;
+    let lost = unlocked.sections.saturating_sub(unlocked.counter);
+    if args.json {
+        let run = |r: &Run| {
+            json::object(&[
+                ("sections", r.sections.to_string()),
+                ("counter", r.counter.to_string()),
+                ("lock_waits", r.waits.to_string()),
+                ("expired", r.expired.to_string()),
+                ("elapsed_ms", r.elapsed.as_millis().to_string()),
+            ])
+        };
+        let fields = [
+            ("locked", run(locked)),
+            ("unlocked", run(unlocked)),
+            ("passed", passed.to_string()),
+            ("lost_updates", lost.to_string()),
+        ];
+        println!("{}", json::object(&fields));
+    } else {
+        let verdict = if passed { "PASS" } else { "FAIL" };
+        println!(
+            "with the lock:    {} sections, counter {}: {verdict} (a lock node was killed and restarted midway)",
+            locked.sections, locked.counter
+        );
+        println!(
+            "without the lock: {} increments, counter {}: {lost} lost updates",
+            unlocked.sections, unlocked.counter
+        );
+    }
+    if passed {
+        Exit::code(0)
+    } else {
+        let message = format!(
+            "the counter ({}) is not the number of sections ({})",
+            locked.counter, locked.sections
+        );
+        Exit::with(1, message)
+    }
+}
+
+/// Workers wait as long as the run lasts, retrying every few milliseconds.
+fn patient(run: Duration) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: None,
+        max_wait: Some(run + Duration::from_secs(1)),
+        delay_min: Duration::from_millis(1),
+        delay_max: Duration::from_millis(5),
+    }
+}
+
+const LOCK_NODES: usize = 5;
+const RESOURCE: &str = "demo:lock";

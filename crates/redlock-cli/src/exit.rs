@@ -1,0 +1,90 @@
+//! Exit codes, in the spirit of flock's `-E`: each failure of `redlock` itself has a code of
+//! its own, chosen from sysexits.h so that it rarely collides with a command's; anything else
+//! is the command's own status. [`Exit`] is how every path out of `redlock` says its code
+//! and its one line.
+
+use std::fmt;
+
+use redlock_tokio::{AcquireFailure, LockError};
+
+/// Usage or configuration error: bad option, URL or duration, missing `--`, empty
+/// resource, no nodes (sysexits `EX_USAGE`).
+pub(crate) const USAGE: u8 = 64;
+/// Too few nodes answered to decide (down, refused, timed out) (sysexits `EX_UNAVAILABLE`).
+pub(crate) const NODE_ERROR: u8 = 69;
+/// The lock is held by someone else (`--no-wait`), or `--wait` ran out; for `release`, the
+/// token held nothing (sysexits `EX_TEMPFAIL`).
+pub(crate) const NOT_ACQUIRED: u8 = 75;
+/// The lock was lost while the command ran; the command was told per `--on-lost`.
+pub(crate) const LOST: u8 = 76;
+/// The command could not be run: not executable.
+pub(crate) const CANNOT_RUN: u8 = 126;
+/// The command could not be run: not found.
+pub(crate) const NOT_FOUND: u8 = 127;
+
+/// The exit-code table `--help` ends with.
+pub(crate) const EXIT_CODES: &str = "\
+Exit codes:
+  0..=255  exec: the command's own status (128+N if it died of signal N)
+  64       usage or configuration error (bad option, URL or duration, missing --,
+           empty resource, no nodes)
+  69       node error: too few nodes answered
+  75       not acquired: held elsewhere (--no-wait) or --wait ran out;
+           release: the token held nothing
+  76       lost: the lock was lost while the command ran
+  126/127  exec: the command could not be run / was not found
+  128+N    exec: redlock got signal N while waiting for the lock";
+
+/// How `redlock` ends: a code and, unless empty, one line for stderr.
+#[derive(Debug)]
+pub(crate) struct Exit {
+    pub(crate) code: u8,
+    pub(crate) message: String,
+}
+
+impl Exit {
+    /// Exits with `code`, saying nothing.
+    pub(crate) fn code(code: u8) -> Self {
+        Self {
+            code,
+            message: String::new(),
+        }
+    }
+
+    /// A usage error.
+    pub(crate) fn usage(message: String) -> Self {
+        Self {
+            code: USAGE,
+            message,
+        }
+    }
+
+    /// Exits with `code`, saying `message`.
+    pub(crate) fn with(code: u8, message: impl fmt::Display) -> Self {
+        Self {
+            code,
+            message: message.to_string(),
+        }
+    }
+
+    /// A driver error, with the code its kind calls for; `doing` says what failed.
+    pub(crate) fn lock_error(doing: &str, e: &LockError) -> Self {
+        let code = match e {
+            LockError::Acquire { reason, .. } => acquire_code(reason),
+            LockError::Config(_) | LockError::Address(_) | LockError::Usage(_) => USAGE,
+            LockError::Lost(_) => LOST,
+            _ => NODE_ERROR,
+        };
+        Self::with(code, format_args!("{doing}: {e}"))
+    }
+}
+
+/// Not acquired when someone else holds it (or the wait ran out with them holding it); a
+/// node error when too few nodes answered.
+fn acquire_code(reason: &AcquireFailure) -> u8 {
+    match reason {
+        AcquireFailure::QuorumUnreachable { .. } => NODE_ERROR,
+        AcquireFailure::WaitDeadline { last: Some(last) } => acquire_code(last),
+        _ => NOT_ACQUIRED,
+    }
+}

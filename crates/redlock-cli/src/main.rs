@@ -1,0 +1,96 @@
+//! `redlock`: a distributed flock for shells, cron and operators, over N independent Redis
+//! or Valkey nodes, on the `redlock-tokio` driver.
+//!
+//! ```text
+//! export REDLOCK_NODES=redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
+//! redlock exec nightly-report --no-wait -- ./report.sh   # one machine of the fleet at a time
+//! redlock status nightly-report                          # who holds it, for how long
+//! redlock release nightly-report --token 3f9c...         # let go of a stuck holder
+//! redlock demo                                           # 5 local nodes, with and without
+//! ```
+//!
+//! - `exec` acquires (waiting until free, `--wait DUR` at most, or `--no-wait`), runs the
+//!   command with the lock auto-extended, releases when it exits, and exits with its status.
+//!   The command gets `REDLOCK_RESOURCE`, `REDLOCK_TOKEN`, `REDLOCK_DEADLINE_MS` (Unix time
+//!   in ms when the first validity ends; extensions move it later) and, with `--fenced`,
+//!   `REDLOCK_FENCING_TOKEN`. If the lock is lost while it runs, the command gets SIGTERM
+//!   (then SIGKILL after `--grace`), SIGKILL, or nothing (`--on-lost`), and `redlock` exits
+//!   76. SIGINT, SIGTERM and SIGHUP sent to `redlock` are passed to the command, and the lock
+//!   is released after it exits.
+//! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
+//!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
+//!   less the drift allowance); `--json` for scripts.
+//! - `release --token T` deletes the key where it holds exactly `T` and reports each node.
+//! - `demo` needs no nodes: it starts 5 local ones (`redis-server` on `PATH`, or
+//!   `REDLOCK_SERVER_BIN`).
+//!
+//! Exit codes are in `redlock --help` and the repository's README; node URLs are shown with
+//! their passwords redacted.
+
+mod cli;
+mod counter;
+mod demo;
+mod exec;
+mod exit;
+mod json;
+mod progress;
+mod signals;
+mod status;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redlock_tokio::Redlock;
+
+use crate::cli::{Command, NodeArgs};
+use crate::exit::Exit;
+
+fn main() -> ExitCode {
+    let exit = match cli::parse() {
+        Ok(cli) => run(cli.command),
+        Err(exit) => exit,
+    };
+    if !exit.message.is_empty() {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(stderr, "redlock: {}", exit.message);
+    }
+    ExitCode::from(exit.code)
+}
+
+/// Runs one subcommand on a current-thread runtime: everything `redlock` waits on (the
+/// driver, the child, signals, timers) is IO, never CPU.
+fn run(command: Command) -> Exit {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("no runtime: {e}")),
+    };
+    let exit = runtime.block_on(async move {
+        match command {
+            Command::Exec(args) => exec::run(args).await,
+            Command::Status(args) => status::status(args).await,
+            Command::Release(args) => status::release(args).await,
+            Command::Demo(args) => demo::run(args).await,
+        }
+    });
+    // The driver task has answered everything `redlock` waited on (a release's report);
+    // nothing it still runs holds a lock.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    exit
+}
+
+/// A driver for `nodes` with locks of `ttl`; a bad URL or ttl is a usage error, whose
+/// message names the node with any password redacted.
+pub(crate) fn connect(nodes: &NodeArgs, ttl: Duration) -> Result<Redlock, Exit> {
+    let urls = nodes
+        .nodes
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty());
+    Redlock::builder(urls)
+        .and_then(|b| b.config(|c| c.ttl(ttl)).build())
+        .map_err(|e| Exit::lock_error("bad configuration", &e))
+}

@@ -1,0 +1,188 @@
+//! `redlock status` and `redlock release`: an operator's look at one resource on every node,
+//! and letting go of one holder on purpose. Each prints a per-node report, as text or JSON.
+
+use std::fmt::Write as _;
+
+use redlock_tokio::{Inspection, KeyState, NodeName, Redlock, ReleaseOutcome, Token};
+
+use crate::cli::{ReleaseArgs, StatusArgs};
+use crate::exit::{self, Exit};
+use crate::json;
+use crate::progress::seconds;
+
+/// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else with the
+/// node-error code (the report is printed either way).
+pub(crate) async fn status(args: StatusArgs) -> Exit {
+    let redlock = match crate::connect(&args.nodes, args.ttl) {
+        Ok(redlock) => redlock,
+        Err(exit) => return exit,
+    };
+    let seen = match redlock.inspect(args.resource.as_str()).await {
+        Ok(seen) => seen,
+        Err(e) => return Exit::lock_error("status", &e),
+    };
+    let names = redlock.config().node_names();
+    if args.json {
+        println!("{}", status_json(&seen, names));
+    } else {
+        print!("{}", status_text(&seen, names));
+    }
+    let answered = (seen.nodes.iter())
+        .filter(|n| !matches!(n, KeyState::Failed(_)))
+        .count();
+    if answered >= seen.quorum {
+        Exit::code(0)
+    } else {
+        let message = format!("only {answered} of {} nodes answered", seen.nodes.len());
+        Exit::with(exit::NODE_ERROR, message)
+    }
+}
+
+/// Runs `redlock release --token T`: exits 0 if some node released, "not acquired" if the
+/// token held nothing where nodes answered, the node-error code if no node answered.
+pub(crate) async fn release(args: ReleaseArgs) -> Exit {
+    let token = args.token.as_deref().unwrap_or_default();
+    let token = match Token::new(token.to_owned()) {
+        Ok(token) => token,
+        Err(e) => return Exit::usage(format!("bad --token: {e}")),
+    };
+    let redlock: Redlock = match crate::connect(&args.nodes, DEFAULT_TTL) {
+        Ok(redlock) => redlock,
+        Err(exit) => return exit,
+    };
+    let nodes = match redlock.release_token(args.resource.as_str(), token).await {
+        Ok(nodes) => nodes,
+        Err(e) => return Exit::lock_error("release", &e),
+    };
+    let names = redlock.config().node_names();
+    if args.json {
+        let items: Vec<String> = (names.iter().zip(&nodes))
+            .map(|(name, o)| release_json(name, o))
+            .collect();
+        let fields = [
+            ("resource", json::string(&args.resource)),
+            ("nodes", json::array(&items)),
+        ];
+        println!("{}", json::object(&fields));
+    } else {
+        for (name, outcome) in names.iter().zip(&nodes) {
+            println!("{name}: {outcome}");
+        }
+    }
+    let released = nodes
+        .iter()
+        .filter(|o| **o == ReleaseOutcome::Released)
+        .count();
+    let failed = (nodes.iter())
+        .filter(|o| matches!(o, ReleaseOutcome::Failed(_)))
+        .count();
+    match (released, failed) {
+        (0, f) if f == nodes.len() => Exit::with(exit::NODE_ERROR, "no node answered"),
+        (0, _) => Exit::with(
+            exit::NOT_ACQUIRED,
+            "the token held nothing; nothing released",
+        ),
+        _ => Exit::code(0),
+    }
+}
+
+fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "resource: {}",
+        String::from_utf8_lossy(seen.resource.as_bytes())
+    );
+    for (name, node) in names.iter().zip(&seen.nodes) {
+        let state = match node {
+            KeyState::Free => "free".to_owned(),
+            KeyState::Held { value, ttl } => format!(
+                "held by {} ({})",
+                String::from_utf8_lossy(value),
+                ttl.map_or_else(|| "no expiry".into(), |t| format!("ttl {}", seconds(t)))
+            ),
+            KeyState::Failed(fault) => format!("failed: {fault}"),
+            _ => "unknown".to_owned(),
+        };
+        let _ = writeln!(out, "  {name}: {state}");
+    }
+    let n = seen.nodes.len();
+    let _ = match &seen.holder {
+        Some(holder) => writeln!(
+            out,
+            "quorum: {} of {n} nodes agree on {} (quorum {})",
+            seen.agreeing,
+            String::from_utf8_lossy(holder),
+            seen.quorum
+        ),
+        None => writeln!(
+            out,
+            "quorum: none (at most {} of {n} nodes agree; quorum {})",
+            seen.agreeing, seen.quorum
+        ),
+    };
+    let _ = match (seen.holder.is_some(), seen.validity) {
+        (true, Some(v)) => writeln!(out, "validity: {}", seconds(v)),
+        (true, None) => writeln!(out, "validity: none left"),
+        (false, _) => writeln!(out, "validity: -"),
+    };
+    out
+}
+
+fn status_json(seen: &Inspection, names: &[NodeName]) -> String {
+    let nodes: Vec<String> = (names.iter().zip(&seen.nodes))
+        .map(|(name, node)| node_json(name, node))
+        .collect();
+    json::object(&[
+        (
+            "resource",
+            json::bytes_or_null(Some(seen.resource.as_bytes())),
+        ),
+        ("quorum", seen.quorum.to_string()),
+        ("agreeing", seen.agreeing.to_string()),
+        ("holder", json::bytes_or_null(seen.holder.as_deref())),
+        (
+            "validity_ms",
+            json::number_or_null(seen.validity.map(|v| v.as_millis())),
+        ),
+        ("nodes", json::array(&nodes)),
+    ])
+}
+
+fn node_json(name: &NodeName, node: &KeyState) -> String {
+    let node_name = ("node", json::string(&name.to_string()));
+    match node {
+        KeyState::Free => json::object(&[node_name, ("state", json::string("free"))]),
+        KeyState::Held { value, ttl } => json::object(&[
+            node_name,
+            ("state", json::string("held")),
+            ("token", json::bytes_or_null(Some(value))),
+            ("ttl_ms", json::number_or_null(ttl.map(|t| t.as_millis()))),
+        ]),
+        KeyState::Failed(fault) => json::object(&[
+            node_name,
+            ("state", json::string("failed")),
+            ("error", json::string(&fault.to_string())),
+        ]),
+        _ => json::object(&[node_name, ("state", json::string("unknown"))]),
+    }
+}
+
+fn release_json(name: &NodeName, outcome: &ReleaseOutcome) -> String {
+    let result = match outcome {
+        ReleaseOutcome::Released => "released",
+        ReleaseOutcome::NotHeld => "not_held",
+        ReleaseOutcome::AlreadyExpired => "already_expired",
+        ReleaseOutcome::NotHeldOrExpired => "not_held_or_expired",
+        ReleaseOutcome::Failed(_) => "failed",
+        _ => "unknown",
+    };
+    json::object(&[
+        ("node", json::string(&name.to_string())),
+        ("result", json::string(result)),
+        ("detail", json::string(&outcome.to_string())),
+    ])
+}
+
+/// The ttl a release needs to build a configuration; nothing is locked with it.
+const DEFAULT_TTL: std::time::Duration = std::time::Duration::from_secs(30);

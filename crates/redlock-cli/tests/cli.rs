@@ -1,0 +1,408 @@
+//! The `redlock` binary as a user runs it: real processes against real nodes started by the
+//! test kit, on 127.0.0.1 only. Every wait is bounded; every process started is killed by a
+//! guard if a test fails midway.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redlock_testkit::Cluster;
+
+const REDLOCK: &str = env!("CARGO_BIN_EXE_redlock");
+const USAGE: i32 = 64;
+const NODE_ERROR: i32 = 69;
+const NOT_ACQUIRED: i32 = 75;
+const LOST: i32 = 76;
+
+/// A `redlock` run to completion, with the cluster's nodes; at most 30 s.
+fn redlock(c: &Cluster, args: &[&str]) -> Output {
+    let mut command = Command::new(REDLOCK);
+    command.args(args).env("REDLOCK_NODES", c.urls().join(","));
+    finish(Running::spawn(command, false), Duration::from_secs(30))
+}
+
+/// A `redlock` process in the background, killed on drop; its stdout lines arrive on a
+/// channel (when piped).
+struct Running {
+    child: Child,
+    lines: Option<mpsc::Receiver<String>>,
+}
+
+impl Running {
+    fn spawn(mut command: Command, lines: bool) -> Self {
+        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().expect("start redlock");
+        let lines = lines.then(|| {
+            let stdout = child.stdout.take().expect("piped");
+            let (tx, rx) = mpsc::channel();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            rx
+        });
+        Self { child, lines }
+    }
+
+    /// `redlock exec` in the background with `args`, on the cluster's nodes.
+    fn exec(c: &Cluster, args: &[&str]) -> Self {
+        let mut command = Command::new(REDLOCK);
+        command
+            .arg("exec")
+            .args(args)
+            .env("REDLOCK_NODES", c.urls().join(","));
+        Self::spawn(command, true)
+    }
+
+    /// The next stdout line, within 10 s.
+    fn line(&self) -> String {
+        let lines = self.lines.as_ref().expect("lines piped");
+        lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line from the command within 10 s")
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+
+    /// Waits at most `bound` for the exit status.
+    fn wait(&mut self, bound: Duration) -> ExitStatus {
+        let until = Instant::now() + bound;
+        while Instant::now() < until {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redlock did not exit within {bound:?}");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn finish(mut running: Running, bound: Duration) -> Output {
+    let status = running.wait(bound);
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut out) = running.child.stdout.take() {
+        std::io::Read::read_to_end(&mut out, &mut stdout).expect("stdout");
+    }
+    if let Some(mut err) = running.child.stderr.take() {
+        std::io::Read::read_to_end(&mut err, &mut stderr).expect("stderr");
+    }
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn signal(pid: &str, name: &str) {
+    let status = Command::new("kill")
+        .args([name, pid])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {name} {pid}");
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Whether any node still has `key`.
+fn key_anywhere(c: &Cluster, key: &str) -> bool {
+    (c.nodes().iter()).any(|n| n.command(&["EXISTS", key]).unwrap().as_int() != Some(0))
+}
+
+#[test]
+fn exec_runs_the_command_and_exits_with_its_status_leaving_nothing_locked() {
+    let c = Cluster::start(3).unwrap();
+    let out = redlock(&c, &["exec", "job", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    assert!(!key_anywhere(&c, "job"));
+    let out = redlock(&c, &["exec", "job", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = redlock(&c, &["exec", "job", "--", "/nonexistent/cmd"]);
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+    assert!(
+        !key_anywhere(&c, "job"),
+        "released after a command that could not start"
+    );
+}
+
+#[test]
+fn the_command_sees_the_lock_in_its_environment() {
+    let c = Cluster::start(3).unwrap();
+    let script =
+        r#"echo "$REDLOCK_RESOURCE|$REDLOCK_TOKEN|$REDLOCK_DEADLINE_MS|$REDLOCK_FENCING_TOKEN""#;
+    let before = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let args = [
+        "exec", "env-job", "--ttl", "10s", "--fenced", "--", "sh", "-c", script,
+    ];
+    let out = redlock(&c, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let fields: Vec<&str> = stdout.trim().split('|').collect();
+    assert_eq!(fields[0], "env-job");
+    assert_eq!(fields[1].len(), 40, "a 20-byte hex token: {stdout}");
+    assert!(fields[1].bytes().all(|b| b.is_ascii_hexdigit()));
+    let deadline: u128 = fields[2].parse().expect("a number");
+    assert!(
+        deadline > before + 5_000 && deadline <= before + 11_000,
+        "{deadline} vs {before}"
+    );
+    let fence: u64 = fields[3].parse().expect("a fencing token");
+    assert!(fence > 0);
+}
+
+#[test]
+fn a_second_exec_without_waiting_is_not_acquired_and_one_that_waits_gets_it() {
+    let c = Cluster::start(3).unwrap();
+    let mut first = Running::exec(&c, &["shared", "--", "sh", "-c", "echo held; sleep 1"]);
+    assert_eq!(first.line(), "held");
+    let started = Instant::now();
+    let out = redlock(&c, &["exec", "shared", "--no-wait", "--", "echo", "ran"]);
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ACQUIRED),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(3), "at once");
+    assert!(text(&out.stdout).is_empty(), "the command did not run");
+    assert!(
+        text(&out.stderr).contains("another client holds it"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = redlock(
+        &c,
+        &["exec", "shared", "--wait", "20s", "--", "echo", "ran"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ran\n");
+    let status = first.wait(Duration::from_secs(5));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the first had finished before the second ran"
+    );
+    let out = redlock(&c, &["exec", "shared", "--wait", "300ms", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn sigterm_reaches_the_command_and_the_lock_is_released_after_it_exits() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
+    let mut first = Running::exec(&c, &["term-job", "--", "sh", "-c", script]);
+    assert_eq!(first.line(), "ready");
+    assert!(key_anywhere(&c, "term-job"));
+    signal(&first.pid(), "-TERM");
+    assert_eq!(first.line(), "got-term");
+    let status = first.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(3), "the command's own status");
+    assert!(!key_anywhere(&c, "term-job"), "released");
+}
+
+#[test]
+fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
+    let c = Cluster::start(5).unwrap();
+    let script = "echo \"$REDLOCK_TOKEN\"; trap 'exit 0' TERM; while :; do sleep 0.05; done";
+    let args = ["ops", "--ttl", "2s", "--", "sh", "-c", script];
+    let mut holder = Running::exec(&c, &args);
+    let token = holder.line();
+    let out = redlock(&c, &["status", "ops", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json = text(&out.stdout);
+    assert!(json.contains(&format!(r#""holder":"{token}""#)), "{json}");
+    assert!(
+        json.contains(r#""agreeing":5"#) && json.contains(r#""quorum":3"#),
+        "{json}"
+    );
+    let out = redlock(&c, &["status", "ops"]);
+    let plain = text(&out.stdout);
+    assert!(
+        plain.contains(&format!("5 of 5 nodes agree on {token}")),
+        "{plain}"
+    );
+
+    let out = redlock(&c, &["release", "ops", "--token", "someone-else"]);
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ACQUIRED),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = redlock(&c, &["status", "ops", "--json"]);
+    assert!(
+        text(&out.stdout).contains(&token),
+        "a wrong token changes nothing"
+    );
+
+    let out = redlock(&c, &["release", "ops", "--token", &token]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).matches(": released").count(),
+        5,
+        "{}",
+        text(&out.stdout)
+    );
+    let out = redlock(&c, &["status", "ops", "--json"]);
+    assert!(
+        text(&out.stdout).contains(r#""holder":null"#),
+        "{}",
+        text(&out.stdout)
+    );
+    // Its next extension finds the key gone: the holder is told, and says "lost".
+    let status = holder.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST));
+}
+
+#[test]
+fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = [
+        "paused", "--ttl", "1s", "--grace", "2s", "--", "sh", "-c", script,
+    ];
+    let mut first = Running::exec(&c, &args);
+    assert_eq!(first.line(), "ready");
+    signal(&first.pid(), "-STOP");
+    thread::sleep(Duration::from_millis(1500));
+    let out = redlock(
+        &c,
+        &["exec", "paused", "--wait", "10s", "--", "echo", "second"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    signal(&first.pid(), "-CONT");
+    assert_eq!(
+        first.line(),
+        "told",
+        "the command is told, not left running"
+    );
+    let status = first.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST));
+}
+
+#[test]
+fn a_lost_lock_with_on_lost_kill_kills_the_command() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap '' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = [
+        "killed",
+        "--ttl",
+        "1s",
+        "--on-lost",
+        "kill",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let mut first = Running::exec(&c, &args);
+    assert_eq!(first.line(), "ready");
+    for node in c.nodes() {
+        node.command(&["FLUSHALL"]).unwrap();
+    }
+    let status = first.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST));
+}
+
+#[test]
+fn every_bad_input_is_one_line_and_the_usage_code() {
+    let c = Cluster::start(1).unwrap();
+    let cases: [&[&str]; 7] = [
+        &[
+            "exec",
+            "r",
+            "--nodes",
+            "redis://u:hunter2@h:port",
+            "--",
+            "true",
+        ],
+        &["exec", "r", "--ttl", "ten", "--", "true"],
+        &["exec", "r", "true"],
+        &["exec", "", "--", "true"],
+        &["status", ""],
+        &["release", "r"],
+        &["exec", "r", "--wait", "1s", "--no-wait", "--", "true"],
+    ];
+    for args in cases {
+        let out = redlock(&c, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+    let out = Command::new(REDLOCK)
+        .args(["exec", "r", "--", "true"])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(USAGE));
+    assert!(
+        text(&out.stderr).contains("no nodes"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn unreachable_nodes_are_a_node_error() {
+    let refused = redlock_testkit::refused_port().unwrap();
+    let out = Command::new(REDLOCK)
+        .args([
+            "exec",
+            "r",
+            "--no-wait",
+            "--nodes",
+            &refused.to_string(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(NODE_ERROR), "{}", text(&out.stderr));
+}
+
+#[test]
+fn the_demo_reaches_a_passing_verdict() {
+    let out = Command::new(REDLOCK)
+        .args([
+            "demo",
+            "--duration",
+            "1500ms",
+            "--ttl",
+            "500ms",
+            "--workers",
+            "4",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let json = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{json} {}", text(&out.stderr));
+    assert!(json.contains(r#""passed":true"#), "{json}");
+}
+
+#[test]
+fn help_documents_every_exit_code() {
+    let out = Command::new(REDLOCK).arg("--help").output().unwrap();
+    let help = text(&out.stdout);
+    for code in ["64", "69", "75", "76", "126/127", "128+N"] {
+        assert!(help.contains(code), "{help}");
+    }
+}
