@@ -1,7 +1,8 @@
 //! Runs `cluster --quick` end to end against real local nodes, so CI keeps the cluster bench
 //! working. Asserts that it finishes within a bound, reports every scenario for every subject
 //! (raw, tokio and rslock on both runtime flavours; async-std and blocking once, as
-//! `own-thread`; contended8 for tokio and rslock with no violations; nodes for raw and tokio
+//! `own-thread`; contended8 and contended2x4 for tokio, blocking and rslock with no
+//! violations, with fairness and hand-off latency; nodes for raw and tokio
 //! at every cluster size; held for both lock counts with none lost, every key renewed and
 //! released), and stops its nodes; never how fast anything was.
 
@@ -29,13 +30,23 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
             );
         }
     }
-    // contended8: tokio and rslock on current_thread, sections done, no violations.
-    for subject in ["tokio", "rslock"] {
-        let prefix = format!("| contended8 | current_thread | {subject} | ");
-        let row = stdout.lines().find(|l| l.starts_with(&prefix));
-        assert!(row.is_some(), "no row {prefix:?} in:\n{stdout}");
-        let line = format!("- contended8 / current_thread / {subject}: violations == 0: met (0)");
-        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    // contended8 and contended2x4: tokio, blocking and rslock, sections done, no
+    // violations, fairness and hand-off reported, ours set against rslock.
+    for scenario in ["contended8", "contended2x4"] {
+        for (runtime, subject) in CONTENDED {
+            let prefix = format!("| {scenario} | {runtime} | {subject} | ");
+            let rows = stdout.lines().filter(|l| l.starts_with(&prefix)).count();
+            // One row in the main table, one in the contended table.
+            assert_eq!(rows, 2, "rows {prefix:?} in:\n{stdout}");
+            let line = format!("- {scenario} / {runtime} / {subject}: violations == 0: met (0)");
+            assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+        }
+        for (runtime, subject) in &CONTENDED[..2] {
+            let line = format!("- {scenario} / {runtime} / {subject}: busiest / least busy");
+            assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+            let prefix = format!("| {scenario} | {subject} | ");
+            assert!(stdout.lines().any(|l| l.starts_with(&prefix)), "{stdout}");
+        }
     }
     // nodes: raw and tokio at every cluster size, with numbers and ratios to raw.
     for n in [1, 3, 5, 7, 9] {
@@ -84,21 +95,23 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
         );
     }
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
-    // serial and concurrent32: every row; contended8: tokio, rslock; nodes: raw, tokio × 5.
+    // serial and concurrent32: every row; both contended scenarios: tokio, blocking, rslock,
+    // and tokio and blocking against rslock; nodes: raw, tokio × 5.
     assert_eq!(
         json.matches("\"scenario\":").count(),
-        2 * ROWS.len() + 2 + 10,
+        2 * ROWS.len() + 2 * 3 + 2 * 2 + 10,
         "{json}"
     );
-    assert_eq!(json.matches("\"violations\": 0,").count(), 2, "{json}");
+    assert_eq!(json.matches("\"violations\": 0,").count(), 6, "{json}");
+    assert_eq!(json.matches("\"handoff_p99_us\":").count(), 6, "{json}");
     // The 10 nodes rows, plus the machine's node count.
     assert_eq!(json.matches("\"nodes\": ").count(), 11, "{json}");
     assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    // Only contended8's two rows have no raw baseline: 4 null ratios each (p50, ops/s, CPU,
-    // server CPU).
+    // Only the contended scenarios' six rows have no raw baseline: 4 null ratios each (p50,
+    // ops/s, CPU, server CPU).
     assert!(!json.contains("NaN"), "{json}");
-    assert_eq!(json.matches("ratio\": null").count(), 8, "{json}");
+    assert_eq!(json.matches("ratio\": null").count(), 24, "{json}");
     // held: two runs, each clean.
     for check in [
         "\"none_lost\": true",
@@ -212,6 +225,13 @@ fn opt_in_subjects_report_native_against_scripts() {
 }
 
 /// The rows each scenario has: (runtime label, subject).
+/// The contended scenarios' subjects (ours first, then rslock) and their runtime labels.
+const CONTENDED: [(&str, &str); 3] = [
+    ("current_thread", "tokio"),
+    ("own-thread", "blocking"),
+    ("current_thread", "rslock"),
+];
+
 const ROWS: [(&str, &str); 8] = [
     ("current_thread", "raw"),
     ("current_thread", "tokio"),
@@ -223,6 +243,6 @@ const ROWS: [(&str, &str); 8] = [
     ("multi_thread(2)", "rslock"),
 ];
 
-/// `--quick` takes about 20 s in a debug build (held's two 3 s windows included); allow for a
-/// loaded machine.
-const RUN_BOUND: Duration = Duration::from_secs(90);
+/// `--quick` takes about 35 s in a debug build (held's two 3 s windows and the contended
+/// scenarios' 12 s included); allow for a loaded machine.
+const RUN_BOUND: Duration = Duration::from_secs(150);

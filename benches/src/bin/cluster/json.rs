@@ -7,8 +7,10 @@ use serde::Serialize;
 use crate::format::{rounded, us};
 use crate::held::{HeldEntry, HeldRow};
 use crate::report::{
-    CONCURRENT_OPS_RATIO_MIN, Machine, NATIVE_OVER_SCRIPTS_MIN, NODES_P50_RATIO_MAX, NativeRatio,
-    PeerRatio, Row, SERIAL_P50_RATIO_MAX, TOKIO_OVER_RSLOCK_MIN, nodes_ratios,
+    CONCURRENT_OPS_RATIO_MIN, CONTENDED_OPS_OVER_RSLOCK_MIN, CONTENDED_P99_OVER_RSLOCK_MAX,
+    ContendedPeer, ContendedRow, FAIRNESS_MAX, Machine, NATIVE_OVER_SCRIPTS_MIN,
+    NODES_P50_RATIO_MAX, NativeRatio, PeerRatio, Row, SERIAL_P50_RATIO_MAX, TOKIO_OVER_RSLOCK_MIN,
+    nodes_ratios,
 };
 use crate::stats::Summary;
 
@@ -22,6 +24,9 @@ pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String 
             concurrent32_ops_ratio_min: CONCURRENT_OPS_RATIO_MIN,
             concurrent32_tokio_over_rslock_min: TOKIO_OVER_RSLOCK_MIN,
             concurrent32_native_over_scripts_min: NATIVE_OVER_SCRIPTS_MIN,
+            contended_ops_over_rslock_min: CONTENDED_OPS_OVER_RSLOCK_MIN,
+            contended_p99_over_rslock_max: CONTENDED_P99_OVER_RSLOCK_MAX,
+            contended_fairness_max: FAIRNESS_MAX,
         },
         results: rows.iter().map(ResultEntry::new).collect(),
         tokio_vs_rslock: PeerRatio::from_rows(rows).iter().map(Peer::new).collect(),
@@ -36,6 +41,10 @@ pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String 
                 ratio: rounded(x, 4),
                 target_met: x <= NODES_P50_RATIO_MAX,
             })
+            .collect(),
+        contended_vs_rslock: ContendedPeer::from_rows(rows)
+            .iter()
+            .map(ContendedVsRslock::new)
             .collect(),
         held: held.iter().map(HeldRow::entry).collect(),
     };
@@ -56,6 +65,7 @@ struct Report<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     native_vs_scripts: Vec<Native>,
     nodes_p50_ratio_9_over_3: Vec<NodesRatio>,
+    contended_vs_rslock: Vec<ContendedVsRslock>,
     held: Vec<HeldEntry>,
 }
 
@@ -66,6 +76,9 @@ struct Targets {
     concurrent32_ops_ratio_min: f64,
     concurrent32_tokio_over_rslock_min: f64,
     concurrent32_native_over_scripts_min: f64,
+    contended_ops_over_rslock_min: f64,
+    contended_p99_over_rslock_max: f64,
+    contended_fairness_max: f64,
 }
 
 /// redlock-tokio with native commands against itself with scripts forced.
@@ -119,8 +132,63 @@ struct ResultEntry {
     violations: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gave_up: Option<u64>,
+    /// The contended scenarios only: their own numbers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    contended: Option<ContendedJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     nodes: Option<usize>,
+}
+
+/// A contended row's own numbers; `vs_rslock` for our drivers where rslock ran too.
+#[derive(Serialize)]
+struct ContendedJson {
+    held_locally: u64,
+    sections_per_worker: Vec<u64>,
+    /// `null` when a worker completed no section.
+    busiest_over_least_busy: Option<f64>,
+    handoffs: usize,
+    handoff_p50_us: Option<f64>,
+    handoff_p99_us: Option<f64>,
+    handoffs_before_release_returned: u64,
+}
+
+impl ContendedJson {
+    fn new(c: &ContendedRow) -> Self {
+        Self {
+            held_locally: c.held_locally,
+            sections_per_worker: c.per_worker.clone(),
+            busiest_over_least_busy: rounded(c.fairness(), 4),
+            handoffs: c.handoff.cycles,
+            handoff_p50_us: us(c.handoff.p50),
+            handoff_p99_us: us(c.handoff.p99),
+            handoffs_before_release_returned: c.handoffs_early,
+        }
+    }
+}
+
+/// One of our drivers against rslock in one contended scenario.
+#[derive(Serialize)]
+struct ContendedVsRslock {
+    scenario: &'static str,
+    subject: &'static str,
+    runtime: &'static str,
+    sections_per_s_over_rslock: Option<f64>,
+    wait_p99_over_rslock: Option<f64>,
+    /// The targets, in order: sections/s, p99, gave up, fairness.
+    targets_met: Vec<bool>,
+}
+
+impl ContendedVsRslock {
+    fn new(p: &ContendedPeer<'_>) -> Self {
+        Self {
+            scenario: p.scenario,
+            subject: p.ours.subject,
+            runtime: p.ours.runtime,
+            sections_per_s_over_rslock: rounded(p.ops_ratio(), 4),
+            wait_p99_over_rslock: rounded(p.p99_ratio(), 4),
+            targets_met: p.targets().into_iter().map(|(_, met, _)| met).collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -165,8 +233,9 @@ impl ResultEntry {
             cpu_ratio: rounded(r.cpu_ratio(), 4),
             server_cpu_ratio: rounded(r.server_cpu_ratio(), 4),
             target_met: r.target().map(|(_, met)| met),
-            violations: r.contended.map(|(violations, _)| violations),
-            gave_up: r.contended.map(|(_, gave_up)| gave_up),
+            violations: r.contended.as_ref().map(|c| c.violations),
+            gave_up: r.contended.as_ref().map(|c| c.gave_up),
+            contended: r.contended.as_ref().map(ContendedJson::new),
             nodes: r.nodes,
         }
     }

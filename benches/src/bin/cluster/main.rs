@@ -26,8 +26,8 @@ use std::time::Duration;
 use redlock_testkit::Cluster;
 
 use crate::raw::{RawClient, Release};
-use crate::report::{Machine, Row};
-use crate::scenario::{Plan, Subject};
+use crate::report::{ContendedRow, Machine, Row};
+use crate::scenario::{Peer, PeerSpec, Plan, Subject};
 
 fn main() -> ExitCode {
     match run() {
@@ -50,10 +50,17 @@ struct Args {
     scenario: Option<String>,
     /// Only these subjects (`--subject tokio,raw`), for profiling; without raw, no ratios.
     subjects: Option<Vec<String>>,
-    /// Internal: run one `held` measurement of this many locks on `held_nodes` and print its
+    /// Internal: run one `held` measurement of this many locks on `child_nodes` and print its
     /// result line (`--held-child N --held-nodes ADDR,ADDR,...`); see [`held::child`].
     held_child: Option<usize>,
-    held_nodes: Vec<SocketAddr>,
+    /// The nodes of a child process (`--held-nodes` or `--child-nodes`).
+    child_nodes: Vec<SocketAddr>,
+    /// Internal: be `contended2x4`'s second process for this subject
+    /// (`--contended-child SUBJECT --contended-key KEY --contended-workers FIRST,COUNT
+    /// --child-nodes ADDR,...`); see [`scenario::child`].
+    contended_child: Option<String>,
+    contended_key: String,
+    contended_workers: (u32, u32),
 }
 
 impl Args {
@@ -74,7 +81,7 @@ impl Args {
     /// Whether the two passes run at all: not when `--scenario` names a scenario that runs on
     /// clusters of its own (`nodes`, `held`).
     fn wants_passes(&self) -> bool {
-        ["serial", "concurrent32", "contended8"]
+        ["serial", "concurrent32", "contended8", "contended2x4"]
             .iter()
             .any(|s| self.wants_scenario(s))
     }
@@ -104,7 +111,17 @@ fn run() -> Result<(), String> {
     let args = parse_args()?;
     let plan = if args.quick { Plan::QUICK } else { Plan::FULL };
     if let Some(locks) = args.held_child {
-        return held::child(locks, &args.held_nodes, plan);
+        return held::child(locks, &args.child_nodes, plan);
+    }
+    if let Some(subject) = &args.contended_child {
+        let spec = PeerSpec {
+            subject: subject.clone(),
+            nodes: args.child_nodes.clone(),
+            key: args.contended_key.clone(),
+            first: args.contended_workers.0,
+            workers: args.contended_workers.1,
+        };
+        return scenario::child(&spec, plan);
     }
     // Dropped on every return below (and on panic), which kills the nodes.
     let cluster = Cluster::start(NODES).map_err(|e| format!("starting {NODES} nodes: {e}"))?;
@@ -187,8 +204,11 @@ async fn run_flavour(
         let samples = scenario::concurrent(&subjects, plan).await?;
         rows.extend(scenario_rows("concurrent32", flavour, &subjects, samples));
     }
-    if flavour.hosts_own_thread() && args.wants_scenario("contended8") {
-        rows.extend(contended8(flavour, &urls, plan, &args).await?);
+    for scenario in ["contended8", "contended2x4"] {
+        if flavour.hosts_own_thread() && args.wants_scenario(scenario) {
+            let two = scenario == "contended2x4";
+            rows.extend(contended_scenario(scenario, two, &urls, &addrs, plan, &args).await?);
+        }
     }
     for subject in &subjects {
         if let Some((written_back, cycles)) = subject.write_backs() {
@@ -258,63 +278,95 @@ async fn subjects(
     Ok(subjects.into_iter().map(Arc::new).collect())
 }
 
-/// `contended8` for tokio and rslock (raw has no retry and is left out), each with the
-/// issue's retry: 20 attempts, delay uniform in 0–10 ms. tokio: `RetryPolicy` with
+/// A subject of the contended scenarios (`tokio`, `blocking` or `rslock`), with the issue's
+/// retry: 20 attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with
 /// `delay_min` 0 and `delay_max` 10 ms (the core never waits under 1 ms); rslock:
 /// `set_retry(20, 10 ms)`, 20 attempts in all, delay uniform in whole ms 0..10.
-async fn contended8(
-    flavour: Flavour,
+fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
+    let flavour = Flavour::CurrentThread.name();
+    let retry = redlock_core::RetryPolicy {
+        max_attempts: Some(CONTENDED_ATTEMPTS),
+        max_wait: None,
+        delay_min: Duration::ZERO,
+        delay_max: CONTENDED_DELAY_MAX,
+    };
+    match name {
+        "tokio" => redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
+            .map(|r| Subject::tokio(r, flavour))
+            .map_err(|e| format!("tokio: build: {e}")),
+        "blocking" => redlock_blocking::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
+            .map(|r| Subject::blocking(r, flavour))
+            .map_err(|e| format!("blocking: build: {e}")),
+        "rslock" => {
+            let mut manager = rslock::LockManager::new(urls.to_vec());
+            manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
+            Ok(Subject::rslock(manager, flavour))
+        }
+        _ => Err(format!("{name}: not a subject of the contended scenarios")),
+    }
+}
+
+/// `contended8` (8 workers here) or `contended2x4` (`two`: 4 here and 4 in a second process
+/// per subject) for tokio, blocking and rslock (raw has no retry and is left out), on the
+/// `current_thread` pass.
+async fn contended_scenario(
+    scenario: &'static str,
+    two: bool,
     urls: &[String],
+    addrs: &[SocketAddr],
     plan: &Plan,
     args: &Args,
 ) -> Result<Vec<Row>, String> {
-    let name = flavour.name();
+    let name = Flavour::CurrentThread.name();
     let mut subjects = Vec::new();
-    if args.wants_subject("tokio", name) {
-        let retry = redlock_tokio::RetryPolicy {
-            max_attempts: Some(CONTENDED_ATTEMPTS),
-            max_wait: None,
-            delay_min: Duration::ZERO,
-            delay_max: CONTENDED_DELAY_MAX,
-        };
-        let redlock = redlock_tokio::Redlock::builder(urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
-            .map_err(|e| format!("tokio: build: {e}"))?;
-        subjects.push(Subject::tokio(redlock, name));
+    for (subject, runtime) in [("tokio", name), ("blocking", OWN_THREAD), ("rslock", name)] {
+        if args.wants_subject(subject, runtime) {
+            subjects.push(Arc::new(contended_subject(subject, urls)?));
+        }
     }
-    if args.wants_subject("rslock", name) {
-        let mut manager = rslock::LockManager::new(urls.to_vec());
-        manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
-        subjects.push(Subject::rslock(manager, name));
-    }
-    let subjects: Vec<Arc<Subject>> = subjects.into_iter().map(Arc::new).collect();
     for subject in &subjects {
         subject
             .warm_up(plan.warmup.min(20))
             .await
             .map_err(|e| format!("{} on {name}: {e}", subject.name()))?;
     }
-    let results = scenario::contended(&subjects, plan).await?;
+    let workers = u32::try_from(plan.contended_workers).unwrap_or(8);
+    let here = if two { workers / 2 } else { workers };
+    let mut peers = Vec::new();
+    for subject in subjects.iter().filter(|_| two) {
+        let spec = PeerSpec {
+            subject: subject.name().to_owned(),
+            nodes: addrs.to_vec(),
+            key: scenario::key(subject),
+            first: here,
+            workers: workers - here,
+        };
+        peers.push(Some(Peer::spawn(&spec, args.quick).await?));
+    }
+    let results = scenario::contended(&subjects, &mut peers, here, plan).await?;
+    drop(peers);
     let counts: Vec<String> = subjects
         .iter()
         .zip(&results)
         .map(|(s, c)| format!("{} {}", s.name(), c.waits.len()))
         .collect();
     eprintln!(
-        "cluster bench: contended8 on {name}: sections: {}",
+        "cluster bench: {scenario} on {name}: sections: {}",
         counts.join(", ")
     );
     Ok(subjects
         .iter()
         .zip(results)
         .map(|(subject, c)| Row {
-            scenario: "contended8",
+            scenario,
             runtime: subject.runtime(),
             subject: subject.name(),
-            summary: c.waits.summary(),
+            summary: c.waits.clone().summary(),
             baseline: None,
             baseline_runtime: name,
-            contended: Some((c.violations, c.gave_up)),
+            contended: Some(ContendedRow::new(c)),
             nodes: None,
         })
         .collect())
@@ -473,7 +525,10 @@ fn parse_args() -> Result<Args, String> {
         scenario: None,
         subjects: None,
         held_child: None,
-        held_nodes: Vec::new(),
+        child_nodes: Vec::new(),
+        contended_child: None,
+        contended_key: String::new(),
+        contended_workers: (0, 0),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -486,12 +541,26 @@ fn parse_args() -> Result<Args, String> {
                 let n = it.next().ok_or("--held-child needs a lock count")?;
                 args.held_child = Some(n.parse().map_err(|e| format!("--held-child: {e}"))?);
             }
-            "--held-nodes" => {
-                let nodes = it.next().ok_or("--held-nodes needs addresses")?;
-                args.held_nodes = nodes
+            "--held-nodes" | "--child-nodes" => {
+                let nodes = it.next().ok_or("--child-nodes needs addresses")?;
+                args.child_nodes = nodes
                     .split(',')
-                    .map(|a| a.parse().map_err(|e| format!("--held-nodes {a}: {e}")))
+                    .map(|a| a.parse().map_err(|e| format!("{arg} {a}: {e}")))
                     .collect::<Result<_, String>>()?;
+            }
+            "--contended-child" => {
+                args.contended_child = Some(it.next().ok_or("--contended-child needs a subject")?);
+            }
+            "--contended-key" => {
+                args.contended_key = it.next().ok_or("--contended-key needs a key")?;
+            }
+            "--contended-workers" => {
+                let spec = it.next().ok_or("--contended-workers needs FIRST,COUNT")?;
+                let (first, count) = spec
+                    .split_once(',')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .ok_or_else(|| format!("--contended-workers {spec:?}: not FIRST,COUNT"))?;
+                args.contended_workers = (first, count);
             }
             "--subject" => {
                 let names = it.next().ok_or("--subject needs a name")?;
@@ -535,9 +604,16 @@ const TTL: Duration = Duration::from_secs(10);
 const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 5] = ["serial", "concurrent32", "contended8", "nodes", "held"];
+const SCENARIOS: [&str; 6] = [
+    "serial",
+    "concurrent32",
+    "contended8",
+    "contended2x4",
+    "nodes",
+    "held",
+];
 
-/// `contended8`: attempts per acquire and the longest delay between them.
+/// The contended scenarios: attempts per acquire and the longest delay between them.
 const CONTENDED_ATTEMPTS: u32 = 20;
 const CONTENDED_DELAY_MAX: Duration = Duration::from_millis(10);
 
@@ -563,6 +639,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 4] =
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|nodes|held] \
+                     [--scenario serial|concurrent32|contended8|contended2x4|nodes|held] \
                      [--subject raw,tokio,rslock,async-std,blocking,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced]";

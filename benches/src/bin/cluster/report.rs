@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::format::{fixed, micros, ratio, verdict};
 use crate::held::{self, HeldRow};
+use crate::scenario::{Contended, fairness};
 use crate::stats::Summary;
 
 /// Serial: each of our drivers' p50 at most this many times raw's (issue 4).
@@ -43,10 +44,118 @@ pub(crate) struct Row {
     pub(crate) baseline: Option<Summary>,
     /// The runtime flavour raw ran on (the pass's).
     pub(crate) baseline_runtime: &'static str,
-    /// `contended8` only: (holder-flag violations, acquires that ran out of retries).
-    pub(crate) contended: Option<(u64, u64)>,
+    /// The contended scenarios only: their own numbers.
+    pub(crate) contended: Option<ContendedRow>,
     /// `nodes` only: the cluster size.
     pub(crate) nodes: Option<usize>,
+}
+
+/// The contended scenarios' own numbers for one subject (its row's p50/p99 are acquire
+/// waits, its ops/s sections per second).
+#[derive(Debug, Clone)]
+pub(crate) struct ContendedRow {
+    /// Overlapping critical sections (or holder-flag violations); target 0.
+    pub(crate) violations: u64,
+    /// Lock calls that failed for want of the lock; the worker tries again.
+    pub(crate) gave_up: u64,
+    /// Of those, the ones that failed with `HeldLocally` (waited in the local queue too long).
+    pub(crate) held_locally: u64,
+    /// Sections per worker, across processes.
+    pub(crate) per_worker: Vec<u64>,
+    /// Hand-off latency: a release call's return to the next holder's lock call's return.
+    pub(crate) handoff: Summary,
+    /// Hand-offs where the next holder had the lock before the releaser's call returned.
+    pub(crate) handoffs_early: u64,
+}
+
+impl ContendedRow {
+    pub(crate) fn new(c: Contended) -> Self {
+        Self {
+            violations: c.violations,
+            gave_up: c.gave_up,
+            held_locally: c.held_locally,
+            per_worker: c.per_worker,
+            handoff: c.handoffs.summary(),
+            handoffs_early: c.handoffs_early,
+        }
+    }
+
+    /// Busiest worker's sections over the least busy one's (infinite if one did none).
+    pub(crate) fn fairness(&self) -> f64 {
+        fairness(&self.per_worker)
+    }
+}
+
+/// Contended scenarios: our drivers' sections/s at least this many times rslock's (issue 14).
+pub(crate) const CONTENDED_OPS_OVER_RSLOCK_MIN: f64 = 1.5;
+/// Contended scenarios: our drivers' p99 acquire wait at most this share of rslock's.
+pub(crate) const CONTENDED_P99_OVER_RSLOCK_MAX: f64 = 0.1;
+/// Contended scenarios: busiest worker's sections at most this many times the least busy's.
+pub(crate) const FAIRNESS_MAX: f64 = 2.0;
+
+/// One of our drivers against rslock in one contended scenario (issue 14).
+#[derive(Debug, Clone)]
+pub(crate) struct ContendedPeer<'a> {
+    pub(crate) scenario: &'static str,
+    pub(crate) ours: &'a Row,
+    pub(crate) rslock: &'a Row,
+}
+
+impl<'a> ContendedPeer<'a> {
+    /// One per contended scenario and driver of ours where rslock ran too.
+    pub(crate) fn from_rows(rows: &'a [Row]) -> Vec<Self> {
+        rows.iter()
+            .filter(|r| r.contended.is_some() && OURS.contains(&r.subject))
+            .filter_map(|ours| {
+                let rslock = rows
+                    .iter()
+                    .find(|r| r.scenario == ours.scenario && r.subject == "rslock")?;
+                Some(Self {
+                    scenario: ours.scenario,
+                    ours,
+                    rslock,
+                })
+            })
+            .collect()
+    }
+
+    /// Sections per second, ours over rslock's.
+    pub(crate) fn ops_ratio(&self) -> f64 {
+        ratio(self.ours.summary.ops_per_s, self.rslock.summary.ops_per_s)
+    }
+
+    /// p99 acquire wait, ours over rslock's.
+    pub(crate) fn p99_ratio(&self) -> f64 {
+        ratio(
+            self.ours.summary.p99.as_secs_f64(),
+            self.rslock.summary.p99.as_secs_f64(),
+        )
+    }
+
+    /// The issue's targets: (description, met, the number), in the verdict lines' order.
+    pub(crate) fn targets(&self) -> Vec<(String, bool, String)> {
+        let c = self.ours.contended.as_ref();
+        let gave_up = c.map_or(0, |c| c.gave_up);
+        let fair = c.map_or(f64::NAN, ContendedRow::fairness);
+        vec![
+            (
+                format!("sections/s / rslock >= {CONTENDED_OPS_OVER_RSLOCK_MIN}"),
+                self.ops_ratio() >= CONTENDED_OPS_OVER_RSLOCK_MIN,
+                fixed(self.ops_ratio()),
+            ),
+            (
+                format!("p99 wait / rslock <= {CONTENDED_P99_OVER_RSLOCK_MAX}"),
+                self.p99_ratio() <= CONTENDED_P99_OVER_RSLOCK_MAX,
+                fixed(self.p99_ratio()),
+            ),
+            ("gave up == 0".to_owned(), gave_up == 0, gave_up.to_string()),
+            (
+                format!("busiest / least busy worker <= {FAIRNESS_MAX}"),
+                fair <= FAIRNESS_MAX,
+                fixed(fair),
+            ),
+        ]
+    }
 }
 
 /// `nodes`: p50(N = 9) / p50(N = 3) at most this (the issue's target).
@@ -377,27 +486,59 @@ fn peers_table(s: &mut String, peers: &[PeerRatio]) {
     }
 }
 
+/// The contended scenarios' own numbers, and ours against rslock.
 fn contended_table(s: &mut String, rows: &[Row]) {
     if !rows.iter().any(|r| r.contended.is_some()) {
         return;
     }
     s.push_str(
-        "\ncontended8 (p50/p99 above are acquire waits, ops/s are sections/s):\n\n\
-         | runtime | subject | sections/s | wait p50 | wait p99 | violations | gave up |\n\
-         |---|---|---|---|---|---|---|\n",
+        "\ncontended (p50/p99 above are acquire waits, ops/s are sections/s; hand-off: a \
+         release call's return to the next holder's lock call's return, 0 when the next \
+         holder's returned first, an early hand-off):\n\n\
+         | scenario | runtime | subject | sections/s | wait p50 | wait p99 | hand-off p50 | \
+         hand-off p99 | early hand-offs | sections per worker | busiest / least | violations \
+         | gave up (held locally) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        if let Some((violations, gave_up)) = r.contended {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.0} | {} | {} | {violations} | {gave_up} |",
-                r.runtime,
-                r.subject,
-                r.summary.ops_per_s,
-                micros(r.summary.p50),
-                micros(r.summary.p99),
-            );
-        }
+        let Some(c) = &r.contended else { continue };
+        let per_worker: Vec<String> = c.per_worker.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) |",
+            r.scenario,
+            r.runtime,
+            r.subject,
+            r.summary.ops_per_s,
+            micros(r.summary.p50),
+            micros(r.summary.p99),
+            micros(c.handoff.p50),
+            micros(c.handoff.p99),
+            c.handoffs_early,
+            c.handoff.cycles,
+            per_worker.join(" "),
+            fixed(c.fairness()),
+            c.violations,
+            c.gave_up,
+            c.held_locally,
+        );
+    }
+    let peers = ContendedPeer::from_rows(rows);
+    if peers.is_empty() {
+        return;
+    }
+    s.push_str(
+        "\ncontended, ours against rslock:\n\n\
+         | scenario | subject | sections/s / rslock | wait p99 / rslock |\n|---|---|---|---|\n",
+    );
+    for p in &peers {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            p.scenario,
+            p.ours.subject,
+            fixed(p.ops_ratio()),
+            fixed(p.p99_ratio()),
+        );
     }
 }
 
@@ -424,13 +565,27 @@ fn nodes_table(s: &mut String, rows: &[Row]) {
 /// The verdict lines of everything but `held`: contended8, nodes, raw ratios, rslock.
 fn verdict_lines(s: &mut String, rows: &[Row], peers: &[PeerRatio]) {
     for r in rows {
-        if let Some((violations, _)) = r.contended {
+        if let Some(c) = &r.contended {
             let _ = writeln!(
                 s,
-                "- contended8 / {} / {}: violations == 0: {} ({violations})",
+                "- {} / {} / {}: violations == 0: {} ({})",
+                r.scenario,
                 r.runtime,
                 r.subject,
-                verdict(violations == 0),
+                verdict(c.violations == 0),
+                c.violations,
+            );
+        }
+    }
+    for p in ContendedPeer::from_rows(rows) {
+        for (target, met, number) in p.targets() {
+            let _ = writeln!(
+                s,
+                "- {} / {} / {}: {target}: {} ({number})",
+                p.scenario,
+                p.ours.runtime,
+                p.ours.subject,
+                verdict(met),
             );
         }
     }

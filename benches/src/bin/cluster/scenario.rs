@@ -1,10 +1,15 @@
-//! The scenarios (`serial`, `concurrent32`) and the subjects they measure: the raw baseline,
+//! The scenarios (`serial`, `concurrent32`; the contended ones in [`contended`]) and the
+//! subjects they measure: the raw baseline,
 //! our three drivers (redlock-tokio, redlock-async-std, redlock-blocking) and rslock. Subjects
 //! take turns in blocks within one run, so load from elsewhere on the shared machine hits
 //! them alike. Timing is `std::time::Instant`.
 
+mod contended;
+mod peer;
+mod record;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock_core::ReleaseOutcome;
@@ -12,6 +17,10 @@ use tokio::task::JoinSet;
 
 use crate::raw::RawClient;
 use crate::stats::{Samples, Stopwatch};
+
+pub(crate) use contended::{Contended, contended, key};
+pub(crate) use peer::{Peer, PeerSpec, child};
+pub(crate) use record::fairness;
 
 /// How much each scenario runs; [`Plan::FULL`] by default, [`Plan::QUICK`] with `--quick`.
 #[derive(Debug, Clone, Copy)]
@@ -413,122 +422,6 @@ pub(crate) async fn concurrent(
             }
             round_samples.add_block(&start);
             out[i].merge(round_samples);
-        }
-    }
-    Ok(out)
-}
-
-/// What `contended8` measured for one subject: acquire waits (with the wall time, so ops/s
-/// is sections per second), holder-flag violations, and acquires that ran out of retries.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Contended {
-    pub(crate) waits: Samples,
-    pub(crate) violations: u64,
-    pub(crate) gave_up: u64,
-}
-
-/// Shared state of the workers on one subject's key.
-#[derive(Default)]
-struct Section {
-    holder: AtomicBool,
-    violations: AtomicU64,
-    gave_up: AtomicU64,
-}
-
-impl Subject {
-    /// One critical section on `key`: acquire (with the subject's own retry), set the holder
-    /// flag (a violation if it was set), sleep 1 ms, clear it, release. Returns the acquire
-    /// wait, or `None` if the acquire ran out of retries.
-    async fn section(&self, key: &str, shared: &Section) -> Result<Option<Duration>, String> {
-        let t0 = Instant::now();
-        let critical = || async {
-            if shared.holder.swap(true, Ordering::SeqCst) {
-                shared.violations.fetch_add(1, Ordering::Relaxed);
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-            shared.holder.store(false, Ordering::SeqCst);
-        };
-        let run = async {
-            match &self.driver {
-                Driver::Tokio(redlock) => {
-                    let Ok(guard) = redlock.lock(key.to_owned()).await else {
-                        return Ok(None);
-                    };
-                    let wait = t0.elapsed();
-                    critical().await;
-                    let nodes = guard
-                        .release()
-                        .await
-                        .map_err(|e| format!("tokio: release: {e}"))?;
-                    // Under contention a node may have refused this lock's `SET` (another
-                    // worker's attempt held it), so only the quorum it locked must release.
-                    let released = nodes
-                        .iter()
-                        .filter(|n| matches!(n, ReleaseOutcome::Released))
-                        .count();
-                    if released > nodes.len() / 2 {
-                        Ok(Some(wait))
-                    } else {
-                        Err(format!("tokio: release under contention: {nodes:?}"))
-                    }
-                }
-                Driver::Rslock(manager) => {
-                    let Ok(lock) = manager.lock(key.as_bytes(), crate::TTL).await else {
-                        return Ok(None);
-                    };
-                    let wait = t0.elapsed();
-                    critical().await;
-                    manager.unlock(&lock).await;
-                    Ok(Some(wait))
-                }
-                _ => Err(format!("{}: not a subject of contended8", self.name)),
-            }
-        };
-        tokio::time::timeout(CYCLE_TIMEOUT, run)
-            .await
-            .map_err(|_| format!("{}: a section took over {CYCLE_TIMEOUT:?}", self.name))?
-    }
-}
-
-/// `contended8`: `plan.contended_workers` tasks on one key per subject, each running
-/// critical sections back to back until the round's time is up; subjects take turns in
-/// rounds. Only tokio and rslock (lock libraries with a retry); see [`Subject::section`].
-pub(crate) async fn contended(
-    subjects: &[Arc<Subject>],
-    plan: &Plan,
-) -> Result<Vec<Contended>, String> {
-    let slice = plan.contended_time / plan.concurrent_rounds;
-    let mut out = vec![Contended::default(); subjects.len()];
-    for round in 0..plan.concurrent_rounds as usize {
-        for i in order(round, subjects.len()) {
-            let key = Arc::new(format!("{}contended", subjects[i].prefix));
-            let shared = Arc::new(Section::default());
-            let start = Stopwatch::start();
-            let until = start.started() + slice;
-            let mut workers = JoinSet::new();
-            for _ in 0..plan.contended_workers {
-                let subject = Arc::clone(&subjects[i]);
-                let (key, shared) = (Arc::clone(&key), Arc::clone(&shared));
-                workers.spawn(async move {
-                    let mut waits = Samples::with_capacity(1024);
-                    while Instant::now() < until {
-                        if let Some(wait) = subject.section(&key, &shared).await? {
-                            waits.push(wait);
-                        } else {
-                            shared.gave_up.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Ok::<_, String>(waits)
-                });
-            }
-            let mut waits = Samples::default();
-            while let Some(joined) = workers.join_next().await {
-                waits.merge(joined.map_err(|e| format!("worker panicked: {e}"))??);
-            }
-            waits.add_block(&start);
-            out[i].waits.merge(waits);
-            out[i].violations += shared.violations.load(Ordering::Relaxed);
-            out[i].gave_up += shared.gave_up.load(Ordering::Relaxed);
         }
     }
     Ok(out)

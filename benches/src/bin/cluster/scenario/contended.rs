@@ -1,0 +1,329 @@
+//! The contended scenarios: workers on **one** key per subject, running critical sections
+//! back to back. `contended8` runs 8 workers in this process; `contended2x4` runs 4 here and
+//! 4 in a second process ([`super::peer`]), on the same key, in the same time slice.
+//! Each section is recorded ([`SectionRecord`]); once a round is over the records of both
+//! processes give the hand-off latencies, overlapping sections and sections per worker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock_core::{AcquireFailure, ReleaseOutcome};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use super::peer::Peer;
+use super::record::{self, SectionRecord, now_ns};
+use super::{CYCLE_TIMEOUT, Driver, Plan, Subject, order};
+use crate::stats::{Samples, Stopwatch};
+
+/// What a contended scenario measured for one subject, over every round and process.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Contended {
+    /// Acquire waits of the sections entered, with the rounds' wall time (so ops/s is
+    /// sections per second, both processes together).
+    pub(crate) waits: Samples,
+    /// Hand-off latencies (see [`record::analyse`]).
+    pub(crate) handoffs: Samples,
+    /// Hand-offs where the next holder had the lock before the releaser's call returned.
+    pub(crate) handoffs_early: u64,
+    /// Per round the larger of the holder-flag violations (one process) and the overlapping
+    /// sections (all processes, from the records), summed.
+    pub(crate) violations: u64,
+    /// Lock calls that failed for want of the lock (contended on the nodes, or
+    /// [`AcquireFailure::HeldLocally`]); the worker then tries again.
+    pub(crate) gave_up: u64,
+    /// Of those, the `HeldLocally` ones (only our drivers queue locally).
+    pub(crate) held_locally: u64,
+    /// Sections per worker, workers numbered across processes.
+    pub(crate) per_worker: Vec<u64>,
+}
+
+/// What one process ran in one round: its records and counters (the second process sends
+/// this to the first as one JSON line).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct RoundPart {
+    pub(crate) records: Vec<SectionRecord>,
+    pub(crate) flag_violations: u64,
+    pub(crate) gave_up: u64,
+    pub(crate) held_locally: u64,
+}
+
+impl RoundPart {
+    fn merge(&mut self, other: Self) {
+        self.records.extend(other.records);
+        self.flag_violations += other.flag_violations;
+        self.gave_up += other.gave_up;
+        self.held_locally += other.held_locally;
+    }
+}
+
+/// Shared state of one process's workers on one subject's key in one round.
+#[derive(Default)]
+struct Shared {
+    holder: AtomicBool,
+    violations: AtomicU64,
+    gave_up: AtomicU64,
+    held_locally: AtomicU64,
+}
+
+impl Shared {
+    /// Enters the critical section: sets the holder flag (a violation if it was set) and
+    /// returns the time.
+    fn enter(&self) -> u64 {
+        if self.holder.swap(true, Ordering::SeqCst) {
+            self.violations.fetch_add(1, Ordering::Relaxed);
+        }
+        now_ns()
+    }
+
+    /// Leaves it: returns the time, then clears the flag.
+    fn leave(&self) -> u64 {
+        let left = now_ns();
+        self.holder.store(false, Ordering::SeqCst);
+        left
+    }
+}
+
+/// How a lock call ended.
+enum Outcome {
+    Held(SectionRecord),
+    GaveUp,
+    HeldLocally,
+}
+
+/// A failed lock call: "gave up" if it failed for want of the lock, an error otherwise.
+fn refused(e: redlock_tokio::LockError) -> Result<Outcome, String> {
+    match e {
+        redlock_tokio::LockError::Acquire {
+            reason: AcquireFailure::HeldLocally,
+            ..
+        } => Ok(Outcome::HeldLocally),
+        redlock_tokio::LockError::Acquire { .. } => Ok(Outcome::GaveUp),
+        e => Err(format!("lock: {e}")),
+    }
+}
+
+/// Under contention a node may have refused this lock's `SET` (another worker's attempt
+/// held it), so only a quorum must report `Released`.
+fn quorum_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
+    let released = nodes
+        .iter()
+        .filter(|n| matches!(n, ReleaseOutcome::Released))
+        .count();
+    if released > nodes.len() / 2 {
+        Ok(())
+    } else {
+        Err(format!("{name}: release under contention: {nodes:?}"))
+    }
+}
+
+/// The critical section's 1 ms.
+const CRITICAL: Duration = Duration::from_millis(1);
+
+impl Subject {
+    /// One critical section on `key`: acquire (with the subject's own retry), enter (holder
+    /// flag), sleep 1 ms, leave, release; recorded with its times.
+    async fn section(&self, key: &str, worker: u32, shared: &Shared) -> Result<Outcome, String> {
+        let t0 = Instant::now();
+        let run = async {
+            let (wait, acquired, entered, left) = match &self.driver {
+                Driver::Tokio(redlock) => {
+                    let guard = match redlock.lock(key.to_owned()).await {
+                        Ok(guard) => guard,
+                        Err(e) => return refused(e),
+                    };
+                    let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+                    tokio::time::sleep(CRITICAL).await;
+                    let left = shared.leave();
+                    let nodes = guard.release().await.map_err(|e| format!("release: {e}"))?;
+                    quorum_released(self.name, &nodes)?;
+                    (wait, acquired, entered, left)
+                }
+                Driver::Rslock(manager) => {
+                    let Ok(lock) = manager.lock(key.as_bytes(), crate::TTL).await else {
+                        return Ok(Outcome::GaveUp);
+                    };
+                    let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+                    tokio::time::sleep(CRITICAL).await;
+                    let left = shared.leave();
+                    manager.unlock(&lock).await;
+                    (wait, acquired, entered, left)
+                }
+                _ => return Err("not an async subject of the contended scenarios".to_owned()),
+            };
+            let released = now_ns();
+            Ok(Outcome::Held(SectionRecord {
+                worker,
+                wait_ns: u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX),
+                acquired,
+                entered,
+                left,
+                released,
+            }))
+        };
+        tokio::time::timeout(CYCLE_TIMEOUT, run)
+            .await
+            .map_err(|_| format!("a section took over {CYCLE_TIMEOUT:?}"))?
+            .map_err(|e| format!("{}: {e}", self.name))
+    }
+
+    /// [`Self::section`] for the blocking driver, on the calling OS thread; its calls cannot
+    /// be cancelled, so [`CYCLE_TIMEOUT`] is checked after the fact.
+    fn section_blocking(&self, key: &str, worker: u32, shared: &Shared) -> Result<Outcome, String> {
+        let Driver::Blocking(redlock) = &self.driver else {
+            return Err(format!(
+                "{}: blocking section on an async driver",
+                self.name
+            ));
+        };
+        let t0 = Instant::now();
+        let guard = match redlock.lock(key.to_owned()) {
+            Ok(guard) => guard,
+            Err(e) => return refused(e).map_err(|e| format!("blocking: {e}")),
+        };
+        let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+        std::thread::sleep(CRITICAL);
+        let left = shared.leave();
+        let nodes = guard
+            .release()
+            .map_err(|e| format!("blocking: release: {e}"))?;
+        let released = now_ns();
+        if t0.elapsed() > CYCLE_TIMEOUT {
+            return Err(format!("blocking: a section took over {CYCLE_TIMEOUT:?}"));
+        }
+        quorum_released("blocking", &nodes)?;
+        Ok(Outcome::Held(SectionRecord {
+            worker,
+            wait_ns: u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX),
+            acquired,
+            entered,
+            left,
+            released,
+        }))
+    }
+
+    /// One worker: sections back to back until `until`; its records.
+    async fn contend(
+        self: Arc<Self>,
+        key: Arc<String>,
+        worker: u32,
+        shared: Arc<Shared>,
+        until: Instant,
+    ) -> Result<Vec<SectionRecord>, String> {
+        if self.is_blocking() {
+            let run = move || {
+                let mut records = Vec::with_capacity(1024);
+                while Instant::now() < until {
+                    let outcome = self.section_blocking(&key, worker, &shared)?;
+                    tally(outcome, &shared, &mut records);
+                }
+                Ok(records)
+            };
+            return tokio::task::spawn_blocking(run)
+                .await
+                .map_err(|e| format!("worker thread panicked: {e}"))?;
+        }
+        let mut records = Vec::with_capacity(1024);
+        while Instant::now() < until {
+            let outcome = self.section(&key, worker, &shared).await?;
+            tally(outcome, &shared, &mut records);
+        }
+        Ok(records)
+    }
+}
+
+fn tally(outcome: Outcome, shared: &Shared, records: &mut Vec<SectionRecord>) {
+    match outcome {
+        Outcome::Held(record) => records.push(record),
+        Outcome::GaveUp => {
+            shared.gave_up.fetch_add(1, Ordering::Relaxed);
+        }
+        Outcome::HeldLocally => {
+            shared.gave_up.fetch_add(1, Ordering::Relaxed);
+            shared.held_locally.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// This process's part of one round: workers `first..first + count` (tasks, or OS threads
+/// for `blocking`) on `key` until `until`.
+pub(crate) async fn run_part(
+    subject: &Arc<Subject>,
+    key: &Arc<String>,
+    first: u32,
+    count: u32,
+    until: Instant,
+) -> Result<RoundPart, String> {
+    let shared = Arc::new(Shared::default());
+    let mut workers = JoinSet::new();
+    for worker in first..first + count {
+        let task = Arc::clone(subject).contend(Arc::clone(key), worker, Arc::clone(&shared), until);
+        workers.spawn(task);
+    }
+    let mut part = RoundPart::default();
+    while let Some(joined) = workers.join_next().await {
+        part.records
+            .extend(joined.map_err(|e| format!("worker panicked: {e}"))??);
+    }
+    part.flag_violations = shared.violations.load(Ordering::Relaxed);
+    part.gave_up = shared.gave_up.load(Ordering::Relaxed);
+    part.held_locally = shared.held_locally.load(Ordering::Relaxed);
+    Ok(part)
+}
+
+/// The key the workers of `subject` contend on (in both processes).
+pub(crate) fn key(subject: &Subject) -> String {
+    format!("{}contended", subject.prefix)
+}
+
+/// A contended scenario: per subject, `plan.contended_workers` workers in this process, plus
+/// as many in the second process when `peers` has one for it; subjects take turns in rounds.
+pub(crate) async fn contended(
+    subjects: &[Arc<Subject>],
+    peers: &mut [Option<Peer>],
+    workers: u32,
+    plan: &Plan,
+) -> Result<Vec<Contended>, String> {
+    let slice = plan.contended_time / plan.concurrent_rounds;
+    let mut out = vec![Contended::default(); subjects.len()];
+    for round in 0..plan.concurrent_rounds as usize {
+        for i in order(round, subjects.len()) {
+            let key = Arc::new(key(&subjects[i]));
+            let start = Stopwatch::start();
+            if let Some(peer) = peers.get_mut(i).and_then(Option::as_mut) {
+                peer.go(slice)?;
+            }
+            let until = start.started() + slice;
+            let mut part = run_part(&subjects[i], &key, 0, workers, until).await?;
+            let mut all = workers as usize;
+            if let Some(peer) = peers.get_mut(i).and_then(Option::as_mut) {
+                part.merge(peer.part(slice + CYCLE_TIMEOUT).await?);
+                all += peer.workers() as usize;
+            }
+            let mut waits = record::waits(&part.records);
+            waits.add_block(&start);
+            add_round(&mut out[i], part, waits, all);
+        }
+    }
+    Ok(out)
+}
+
+/// Adds one round (both processes' parts merged, `workers` in all) to a subject's totals.
+fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: usize) {
+    let analysis = record::analyse(&part.records);
+    let mut handoffs = Samples::with_capacity(analysis.handoffs.len());
+    for h in analysis.handoffs {
+        handoffs.push(h);
+    }
+    total.waits.merge(waits);
+    total.handoffs.merge(handoffs);
+    total.handoffs_early += analysis.handoffs_early;
+    total.violations += analysis.overlaps.max(part.flag_violations);
+    total.gave_up += part.gave_up;
+    total.held_locally += part.held_locally;
+    if total.per_worker.len() < workers {
+        total.per_worker.resize(workers, 0);
+    }
+    record::count_workers(&mut total.per_worker, &part.records);
+}
