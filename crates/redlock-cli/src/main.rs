@@ -15,8 +15,11 @@
 //!   in ms when the first validity ends; extensions move it later) and, with `--fenced`,
 //!   `REDLOCK_FENCING_TOKEN`. If the lock is lost while it runs, the command gets SIGTERM
 //!   (then SIGKILL after `--grace`), SIGKILL, or nothing (`--on-lost`), and `redlock` exits
-//!   76. SIGINT, SIGTERM and SIGHUP sent to `redlock` are passed to the command, and the lock
-//!   is released after it exits.
+//!   76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are passed to the command's
+//!   process group once, and the lock is released after it exits. The command runs in a
+//!   process group of its own, in the terminal's background: Ctrl-C reaches it once (through
+//!   `redlock`), Ctrl-Z stops it with `redlock` and `fg` resumes both, and it cannot read
+//!   the terminal (its stdin is `/dev/null` when `redlock`'s is a terminal).
 //! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.

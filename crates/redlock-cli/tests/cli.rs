@@ -3,6 +3,7 @@
 //! guard if a test fails midway.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -32,7 +33,12 @@ struct Running {
 
 impl Running {
     fn spawn(mut command: Command, lines: bool) -> Self {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        // A group of its own, as a shell's job has: a signal to the group is what a terminal
+        // sends on Ctrl-C.
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
         let mut child = command.spawn().expect("start redlock");
         let lines = lines.then(|| {
             let stdout = child.stdout.take().expect("piped");
@@ -106,9 +112,10 @@ fn finish(mut running: Running, bound: Duration) -> Output {
     }
 }
 
+/// `kill NAME PID`; a PID of `-N` is the process group N.
 fn signal(pid: &str, name: &str) {
     let status = Command::new("kill")
-        .args([name, pid])
+        .args([name, "--", pid])
         .status()
         .expect("kill");
     assert!(status.success(), "kill {name} {pid}");
@@ -215,6 +222,73 @@ fn sigterm_reaches_the_command_and_the_lock_is_released_after_it_exits() {
     let status = first.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(3), "the command's own status");
     assert!(!key_anywhere(&c, "term-job"), "released");
+}
+
+#[test]
+fn ctrl_c_on_a_terminal_reaches_the_command_exactly_once() {
+    let c = Cluster::start(3).unwrap();
+    // Counts the INTs it gets for 1.5 s after the first (at most 10 s in all), then says.
+    // `wait` returns as soon as a trapped signal arrives, so the trap runs at once and a
+    // second INT a moment later counts again. It also says its process group (the 5th
+    // field of /proc/PID/stat).
+    let script = "n=0; trap 'n=$((n+1))' INT; echo \"pgid=$(cut -d' ' -f5 /proc/$$/stat)\"; \
+        i=0; j=0; while [ $i -lt 200 ]; do sleep 0.05 & wait $!; i=$((i+1)); \
+        if [ $n -gt 0 ]; then j=$((j+1)); [ $j -ge 30 ] && break; fi; done; echo \"ints=$n\"";
+    let mut job = Running::exec(&c, &["ctrl-c", "--", "sh", "-c", script]);
+    let pgid = job.line();
+    assert_ne!(
+        pgid,
+        format!("pgid={}", job.pid()),
+        "not in redlock's group"
+    );
+    // What the terminal does on Ctrl-C: INT to every process of the foreground group.
+    signal(&format!("-{}", job.pid()), "-INT");
+    assert_eq!(
+        job.line(),
+        "ints=1",
+        "the terminal's INT and redlock's copy"
+    );
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "the command's own status");
+    assert!(!key_anywhere(&c, "ctrl-c"), "released after it exited");
+}
+
+#[test]
+fn ctrl_z_stops_the_command_with_redlock_and_fg_resumes_both() {
+    let c = Cluster::start(3).unwrap();
+    let script = "echo $$; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done";
+    let mut job = Running::exec(&c, &["ctrl-z", "--", "sh", "-c", script]);
+    let command = job.line();
+    // The terminal's Ctrl-Z, then the shell's `fg`: TSTP, then CONT, to redlock's group.
+    signal(&format!("-{}", job.pid()), "-TSTP");
+    wait_for_state(&job.pid(), true);
+    wait_for_state(&command, true);
+    signal(&format!("-{}", job.pid()), "-CONT");
+    wait_for_state(&job.pid(), false);
+    wait_for_state(&command, false);
+    signal(&job.pid(), "-TERM");
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the command died of the TERM passed on"
+    );
+    assert!(!key_anywhere(&c, "ctrl-z"), "released after it exited");
+}
+
+/// Waits at most 5 s for the process `pid` to be stopped (`T`), or not.
+fn wait_for_state(pid: &str, stopped: bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command's name, which is in parentheses.
+        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+        if (state == Some('T')) == stopped {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("process {pid} not stopped={stopped} within 5 s");
 }
 
 #[test]
