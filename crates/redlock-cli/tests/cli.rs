@@ -142,8 +142,68 @@ fn exec_runs_the_command_and_exits_with_its_status_leaving_nothing_locked() {
     assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
     assert!(
         !key_anywhere(&c, "job"),
-        "released after a command that could not start"
+        "released after a command that was not found"
     );
+    let file = std::env::temp_dir().join(format!("redlock-cli-test-{}", std::process::id()));
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let out = redlock(&c, &["exec", "job", "--", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert!(
+        !key_anywhere(&c, "job"),
+        "released after a command that could not be run"
+    );
+}
+
+#[test]
+fn sigterm_while_waiting_gives_up_and_leaves_nothing_of_its_own() {
+    let c = Cluster::start(3).unwrap();
+    // Another holder on nodes 0 and 1: each attempt sets the key on node 2, then undoes it.
+    for node in &c.nodes()[..2] {
+        node.command(&["SET", "waited", "other", "PX", "30000"])
+            .unwrap();
+    }
+    let mut waiter = Running::exec(&c, &["waited", "--wait", "20s", "--", "echo", "ran"]);
+    thread::sleep(Duration::from_millis(700));
+    signal(&waiter.pid(), "-TERM");
+    let status = waiter.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");
+    assert!(
+        waiter.lines.as_ref().unwrap().try_recv().is_err(),
+        "the command never ran"
+    );
+    let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
+    assert_eq!(on(2).as_str(), None, "nothing of its own is left");
+    assert_eq!(
+        on(0).as_str(),
+        Some("other"),
+        "the holder's keys are untouched"
+    );
+    assert_eq!(on(1).as_str(), Some("other"));
+}
+
+#[test]
+fn a_lock_lost_to_paused_nodes_terminates_the_command_and_leaves_nothing_locked() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = ["outlived", "--ttl", "1s", "--", "sh", "-c", script];
+    let mut job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    c.node(0).pause().unwrap();
+    c.node(1).pause().unwrap();
+    let told = job
+        .lines
+        .as_ref()
+        .unwrap()
+        .recv_timeout(Duration::from_secs(10));
+    c.node(0).resume().unwrap();
+    c.node(1).resume().unwrap();
+    assert_eq!(told.as_deref(), Ok("told"), "the command is told");
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST));
+    // The paused nodes' keys expired at their ttl; the third was released.
+    thread::sleep(Duration::from_millis(1100));
+    assert!(!key_anywhere(&c, "outlived"));
 }
 
 #[test]
@@ -343,6 +403,7 @@ fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
     // Its next extension finds the key gone: the holder is told, and says "lost".
     let status = holder.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(!key_anywhere(&c, "ops"));
 }
 
 #[test]
@@ -369,6 +430,10 @@ fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_termina
     );
     let status = first.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(
+        !key_anywhere(&c, "paused"),
+        "the second released; the first left nothing"
+    );
 }
 
 #[test]
@@ -393,6 +458,10 @@ fn a_lost_lock_with_on_lost_kill_kills_the_command() {
     }
     let status = first.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(
+        !key_anywhere(&c, "paused"),
+        "the second released; the first left nothing"
+    );
 }
 
 #[test]
