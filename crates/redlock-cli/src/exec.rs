@@ -55,8 +55,9 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         Ok((_, Some(reason))) => Exit::with(
             exit::LOST,
             format_args!(
-                "lost the lock on {} while the command ran: {reason}",
-                args.resource
+                "lost the lock on {} while the command ran: {reason}{}",
+                args.resource,
+                exit::lost_hint(&reason)
             ),
         ),
         Ok((status, None)) => Exit::code(status_code(status)),

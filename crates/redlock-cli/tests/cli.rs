@@ -465,6 +465,39 @@ fn a_lost_lock_with_on_lost_kill_kills_the_command() {
 }
 
 #[test]
+fn an_extension_refused_for_good_is_lost_at_once_with_what_to_check() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = ["refused", "--ttl", "3s", "--", "sh", "-c", script];
+    let job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    // Something else writes the key on a majority: the extension's GET gets WRONGTYPE
+    // there, which no retry can heal.
+    for node in &c.nodes()[..2] {
+        node.command(&["DEL", "refused"]).unwrap();
+        node.command(&["RPUSH", "refused", "x"]).unwrap();
+    }
+    let started = Instant::now();
+    assert_eq!(job.line(), "told");
+    let out = finish(job, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(LOST), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("refused for good") && err.contains("WRONGTYPE"),
+        "{err}"
+    );
+    assert!(err.contains("check their ACL"), "{err}");
+    // At the first extension (a third of the ttl), not at the deadline.
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+    let on_third = c.node(2).command(&["EXISTS", "refused"]).unwrap();
+    assert_eq!(on_third.as_int(), Some(0), "its own key was released");
+}
+
+#[test]
 fn every_bad_input_is_one_line_and_the_usage_code() {
     let c = Cluster::start(1).unwrap();
     let cases: [&[&str]; 7] = [
