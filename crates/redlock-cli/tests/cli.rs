@@ -567,11 +567,45 @@ fn the_demo_reaches_a_passing_verdict() {
             "4",
             "--json",
         ])
+        .env_remove("REDLOCK_NODES")
         .output()
         .unwrap();
     let json = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{json} {}", text(&out.stderr));
     assert!(json.contains(r#""passed":true"#), "{json}");
+}
+
+#[test]
+fn the_demo_on_given_nodes_uses_them_kills_none_and_leaves_no_key() {
+    let c = Cluster::start(3).unwrap();
+    let args = [
+        "demo",
+        "--duration",
+        "1s",
+        "--ttl",
+        "500ms",
+        "--workers",
+        "4",
+    ];
+    let out = redlock(&c, &args);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("3 lock nodes of yours"), "{stdout}");
+    assert!(stdout.contains("none is killed or restarted"), "{stdout}");
+    assert!(stdout.contains("PASS") && !stdout.contains("killed and restarted midway"));
+    for node in c.nodes() {
+        assert!(node.is_running(), "every node still runs");
+        let keys = node.command(&["DBSIZE"]).unwrap().as_int();
+        assert_eq!(keys, Some(0), "the demo's keys are deleted");
+    }
+    let mut args = args.to_vec();
+    args.extend(["--json", "--nodes", "redis://127.0.0.1:notaport"]);
+    let out = redlock(&c, &args);
+    assert_eq!(
+        out.status.code(),
+        Some(USAGE),
+        "--nodes wins over REDLOCK_NODES"
+    );
 }
 
 #[test]
