@@ -38,6 +38,10 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         Ok(guard) => guard,
         Err(exit) => return exit,
     };
+    // Before the command starts, so that no Ctrl-Z can stop `redlock` alone: without it,
+    // the command would run on and be told only when `redlock` resumes and finds the lock
+    // lost.
+    let jobs = JobControl::install().ok();
     let child = match spawn(&args, &guard) {
         Ok(child) => child,
         Err(exit) => {
@@ -45,7 +49,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
             return exit;
         }
     };
-    let ended = supervise(child, &guard, &args, &mut caught).await;
+    let ended = supervise(child, &guard, &args, &mut caught, jobs).await;
     report_release(&redlock, guard.release().await, args.nodes.quiet);
     match ended {
         Err(e) => Exit::with(
@@ -174,13 +178,11 @@ async fn supervise(
     guard: &LockGuard,
     args: &ExecArgs,
     caught: &mut Caught,
+    mut jobs: Option<JobControl>,
 ) -> std::io::Result<(ExitStatus, Option<LostReason>)> {
     // `None` only once the child has been reaped, which ends this loop. The child leads
     // its own process group: signals go to the group, the command and what it started.
     let pid = child.id().unwrap_or_default();
-    // Without it, Ctrl-Z stops `redlock` alone: the command runs on and is told when
-    // `redlock` resumes and finds the lock lost.
-    let mut jobs = JobControl::install().ok();
     let mut lost = None;
     let mut kill_at = None;
     loop {
