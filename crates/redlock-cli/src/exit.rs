@@ -31,9 +31,20 @@ Exit codes:
   69       node error: too few nodes answered
   75       not acquired: held elsewhere (--no-wait) or --wait ran out;
            release: the token held nothing
-  76       lost: the lock was lost while the command ran
+  76       lost: the lock was lost while the command ran (extensions failed past the
+           validity, or were refused for good: ACL, replica, another writer)
   126/127  exec: the command could not be run / was not found
-  128+N    exec: redlock got signal N while waiting for the lock";
+  128+N    exec: redlock got signal N while waiting for the lock (nothing ran)
+
+Signals (exec):
+  INT, TERM, HUP, QUIT sent to redlock go once to the command's process group; the lock
+  is released after the command exits. The command has a process group of its own: Ctrl-C
+  reaches it once, Ctrl-Z stops it with redlock and fg resumes both; it cannot read the
+  terminal (stdin is /dev/null when redlock's is a terminal). On a lost lock: --on-lost.
+
+Cron, one machine of the fleet at a time:
+  */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
+              redlock exec --no-wait nightly-report -- ./report.sh";
 
 /// How `redlock` ends: a code and, unless empty, one line for stderr.
 #[derive(Debug)]

@@ -25,10 +25,33 @@
 //!   less the drift allowance); `--json` for scripts.
 //! - `release --token T` deletes the key where it holds exactly `T` and reports each node.
 //! - `demo` needs no nodes: it starts 5 local ones (`redis-server` on `PATH`, or
-//!   `REDLOCK_SERVER_BIN`).
+//!   `REDLOCK_SERVER_BIN`), kills one midway and restarts it after the ttl.
 //!
-//! Exit codes are in `redlock --help` and the repository's README; node URLs are shown with
-//! their passwords redacted.
+//! - `demo` with `--nodes` (or `REDLOCK_NODES`) runs on those instead, the counter on the
+//!   first; it kills and restarts none of them (it says so) and deletes its keys after.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | the command's | `exec`: its own status; 128+N if it died of signal N |
+//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes |
+//! | 69 | node error: too few nodes answered to decide |
+//! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out; `release`: the token held nothing |
+//! | 76 | lost while the command ran: extensions failed past the validity, or were refused for good (`Refused`: ACL, replica, another writer; the message says which) |
+//! | 126 / 127 | `exec`: the command could not be run / was not found |
+//! | 128+N | `exec`: `redlock` got signal N while waiting for the lock; nothing ran |
+//!
+//! On every path out, what `redlock` set is released before it exits (or, where a node
+//! cannot be reached, expires within the ttl). Node URLs are shown with their passwords
+//! redacted.
+//!
+//! # For operators
+//!
+//! ```text
+//! # crontab on every machine: the report runs on one of them; the others exit 75 at once.
+//! */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redlock exec --no-wait nightly-report -- ./report.sh
+//! ```
 
 mod cli;
 mod counter;
