@@ -28,8 +28,8 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Release RESOURCE where it holds exactly the given token (a stuck holder's).
     Release(ReleaseArgs),
-    /// Start 5 local nodes and show K workers incrementing a counter with and without the
-    /// lock, a node killed and restarted midway.
+    /// Start 5 local nodes (or use --nodes) and show K workers incrementing a counter with
+    /// and without the lock, a local node killed and restarted midway.
     Demo(DemoArgs),
 }
 
@@ -128,6 +128,15 @@ pub(crate) struct ReleaseArgs {
 /// `redlock demo`.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
+    /// Run on these nodes instead of starting 5 local ones: the lock on all of them, the
+    /// counter on the first. Nodes not started by the demo are never killed or restarted.
+    #[arg(
+        long,
+        env = "REDLOCK_NODES",
+        value_delimiter = ',',
+        value_name = "URL,..."
+    )]
+    pub(crate) nodes: Vec<String>,
     /// Workers incrementing the counter.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: u16,

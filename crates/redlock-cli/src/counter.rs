@@ -3,8 +3,8 @@
 //! has to protect). A minimal async RESP client for exactly those two commands.
 
 use std::io;
-use std::net::SocketAddr;
 
+use redlock_core::NodeAddress;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -15,14 +15,25 @@ pub(crate) struct Counter {
 }
 
 impl Counter {
-    /// Connects to `addr`; the counter is the key `key`.
-    pub(crate) async fn connect(addr: SocketAddr, key: &str) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
+    /// Connects to `node` (with its URL's `AUTH` and `SELECT`); the counter is the key
+    /// `key`.
+    pub(crate) async fn connect(node: &NodeAddress, key: &str) -> io::Result<Self> {
+        let stream = TcpStream::connect((node.host.as_str(), node.port)).await?;
         stream.set_nodelay(true)?;
-        Ok(Self {
+        let mut counter = Self {
             stream: BufReader::new(stream),
             key: key.to_owned(),
-        })
+        };
+        let settings = &node.settings;
+        match (&settings.username, &settings.password) {
+            (Some(user), Some(password)) => counter.ok(&["AUTH", user, password]).await?,
+            (None, Some(password)) => counter.ok(&["AUTH", password]).await?,
+            _ => {}
+        }
+        if settings.db != 0 {
+            counter.ok(&["SELECT", &settings.db.to_string()]).await?;
+        }
+        Ok(counter)
     }
 
     /// `GET key` as a number (0 when the key is missing).
@@ -44,8 +55,23 @@ impl Counter {
 
     /// `SET key value`.
     pub(crate) async fn set(&mut self, value: u64) -> io::Result<()> {
-        self.send(&["SET", &self.key.clone(), &value.to_string()])
-            .await?;
+        self.ok(&["SET", &self.key.clone(), &value.to_string()])
+            .await
+    }
+
+    /// `DEL key`: the demo leaves nothing behind on nodes it did not start.
+    pub(crate) async fn delete(&mut self) -> io::Result<()> {
+        self.send(&["DEL", &self.key.clone()]).await?;
+        let line = self.line().await?;
+        match line.strip_prefix(':') {
+            Some(_) => Ok(()),
+            None => Err(bad(&line)),
+        }
+    }
+
+    /// Sends a command whose answer must be `+OK`.
+    async fn ok(&mut self, args: &[&str]) -> io::Result<()> {
+        self.send(args).await?;
         let line = self.line().await?;
         if line == "+OK" {
             Ok(())

@@ -6,13 +6,18 @@
 //! way in and restarted once the longest ttl has passed (a restart without persistence must
 //! wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
 //! counter equals the number of sections; without it, the difference is the lost updates.
-//! Every node stops when the demo ends, is interrupted (INT, TERM, HUP) or fails.
+//! Every node stops when the demo ends, is interrupted (INT, TERM, HUP, QUIT) or fails.
+//!
+//! With `--nodes` (or `REDLOCK_NODES`) it runs on those instead, the counter on the first:
+//! they are not the demo's to kill, so that phase is skipped and the output says so. The
+//! demo's keys (`redlock-demo:*`) are deleted after each run.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use redlock_core::NodeAddress;
 use redlock_testkit::Cluster;
 use redlock_tokio::{Redlock, RetryPolicy};
 use tokio::task::JoinSet;
@@ -30,6 +35,26 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
         Ok(caught) => caught,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot catch signals: {e}")),
     };
+    let given: Vec<String> = (args.nodes.iter().map(|n| n.trim()))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if given.is_empty() {
+        return run_local(&args, &mut caught).await;
+    }
+    let nodes = match Nodes::given(given) {
+        Ok(nodes) => nodes,
+        Err(exit) => return exit,
+    };
+    // Interrupted, a worker's lock key expires within the ttl; the counters stay behind.
+    tokio::select! {
+        exit = both_runs(&nodes, &args) => exit,
+        signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted"),
+    }
+}
+
+/// The demo on local nodes it starts (and stops, whatever happens).
+async fn run_local(args: &DemoArgs, caught: &mut Caught) -> Exit {
     let mut start = tokio::task::spawn_blocking(|| Cluster::start(LOCK_NODES + 1));
     let cluster = tokio::select! {
         started = &mut start => started,
@@ -44,9 +69,12 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
         Ok(Err(e)) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
     };
-    let exit = tokio::select! {
-        exit = both_runs(&cluster, &args) => exit,
-        signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted; stopping the nodes"),
+    let exit = match Nodes::local(&cluster) {
+        Ok(nodes) => tokio::select! {
+            exit = both_runs(&nodes, args) => exit,
+            signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted; stopping the nodes"),
+        },
+        Err(exit) => exit,
     };
     // A node restart may still run on a blocking thread; its nodes stop with the last `Arc`.
     for _ in 0..200 {
@@ -59,32 +87,78 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
     exit
 }
 
+/// Where the demo runs: on nodes it started, which it may kill and restart, or on the
+/// user's (`--nodes`), which it never touches but for its own keys.
+struct Nodes {
+    /// The nodes it started; `None` on the user's.
+    local: Option<Arc<Cluster>>,
+    /// The lock's nodes.
+    lock: Vec<String>,
+    /// The counter's node.
+    counter: NodeAddress,
+    /// What the nodes are, for the first line.
+    about: String,
+}
+
+impl Nodes {
+    fn local(cluster: &Arc<Cluster>) -> Result<Self, Exit> {
+        let counter = cluster.node(LOCK_NODES).url();
+        Ok(Self {
+            local: Some(Arc::clone(cluster)),
+            lock: cluster.urls()[..LOCK_NODES].to_vec(),
+            counter: NodeAddress::parse(&counter).map_err(|e| Exit::usage(e.to_string()))?,
+            about: format!(
+                "{LOCK_NODES} local lock nodes, 1 counter node ({})",
+                cluster.server()
+            ),
+        })
+    }
+
+    fn given(urls: Vec<String>) -> Result<Self, Exit> {
+        // `given` is not empty: the caller checked.
+        let counter = NodeAddress::parse(&urls[0]).map_err(|e| Exit::usage(e.to_string()))?;
+        Ok(Self {
+            local: None,
+            about: format!(
+                "{} lock nodes of yours (--nodes), the counter on the first",
+                urls.len()
+            ),
+            lock: urls,
+            counter,
+        })
+    }
+}
+
 /// The locked run, then the unlocked one, then the verdicts.
-async fn both_runs(cluster: &Arc<Cluster>, args: &DemoArgs) -> Exit {
+async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
     let say = !args.quiet && !args.json;
-    let urls = cluster.urls()[..LOCK_NODES].to_vec();
     if say {
         println!(
-            "redlock demo: {} lock nodes, 1 counter node ({}), {} workers, {} per run, ttl {}",
-            LOCK_NODES,
-            cluster.server(),
+            "redlock demo: {}, {} workers, {} per run, ttl {}",
+            nodes.about,
             args.workers,
             seconds(args.duration),
             seconds(args.ttl)
         );
+        if nodes.local.is_none() {
+            println!(
+                "  the nodes are yours: none is killed or restarted (that phase is skipped); \
+                 the demo's keys ({RESOURCE}, {LOCKED}, {UNLOCKED}) are deleted after"
+            );
+        }
     }
-    let redlock = match Redlock::builder(&urls).and_then(|b| {
+    let redlock = match Redlock::builder(&nodes.lock).and_then(|b| {
         b.config(|c| c.ttl(args.ttl).retry(patient(args.duration)))
             .build()
     }) {
         Ok(redlock) => redlock,
         Err(e) => return Exit::lock_error("demo", &e),
     };
-    let locked = match one_run(cluster, Some(redlock), args, "demo:locked").await {
+    let locked = match one_run(nodes, Some(redlock), args, LOCKED).await {
         Ok(run) => run,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("the locked run failed: {e}")),
     };
-    let unlocked = match one_run(cluster, None, args, "demo:unlocked").await {
+    let unlocked = match one_run(nodes, None, args, UNLOCKED).await {
         Ok(run) => run,
         Err(e) => {
             return Exit::with(
@@ -93,7 +167,7 @@ async fn both_runs(cluster: &Arc<Cluster>, args: &DemoArgs) -> Exit {
             );
         }
     };
-    verdicts(&locked, &unlocked, args)
+    verdicts(&locked, &unlocked, args, nodes.local.is_some())
 }
 
 /// What one run counted.
@@ -118,19 +192,24 @@ struct Run {
 /// Runs the workers for the configured time (killing and restarting a lock node when
 /// locked), then reads the counter.
 async fn one_run(
-    cluster: &Arc<Cluster>,
+    nodes: &Nodes,
     redlock: Option<Redlock>,
     args: &DemoArgs,
     key: &str,
 ) -> std::io::Result<Run> {
-    let chaos = redlock.is_some();
+    let cluster = nodes.local.as_ref();
+    let chaos = redlock.is_some() && cluster.is_some();
+    // Counts from zero, on nodes of the user's too.
+    Counter::connect(&nodes.counter, key)
+        .await?
+        .delete()
+        .await?;
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let stop_at = started + args.duration;
-    let counter_node = cluster.node(LOCK_NODES).addr();
     let mut workers = JoinSet::new();
     for _ in 0..args.workers {
-        let counter = Counter::connect(counter_node, key).await?;
+        let counter = Counter::connect(&nodes.counter, key).await?;
         workers.spawn(worker(
             redlock.clone(),
             counter,
@@ -157,7 +236,7 @@ async fn one_run(
                 Some(Err(e)) => return Err(std::io::Error::other(e)),
             },
             _ = tick.tick() => {
-                if let Some(chaos) = &mut chaos {
+                if let (Some(chaos), Some(cluster)) = (&mut chaos, cluster) {
                     chaos.step(cluster, &mut line).await?;
                 }
                 line.draw(started.elapsed(), &tally, cluster);
@@ -165,7 +244,9 @@ async fn one_run(
         }
     }
     line.finish(started.elapsed(), &tally, cluster);
-    let counter = Counter::connect(counter_node, key).await?.get().await?;
+    let mut reader = Counter::connect(&nodes.counter, key).await?;
+    let counter = reader.get().await?;
+    reader.delete().await?;
     Ok(Run {
         sections: tally.sections.load(Ordering::Relaxed),
         counter,
@@ -278,7 +359,7 @@ impl Line {
         }
     }
 
-    fn text(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) -> String {
+    fn text(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) -> String {
         let sections = tally.sections.load(Ordering::Relaxed);
         let rate = sections as f64 / elapsed.as_secs_f64().max(0.001);
         let waits = tally.waits.load(Ordering::Relaxed);
@@ -289,17 +370,26 @@ impl Line {
                 tally.wait_us.load(Ordering::Relaxed) as f64 / n as f64 / 1e3
             ),
         };
-        let health: String = (cluster.nodes()[..LOCK_NODES].iter())
-            .map(|n| if n.is_running() { 'U' } else { '-' })
-            .collect();
+        // Only the nodes it started: the user's are not watched.
+        let health = match cluster {
+            Some(cluster) => (cluster.nodes()[..LOCK_NODES].iter())
+                .map(|n| if n.is_running() { 'U' } else { '-' })
+                .collect(),
+            None => String::new(),
+        };
+        let health = if health.is_empty() {
+            health
+        } else {
+            format!("  nodes [{health}]")
+        };
         format!(
-            "  {:<14} {:>5}  sections {sections:>6} ({rate:>6.0}/s)  lock waits {waits} (avg {avg_wait})  nodes [{health}]",
+            "  {:<14} {:>5}  sections {sections:>6} ({rate:>6.0}/s)  lock waits {waits} (avg {avg_wait}){health}",
             self.name,
             seconds(elapsed)
         )
     }
 
-    fn draw(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) {
+    fn draw(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
         if self.live {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r{}\x20", self.text(elapsed, tally, cluster));
@@ -316,7 +406,7 @@ impl Line {
         }
     }
 
-    fn finish(&self, elapsed: Duration, tally: &Tally, cluster: &Cluster) {
+    fn finish(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
         if self.live {
             eprint!("\r{:100}\r", "");
         }
@@ -327,7 +417,7 @@ impl Line {
 }
 
 /// Prints both verdicts; the exit code is the locked run's.
-fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs) -> Exit {
+fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs, killed: bool) -> Exit {
     let passed = locked.counter == locked.sections && locked.sections > 0;
     let lost = unlocked.sections.saturating_sub(unlocked.counter);
     if args.json {
@@ -349,8 +439,12 @@ fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs) -> Exit {
         println!("{}", json::object(&fields));
     } else {
         let verdict = if passed { "PASS" } else { "FAIL" };
+        let chaos = match killed {
+            true => " (a lock node was killed and restarted midway)",
+            false => "",
+        };
         println!(
-            "with the lock:    {} sections, counter {}: {verdict} (a lock node was killed and restarted midway)",
+            "with the lock:    {} sections, counter {}: {verdict}{chaos}",
             locked.sections, locked.counter
         );
         println!(
@@ -380,4 +474,7 @@ fn patient(run: Duration) -> RetryPolicy {
 }
 
 const LOCK_NODES: usize = 5;
-const RESOURCE: &str = "demo:lock";
+const RESOURCE: &str = "redlock-demo:lock";
+/// The counters of the run with the lock and of the run without it.
+const LOCKED: &str = "redlock-demo:locked";
+const UNLOCKED: &str = "redlock-demo:unlocked";

@@ -6,9 +6,10 @@
 //! not start, exited, or was killed is followed by the guard's release.
 
 use std::ffi::OsStr;
+use std::io::IsTerminal;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redlock_tokio::{
@@ -20,7 +21,7 @@ use tokio::process::{Child, Command};
 use crate::cli::{ExecArgs, OnLost};
 use crate::exit::{self, Exit};
 use crate::progress::WaitLine;
-use crate::signals::{self, Caught};
+use crate::signals::{self, Caught, JobControl};
 
 /// Runs `redlock exec`.
 pub(crate) async fn run(args: ExecArgs) -> Exit {
@@ -37,6 +38,10 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         Ok(guard) => guard,
         Err(exit) => return exit,
     };
+    // Before the command starts, so that no Ctrl-Z can stop `redlock` alone: without it,
+    // the command would run on and be told only when `redlock` resumes and finds the lock
+    // lost.
+    let jobs = JobControl::install().ok();
     let child = match spawn(&args, &guard) {
         Ok(child) => child,
         Err(exit) => {
@@ -44,7 +49,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
             return exit;
         }
     };
-    let ended = supervise(child, &guard, &args, &mut caught).await;
+    let ended = supervise(child, &guard, &args, &mut caught, jobs).await;
     report_release(&redlock, guard.release().await, args.nodes.quiet);
     match ended {
         Err(e) => Exit::with(
@@ -54,8 +59,9 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         Ok((_, Some(reason))) => Exit::with(
             exit::LOST,
             format_args!(
-                "lost the lock on {} while the command ran: {reason}",
-                args.resource
+                "lost the lock on {} while the command ran: {reason}{}",
+                args.resource,
+                exit::lost_hint(&reason)
             ),
         ),
         Ok((status, None)) => Exit::code(status_code(status)),
@@ -147,6 +153,14 @@ fn spawn(args: &ExecArgs, guard: &LockGuard) -> Result<Child, Exit> {
     if let Some(fence) = guard.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", fence.to_string());
     }
+    // A group of its own, so that the terminal's signals reach `redlock` alone and the
+    // command gets each once (crate::signals). It is then in the terminal's background,
+    // where reading the terminal would stop it while `redlock` kept the lock: it reads
+    // nothing instead.
+    command.process_group(0);
+    if std::io::stdin().is_terminal() {
+        command.stdin(Stdio::null());
+    }
     command.spawn().map_err(|e| {
         let code = match e.kind() {
             std::io::ErrorKind::NotFound => exit::NOT_FOUND,
@@ -164,8 +178,10 @@ async fn supervise(
     guard: &LockGuard,
     args: &ExecArgs,
     caught: &mut Caught,
+    mut jobs: Option<JobControl>,
 ) -> std::io::Result<(ExitStatus, Option<LostReason>)> {
-    // `None` only once the child has been reaped, which ends this loop.
+    // `None` only once the child has been reaped, which ends this loop. The child leads
+    // its own process group: signals go to the group, the command and what it started.
     let pid = child.id().unwrap_or_default();
     let mut lost = None;
     let mut kill_at = None;
@@ -177,20 +193,29 @@ async fn supervise(
                 eprintln!("redlock: lost the lock on {}: {reason}; {}", args.resource, tell(args.on_lost));
                 match args.on_lost {
                     OnLost::Term => {
-                        signals::send(pid, Signal::TERM);
+                        signals::send_group(pid, Signal::TERM);
                         kill_at = Some(tokio::time::Instant::now() + args.grace);
                     }
-                    OnLost::Kill => signals::send(pid, Signal::KILL),
+                    OnLost::Kill => signals::send_group(pid, Signal::KILL),
                     OnLost::Ignore => {}
                 }
                 lost = Some(reason);
             }
-            signal = caught.recv() => signals::send(pid, signal),
+            signal = caught.recv() => signals::send_group(pid, signal),
+            () = pass_on(&mut jobs, pid) => {}
             () = kill_due, if kill_at.is_some() => {
-                signals::send(pid, Signal::KILL);
+                signals::send_group(pid, Signal::KILL);
                 kill_at = None;
             }
         }
+    }
+}
+
+/// Passes job control on to the group `pgid`; pending for ever when it is not caught.
+async fn pass_on(jobs: &mut Option<JobControl>, pgid: u32) {
+    match jobs {
+        Some(jobs) => jobs.pass_on(pgid).await,
+        None => std::future::pending().await,
     }
 }
 

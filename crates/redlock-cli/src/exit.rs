@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use redlock_tokio::{AcquireFailure, LockError};
+use redlock_tokio::{AcquireFailure, LockError, LostReason};
 
 /// Usage or configuration error: bad option, URL or duration, missing `--`, empty
 /// resource, no nodes (sysexits `EX_USAGE`).
@@ -31,9 +31,20 @@ Exit codes:
   69       node error: too few nodes answered
   75       not acquired: held elsewhere (--no-wait) or --wait ran out;
            release: the token held nothing
-  76       lost: the lock was lost while the command ran
+  76       lost: the lock was lost while the command ran (extensions failed past the
+           validity, or were refused for good: ACL, replica, another writer)
   126/127  exec: the command could not be run / was not found
-  128+N    exec: redlock got signal N while waiting for the lock";
+  128+N    exec: redlock got signal N while waiting for the lock (nothing ran)
+
+Signals (exec):
+  INT, TERM, HUP, QUIT sent to redlock go once to the command's process group; the lock
+  is released after the command exits. The command has a process group of its own: Ctrl-C
+  reaches it once, Ctrl-Z stops it with redlock and fg resumes both; it cannot read the
+  terminal (stdin is /dev/null when redlock's is a terminal). On a lost lock: --on-lost.
+
+Cron, one machine of the fleet at a time:
+  */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
+              redlock exec --no-wait nightly-report -- ./report.sh";
 
 /// How `redlock` ends: a code and, unless empty, one line for stderr.
 #[derive(Debug)]
@@ -79,12 +90,73 @@ impl Exit {
     }
 }
 
-/// Not acquired when someone else holds it (or the wait ran out with them holding it); a
-/// node error when too few nodes answered.
+/// Not acquired when someone holds it: another client on the nodes, or another lock call
+/// of this process (`HeldLocally`; `exec` makes one lock call, so another `redlock` process
+/// is the one that waits on the nodes), or the wait ran out with them holding it. A node
+/// error when too few nodes answered to decide.
 fn acquire_code(reason: &AcquireFailure) -> u8 {
     match reason {
         AcquireFailure::QuorumUnreachable { .. } => NODE_ERROR,
         AcquireFailure::WaitDeadline { last: Some(last) } => acquire_code(last),
+        AcquireFailure::Contended { .. } | AcquireFailure::HeldLocally => NOT_ACQUIRED,
+        // Too late to leave validity, out of time before a decision, cancelled: nobody said
+        // the nodes were broken, so try again later.
         _ => NOT_ACQUIRED,
+    }
+}
+
+/// What an operator should check when the lock was lost, after the reason itself: a
+/// refusal for good comes from the nodes' setup, not from a slow network or a pause.
+pub(crate) fn lost_hint(reason: &LostReason) -> &'static str {
+    match reason {
+        LostReason::Refused { .. } => {
+            "; the nodes refuse for good: check their ACL (NOPERM), that they are primaries \
+             (READONLY), and that nothing else writes the key (WRONGTYPE)"
+        }
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_held_here_or_elsewhere_is_not_acquired_and_unreachable_is_a_node_error() {
+        let contended = AcquireFailure::Contended { nodes: Vec::new() };
+        let unreachable = AcquireFailure::QuorumUnreachable { errors: Vec::new() };
+        let after = |last: AcquireFailure| AcquireFailure::WaitDeadline {
+            last: Some(Box::new(last)),
+        };
+        assert_eq!(acquire_code(&contended), NOT_ACQUIRED);
+        assert_eq!(acquire_code(&AcquireFailure::HeldLocally), NOT_ACQUIRED);
+        assert_eq!(
+            acquire_code(&after(AcquireFailure::HeldLocally)),
+            NOT_ACQUIRED
+        );
+        assert_eq!(acquire_code(&after(contended)), NOT_ACQUIRED);
+        assert_eq!(acquire_code(&unreachable), NODE_ERROR);
+        assert_eq!(acquire_code(&after(unreachable)), NODE_ERROR);
+        let none = AcquireFailure::WaitDeadline { last: None };
+        assert_eq!(acquire_code(&none), NOT_ACQUIRED);
+        let message = AcquireFailure::HeldLocally.to_string();
+        assert!(message.contains("another lock call"), "{message}");
+    }
+
+    #[test]
+    fn a_refused_loss_is_lost_and_says_what_to_check() {
+        let refused = LostReason::Refused {
+            errors: Vec::new(),
+            not_ours: Vec::new(),
+        };
+        let exit = Exit::lock_error("extending", &LockError::Lost(refused.clone()));
+        assert_eq!(exit.code, LOST);
+        assert!(
+            exit.message.contains("refused for good"),
+            "{}",
+            exit.message
+        );
+        assert!(lost_hint(&refused).contains("ACL"));
+        assert_eq!(lost_hint(&LostReason::DeadlinePassed), "");
     }
 }

@@ -15,17 +15,43 @@
 //!   in ms when the first validity ends; extensions move it later) and, with `--fenced`,
 //!   `REDLOCK_FENCING_TOKEN`. If the lock is lost while it runs, the command gets SIGTERM
 //!   (then SIGKILL after `--grace`), SIGKILL, or nothing (`--on-lost`), and `redlock` exits
-//!   76. SIGINT, SIGTERM and SIGHUP sent to `redlock` are passed to the command, and the lock
-//!   is released after it exits.
+//!   76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are passed to the command's
+//!   process group once, and the lock is released after it exits. The command runs in a
+//!   process group of its own, in the terminal's background: Ctrl-C reaches it once (through
+//!   `redlock`), Ctrl-Z stops it with `redlock` and `fg` resumes both, and it cannot read
+//!   the terminal (its stdin is `/dev/null` when `redlock`'s is a terminal).
 //! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.
 //! - `release --token T` deletes the key where it holds exactly `T` and reports each node.
 //! - `demo` needs no nodes: it starts 5 local ones (`redis-server` on `PATH`, or
-//!   `REDLOCK_SERVER_BIN`).
+//!   `REDLOCK_SERVER_BIN`), kills one midway and restarts it after the ttl.
 //!
-//! Exit codes are in `redlock --help` and the repository's README; node URLs are shown with
-//! their passwords redacted.
+//! - `demo` with `--nodes` (or `REDLOCK_NODES`) runs on those instead, the counter on the
+//!   first; it kills and restarts none of them (it says so) and deletes its keys after.
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |---|---|
+//! | the command's | `exec`: its own status; 128+N if it died of signal N |
+//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes |
+//! | 69 | node error: too few nodes answered to decide |
+//! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out; `release`: the token held nothing |
+//! | 76 | lost while the command ran: extensions failed past the validity, or were refused for good (`Refused`: ACL, replica, another writer; the message says which) |
+//! | 126 / 127 | `exec`: the command could not be run / was not found |
+//! | 128+N | `exec`: `redlock` got signal N while waiting for the lock; nothing ran |
+//!
+//! On every path out, what `redlock` set is released before it exits (or, where a node
+//! cannot be reached, expires within the ttl). Node URLs are shown with their passwords
+//! redacted.
+//!
+//! # For operators
+//!
+//! ```text
+//! # crontab on every machine: the report runs on one of them; the others exit 75 at once.
+//! */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redlock exec --no-wait nightly-report -- ./report.sh
+//! ```
 
 mod cli;
 mod counter;

@@ -3,6 +3,7 @@
 //! guard if a test fails midway.
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -32,7 +33,12 @@ struct Running {
 
 impl Running {
     fn spawn(mut command: Command, lines: bool) -> Self {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        // A group of its own, as a shell's job has: a signal to the group is what a terminal
+        // sends on Ctrl-C.
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
         let mut child = command.spawn().expect("start redlock");
         let lines = lines.then(|| {
             let stdout = child.stdout.take().expect("piped");
@@ -106,9 +112,10 @@ fn finish(mut running: Running, bound: Duration) -> Output {
     }
 }
 
+/// `kill NAME PID`; a PID of `-N` is the process group N.
 fn signal(pid: &str, name: &str) {
     let status = Command::new("kill")
-        .args([name, pid])
+        .args([name, "--", pid])
         .status()
         .expect("kill");
     assert!(status.success(), "kill {name} {pid}");
@@ -135,8 +142,68 @@ fn exec_runs_the_command_and_exits_with_its_status_leaving_nothing_locked() {
     assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
     assert!(
         !key_anywhere(&c, "job"),
-        "released after a command that could not start"
+        "released after a command that was not found"
     );
+    let file = std::env::temp_dir().join(format!("redlock-cli-test-{}", std::process::id()));
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    let out = redlock(&c, &["exec", "job", "--", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert!(
+        !key_anywhere(&c, "job"),
+        "released after a command that could not be run"
+    );
+}
+
+#[test]
+fn sigterm_while_waiting_gives_up_and_leaves_nothing_of_its_own() {
+    let c = Cluster::start(3).unwrap();
+    // Another holder on nodes 0 and 1: each attempt sets the key on node 2, then undoes it.
+    for node in &c.nodes()[..2] {
+        node.command(&["SET", "waited", "other", "PX", "30000"])
+            .unwrap();
+    }
+    let mut waiter = Running::exec(&c, &["waited", "--wait", "20s", "--", "echo", "ran"]);
+    thread::sleep(Duration::from_millis(700));
+    signal(&waiter.pid(), "-TERM");
+    let status = waiter.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");
+    assert!(
+        waiter.lines.as_ref().unwrap().try_recv().is_err(),
+        "the command never ran"
+    );
+    let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
+    assert_eq!(on(2).as_str(), None, "nothing of its own is left");
+    assert_eq!(
+        on(0).as_str(),
+        Some("other"),
+        "the holder's keys are untouched"
+    );
+    assert_eq!(on(1).as_str(), Some("other"));
+}
+
+#[test]
+fn a_lock_lost_to_paused_nodes_terminates_the_command_and_leaves_nothing_locked() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = ["outlived", "--ttl", "1s", "--", "sh", "-c", script];
+    let mut job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    c.node(0).pause().unwrap();
+    c.node(1).pause().unwrap();
+    let told = job
+        .lines
+        .as_ref()
+        .unwrap()
+        .recv_timeout(Duration::from_secs(10));
+    c.node(0).resume().unwrap();
+    c.node(1).resume().unwrap();
+    assert_eq!(told.as_deref(), Ok("told"), "the command is told");
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST));
+    // The paused nodes' keys expired at their ttl; the third was released.
+    thread::sleep(Duration::from_millis(1100));
+    assert!(!key_anywhere(&c, "outlived"));
 }
 
 #[test]
@@ -218,6 +285,73 @@ fn sigterm_reaches_the_command_and_the_lock_is_released_after_it_exits() {
 }
 
 #[test]
+fn ctrl_c_on_a_terminal_reaches_the_command_exactly_once() {
+    let c = Cluster::start(3).unwrap();
+    // Counts the INTs it gets for 1.5 s after the first (at most 10 s in all), then says.
+    // `wait` returns as soon as a trapped signal arrives, so the trap runs at once and a
+    // second INT a moment later counts again. It also says its process group (the 5th
+    // field of /proc/PID/stat).
+    let script = "n=0; trap 'n=$((n+1))' INT; echo \"pgid=$(cut -d' ' -f5 /proc/$$/stat)\"; \
+        i=0; j=0; while [ $i -lt 200 ]; do sleep 0.05 & wait $!; i=$((i+1)); \
+        if [ $n -gt 0 ]; then j=$((j+1)); [ $j -ge 30 ] && break; fi; done; echo \"ints=$n\"";
+    let mut job = Running::exec(&c, &["ctrl-c", "--", "sh", "-c", script]);
+    let pgid = job.line();
+    assert_ne!(
+        pgid,
+        format!("pgid={}", job.pid()),
+        "not in redlock's group"
+    );
+    // What the terminal does on Ctrl-C: INT to every process of the foreground group.
+    signal(&format!("-{}", job.pid()), "-INT");
+    assert_eq!(
+        job.line(),
+        "ints=1",
+        "the terminal's INT and redlock's copy"
+    );
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "the command's own status");
+    assert!(!key_anywhere(&c, "ctrl-c"), "released after it exited");
+}
+
+#[test]
+fn ctrl_z_stops_the_command_with_redlock_and_fg_resumes_both() {
+    let c = Cluster::start(3).unwrap();
+    let script = "echo $$; i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done";
+    let mut job = Running::exec(&c, &["ctrl-z", "--", "sh", "-c", script]);
+    let command = job.line();
+    // The terminal's Ctrl-Z, then the shell's `fg`: TSTP, then CONT, to redlock's group.
+    signal(&format!("-{}", job.pid()), "-TSTP");
+    wait_for_state(&job.pid(), true);
+    wait_for_state(&command, true);
+    signal(&format!("-{}", job.pid()), "-CONT");
+    wait_for_state(&job.pid(), false);
+    wait_for_state(&command, false);
+    signal(&job.pid(), "-TERM");
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the command died of the TERM passed on"
+    );
+    assert!(!key_anywhere(&c, "ctrl-z"), "released after it exited");
+}
+
+/// Waits at most 5 s for the process `pid` to be stopped (`T`), or not.
+fn wait_for_state(pid: &str, stopped: bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command's name, which is in parentheses.
+        let state = stat.rsplit(") ").next().and_then(|s| s.chars().next());
+        if (state == Some('T')) == stopped {
+            return;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    panic!("process {pid} not stopped={stopped} within 5 s");
+}
+
+#[test]
 fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
     let c = Cluster::start(5).unwrap();
     let script = "echo \"$REDLOCK_TOKEN\"; trap 'exit 0' TERM; while :; do sleep 0.05; done";
@@ -269,6 +403,7 @@ fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
     // Its next extension finds the key gone: the holder is told, and says "lost".
     let status = holder.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(!key_anywhere(&c, "ops"));
 }
 
 #[test]
@@ -295,6 +430,10 @@ fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_termina
     );
     let status = first.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(
+        !key_anywhere(&c, "paused"),
+        "the second released; the first left nothing"
+    );
 }
 
 #[test]
@@ -319,6 +458,43 @@ fn a_lost_lock_with_on_lost_kill_kills_the_command() {
     }
     let status = first.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(LOST));
+    assert!(
+        !key_anywhere(&c, "paused"),
+        "the second released; the first left nothing"
+    );
+}
+
+#[test]
+fn an_extension_refused_for_good_is_lost_at_once_with_what_to_check() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let args = ["refused", "--ttl", "3s", "--", "sh", "-c", script];
+    let job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    // Something else writes the key on a majority: the extension's GET gets WRONGTYPE
+    // there, which no retry can heal.
+    for node in &c.nodes()[..2] {
+        node.command(&["DEL", "refused"]).unwrap();
+        node.command(&["RPUSH", "refused", "x"]).unwrap();
+    }
+    let started = Instant::now();
+    assert_eq!(job.line(), "told");
+    let out = finish(job, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(LOST), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("refused for good") && err.contains("WRONGTYPE"),
+        "{err}"
+    );
+    assert!(err.contains("check their ACL"), "{err}");
+    // At the first extension (a third of the ttl), not at the deadline.
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+    let on_third = c.node(2).command(&["EXISTS", "refused"]).unwrap();
+    assert_eq!(on_third.as_int(), Some(0), "its own key was released");
 }
 
 #[test]
@@ -391,11 +567,45 @@ fn the_demo_reaches_a_passing_verdict() {
             "4",
             "--json",
         ])
+        .env_remove("REDLOCK_NODES")
         .output()
         .unwrap();
     let json = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{json} {}", text(&out.stderr));
     assert!(json.contains(r#""passed":true"#), "{json}");
+}
+
+#[test]
+fn the_demo_on_given_nodes_uses_them_kills_none_and_leaves_no_key() {
+    let c = Cluster::start(3).unwrap();
+    let args = [
+        "demo",
+        "--duration",
+        "1s",
+        "--ttl",
+        "500ms",
+        "--workers",
+        "4",
+    ];
+    let out = redlock(&c, &args);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("3 lock nodes of yours"), "{stdout}");
+    assert!(stdout.contains("none is killed or restarted"), "{stdout}");
+    assert!(stdout.contains("PASS") && !stdout.contains("killed and restarted midway"));
+    for node in c.nodes() {
+        assert!(node.is_running(), "every node still runs");
+        let keys = node.command(&["DBSIZE"]).unwrap().as_int();
+        assert_eq!(keys, Some(0), "the demo's keys are deleted");
+    }
+    let mut args = args.to_vec();
+    args.extend(["--json", "--nodes", "redis://127.0.0.1:notaport"]);
+    let out = redlock(&c, &args);
+    assert_eq!(
+        out.status.code(),
+        Some(USAGE),
+        "--nodes wins over REDLOCK_NODES"
+    );
 }
 
 #[test]
