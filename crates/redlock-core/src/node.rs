@@ -168,6 +168,14 @@ impl Node {
         }
         self.in_flight
             .push_back(Pending::Request { op, id, native });
+        if native == Some(NativeUse::Fence) {
+            // A fenced pipeline reads the node's clock again right after it, so that the
+            // floors of every node's next pipeline come from readings of the same age and
+            // agree (see `NodeClock::floor`).
+            self.unshare();
+            resp::encode(&mut self.out, &[b"TIME"]);
+            self.in_flight.push_back(Pending::Time);
+        }
     }
 
     /// The connection is up: the handshake (`AUTH`, `SELECT`, `HELLO`) and the script
@@ -336,7 +344,10 @@ impl NodeClock {
     /// counts only at `1 - drift_factor` of our clock's rate, the most by which the lock
     /// already assumes the two clocks' rates differ. So the floor never passes the node's
     /// own `TIME`-based floor of the same moment, and a counter a restart lost is still
-    /// covered by the next connection's reading.
+    /// covered by the next connection's reading. Every fenced pipeline reads the clock
+    /// again, so the nodes' readings are of about the same age, their floors are lowered
+    /// alike, and nodes whose counters agree stay in agreement when the floor passes them
+    /// (a floor that differed per node would cost a write-back each time).
     pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
         let since = now.saturating_duration_since(self.read_at);
         let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));

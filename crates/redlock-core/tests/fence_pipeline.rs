@@ -39,14 +39,23 @@ fn pipeline(key: &str, floor: u64) -> String {
     format!(
         "*6\r\n$3\r\nSET\r\n{k}$40\r\n*\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n\
          *5\r\n$4\r\nZADD\r\n{f}$2\r\nGT\r\n{fl}$1\r\nn\r\n\
-         *4\r\n$7\r\nZINCRBY\r\n{f}$1\r\n1\r\n$1\r\nn\r\n"
+         *4\r\n$7\r\nZINCRBY\r\n{f}$1\r\n1\r\n$1\r\nn\r\n\
+         *1\r\n$4\r\nTIME\r\n"
     )
 }
 
-/// A node's replies to the pipeline: locked (or not), and the counter.
+/// A node's replies to the pipeline: locked (or not), the counter, and the `TIME` asked
+/// right after it.
 fn replies(locked: bool, counter: u64) -> Vec<u8> {
     let set = if locked { "+OK\r\n" } else { "$-1\r\n" };
-    format!("{set}:0\r\n{}", bulk(&counter.to_string())).into_bytes()
+    with_time(&format!("{set}:0\r\n{}", bulk(&counter.to_string())))
+}
+
+/// `replies` followed by the `TIME` reply that follows every pipeline.
+fn with_time(replies: &str) -> Vec<u8> {
+    let mut out = replies.as_bytes().to_vec();
+    out.extend_from_slice(&support::time_reply(NODE_SECS));
+    out
 }
 
 const FLOOR: u64 = NODE_SECS << 20;
@@ -119,7 +128,7 @@ fn a_refused_set_is_a_no_vote_and_an_error_names_its_command() {
     // Node 2's key is another program's list: SET NX says no... here it says yes and the
     // counter is of the wrong type.
     let wrongtype = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-    let out = h.reply(2, format!("+OK\r\n{wrongtype}{wrongtype}").as_bytes());
+    let out = h.reply(2, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     assert!(out.events.is_empty(), "decided by the first two: {out:?}");
     // The last attempt, the same answers: the failure names the held nodes.
     for i in 0..3 {
@@ -135,11 +144,11 @@ fn a_refused_set_is_a_no_vote_and_an_error_names_its_command() {
     // On one node, the error is the node's fault, named by its command.
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, format!("+OK\r\n{wrongtype}{wrongtype}").as_bytes());
+    let out = h.reply(0, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     assert!(out.events.is_empty());
     h.reply(0, b":1\r\n");
     support::fire_until_transmit(&mut h);
-    let out = h.reply(0, format!("+OK\r\n{wrongtype}{wrongtype}").as_bytes());
+    let out = h.reply(0, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     let [Event::AcquireFailed { reason, .. }] = &out.events[..] else {
         panic!("{out:?}");
     };
@@ -167,15 +176,15 @@ fn junk_scores_are_faults() {
     ] {
         let mut h = Harness::connected(config(1));
         h.acquire("res");
-        let reply = format!("+OK\r\n:1\r\n{}", bulk(junk));
-        let out = h.reply(0, reply.as_bytes());
+        let reply = with_time(&format!("+OK\r\n:1\r\n{}", bulk(junk)));
+        let out = h.reply(0, &reply);
         let text = format!("{:?}", out.events);
         assert!(!text.contains("Acquired"), "{junk}: {text}");
     }
     // A float that is a whole number is read as one.
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, format!("+OK\r\n:1\r\n{}", bulk("1.5e3")).as_bytes());
+    let out = h.reply(0, &with_time(&format!("+OK\r\n:1\r\n{}", bulk("1.5e3"))));
     assert_eq!(acquired(&out.events).fencing_token, Some(1500));
 }
 
@@ -185,7 +194,7 @@ fn junk_scores_are_faults() {
 fn a_syntax_error_turns_the_node_over_to_the_script() {
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, b"+OK\r\n-ERR syntax error\r\n:5\r\n");
+    let out = h.reply(0, &with_time("+OK\r\n-ERR syntax error\r\n:5\r\n"));
     let sent = mask_tokens(&out.sent_to(0));
     assert!(sent.starts_with("*7\r\n$7\r\nEVALSHA"), "{sent}");
     let commands = h.client.node_commands(NodeId::new(0)).unwrap();
@@ -223,4 +232,20 @@ fn no_clock_no_pipeline() {
     let (_, out) = h.acquire("other");
     let sent = mask_tokens(&out.sent_to(1));
     assert!(sent.contains("EVALSHA") && !sent.contains("ZADD"), "{sent}");
+}
+
+/// Each pipeline reads the node's clock again: the next floor counts from that reading.
+#[test]
+fn each_pipeline_reads_the_clock_again() {
+    let mut h = Harness::connected(config(1));
+    let (op, _) = h.acquire("res");
+    let mut answer = format!("+OK\r\n:1\r\n{}", bulk(&(FLOOR + 1).to_string())).into_bytes();
+    answer.extend_from_slice(&support::time_reply(NODE_SECS + 100));
+    let out = h.reply(0, &answer);
+    assert_eq!(acquired(&out.events).op, op);
+    let (_, out) = h.acquire("other");
+    assert_eq!(
+        mask_tokens(&out.sent_to(0)),
+        pipeline("other", (NODE_SECS + 100) << 20)
+    );
 }
