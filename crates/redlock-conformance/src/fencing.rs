@@ -34,7 +34,9 @@ pub fn fencing_tokens_grow_across_clients<D: Driver>() {
     let Reply::Bulk(score) = &counter else {
         panic!("{counter:?}");
     };
-    let score: u64 = String::from_utf8_lossy(score).parse().expect("a whole number");
+    let score: u64 = String::from_utf8_lossy(score)
+        .parse()
+        .expect("a whole number");
     assert!(score >= last, "{score} < {last}");
     // Unfenced locks of the same client have no token.
     let guard = clients[0]
@@ -158,7 +160,10 @@ fn start_of_a_second(c: &Cluster) {
 pub fn a_fenced_lock_without_scripting_permission_fails_naming_each_node<D: Driver>() {
     // Its nodes are stopped here, before the second cluster starts.
     fenced_lock_refused::<D>(&["eval", "script"], "EVAL was refused: NOPERM");
-    fenced_lock_refused::<D>(&["eval", "evalsha", "script"], "EVALSHA was refused: NOPERM");
+    fenced_lock_refused::<D>(
+        &["eval", "evalsha", "script"],
+        "EVALSHA was refused: NOPERM",
+    );
 }
 
 /// Starts 3 nodes whose client user may not run `deny`: a fenced lock on agreeing counters
@@ -185,7 +190,10 @@ fn fenced_lock_refused<D: Driver>(deny: &[&str], refusal: &str) {
     c.node(0)
         .command(&["ZADD", "behind:fence", &ahead, "n"])
         .expect("ZADD");
-    let err = d.lock_with("behind", fenced()).err().expect("the write-back is refused");
+    let err = d
+        .lock_with("behind", fenced())
+        .err()
+        .expect("the write-back is refused");
     let LockError::Acquire {
         reason: AcquireFailure::QuorumUnreachable { errors },
         ..

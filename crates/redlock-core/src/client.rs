@@ -524,6 +524,9 @@ impl<R: CryptoRng> Client<R> {
             let node = &mut self.nodes[to.index()];
             if node.accepts_requests() && node.has_room() {
                 node.send(op, id, native, bytes);
+                if native == Some(NativeUse::Fence) {
+                    node.refresh_clock(now);
+                }
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }

@@ -168,10 +168,15 @@ impl Node {
         }
         self.in_flight
             .push_back(Pending::Request { op, id, native });
-        if native == Some(NativeUse::Fence) {
-            // A fenced pipeline reads the node's clock again right after it, so that the
-            // floors of every node's next pipeline come from readings of the same age and
-            // agree (see `NodeClock::floor`).
+    }
+
+    /// After a fenced pipeline: reads the node's clock again if its reading is older than
+    /// [`CLOCK_READING_MAX_AGE`] and none is in flight, so that the nodes' readings stay of
+    /// about the same age and their floors agree (see [`NodeClock::floor`]).
+    pub(crate) fn refresh_clock(&mut self, now: Instant) {
+        let stale = (self.clock)
+            .is_some_and(|c| now.saturating_duration_since(c.read_at) > CLOCK_READING_MAX_AGE);
+        if stale && !self.in_flight.contains(&Pending::Time) {
             self.unshare();
             resp::encode(&mut self.out, &[b"TIME"]);
             self.in_flight.push_back(Pending::Time);
@@ -327,6 +332,12 @@ impl Node {
     }
 }
 
+/// How old a node's clock reading may get before a fenced pipeline asks `TIME` again. Two
+/// nodes' readings then differ in age by less than this, so their floors, each lowered by
+/// `drift_factor` of its reading's age, differ by less than `drift_factor` of it (10 ms at
+/// 0.01): a floor in whole seconds rarely straddles that.
+pub(crate) const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(1);
+
 /// A node's clock as one `TIME` reply gave it: whole seconds, read when the reply arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NodeClock {
@@ -344,10 +355,11 @@ impl NodeClock {
     /// counts only at `1 - drift_factor` of our clock's rate, the most by which the lock
     /// already assumes the two clocks' rates differ. So the floor never passes the node's
     /// own `TIME`-based floor of the same moment, and a counter a restart lost is still
-    /// covered by the next connection's reading. Every fenced pipeline reads the clock
-    /// again, so the nodes' readings are of about the same age, their floors are lowered
-    /// alike, and nodes whose counters agree stay in agreement when the floor passes them
-    /// (a floor that differed per node would cost a write-back each time).
+    /// covered by the next connection's reading. Fenced pipelines read the clock again
+    /// once a reading is a second old, so the nodes' readings are of about the same age,
+    /// their floors are lowered alike, and nodes whose counters agree stay in agreement when
+    /// the floor passes them (a floor that differed per node would cost a write-back each
+    /// time).
     pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
         let since = now.saturating_duration_since(self.read_at);
         let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));

@@ -39,23 +39,22 @@ fn pipeline(key: &str, floor: u64) -> String {
     format!(
         "*6\r\n$3\r\nSET\r\n{k}$40\r\n*\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n\
          *5\r\n$4\r\nZADD\r\n{f}$2\r\nGT\r\n{fl}$1\r\nn\r\n\
-         *4\r\n$7\r\nZINCRBY\r\n{f}$1\r\n1\r\n$1\r\nn\r\n\
-         *1\r\n$4\r\nTIME\r\n"
+         *4\r\n$7\r\nZINCRBY\r\n{f}$1\r\n1\r\n$1\r\nn\r\n"
     )
 }
 
-/// A node's replies to the pipeline: locked (or not), the counter, and the `TIME` asked
-/// right after it.
+/// `TIME`, which follows a pipeline when the node's clock reading is over a second old.
+const TIME: &str = "*1\r\n$4\r\nTIME\r\n";
+
+/// A node's replies to the pipeline: locked (or not), and the counter.
 fn replies(locked: bool, counter: u64) -> Vec<u8> {
     let set = if locked { "+OK\r\n" } else { "$-1\r\n" };
-    with_time(&format!("{set}:0\r\n{}", bulk(&counter.to_string())))
+    format!("{set}:0\r\n{}", bulk(&counter.to_string())).into_bytes()
 }
 
-/// `replies` followed by the `TIME` reply that follows every pipeline.
-fn with_time(replies: &str) -> Vec<u8> {
-    let mut out = replies.as_bytes().to_vec();
-    out.extend_from_slice(&support::time_reply(NODE_SECS));
-    out
+/// `replies` as bytes.
+fn bytes(replies: &str) -> Vec<u8> {
+    replies.as_bytes().to_vec()
 }
 
 const FLOOR: u64 = NODE_SECS << 20;
@@ -100,9 +99,10 @@ fn the_floor_follows_the_node_clock_low() {
     // 10 s later on our clock: the estimate counts 99% of it (drift factor 0.01), 9.9 s.
     h.ms(10_000);
     let (_, out) = h.acquire("res");
+    // The reading is 10 s old: the node's clock is read again after the pipeline.
     assert_eq!(
         mask_tokens(&out.sent_to(0)),
-        pipeline("res", (NODE_SECS + 9) << 20)
+        pipeline("res", (NODE_SECS + 9) << 20) + TIME
     );
 }
 
@@ -128,7 +128,7 @@ fn a_refused_set_is_a_no_vote_and_an_error_names_its_command() {
     // Node 2's key is another program's list: SET NX says no... here it says yes and the
     // counter is of the wrong type.
     let wrongtype = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-    let out = h.reply(2, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
+    let out = h.reply(2, &bytes(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     assert!(out.events.is_empty(), "decided by the first two: {out:?}");
     // The last attempt, the same answers: the failure names the held nodes.
     for i in 0..3 {
@@ -144,11 +144,11 @@ fn a_refused_set_is_a_no_vote_and_an_error_names_its_command() {
     // On one node, the error is the node's fault, named by its command.
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
+    let out = h.reply(0, &bytes(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     assert!(out.events.is_empty());
     h.reply(0, b":1\r\n");
     support::fire_until_transmit(&mut h);
-    let out = h.reply(0, &with_time(&format!("+OK\r\n{wrongtype}{wrongtype}")));
+    let out = h.reply(0, &bytes(&format!("+OK\r\n{wrongtype}{wrongtype}")));
     let [Event::AcquireFailed { reason, .. }] = &out.events[..] else {
         panic!("{out:?}");
     };
@@ -176,7 +176,7 @@ fn junk_scores_are_faults() {
     ] {
         let mut h = Harness::connected(config(1));
         h.acquire("res");
-        let reply = with_time(&format!("+OK\r\n:1\r\n{}", bulk(junk)));
+        let reply = bytes(&format!("+OK\r\n:1\r\n{}", bulk(junk)));
         let out = h.reply(0, &reply);
         let text = format!("{:?}", out.events);
         assert!(!text.contains("Acquired"), "{junk}: {text}");
@@ -184,7 +184,7 @@ fn junk_scores_are_faults() {
     // A float that is a whole number is read as one.
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, &with_time(&format!("+OK\r\n:1\r\n{}", bulk("1.5e3"))));
+    let out = h.reply(0, &bytes(&format!("+OK\r\n:1\r\n{}", bulk("1.5e3"))));
     assert_eq!(acquired(&out.events).fencing_token, Some(1500));
 }
 
@@ -194,7 +194,7 @@ fn junk_scores_are_faults() {
 fn a_syntax_error_turns_the_node_over_to_the_script() {
     let mut h = Harness::connected(config(1));
     h.acquire("res");
-    let out = h.reply(0, &with_time("+OK\r\n-ERR syntax error\r\n:5\r\n"));
+    let out = h.reply(0, &bytes("+OK\r\n-ERR syntax error\r\n:5\r\n"));
     let sent = mask_tokens(&out.sent_to(0));
     assert!(sent.starts_with("*7\r\n$7\r\nEVALSHA"), "{sent}");
     let commands = h.client.node_commands(NodeId::new(0)).unwrap();
@@ -234,12 +234,19 @@ fn no_clock_no_pipeline() {
     assert!(sent.contains("EVALSHA") && !sent.contains("ZADD"), "{sent}");
 }
 
-/// Each pipeline reads the node's clock again: the next floor counts from that reading.
+/// A pipeline reads the node's clock again once its reading is over a second old; the next
+/// floor counts from the new reading. A fresh reading is not read again.
 #[test]
-fn each_pipeline_reads_the_clock_again() {
+fn a_pipeline_reads_a_stale_clock_again() {
     let mut h = Harness::connected(config(1));
-    let (op, _) = h.acquire("res");
-    let mut answer = format!("+OK\r\n:1\r\n{}", bulk(&(FLOOR + 1).to_string())).into_bytes();
+    let (_, out) = h.acquire("fresh");
+    assert!(!mask_tokens(&out.sent_to(0)).contains("TIME"));
+    h.reply(0, &replies(true, FLOOR + 1));
+    h.ms(1_500);
+    let (op, out) = h.acquire("res");
+    let floor = (NODE_SECS + 1) << 20;
+    assert_eq!(mask_tokens(&out.sent_to(0)), pipeline("res", floor) + TIME);
+    let mut answer = replies(true, floor + 1);
     answer.extend_from_slice(&support::time_reply(NODE_SECS + 100));
     let out = h.reply(0, &answer);
     assert_eq!(acquired(&out.events).op, op);
