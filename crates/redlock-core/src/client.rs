@@ -372,10 +372,13 @@ impl<R: CryptoRng> Client<R> {
             }
             if self.nodes[i].in_flight.front() == Some(&Pending::Time) {
                 match self.nodes[i].decoder.next_in_with(&mut bytes, decode_time) {
-                    Ok(Some(secs)) => {
+                    Ok(Some(clock)) => {
                         self.nodes[i].in_flight.pop_front();
                         let read_at = now;
-                        self.nodes[i].clock = secs.map(|secs| NodeClock { secs, read_at });
+                        self.nodes[i].clock = clock.map(|since_epoch| NodeClock {
+                            since_epoch,
+                            read_at,
+                        });
                         continue;
                     }
                     Ok(None) => break,

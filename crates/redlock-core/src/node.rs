@@ -338,11 +338,11 @@ impl Node {
 /// 0.01): a floor in whole seconds rarely straddles that.
 pub(crate) const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(1);
 
-/// A node's clock as one `TIME` reply gave it: whole seconds, read when the reply arrived.
+/// A node's clock as one `TIME` reply gave it, and when the reply was read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NodeClock {
-    /// The node's clock, in whole seconds since the epoch (its `TIME`, rounded down).
-    pub(crate) secs: u64,
+    /// The node's clock since the epoch, as its `TIME` gave it (seconds and microseconds).
+    pub(crate) since_epoch: Duration,
     /// When the reply was read, on the client's clock.
     pub(crate) read_at: Instant,
 }
@@ -363,7 +363,7 @@ impl NodeClock {
     pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
         let since = now.saturating_duration_since(self.read_at);
         let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));
-        let secs = self.secs.saturating_add(since.as_secs());
+        let secs = self.since_epoch.saturating_add(since).as_secs();
         secs.saturating_mul(1 << 20).min(MAX_FENCE)
     }
 }

@@ -44,6 +44,7 @@
 //! hurt, and `native_commands(false)` is the way out.
 
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -282,14 +283,14 @@ impl Hello {
     }
 }
 
-/// Reads a `TIME` reply from the start of `buf`: the node's clock in whole seconds (`None`
-/// for an error reply, a refusal by an ACL say, or a reply that is not two decimal numbers
-/// with the seconds below 2^32), and the reply's length; `None` if `buf` holds only part
+/// Reads a `TIME` reply from the start of `buf`: the node's clock since the epoch (`None`
+/// for an error reply, a refusal by an ACL say, or a reply that is not two decimal numbers,
+/// seconds below 2^32 and microseconds below a million), and the reply's length; `None` if `buf` holds only part
 /// of it. A node without a clock reading gets the fenced script, never a guessed floor.
 pub(crate) fn decode_time(
     buf: &[u8],
     max_reply: usize,
-) -> Result<Option<(Option<u64>, usize)>, ProtocolError> {
+) -> Result<Option<(Option<Duration>, usize)>, ProtocolError> {
     if buf.first() != Some(&b'*') {
         // An error reply, or anything else that is not a clock.
         return Ok(resp::decode(buf, max_reply)?.map(|(_, len)| (None, len)));
@@ -313,11 +314,13 @@ pub(crate) fn decode_time(
     if pos > max_reply {
         return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
     }
-    let secs = match (count, parts) {
-        (2, [Some(secs), Some(_micros)]) if secs < 1 << 32 => Some(secs),
+    let clock = match (count, parts) {
+        (2, [Some(secs), Some(micros)]) if secs < 1 << 32 && micros < 1_000_000 => {
+            Some(Duration::from_secs(secs) + Duration::from_micros(micros))
+        }
         _ => None,
     };
-    Ok(Some((secs, pos)))
+    Ok(Some((clock, pos)))
 }
 
 /// Reads a `HELLO` reply from the start of `buf`: the reply and its length, or `None` if

@@ -256,3 +256,24 @@ fn a_pipeline_reads_a_stale_clock_again() {
         pipeline("other", (NODE_SECS + 100) << 20)
     );
 }
+
+/// The reading's microseconds count: a reading 1 µs before a second ends puts the floor in
+/// the next second a few ms later (a floor from whole seconds alone would lag by up to one).
+#[test]
+fn the_reading_counts_to_the_microsecond() {
+    let mut h = Harness::new(config(1));
+    h.drain();
+    h.connect(0);
+    let mut answers = support::hello_reply("redis", "7.0.15");
+    answers.extend_from_slice(
+        format!("*2\r\n{}$6\r\n999999\r\n", bulk(&NODE_SECS.to_string())).as_bytes(),
+    );
+    answers.extend_from_slice(b"+OK\r\n+OK\r\n");
+    h.reply(0, &answers);
+    h.ms(3);
+    let (_, out) = h.acquire("res");
+    assert_eq!(
+        mask_tokens(&out.sent_to(0)),
+        pipeline("res", (NODE_SECS + 1) << 20)
+    );
+}
