@@ -45,16 +45,16 @@ pub const EXTEND_SCRIPT: Script = Script {
 /// before; within one second the counter counts, so nodes that agree stay in agreement and
 /// an acquisition costs one round trip. Numbers stay below 2^53, exact in Lua's doubles.
 pub const FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local t = redis.call('TIME') local floor = tonumber(t[1]) * 1048576 local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 if n < floor then n = floor end redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
-    sha1: "a9a5c5dfe97d21d8fffb947febc2b9d263605c3f",
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local floor = tonumber(redis.call('TIME')[1]) * 1048576 local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < floor then redis.call('ZADD', KEYS[2], floor, 'n') end return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
+    sha1: "884cdd9ecd5b1458789c7dc2e1a1cbbc8dc11eae",
 };
 
 /// The write-back of a fenced acquire: raises the counter key F to `ARGV[2]` only while K
 /// still holds our token, and says whether it did (1) or K is no longer ours (0). A node
 /// that answers 1 holds F at least at the token for as long as our key is on it.
 pub const RAISE_FENCE_SCRIPT: Script = Script {
-    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1 else return 0 end",
-    sha1: "1fa7a81beeb1ae689cabd51561a420d216ff3b2a",
+    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[2], ARGV[2], 'n') end return 1 else return 0 end",
+    sha1: "e10aa1b19bc679ad9d458a1ef3c1afb12d112ce1",
 };
 
 /// The RedLock.net bug, for the simulation's negative control only: an extension that
@@ -71,8 +71,8 @@ pub const RESURRECTING_EXTEND_SCRIPT: Script = Script {
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub const NO_FLOOR_FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
-    sha1: "9c9ba0b8af4174d3b2f340082508c961f0e07cf2",
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
+    sha1: "47ac86c36f94a5b648cb8469165e07a55d714d45",
 };
 
 /// One command for one node, as the operation layer hands it out.
