@@ -20,8 +20,8 @@
 //!
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
-//! - [`node`], `keyspace`, [`script`], `conditional`, `resp`: a node executing the core's
-//!   commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
+//! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
+//!   sorted-set commands), `resp`: a node executing the core's commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
@@ -49,6 +49,7 @@ mod resp;
 mod scenario;
 pub mod script;
 mod sim;
+mod sorted;
 mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};

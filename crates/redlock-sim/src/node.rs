@@ -14,6 +14,7 @@ use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
 use crate::profile::{ServerProfile, unknown_command};
 use crate::resp::ServerReply;
 use crate::script::{NativeScript, Scripts, millis_arg};
+use crate::sorted;
 
 /// One node process and its data.
 #[derive(Debug, Clone)]
@@ -223,6 +224,9 @@ impl Node {
             b"GET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
                 key_command(&mut keys, &upper, rest)
             }
+            b"ZADD" => sorted::zadd(&mut keys, profile, rest),
+            b"ZINCRBY" => sorted::zincrby(&mut keys, rest),
+            b"ZSCORE" => sorted::zscore(&mut keys, rest),
             b"HELLO" => {
                 self.hellos += 1;
                 Some(self.profile.hello(rest, self.hellos))
@@ -370,6 +374,7 @@ mod tests {
     use redlock_core::RELEASE_SCRIPT;
 
     use super::*;
+    use crate::profile::ServerProfile;
 
     fn cmd(node: &mut Node, t_ms: u64, db: &mut u32, args: &[&str]) -> ServerReply {
         let args: Vec<Bytes> = args
@@ -441,5 +446,48 @@ mod tests {
             ServerReply::error(NOSCRIPT),
             "a restart flushes the cache"
         );
+    }
+
+    /// The script-free fenced acquire: `SET NX PX`, `ZADD F GT floor n`, `ZINCRBY F 1 n`
+    /// written back to back, answered one by one in order; a refused `SET` still moves F.
+    #[test]
+    fn the_pipelined_fenced_acquire_answers_in_order() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        let ServerReply::Array(time) = cmd(&mut n, 1_500, db, &["TIME"]) else {
+            panic!("TIME answers an array")
+        };
+        let secs = 1_700_000_001u64;
+        let want = [secs.to_string(), "500000".to_owned()];
+        let bulk = |s: &str| ServerReply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+        assert_eq!(time, want.iter().map(|s| bulk(s)).collect::<Vec<_>>());
+        let floor = (secs << 20).to_string();
+        let pipeline = |n: &mut Node, db: &mut u32, token: &str| {
+            [
+                cmd(n, 1_500, db, &["SET", "k", token, "NX", "PX", "100"]),
+                cmd(n, 1_500, db, &["ZADD", "k:f", "GT", &floor, "n"]),
+                cmd(n, 1_500, db, &["ZINCRBY", "k:f", "1", "n"]),
+            ]
+        };
+        let first = ((secs << 20) + 1).to_string();
+        let replies = [ServerReply::Ok, ServerReply::Int(1), bulk(&first)];
+        assert_eq!(pipeline(&mut n, db, "a"), replies);
+        let second = ((secs << 20) + 2).to_string();
+        let refused = [ServerReply::Nil, ServerReply::Int(0), bulk(&second)];
+        assert_eq!(pipeline(&mut n, db, "b"), refused, "F grows on a refusal");
+        assert_eq!(
+            cmd(&mut n, 1_500, db, &["ZSCORE", "k:f", "n"]),
+            bulk(&second)
+        );
+        let mut old = Node::with_profile(
+            Clock::with_skew(Instant::now(), 0.0),
+            &scripts,
+            false,
+            ServerProfile::REDIS_5_0,
+        );
+        let replies = pipeline(&mut old, db, "a");
+        assert_eq!(replies[1], ServerReply::error("ERR syntax error"));
+        assert_eq!(replies[2], bulk("1"), "no floor on a server without GT");
     }
 }

@@ -117,6 +117,12 @@ impl ServerProfile {
         }
     }
 
+    /// Whether `ZADD` takes `GT` and `LT` (Redis 6.2 and later, every Valkey): the
+    /// script-free fenced acquire needs it.
+    pub fn has_zadd_gt(&self) -> bool {
+        self.server == "valkey" || self.major_minor() >= (6, 2)
+    }
+
     /// `(major, minor)` of [`version`](Self::version).
     pub fn major_minor(&self) -> (u32, u32) {
         let mut parts = self.version.split('.').map(|p| p.parse().unwrap_or(0));
