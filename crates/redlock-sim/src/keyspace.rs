@@ -32,6 +32,10 @@ enum Value {
     ZSet(BTreeMap<Bytes, f64>),
 }
 
+/// An ACL denies `TIME` to the client, in a script as well as on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeDenied;
+
 /// The key holds a value of another type than the command reads (Redis's `-WRONGTYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrongType;
@@ -55,7 +59,7 @@ impl Keyspace {
             space: self,
             db,
             now: now_nanos,
-            wall: wall_nanos,
+            wall: Some(wall_nanos),
         }
     }
 
@@ -101,7 +105,8 @@ pub struct Keys<'a> {
     space: &'a mut Keyspace,
     db: u32,
     now: u64,
-    wall: u64,
+    /// The wall clock in Unix nanoseconds; `None` where an ACL denies `TIME`.
+    wall: Option<u64>,
 }
 
 /// What a node's wall clock reads at its local time zero: 2023-11-14, Unix seconds
@@ -109,9 +114,16 @@ pub struct Keys<'a> {
 pub const WALL_EPOCH_NANOS: u64 = 1_700_000_000 * 1_000_000_000;
 
 impl Keys<'_> {
-    /// The node's wall clock, as `TIME` answers it: whole Unix seconds and microseconds.
-    pub fn time(&self) -> (u64, u64) {
-        (self.wall / 1_000_000_000, self.wall % 1_000_000_000 / 1_000)
+    /// The node's wall clock, as `TIME` answers it: whole Unix seconds and microseconds;
+    /// [`TimeDenied`] where an ACL denies `TIME` ([`Keys::deny_time`]).
+    pub fn time(&self) -> Result<(u64, u64), TimeDenied> {
+        let wall = self.wall.ok_or(TimeDenied)?;
+        Ok((wall / 1_000_000_000, wall % 1_000_000_000 / 1_000))
+    }
+
+    /// From now on `TIME` is denied in this view (the node's ACL says so).
+    pub fn deny_time(&mut self) {
+        self.wall = None;
     }
 
     /// The string value of the key, if it exists and has not expired (an expired key is

@@ -54,7 +54,7 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS, WrongType};
+pub use keyspace::{Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};

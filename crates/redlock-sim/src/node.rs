@@ -216,6 +216,9 @@ impl Node {
         let upper = name.to_ascii_uppercase();
         let rest = &args[1..];
         let mut keys = self.keyspace.view_at(*db, now, wall);
+        if !self.profile.time {
+            keys.deny_time();
+        }
         let profile = &self.profile;
         let reply = match &upper[..] {
             b"SET" => conditional::set(&mut keys, profile, rest),
@@ -232,11 +235,13 @@ impl Node {
                 Some(self.profile.hello(rest, self.hellos))
             }
             b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
-            b"TIME" if rest.is_empty() => {
-                let (secs, micros) = keys.time();
-                let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
-                Some(ServerReply::Array(vec![bulk(secs), bulk(micros)]))
-            }
+            b"TIME" if rest.is_empty() => Some(match keys.time() {
+                Ok((secs, micros)) => {
+                    let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
+                    ServerReply::Array(vec![bulk(secs), bulk(micros)])
+                }
+                Err(_) => ServerReply::error(TIME_DENIED),
+            }),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
             }
@@ -364,6 +369,8 @@ fn run_script(
 
 /// Databases a node has (Redis default).
 const DATABASES: u32 = 16;
+/// Redis 7.0.15's reply to `TIME` where an ACL denies it.
+const TIME_DENIED: &str = "NOPERM this user has no permissions to run the 'time' command";
 /// Redis's exact `-NOSCRIPT` reply.
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
@@ -489,5 +496,40 @@ mod tests {
         let replies = pipeline(&mut old, db, "a");
         assert_eq!(replies[1], ServerReply::error("ERR syntax error"));
         assert_eq!(replies[2], bulk("1"), "no floor on a server without GT");
+    }
+
+    /// An ACL that denies `TIME` denies it to the fenced acquire script as well: the script
+    /// fails after setting K (checked on redis-server 7.0.15 with `ACL SETUSER default
+    /// -time`), so such a node cannot fall back to the script form.
+    #[test]
+    fn a_node_denying_time_fails_the_fenced_acquire_script_after_setting_k() {
+        let scripts = Scripts::default();
+        let profile = ServerProfile::REDIS_7_0.denying_time();
+        let clock = Clock::with_skew(Instant::now(), 0.0);
+        let mut n = Node::with_profile(clock, &scripts, false, profile);
+        let db = &mut 0;
+        assert_eq!(
+            cmd(&mut n, 1, db, &["TIME"]),
+            ServerReply::error(TIME_DENIED)
+        );
+        let body = redlock_core::FENCED_ACQUIRE_SCRIPT.body;
+        let reply = cmd(&mut n, 1, db, &["EVAL", body, "2", "k", "k:f", "t", "100"]);
+        let want = format!(
+            "ERR The user executing the script can't run this command or subcommand script: \
+             {}, on @user_script:1.",
+            redlock_core::FENCED_ACQUIRE_SCRIPT.sha1
+        );
+        assert_eq!(reply, ServerReply::error(want));
+        let held = cmd(&mut n, 1, db, &["GET", "k"]);
+        assert_eq!(held, ServerReply::Bulk(Bytes::from_static(b"t")));
+        assert_eq!(
+            cmd(&mut n, 1, db, &["ZSCORE", "k:f", "n"]),
+            ServerReply::Nil
+        );
+        assert_eq!(
+            cmd(&mut n, 1, db, &["ZINCRBY", "k:f", "1", "n"]),
+            ServerReply::Bulk(Bytes::from_static(b"1")),
+            "the pipeline's commands need no TIME"
+        );
     }
 }

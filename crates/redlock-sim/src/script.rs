@@ -149,7 +149,13 @@ pub fn fenced_acquire_with(
     // server leaves it (a script's writes are not rolled back).
     let member = Bytes::from_static(FENCE_MEMBER);
     if floor {
-        let floor = (keys.time().0 * FENCE_FLOOR_PER_SECOND) as f64;
+        let Ok((secs, _)) = keys.time() else {
+            // An ACL that denies `TIME` denies it inside the script, after K was set.
+            return ServerReply::error(
+                "ERR The user executing the script can't run this command or subcommand",
+            );
+        };
+        let floor = (secs * FENCE_FLOOR_PER_SECOND) as f64;
         // `ZSCORE`, then `ZADD F floor n` when `n` is missing or below the floor.
         let raised = keys.zset_update(fence, &member, |n| {
             n.is_none_or(|n| n < floor).then_some(floor)
