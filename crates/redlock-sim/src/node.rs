@@ -532,4 +532,58 @@ mod tests {
             "the pipeline's commands need no TIME"
         );
     }
+
+    /// The script form and the pipeline form leave the same counter and answer the same
+    /// token whenever `SET NX` succeeds, for F missing, below, at or above the floor; where
+    /// it fails, only the pipeline moves F (by one, harmlessly).
+    #[test]
+    fn the_pipeline_and_the_script_agree_on_the_token() {
+        let scripts = Scripts::default();
+        let body = redlock_core::FENCED_ACQUIRE_SCRIPT.body;
+        let (t_ms, secs) = (2_250, 1_700_000_002u64);
+        let floor = secs << 20;
+        let floor_arg = floor.to_string();
+        let score = |r: &ServerReply| match r {
+            ServerReply::Int(n) => Some(*n as u64),
+            ServerReply::Bulk(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            _ => None,
+        };
+        for start in [None, Some(5), Some(floor - 1), Some(floor), Some(floor + 7)] {
+            for held in [false, true] {
+                let mut runs = Vec::new();
+                for pipelined in [false, true] {
+                    let clock = Clock::with_skew(Instant::now(), 0.0);
+                    let mut n = Node::new(clock, &scripts, false);
+                    let db = &mut 0;
+                    if let Some(f) = start {
+                        cmd(&mut n, t_ms, db, &["ZADD", "k:f", &f.to_string(), "n"]);
+                    }
+                    if held {
+                        cmd(&mut n, t_ms, db, &["SET", "k", "other", "PX", "100"]);
+                    }
+                    let token = if pipelined {
+                        let set = cmd(&mut n, t_ms, db, &["SET", "k", "t", "NX", "PX", "100"]);
+                        cmd(&mut n, t_ms, db, &["ZADD", "k:f", "GT", &floor_arg, "n"]);
+                        let count = cmd(&mut n, t_ms, db, &["ZINCRBY", "k:f", "1", "n"]);
+                        (set == ServerReply::Ok).then(|| score(&count)).flatten()
+                    } else {
+                        let args = ["EVAL", body, "2", "k", "k:f", "t", "100"];
+                        score(&cmd(&mut n, t_ms, db, &args))
+                    };
+                    let counter = score(&cmd(&mut n, t_ms, db, &["ZSCORE", "k:f", "n"]));
+                    runs.push((token, counter));
+                }
+                let (script, pipeline) = (runs[0], runs[1]);
+                let want = start.unwrap_or(0).max(floor) + 1;
+                if held {
+                    assert_eq!(script, (None, start), "{start:?}");
+                    assert_eq!(pipeline.0, None);
+                    assert_eq!(pipeline.1, Some(want), "F grows on a refusal");
+                } else {
+                    assert_eq!(script, (Some(want), Some(want)), "{start:?}");
+                    assert_eq!(pipeline, script, "{start:?}");
+                }
+            }
+        }
+    }
 }
