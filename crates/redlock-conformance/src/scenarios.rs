@@ -174,7 +174,8 @@ pub fn auto_extension_outlasts_a_contender<D: Driver>() {
     let g = d
         .lock_with("auto", LockOptions::default().auto_extend(Some(auto)))
         .unwrap();
-    let contender = d.clone();
+    // Another client: calls of this one would wait in its own line, never on the nodes.
+    let contender = D::build(&c.urls(), |b| b.ttl(Duration::from_secs(1))).unwrap();
     let started = Arc::new(Barrier::new(2));
     let go = started.clone();
     let waiter = thread::spawn(move || {
