@@ -324,6 +324,15 @@ impl Lock {
         &mut self,
         commands: impl Fn(NodeId) -> O,
     ) -> Option<(&mut Round, RequestId, NodeId, Form)> {
+        let floor = self.ctx.params.pipeline_floor;
+        let commands = |n: NodeId| {
+            let mut offer: Offer = commands(n).into();
+            if !floor {
+                // A negative control's (`_mutants`): the pipeline without its floor.
+                offer.fence_floor = offer.fence_floor.map(|_| 0);
+            }
+            offer
+        };
         for round in &mut self.ctx.cleanup {
             if let Some((id, node, form)) = round.next_send(&commands) {
                 return Some((round, id, node, form));
