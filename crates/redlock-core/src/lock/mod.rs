@@ -334,19 +334,19 @@ impl Lock {
             offer
         };
         for round in &mut self.ctx.cleanup {
-            if let Some((id, node, form)) = round.next_send(&commands) {
+            if let Some((id, node, form)) = round.next_send(commands) {
                 return Some((round, id, node, form));
             }
         }
         let (round, second) = self.phase.rounds_mut();
         if let Some(round) = round
-            && let Some((id, node, form)) = round.next_send(&commands)
+            && let Some((id, node, form)) = round.next_send(commands)
         {
             return Some((round, id, node, form));
         }
         // Only an inspection has a second round: its `PTTL`s, after every `GET`.
         let round = second?;
-        let (id, node, form) = round.next_send(&commands)?;
+        let (id, node, form) = round.next_send(commands)?;
         Some((round, id, node, form))
     }
 
