@@ -6,10 +6,15 @@
 //!
 //! Locks are fenced by the config (caps bit 6) or per lock (`acquire_with`'s last operand),
 //! and the fencing scripts get replies of their own (counters that agree or not, nil,
-//! errors, junk), so the write-back round runs.
+//! errors, junk), so the write-back round runs. So do the script-free fence's commands
+//! (`TIME` in the handshake, then `SET NX PX`, `ZADD F GT floor n`, `ZINCRBY F 1 n` back to
+//! back): valid answers, refusals, errors and junk scores (`1e400`, `nan`, `-1`, `1.5`,
+//! past 2^53), once the core sends them.
 //!
 //! Besides "no panic" it checks: a fencing token on exactly the fenced locks' `Acquired`;
-//! every write-back raising the lock key's counter to a positive number; no
+//! every write-back raising the lock key's counter to a positive number; every `ZADD F GT`
+//! raising it to a whole second's floor (a multiple of 2^20 below 2^53) and every
+//! `ZINCRBY` adding 1, on the lock key's counter; no
 //! `Acquired`/`Extended` validity above `ttl - drift`; no extension command transmitted
 //! for a lock after its release was requested or after its `Lost`/`Released` event; every
 //! acquisition answered at most once, and exactly once after every node is disconnected and
@@ -104,6 +109,12 @@ enum Sent {
     FencedAcquire,
     /// The fence write-back script: 1 (raised, K still ours) or 0.
     RaiseFence,
+    /// `TIME` (in the handshake): its reply is an array of seconds and microseconds.
+    Time,
+    /// `ZADD F GT floor n`: the script-free acquire's raise to the floor.
+    ZaddGt,
+    /// `ZINCRBY F 1 n`: the script-free acquire's count, a score as a bulk string.
+    Zincrby,
     Other,
 }
 
@@ -476,8 +487,8 @@ impl Driver {
         {
             unread.extend_from_slice(bytes);
             loop {
-                let hello = self.sent[node].front() == Some(&Sent::Hello);
-                match scan_reply(unread, hello) {
+                let array = matches!(self.sent[node].front(), Some(Sent::Hello | Sent::Time));
+                match scan_reply(unread, array) {
                     Scan::Complete(len) => {
                         unread.drain(..len);
                         self.sent[node].pop_front();
@@ -726,6 +737,15 @@ impl Driver {
                 b"SET" if is_native_extend(command) => Sent::SetIfEq,
                 b"SET" => Sent::Set,
                 b"HELLO" => Sent::Hello,
+                b"TIME" => Sent::Time,
+                b"ZADD" => {
+                    check_fence_command(command, FenceCommand::ZaddGt);
+                    Sent::ZaddGt
+                }
+                b"ZINCRBY" => {
+                    check_fence_command(command, FenceCommand::Zincrby);
+                    Sent::Zincrby
+                }
                 b"DELIFEQ" | b"DELEX" => Sent::DelIfEq,
                 b"EVALSHA" => Sent::EvalSha,
                 b"EVAL" => Sent::Eval,
@@ -971,7 +991,10 @@ fn reply_shaped(s: &mut Script<'_>) -> Vec<u8> {
     let count = 1 + usize::from(s.byte() % 4);
     let mut out = Vec::new();
     for _ in 0..count {
-        let reply: &[u8] = match s.byte() % 24 {
+        let reply: &[u8] = match s.byte() % 27 {
+            24 => TIME_REPLIES[usize::from(s.byte()) % TIME_REPLIES.len()],
+            25 => ZINCRBY_REPLIES[usize::from(s.byte()) % ZINCRBY_REPLIES.len()],
+            26 => ZADD_REPLIES[usize::from(s.byte()) % ZADD_REPLIES.len()],
             14..=19 => HELLO_REPLIES[usize::from(s.byte()) % HELLO_REPLIES.len()],
             20 => UNKNOWN_DELIFEQ,
             21 => b"-ERR syntax error\r\n",
@@ -998,12 +1021,16 @@ fn reply_shaped(s: &mut Script<'_>) -> Vec<u8> {
 }
 
 /// A reply to a command of `kind`: mostly the success reply, else a refusal or an error.
-/// The fencing scripts' replies are picked from their own tables (numbers, some equal so
+/// The fencing commands' replies are picked from their own tables (numbers, some equal so
 /// that counters agree, some apart so that the write-back runs; nil; errors; junk).
 fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
+    let pick = |table: &[&'static [u8]]| table[usize::from(mode) % table.len()];
     match kind {
-        Sent::FencedAcquire => return FENCED_REPLIES[usize::from(mode) % FENCED_REPLIES.len()],
-        Sent::RaiseFence => return RAISE_REPLIES[usize::from(mode) % RAISE_REPLIES.len()],
+        Sent::FencedAcquire => return pick(&FENCED_REPLIES),
+        Sent::RaiseFence => return pick(&RAISE_REPLIES),
+        Sent::Time => return pick(&TIME_REPLIES),
+        Sent::ZaddGt => return pick(&ZADD_REPLIES),
+        Sent::Zincrby => return pick(&ZINCRBY_REPLIES),
         _ => {}
     }
     if !mode.is_multiple_of(4) {
@@ -1013,7 +1040,12 @@ fn reply_for(kind: Sent, mode: u8) -> &'static [u8] {
             Sent::ScriptLoad => b"$40\r\n3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1\r\n",
             Sent::Hello => HELLO_REPLIES[usize::from(mode >> 2) % 4],
             Sent::DelIfEq => b":1\r\n",
-            Sent::SetIfEq | Sent::FencedAcquire | Sent::RaiseFence => b"+OK\r\n",
+            Sent::SetIfEq
+            | Sent::FencedAcquire
+            | Sent::RaiseFence
+            | Sent::Time
+            | Sent::ZaddGt
+            | Sent::Zincrby => b"+OK\r\n",
         };
     }
     match (kind, (mode >> 2) % 4) {
@@ -1043,10 +1075,10 @@ enum Scan {
 }
 
 /// An independent reading (the test kit's RESP2 parser, not the core's) of one reply of the
-/// kinds the client accepts: arrays only in answer to `HELLO` (`hello`).
-fn scan_reply(buf: &[u8], hello: bool) -> Scan {
+/// kinds the client accepts: arrays only in answer to `HELLO` and `TIME` (`array`).
+fn scan_reply(buf: &[u8], array: bool) -> Scan {
     match resp::parse_reply(buf) {
-        Ok(Some((Reply::Array(_), len))) if hello => Scan::Complete(len),
+        Ok(Some((Reply::Array(_), len))) if array => Scan::Complete(len),
         Ok(Some((Reply::Array(_), _))) | Err(_) => Scan::Invalid,
         Ok(Some((_, len))) => Scan::Complete(len),
         Ok(None) => Scan::Incomplete,
@@ -1129,6 +1161,67 @@ const RAISE_REPLIES: [&[u8]; 10] = [
     b"+OK\r\n",
 ];
 
+/// Replies to `TIME`: a real clock's (Redis 7.0.15 and Valkey 9.1.2 answer seconds and
+/// microseconds as bulk strings), the epoch, then refusals (an ACL), and junk (negative,
+/// past `u64`, not digits, short, integers, nil, not an array).
+const TIME_REPLIES: [&[u8]; 12] = [
+    b"*2\r\n$10\r\n1795634123\r\n$6\r\n500000\r\n",
+    b"*2\r\n$10\r\n1795634123\r\n$6\r\n999999\r\n",
+    b"*2\r\n$10\r\n1795634124\r\n$1\r\n0\r\n",
+    b"*2\r\n$1\r\n0\r\n$1\r\n0\r\n",
+    b"-NOPERM User default has no permissions to run the 'time' command\r\n",
+    b"*2\r\n$2\r\n-1\r\n$1\r\n0\r\n",
+    b"*2\r\n$20\r\n99999999999999999999\r\n$1\r\n0\r\n",
+    b"*2\r\n$3\r\nabc\r\n$3\r\n1.5\r\n",
+    b"*1\r\n$10\r\n1795634123\r\n",
+    b"*2\r\n:1795634123\r\n:0\r\n",
+    b"*-1\r\n",
+    b":1795634123\r\n",
+];
+
+/// Replies to `ZADD F GT floor n`: added (1) or not (0), then a server without `GT`
+/// (`ERR syntax error`), a counter of the wrong type, an ACL, and what it should not say.
+const ZADD_REPLIES: [&[u8]; 9] = [
+    b":1\r\n",
+    b":0\r\n",
+    b":0\r\n",
+    b"-ERR syntax error\r\n",
+    WRONGTYPE,
+    b"-NOPERM User default has no permissions to run the 'zadd' command\r\n",
+    b"$-1\r\n",
+    b"+OK\r\n",
+    b":2\r\n",
+];
+
+/// Replies to `ZINCRBY F 1 n`: scores as the servers print them (plain digits below 2^53,
+/// mostly near one second's floor and close, so that nodes agree or are one apart), then
+/// junk scores (`1e400`, `nan`, `inf`, `-1`, `1.5`, past 2^53 and `u64`, empty, spaced),
+/// nil, errors, and other types.
+const ZINCRBY_REPLIES: [&[u8]; 22] = [
+    b"$16\r\n1882849641776001\r\n",
+    b"$16\r\n1882849641776001\r\n",
+    b"$16\r\n1882849641776002\r\n",
+    b"$16\r\n1882849642824577\r\n",
+    b"$1\r\n1\r\n",
+    b"$5\r\n1e400\r\n",
+    b"$3\r\nnan\r\n",
+    b"$3\r\ninf\r\n",
+    b"$2\r\n-1\r\n",
+    b"$1\r\n0\r\n",
+    b"$3\r\n1.5\r\n",
+    b"$16\r\n9007199254740993\r\n",
+    b"$20\r\n18446744073709551616\r\n",
+    b"$21\r\n1.8828496417760010e15\r\n",
+    b"$0\r\n\r\n",
+    b"$3\r\n 12\r\n",
+    b"$-1\r\n",
+    WRONGTYPE,
+    b"-ERR resulting score is not a number (NaN)\r\n",
+    b"-NOPERM User default has no permissions to run the 'zincrby' command\r\n",
+    b":1882849641776001\r\n",
+    b"+OK\r\n",
+];
+
 const UNKNOWN_DELIFEQ: &[u8] =
     b"-ERR unknown command 'DELIFEQ', with args beginning with: 'a' 'x' \r\n";
 const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
@@ -1157,6 +1250,33 @@ fn check_raise(command: &[&[u8]]) {
         n.is_some_and(|n| n > 0),
         "the write-back's number: {command:?}"
     );
+}
+
+/// One of the script-free fence's commands on F.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FenceCommand {
+    /// `ZADD F GT floor n`.
+    ZaddGt,
+    /// `ZINCRBY F 1 n`.
+    Zincrby,
+}
+
+/// A script-free fence command has the protocol's shape: `ZADD F GT floor n` with a floor of
+/// whole seconds (a multiple of 2^20 below 2^53), or `ZINCRBY F 1 n`.
+fn check_fence_command(command: &[&[u8]], which: FenceCommand) {
+    match (which, command) {
+        (FenceCommand::ZaddGt, [_, _, b"GT", floor, b"n"]) => {
+            let floor = std::str::from_utf8(floor)
+                .ok()
+                .and_then(|n| n.parse::<u64>().ok());
+            assert!(
+                floor.is_some_and(|f| f % (1 << 20) == 0 && f < 1 << 53),
+                "the floor of a whole second: {command:?}"
+            );
+        }
+        (FenceCommand::Zincrby, [_, _, b"1", b"n"]) => {}
+        _ => panic!("not the protocol's fence command: {command:?}"),
+    }
 }
 
 /// (resource, token) from a script call's key and token arguments.

@@ -1,39 +1,42 @@
-//! The fencing scripts' contract (issue 12): the fenced acquire and the fence write-back on
-//! every state of the lock's key K and, where it matters, of its counter F, with the reply
-//! and the effect on both keys, run against any [`Target`].
+//! The fencing contract (issue 12): the fenced acquire and the fence write-back scripts,
+//! and the script-free acquire's sorted-set commands, on every state of the lock's key K
+//! and, where it matters, of its counter F (a sorted set whose member `n` is the count),
+//! with the reply and the effect on both keys, run against any [`Target`].
 //!
 //! | command | K | F | reply | K after | F after |
 //! |---|---|---|---|---|---|
-//! | fenced acquire | absent | absent, behind | the floor | set | = reply |
+//! | fenced acquire | absent | absent, behind | the floor + 1 | set | = reply |
 //! | fenced acquire | absent | ahead | ahead + 1 | set | = reply |
-//! | fenced acquire | absent | wrong type | WRONGTYPE | set | = |
+//! | fenced acquire | absent | a string, a list | WRONGTYPE | set | = |
 //! | fenced acquire | ours, another, wrong type, expiring | behind | nil | = | = |
 //! | write-back | ours, expiring | absent, behind | 1 | = | raised |
 //! | write-back | ours | ahead | 1 | = | = |
-//! | write-back | ours | wrong type | WRONGTYPE | = | = |
+//! | write-back | ours | a string, a list | WRONGTYPE | = | = |
 //! | write-back | absent, another | behind | 0 | = | = |
 //! | write-back | wrong type | behind | WRONGTYPE | = | = |
 //! | either, flushed cache | ours | behind | NOSCRIPT | = | = |
+//! | `ZADD F GT raised n` | absent | absent | 1 | = | raised |
+//! | `ZADD F GT raised n` | absent | behind | 0 | = | raised |
+//! | `ZADD F GT raised n` | absent | ahead | 0 | = | = |
+//! | `ZADD F GT raised n` | absent | a string, a list | WRONGTYPE | = | = |
+//! | `ZINCRBY F 1 n` | absent | absent, behind, ahead | F + 1 (bulk) | = | = reply |
+//! | `ZINCRBY F 1 n` | absent | a string, a list | WRONGTYPE | = | = |
 //!
 //! "The floor" depends on the server's clock, so it is checked by range, never by timing:
 //! at least `TIME` seconds * 2^20 read before the command, at most that of a read after.
 //! "Behind" is a counter of 5, "ahead" one of 2^52 (above any floor until the year 2^32 s),
-//! "raised" is the write-back's number, [`RAISE_TO`], above "behind" and below "ahead".
+//! "raised" is the write-back's number, [`RAISE_TO`], above "behind" and below "ahead". A
+//! string F is what the scripts before the sorted set left behind. `ZADD ... GT` is marked
+//! as Redis 6.2 and later, every Valkey; a target without it is skipped, and must refuse it
+//! with `ERR syntax error`, as the older servers' parser does.
 
 use std::fmt;
-use std::time::{Duration, Instant};
 
-use chacha20::ChaCha20Rng;
-use rand_core::SeedableRng;
-use redlock_core::{
-    Config, Event, FENCED_ACQUIRE_SCRIPT, Lock, LockOptions, OpId, RAISE_FENCE_SCRIPT, Reply,
-    Request, Resource,
-};
 use redlock_testkit::Reply as Seen;
 
-use crate::form::Scripts;
+use crate::form::{FenceCommands, Scripts};
 use crate::run::Target;
-use crate::table::{ANOTHER_TOKEN, LONG_TTL_MS, SHORT_TTL_MS, Send, State, TTL_MS};
+use crate::table::{ANOTHER_TOKEN, Family, LONG_TTL_MS, SHORT_TTL_MS, Send, State, TTL_MS};
 
 /// The number the write-back rows raise F to.
 pub const RAISE_TO: u64 = 1_000_000;
@@ -43,11 +46,13 @@ const BEHIND: u64 = 5;
 const AHEAD: u64 = 1 << 52;
 /// A second of server time in fencing counts.
 const PER_SECOND: u64 = 1 << 20;
+/// The scratch key the `ZADD ... GT` probe uses.
+const PROBE_KEY: &str = "fence-contract:probe";
 
-/// One row: a fencing script on K and F in given states, and what must come of it.
+/// One row: a fencing command on K and F in given states, and what must come of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FenceCase {
-    /// The script and how it goes out.
+    /// The command and how it goes out.
     pub form: FenceForm,
     /// K before.
     pub key: KeyState,
@@ -61,13 +66,17 @@ pub struct FenceCase {
     pub fence_after: FenceAfter,
 }
 
-/// A fencing script, as the core sends it.
+/// A fencing command, as the core sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceForm {
     /// `FENCED_ACQUIRE_SCRIPT`.
     Acquire(Send),
     /// `RAISE_FENCE_SCRIPT` with [`RAISE_TO`].
     Raise(Send),
+    /// `ZADD F GT <RAISE_TO> n`: the script-free acquire's raise to the floor.
+    ZaddGt,
+    /// `ZINCRBY F 1 n`: the script-free acquire's count.
+    Zincrby,
 }
 
 /// K before a fencing command: the same states as the lock contract's keys.
@@ -78,25 +87,29 @@ pub type KeyState = State;
 pub enum FenceState {
     /// No counter.
     Absent,
-    /// 5: behind every floor and [`RAISE_TO`].
+    /// A sorted set whose `n` is 5: behind every floor and [`RAISE_TO`].
     Behind,
-    /// 2^52: ahead of every floor and of [`RAISE_TO`].
+    /// A sorted set whose `n` is 2^52: ahead of every floor and of [`RAISE_TO`].
     Ahead,
+    /// A string `5` (the counter the scripts before the sorted set kept).
+    WrongString,
     /// A list.
-    WrongType,
+    WrongList,
 }
 
 /// The reply a row expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceReply {
-    /// An integer within the floor's range (server `TIME` seconds * 2^20).
-    Floor,
+    /// An integer within the floor's range (server `TIME` seconds * 2^20), plus one.
+    FloorPlusOne,
     /// F's number before, plus one.
     AheadPlusOne,
     /// The null bulk string.
     Nil,
     /// This integer.
     Int(i64),
+    /// A score: this integer, as a bulk string of plain digits.
+    Score(u64),
     /// An error with this code.
     Error(&'static str),
 }
@@ -106,37 +119,49 @@ pub enum FenceReply {
 pub enum FenceAfter {
     /// As before.
     Unchanged,
-    /// The reply's number, persistent.
+    /// `n` is the reply's number, persistent.
     Reply,
-    /// [`RAISE_TO`], persistent.
+    /// `n` is [`RAISE_TO`], persistent.
     Raised,
 }
 
-/// The fencing part of the contract: 20 rows, run with [`CONTRACT`](crate::CONTRACT) by
+/// The fencing part of the contract: 32 rows, run with [`CONTRACT`](crate::CONTRACT) by
 /// [`run`](crate::run).
 #[rustfmt::skip]
 pub const FENCE_CONTRACT: &[FenceCase] = &[
-    row(ACQ, KeyState::Absent,    FenceState::Absent,    FenceReply::Floor,        true,  FenceAfter::Reply),
-    row(ACQ, KeyState::Absent,    FenceState::Behind,    FenceReply::Floor,        true,  FenceAfter::Reply),
+    row(ACQ, KeyState::Absent,    FenceState::Absent,    FenceReply::FloorPlusOne, true,  FenceAfter::Reply),
+    row(ACQ, KeyState::Absent,    FenceState::Behind,    FenceReply::FloorPlusOne, true,  FenceAfter::Reply),
     row(ACQ, KeyState::Absent,    FenceState::Ahead,     FenceReply::AheadPlusOne, true,  FenceAfter::Reply),
-    // The SET NX has run when GET F fails: K is set, and the reply is the error.
-    row(ACQ, KeyState::Absent,    FenceState::WrongType, WRONGTYPE,                true,  FenceAfter::Unchanged),
+    // The SET NX has run when ZSCORE F fails: K is set, and the reply is the error.
+    row(ACQ, KeyState::Absent,    FenceState::WrongString, WRONGTYPE,              true,  FenceAfter::Unchanged),
+    row(ACQ, KeyState::Absent,    FenceState::WrongList, WRONGTYPE,                true,  FenceAfter::Unchanged),
     row(ACQ, KeyState::Ours,      FenceState::Behind,    FenceReply::Nil,          false, FenceAfter::Unchanged),
     row(ACQ, KeyState::Another,   FenceState::Behind,    FenceReply::Nil,          false, FenceAfter::Unchanged),
     row(ACQ, KeyState::WrongType, FenceState::Behind,    FenceReply::Nil,          false, FenceAfter::Unchanged),
     row(ACQ, KeyState::Expiring,  FenceState::Behind,    FenceReply::Nil,          false, FenceAfter::Unchanged),
-    row(ACQ_EVAL, KeyState::Absent, FenceState::Behind,  FenceReply::Floor,        true,  FenceAfter::Reply),
+    row(ACQ_EVAL, KeyState::Absent, FenceState::Behind,  FenceReply::FloorPlusOne, true,  FenceAfter::Reply),
     row(ACQ_FLUSHED, KeyState::Absent, FenceState::Behind, NOSCRIPT,               false, FenceAfter::Unchanged),
     row(RAISE, KeyState::Ours,    FenceState::Absent,    FenceReply::Int(1),       false, FenceAfter::Raised),
     row(RAISE, KeyState::Ours,    FenceState::Behind,    FenceReply::Int(1),       false, FenceAfter::Raised),
     row(RAISE, KeyState::Ours,    FenceState::Ahead,     FenceReply::Int(1),       false, FenceAfter::Unchanged),
-    row(RAISE, KeyState::Ours,    FenceState::WrongType, WRONGTYPE,                false, FenceAfter::Unchanged),
+    row(RAISE, KeyState::Ours,    FenceState::WrongString, WRONGTYPE,              false, FenceAfter::Unchanged),
+    row(RAISE, KeyState::Ours,    FenceState::WrongList, WRONGTYPE,                false, FenceAfter::Unchanged),
     row(RAISE, KeyState::Expiring, FenceState::Behind,   FenceReply::Int(1),       false, FenceAfter::Raised),
     row(RAISE, KeyState::Absent,  FenceState::Behind,    FenceReply::Int(0),       false, FenceAfter::Unchanged),
     row(RAISE, KeyState::Another, FenceState::Behind,    FenceReply::Int(0),       false, FenceAfter::Unchanged),
     row(RAISE, KeyState::WrongType, FenceState::Behind,  WRONGTYPE,                false, FenceAfter::Unchanged),
     row(RAISE_EVAL, KeyState::Ours, FenceState::Behind,  FenceReply::Int(1),       false, FenceAfter::Raised),
     row(RAISE_FLUSHED, KeyState::Ours, FenceState::Behind, NOSCRIPT,               false, FenceAfter::Unchanged),
+    row(ZADD, KeyState::Absent,   FenceState::Absent,    FenceReply::Int(1),       false, FenceAfter::Raised),
+    row(ZADD, KeyState::Absent,   FenceState::Behind,    FenceReply::Int(0),       false, FenceAfter::Raised),
+    row(ZADD, KeyState::Absent,   FenceState::Ahead,     FenceReply::Int(0),       false, FenceAfter::Unchanged),
+    row(ZADD, KeyState::Absent,   FenceState::WrongString, WRONGTYPE,              false, FenceAfter::Unchanged),
+    row(ZADD, KeyState::Absent,   FenceState::WrongList, WRONGTYPE,                false, FenceAfter::Unchanged),
+    row(ZINCR, KeyState::Absent,  FenceState::Absent,    FenceReply::Score(1),     false, FenceAfter::Reply),
+    row(ZINCR, KeyState::Absent,  FenceState::Behind,    FenceReply::Score(BEHIND + 1), false, FenceAfter::Reply),
+    row(ZINCR, KeyState::Absent,  FenceState::Ahead,     FenceReply::Score(AHEAD + 1), false, FenceAfter::Reply),
+    row(ZINCR, KeyState::Absent,  FenceState::WrongString, WRONGTYPE,              false, FenceAfter::Unchanged),
+    row(ZINCR, KeyState::Absent,  FenceState::WrongList, WRONGTYPE,                false, FenceAfter::Unchanged),
 ];
 
 impl FenceCase {
@@ -145,10 +170,11 @@ impl FenceCase {
     /// the negative control that shows no fencing row passes whatever happens.
     pub fn wrong_copies(self) -> [Self; 3] {
         let reply = match self.reply {
-            FenceReply::Floor => FenceReply::AheadPlusOne,
-            FenceReply::AheadPlusOne => FenceReply::Floor,
+            FenceReply::FloorPlusOne => FenceReply::AheadPlusOne,
+            FenceReply::AheadPlusOne => FenceReply::FloorPlusOne,
             FenceReply::Nil => FenceReply::Int(0),
             FenceReply::Int(n) => FenceReply::Int(1 - n),
+            FenceReply::Score(n) => FenceReply::Score(n + 1),
             FenceReply::Error(_) => FenceReply::Nil,
         };
         let fence_after = match self.fence_after {
@@ -169,12 +195,25 @@ impl FenceCase {
     }
 }
 
+impl FenceForm {
+    /// Whether a server of `family` and version has this command: the scripts everywhere,
+    /// `ZADD ... GT` from Redis 6.2 and on every Valkey, `ZINCRBY` everywhere.
+    pub fn available_on(self, family: Family, major: u32, minor: u32) -> bool {
+        match self {
+            Self::ZaddGt => family == Family::Valkey || (major, minor) >= (6, 2),
+            Self::Acquire(_) | Self::Raise(_) | Self::Zincrby => true,
+        }
+    }
+}
+
 const ACQ: FenceForm = FenceForm::Acquire(Send::Sha);
 const ACQ_EVAL: FenceForm = FenceForm::Acquire(Send::Eval);
 const ACQ_FLUSHED: FenceForm = FenceForm::Acquire(Send::ShaFlushed);
 const RAISE: FenceForm = FenceForm::Raise(Send::Sha);
 const RAISE_EVAL: FenceForm = FenceForm::Raise(Send::Eval);
 const RAISE_FLUSHED: FenceForm = FenceForm::Raise(Send::ShaFlushed);
+const ZADD: FenceForm = FenceForm::ZaddGt;
+const ZINCR: FenceForm = FenceForm::Zincrby;
 const WRONGTYPE: FenceReply = FenceReply::Error("WRONGTYPE");
 const NOSCRIPT: FenceReply = FenceReply::Error("NOSCRIPT");
 
@@ -196,107 +235,6 @@ const fn row(
     }
 }
 
-/// The core's fencing commands on one key, taken from fenced [`Lock`]s as they send them.
-#[derive(Debug, Clone)]
-pub struct FenceCommands {
-    /// The acquire's `EVALSHA` and `EVAL`, and the token they store.
-    acquire: [Vec<String>; 2],
-    acquire_token: String,
-    /// The write-back's `EVALSHA` and `EVAL` (its number replaced by [`RAISE_TO`]), and the
-    /// token it compares.
-    raise: [Vec<String>; 2],
-    raise_token: String,
-}
-
-impl FenceCommands {
-    /// Drives a fenced one-node lock (acquire, `-NOSCRIPT`, `EVAL`) and a fenced three-node
-    /// lock whose quorum answers 5 and 7, so that it writes 7 back to the first node
-    /// (`-NOSCRIPT`, `EVAL`), and keeps the commands.
-    pub fn new(key: &str, seed: u64) -> Self {
-        let mut rng = ChaCha20Rng::seed_from_u64(seed);
-        let now = Instant::now();
-        let options = LockOptions::default()
-            .ttl(Duration::from_millis(TTL_MS))
-            .fenced(true);
-        let lock = |nodes: usize, rng: &mut ChaCha20Rng| {
-            let config = Config::builder(nodes).build().expect("a valid config");
-            let resource = Resource::new(key.to_owned());
-            Lock::acquire(now, OpId::from_raw(1), &config, resource, &options, rng)
-                .expect("a fenced lock")
-        };
-        let mut one = lock(1, &mut rng);
-        let sha = one.poll_request().expect("the acquire");
-        one.handle_reply(now, sha.id, Ok(&noscript()), &mut rng);
-        let eval = one.poll_request().expect("the EVAL resend");
-        let acquire = [args(&sha), args(&eval)];
-        let acquire_token = acquire[0][5].clone();
-        let mut three = lock(3, &mut rng);
-        let sent: Vec<Request> = std::iter::from_fn(|| three.poll_request()).collect();
-        three.handle_reply(now, sent[0].id, Ok(&Reply::Integer(5)), &mut rng);
-        three.handle_reply(now, sent[1].id, Ok(&Reply::Integer(7)), &mut rng);
-        let sha = three.poll_request().expect("the write-back");
-        three.handle_reply(now, sha.id, Ok(&noscript()), &mut rng);
-        let eval = three.poll_request().expect("the write-back's EVAL resend");
-        let mut raise = [args(&sha), args(&eval)];
-        for r in &mut raise {
-            assert_eq!(
-                r[6], "7",
-                "the write-back carries the quorum's largest counter last"
-            );
-            r[6] = RAISE_TO.to_string();
-        }
-        let raise_token = raise[0][5].clone();
-        assert!(matches!(
-            three.poll_event(),
-            None | Some(Event::Acquired(_))
-        ));
-        Self {
-            acquire,
-            acquire_token,
-            raise,
-            raise_token,
-        }
-    }
-
-    /// The arguments of `form`, name first, with `scripts` in place of the core's (checked
-    /// to be where the core puts them), and the token "ours" is for it.
-    pub fn args(&self, form: FenceForm, scripts: Scripts) -> (Vec<String>, &str) {
-        let (sent, token, core, script, send) = match form {
-            FenceForm::Acquire(send) => (
-                &self.acquire,
-                &self.acquire_token,
-                &FENCED_ACQUIRE_SCRIPT,
-                scripts.fenced_acquire,
-                send,
-            ),
-            FenceForm::Raise(send) => (
-                &self.raise,
-                &self.raise_token,
-                &RAISE_FENCE_SCRIPT,
-                scripts.raise_fence,
-                send,
-            ),
-        };
-        let (mut args, from, to) = match send {
-            Send::Eval => (sent[1].clone(), core.body, script.body),
-            Send::Sha | Send::ShaFlushed => (sent[0].clone(), core.sha1, script.sha1),
-        };
-        assert_eq!(args[1], from, "the core sends its script second");
-        args[1] = to.to_owned();
-        (args, token)
-    }
-}
-
-fn args(request: &Request) -> Vec<String> {
-    let args = request.command.args();
-    let text = args.iter().map(|a| String::from_utf8(a.to_vec()));
-    text.collect::<Result<_, _>>().expect("text arguments")
-}
-
-fn noscript() -> Reply {
-    Reply::Error("NOSCRIPT No matching script. Please use EVAL.".into())
-}
-
 /// Runs one row on `fence-contract:<i>` and its counter, sending `scripts` where the core
 /// sends its fencing scripts; `Ok(Some(why))` if it broke the contract.
 pub(crate) fn run_case(
@@ -308,8 +246,7 @@ pub(crate) fn run_case(
     let key = format!("fence-contract:{i}");
     let commands = FenceCommands::new(&key, i as u64);
     let (args, token) = commands.args(case.form, scripts);
-    let fence = args[4].clone();
-    assert_eq!((args[3].as_str(), args[2].as_str()), (key.as_str(), "2"));
+    let fence = commands.fence_key().to_owned();
     call(target, &["DEL", &key, &fence])?;
     set_key(target, &key, case.key, token)?;
     set_fence(target, &fence, case.fence)?;
@@ -324,6 +261,7 @@ pub(crate) fn run_case(
     let seen = [
         call(target, &["GET", &key])?,
         call(target, &["PTTL", &key])?,
+        call(target, &["ZSCORE", &fence, "n"])?,
         call(target, &["GET", &fence])?,
         call(target, &["PTTL", &fence])?,
     ];
@@ -335,10 +273,22 @@ pub(crate) fn run_case(
     if !key_matches(case, token, &seen[0], &seen[1]) {
         why.push(format!("K {} (PTTL {})", seen[0], seen[1]));
     }
-    if !fence_matches(case, &reply, &seen[2], &seen[3]) {
-        why.push(format!("F {} (PTTL {})", seen[2], seen[3]));
+    if !fence_matches(case, &reply, [&seen[2], &seen[3]], &seen[4]) {
+        let (score, get, pttl) = (&seen[2], &seen[3], &seen[4]);
+        why.push(format!("F: ZSCORE n {score}, GET {get} (PTTL {pttl})"));
     }
     Ok((!why.is_empty()).then(|| why.join("; ")))
+}
+
+/// Whether `target` has `ZADD ... GT`, asked on a scratch key, and how we know: only
+/// `ERR syntax error` (the older servers' parser stopping at `GT`) counts as lacking it.
+pub(crate) fn zadd_gt_support(target: &mut dyn Target) -> Result<(bool, String), String> {
+    let probe = ["ZADD", PROBE_KEY, "GT", "1", "n"];
+    call(target, &["DEL", PROBE_KEY])?;
+    let reply = call(target, &probe)?;
+    call(target, &["DEL", PROBE_KEY])?;
+    let lacks = matches!(&reply, Seen::Error(e) if e == "ERR syntax error");
+    Ok((!lacks, format!("`{}` answered {reply}", probe.join(" "))))
 }
 
 fn set_key(target: &mut dyn Target, key: &str, state: KeyState, token: &str) -> Result<(), String> {
@@ -356,9 +306,10 @@ fn set_key(target: &mut dyn Target, key: &str, state: KeyState, token: &str) -> 
 fn set_fence(target: &mut dyn Target, fence: &str, state: FenceState) -> Result<(), String> {
     match state {
         FenceState::Absent => return Ok(()),
-        FenceState::Behind => call(target, &["SET", fence, &BEHIND.to_string()])?,
-        FenceState::Ahead => call(target, &["SET", fence, &AHEAD.to_string()])?,
-        FenceState::WrongType => call(target, &["RPUSH", fence, "not-a-counter"])?,
+        FenceState::Behind => call(target, &["ZADD", fence, &BEHIND.to_string(), "n"])?,
+        FenceState::Ahead => call(target, &["ZADD", fence, &AHEAD.to_string(), "n"])?,
+        FenceState::WrongString => call(target, &["SET", fence, &BEHIND.to_string()])?,
+        FenceState::WrongList => call(target, &["RPUSH", fence, "not-a-counter"])?,
     };
     Ok(())
 }
@@ -373,6 +324,7 @@ fn set_cache(
     let (script, send) = match form {
         FenceForm::Acquire(send) => (scripts.fenced_acquire, send),
         FenceForm::Raise(send) => (scripts.raise_fence, send),
+        FenceForm::ZaddGt | FenceForm::Zincrby => return Ok(None),
     };
     if send != Send::Sha {
         call(target, &["SCRIPT", "FLUSH"])?;
@@ -402,12 +354,13 @@ fn time(target: &mut dyn Target) -> Result<u64, String> {
 }
 
 fn reply_matches(expected: FenceReply, got: &Seen, (before, after): (u64, u64)) -> bool {
-    let floor = (before * PER_SECOND) as i64..=(after * PER_SECOND) as i64;
+    let floor = (before * PER_SECOND) as i64 + 1..=(after * PER_SECOND) as i64 + 1;
     match (expected, got) {
-        (FenceReply::Floor, Seen::Int(n)) => floor.contains(n),
+        (FenceReply::FloorPlusOne, Seen::Int(n)) => floor.contains(n),
         (FenceReply::AheadPlusOne, Seen::Int(n)) => *n == AHEAD as i64 + 1,
         (FenceReply::Nil, Seen::Nil) => true,
         (FenceReply::Int(n), Seen::Int(m)) => n == *m,
+        (FenceReply::Score(n), Seen::Bulk(b)) => *b == n.to_string().into_bytes(),
         (FenceReply::Error(code), Seen::Error(e)) => e.split(' ').next() == Some(code),
         _ => false,
     }
@@ -430,20 +383,37 @@ fn key_matches(case: FenceCase, token: &str, value: &Seen, pttl: &Seen) -> bool 
     *value == want && matches!(pttl, Seen::Int(n) if ttl.contains(n))
 }
 
-fn fence_matches(case: FenceCase, reply: &Seen, value: &Seen, pttl: &Seen) -> bool {
-    let number = |n: u64| Seen::Bulk(n.to_string().into_bytes());
-    let want = match (case.fence_after, case.fence) {
-        (FenceAfter::Reply, _) => match reply {
-            Seen::Int(n) => Seen::Bulk(n.to_string().into_bytes()),
-            _ => return false,
-        },
-        (FenceAfter::Raised, _) => number(RAISE_TO),
-        (FenceAfter::Unchanged, FenceState::Absent) => return *value == Seen::Nil,
-        (FenceAfter::Unchanged, FenceState::Behind) => number(BEHIND),
-        (FenceAfter::Unchanged, FenceState::Ahead) => number(AHEAD),
-        (FenceAfter::Unchanged, FenceState::WrongType) => return is_wrongtype(value),
+/// Whether F, as `ZSCORE F n` and `GET F` read it (`read`) with its PTTL, is what the row
+/// says: a counter is a persistent sorted set, which `GET` refuses.
+fn fence_matches(case: FenceCase, reply: &Seen, read: [&Seen; 2], pttl: &Seen) -> bool {
+    let [score, get] = read;
+    let counter = |n: u64| {
+        *score == Seen::Bulk(n.to_string().into_bytes())
+            && is_wrongtype(get)
+            && *pttl == Seen::Int(-1)
     };
-    *value == want && *pttl == Seen::Int(-1)
+    match (case.fence_after, case.fence) {
+        (FenceAfter::Reply, _) => reply_number(reply).is_some_and(counter),
+        (FenceAfter::Raised, _) => counter(RAISE_TO),
+        (FenceAfter::Unchanged, FenceState::Absent) => {
+            (score, get, pttl) == (&Seen::Nil, &Seen::Nil, &Seen::Int(-2))
+        }
+        (FenceAfter::Unchanged, FenceState::Behind) => counter(BEHIND),
+        (FenceAfter::Unchanged, FenceState::Ahead) => counter(AHEAD),
+        (FenceAfter::Unchanged, FenceState::WrongString) => {
+            is_wrongtype(score) && *get == Seen::Bulk(BEHIND.to_string().into_bytes())
+        }
+        (FenceAfter::Unchanged, FenceState::WrongList) => is_wrongtype(score) && is_wrongtype(get),
+    }
+}
+
+/// The counter a reply carries: an integer (the scripts) or a score's digits (`ZINCRBY`).
+fn reply_number(reply: &Seen) -> Option<u64> {
+    match reply {
+        Seen::Int(n) => u64::try_from(*n).ok(),
+        Seen::Bulk(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
 }
 
 fn is_wrongtype(value: &Seen) -> bool {
@@ -461,6 +431,8 @@ impl fmt::Display for FenceForm {
         let (script, send) = match self {
             Self::Acquire(send) => ("fenced acquire", send),
             Self::Raise(send) => ("fence write-back", send),
+            Self::ZaddGt => return write!(f, "ZADD F GT {RAISE_TO} n"),
+            Self::Zincrby => return f.write_str("ZINCRBY F 1 n"),
         };
         match send {
             Send::Sha => write!(f, "{script} EVALSHA"),
@@ -476,7 +448,8 @@ impl fmt::Display for FenceState {
             Self::Absent => "absent",
             Self::Behind => "behind",
             Self::Ahead => "ahead",
-            Self::WrongType => "wrong type",
+            Self::WrongString => "a string",
+            Self::WrongList => "a list",
         })
     }
 }
@@ -484,10 +457,11 @@ impl fmt::Display for FenceState {
 impl fmt::Display for FenceReply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Floor => f.write_str(":<TIME seconds * 2^20>"),
+            Self::FloorPlusOne => f.write_str(":<TIME seconds * 2^20 + 1>"),
             Self::AheadPlusOne => write!(f, ":{}", AHEAD + 1),
             Self::Nil => f.write_str("nil"),
             Self::Int(n) => write!(f, ":{n}"),
+            Self::Score(n) => write!(f, "\"{n}\""),
             Self::Error(code) => write!(f, "-{code} ..."),
         }
     }

@@ -1,5 +1,6 @@
 //! The argument lists of the table's command forms: those the core sends taken from the core
-//! itself, the native ones the core cannot send yet written out by hand.
+//! itself (the lock's, and the fencing scripts' in [`FenceCommands`]), the native ones and
+//! the script-free fence's commands, which the core does not send yet, written out by hand.
 //!
 //! The core's commands are not rebuilt here from its constants: a [`Lock`] of one node is
 //! driven through acquire, an extension and a release, with `-NOSCRIPT` fed back to each
@@ -16,6 +17,7 @@ use redlock_core::{
     RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Reply, Request, Resource, Script,
 };
 
+use crate::fence::{FenceForm, RAISE_TO};
 use crate::table::{Form, Send, TTL_MS};
 
 /// The scripts a run sends: the core's, or a deliberately wrong one in their place.
@@ -61,8 +63,8 @@ pub static UNCHECKED_EXTEND_SCRIPT: Script = Script {
 /// check (F is raised whoever holds K). The contract must fail with it, or it could not tell
 /// a write-back that may raise a counter for a lock that is no longer ours.
 pub static UNCHECKED_RAISE_FENCE_SCRIPT: Script = Script {
-    body: "if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1",
-    sha1: "8fc017f9bc03ef64dcc02d6293d3aa7f3ff49562",
+    body: "local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[2], ARGV[2], 'n') end return 1",
+    sha1: "c7fc630c37309053a31e2afdad1707dab08e7e2b",
 };
 
 /// The core's commands on one key, and the token they carry.
@@ -162,6 +164,119 @@ impl CoreCommands {
                 vec!["SET".into(), key, token.clone(), ifeq, token, px, ttl]
             }
         }
+    }
+}
+
+/// The core's fencing commands on one key, taken from fenced [`Lock`]s as they send them.
+#[derive(Debug, Clone)]
+pub struct FenceCommands {
+    /// The acquire's `EVALSHA` and `EVAL`, and the token they store.
+    acquire: [Vec<String>; 2],
+    acquire_token: String,
+    /// The write-back's `EVALSHA` and `EVAL` (its number replaced by [`RAISE_TO`]), and the
+    /// token it compares.
+    raise: [Vec<String>; 2],
+    raise_token: String,
+    /// The counter key F the core names beside K.
+    fence: String,
+}
+
+impl FenceCommands {
+    /// Drives a fenced one-node lock (acquire, `-NOSCRIPT`, `EVAL`) and a fenced three-node
+    /// lock whose quorum answers 5 and 7, so that it writes 7 back to the first node
+    /// (`-NOSCRIPT`, `EVAL`), and keeps the commands.
+    pub fn new(key: &str, seed: u64) -> Self {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        let now = Instant::now();
+        let options = LockOptions::default()
+            .ttl(Duration::from_millis(TTL_MS))
+            .fenced(true);
+        let lock = |nodes: usize, rng: &mut ChaCha20Rng| {
+            let config = Config::builder(nodes).build().expect("a valid config");
+            let resource = Resource::new(key.to_owned());
+            Lock::acquire(now, OpId::from_raw(1), &config, resource, &options, rng)
+                .expect("a fenced lock")
+        };
+        let mut one = lock(1, &mut rng);
+        let sha = one.poll_request().expect("the acquire");
+        one.handle_reply(now, sha.id, Ok(&noscript()), &mut rng);
+        let eval = one.poll_request().expect("the EVAL resend");
+        let acquire = [args(&sha), args(&eval)];
+        let acquire_token = acquire[0][5].clone();
+        let mut three = lock(3, &mut rng);
+        let sent: Vec<Request> = std::iter::from_fn(|| three.poll_request()).collect();
+        three.handle_reply(now, sent[0].id, Ok(&Reply::Integer(5)), &mut rng);
+        three.handle_reply(now, sent[1].id, Ok(&Reply::Integer(7)), &mut rng);
+        let sha = three.poll_request().expect("the write-back");
+        three.handle_reply(now, sha.id, Ok(&noscript()), &mut rng);
+        let eval = three.poll_request().expect("the write-back's EVAL resend");
+        let mut raise = [args(&sha), args(&eval)];
+        for r in &mut raise {
+            assert_eq!(
+                r[6], "7",
+                "the write-back carries the quorum's largest counter last"
+            );
+            r[6] = RAISE_TO.to_string();
+        }
+        let raise_token = raise[0][5].clone();
+        assert!(matches!(
+            three.poll_event(),
+            None | Some(Event::Acquired(_))
+        ));
+        let fence = acquire[0][4].clone();
+        assert_eq!(acquire[0][2], "2", "the fencing scripts take K and F");
+        Self {
+            acquire,
+            acquire_token,
+            raise,
+            raise_token,
+            fence,
+        }
+    }
+
+    /// The counter key F, as the core names it beside K.
+    pub fn fence_key(&self) -> &str {
+        &self.fence
+    }
+
+    /// The arguments of `form`, name first, with `scripts` in place of the core's (checked
+    /// to be where the core puts them), and the token "ours" is for it. The script-free
+    /// commands are written out as the protocol gives them, on the core's F, until the core
+    /// sends them itself.
+    pub fn args(&self, form: FenceForm, scripts: Scripts) -> (Vec<String>, &str) {
+        let owned = |args: &[&str]| args.iter().map(|a| (*a).to_owned()).collect();
+        let (sent, token, core, script, send) = match form {
+            FenceForm::ZaddGt => {
+                let raise = RAISE_TO.to_string();
+                let args = owned(&["ZADD", &self.fence, "GT", &raise, "n"]);
+                return (args, &self.acquire_token);
+            }
+            FenceForm::Zincrby => {
+                let args = owned(&["ZINCRBY", &self.fence, "1", "n"]);
+                return (args, &self.acquire_token);
+            }
+            FenceForm::Acquire(send) => (
+                &self.acquire,
+                &self.acquire_token,
+                &FENCED_ACQUIRE_SCRIPT,
+                scripts.fenced_acquire,
+                send,
+            ),
+            FenceForm::Raise(send) => (
+                &self.raise,
+                &self.raise_token,
+                &RAISE_FENCE_SCRIPT,
+                scripts.raise_fence,
+                send,
+            ),
+        };
+        let (mut args, from, to) = match send {
+            Send::Eval => (sent[1].clone(), core.body, script.body),
+            Send::Sha | Send::ShaFlushed => (sent[0].clone(), core.sha1, script.sha1),
+        };
+        assert_eq!(args[1], from, "the core sends its script second");
+        args[1] = to.to_owned();
+        (args, token)
     }
 }
 

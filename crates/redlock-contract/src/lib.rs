@@ -40,10 +40,11 @@ mod table;
 mod target;
 
 pub use fence::{
-    FENCE_CONTRACT, FenceAfter, FenceCase, FenceCommands, FenceForm, FenceReply, FenceState,
-    KeyState, RAISE_TO,
+    FENCE_CONTRACT, FenceAfter, FenceCase, FenceForm, FenceReply, FenceState, KeyState, RAISE_TO,
 };
-pub use form::{CoreCommands, Scripts, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT};
+pub use form::{
+    CoreCommands, FenceCommands, Scripts, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT,
+};
 pub use run::{Report, Target, run, run_rows};
 pub use table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,

@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 
 use redlock_testkit::Reply;
 
-use crate::fence::{self, FENCE_CONTRACT, FenceCase};
+use crate::fence::{self, FENCE_CONTRACT, FenceCase, FenceForm};
 use crate::form::{CoreCommands, Scripts};
 use crate::table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
@@ -44,6 +44,9 @@ pub struct Report {
     pub fence_passed: Vec<FenceCase>,
     /// Fencing rows that broke the contract, with what was seen.
     pub fence_failed: Vec<(FenceCase, String)>,
+    /// Fencing rows not run because the target lacks their command (`ZADD ... GT` before
+    /// Redis 6.2), with what it answered.
+    pub fence_skipped: Vec<(FenceCase, String)>,
     /// Native commands whose availability the target reported otherwise than the table's
     /// marks say for its version.
     pub disagreements: Vec<String>,
@@ -77,6 +80,7 @@ pub fn run_rows(
         failed: Vec::new(),
         fence_passed: Vec::new(),
         fence_failed: Vec::new(),
+        fence_skipped: Vec::new(),
         disagreements: Vec::new(),
     };
     let mut support = Vec::new();
@@ -103,8 +107,23 @@ pub fn run_rows(
             },
         }
     }
-    // The fencing scripts need scripting only, which every server the core supports has.
+    // The fencing scripts need scripting only, which every server the core supports has;
+    // the script-free acquire needs `ZADD ... GT`, which older servers lack.
+    let zadd_gt = fence::zadd_gt_support(target)?;
+    if let (Some((family, major, minor)), (have, why)) = (target.version(), &zadd_gt) {
+        let marked = FenceForm::ZaddGt.available_on(family, major, minor);
+        if marked != *have {
+            let verb = if marked { "has" } else { "lacks" };
+            let form = FenceForm::ZaddGt;
+            let d = format!("{form}: the table says {family} {major}.{minor} {verb} it, but {why}");
+            report.disagreements.push(d);
+        }
+    }
     for (i, case) in fence_rows.iter().enumerate() {
+        if case.form == FenceForm::ZaddGt && !zadd_gt.0 {
+            report.fence_skipped.push((*case, zadd_gt.1.clone()));
+            continue;
+        }
         match fence::run_case(target, *case, i, scripts)? {
             None => report.fence_passed.push(*case),
             Some(why) => report.fence_failed.push((*case, why)),
@@ -389,18 +408,27 @@ impl fmt::Display for KeyRule {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let total = self.passed.len() + self.skipped.len() + self.failed.len();
-        let fence_total = self.fence_passed.len() + self.fence_failed.len();
+        let fence_total =
+            self.fence_passed.len() + self.fence_failed.len() + self.fence_skipped.len();
         writeln!(
             f,
             "command contract on {}: {} of {total} lock cases passed, {} failed, {} skipped; \
-             {} of {fence_total} fencing cases passed, {} failed",
+             {} of {fence_total} fencing cases passed, {} failed, {} skipped",
             self.target,
             self.passed.len(),
             self.failed.len(),
             self.skipped.len(),
             self.fence_passed.len(),
-            self.fence_failed.len()
+            self.fence_failed.len(),
+            self.fence_skipped.len()
         )?;
+        if let Some((case, why)) = self.fence_skipped.first() {
+            let form = case.form;
+            writeln!(
+                f,
+                "  SKIPPED {form} (every state): the target lacks it: {why}"
+            )?;
+        }
         let mut skipped_forms: Vec<(Form, &str)> = Vec::new();
         for (case, why) in &self.skipped {
             if !skipped_forms.iter().any(|(f, _)| *f == case.form) {

@@ -6,9 +6,10 @@
 use std::io::Write as _;
 
 use redlock_contract::{
-    FENCE_CONTRACT, FenceForm, Form, KeyState, RealNode, Report, Scripts, Send, SimNode, State,
-    Target, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT, run, run_rows,
+    FENCE_CONTRACT, FenceForm, FenceState, Form, KeyState, RealNode, Report, Scripts, Send,
+    SimNode, State, Target, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT, run, run_rows,
 };
+use redlock_core::NO_FLOOR_FENCED_ACQUIRE_SCRIPT;
 use redlock_sim::ServerProfile;
 use redlock_testkit::{Cluster, Reply};
 
@@ -23,6 +24,7 @@ fn every_command_does_what_the_table_says() {
     assert!(report.skipped.iter().all(|(c, _)| c.form.since().is_some()));
     assert!(report.passed.len() >= 35, "{report}");
     assert_eq!(report.fence_passed.len(), FENCE_CONTRACT.len(), "{report}");
+    assert!(report.fence_skipped.is_empty(), "{report}");
 }
 
 /// The negative control: the same table, with the extend script's token check removed,
@@ -92,6 +94,40 @@ fn a_write_back_without_its_token_check_breaks_the_contract() {
     assert!(report.fence_failed[0].1.contains("reply :1, expected :0"));
 }
 
+/// The no-floor fenced acquire (the core's own mutant script) fails on a real server
+/// exactly where the floor matters: F missing or behind it.
+#[test]
+fn a_fenced_acquire_without_its_floor_breaks_the_contract() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    let scripts = Scripts {
+        fenced_acquire: &NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
+        ..Scripts::CORE
+    };
+    let report = run(&mut node, scripts).expect("the node answers");
+    say("negative control (failures expected): ", &report);
+    assert!(report.failed.is_empty(), "{report}");
+    let failed: Vec<(FenceForm, FenceState)> = report
+        .fence_failed
+        .iter()
+        .map(|(c, _)| (c.form, c.fence))
+        .collect();
+    let (sha, eval) = (
+        FenceForm::Acquire(Send::Sha),
+        FenceForm::Acquire(Send::Eval),
+    );
+    assert_eq!(
+        failed,
+        [
+            (sha, FenceState::Absent),
+            (sha, FenceState::Behind),
+            (eval, FenceState::Behind)
+        ],
+        "{report}"
+    );
+    assert!(report.fence_failed[0].1.contains("reply :1,"), "{report}");
+}
+
 /// Every fencing row can fail on a real server: each of its wrong copies (one expectation
 /// changed) is reported failed, alone.
 #[test]
@@ -136,7 +172,35 @@ fn the_simulated_profile_of_this_server_answers_as_it_does() {
         &["RPUSH", "l", "x"],
         &["DELIFEQ", "l", "v"],
         &["SET", "l", "v", "IFEQ", "v", "PX", "100"],
-        &["DEL", "l"],
+        // The fencing counter's sorted-set commands, errors included.
+        &["ZADD", "z", "GT", "10", "n"],
+        &["ZADD", "z", "GT", "5", "n"],
+        &["ZADD", "z", "gt", "CH", "20", "n"],
+        &["ZINCRBY", "z", "1", "n"],
+        &["ZINCRBY", "z", "1882849641776000", "m"],
+        &["ZSCORE", "z", "n"],
+        &["ZSCORE", "z", "m"],
+        &["ZSCORE", "z", "x"],
+        &["ZADD", "z", "XX", "CH", "1", "m", "2", "x"],
+        &["ZADD", "z", "GT", "INCR", "-1", "m"],
+        &["ZADD", "z", "inf", "i"],
+        &["ZINCRBY", "z", "-inf", "i"],
+        &["ZSCORE", "z", "i"],
+        &["ZADD", "z", "GT", "LT", "1", "n"],
+        &["ZADD", "z", "NX", "XX", "1", "n"],
+        &["ZADD", "z", "INCR", "1", "n", "2", "m"],
+        &["ZADD", "z", "GT", "1", "n", "m"],
+        &["ZADD", "z", "GT", "1e400", "n"],
+        &["ZADD", "z", "nan", "n"],
+        &["ZINCRBY", "z", "x", "n"],
+        &["ZADD", "z", "1"],
+        &["ZINCRBY", "l", "1", "n"],
+        &["ZSCORE", "l", "n"],
+        &["ZADD", "l", "GT", "1", "n"],
+        &["SET", "s", "5"],
+        &["ZINCRBY", "s", "1", "n"],
+        &["GET", "z"],
+        &["DEL", "l", "z", "s"],
     ];
     for args in commands {
         let real = without_id(node.call(args).expect("the server answers"));

@@ -16,12 +16,12 @@ use crate::error::UsageError;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
-use crate::node::{Link, Node, Pending};
+use crate::node::{Link, Node, NodeClock, Pending};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
 use crate::queue::Lines;
 use crate::resp::Reply;
-use crate::server::{NodeCommands, decode_hello, is_unsupported};
+use crate::server::{NativeUse, NodeCommands, decode_hello, decode_time, is_unsupported};
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};
 
@@ -370,6 +370,24 @@ impl<R: CryptoRng> Client<R> {
                     }
                 }
             }
+            if self.nodes[i].in_flight.front() == Some(&Pending::Time) {
+                match self.nodes[i].decoder.next_in_with(&mut bytes, decode_time) {
+                    Ok(Some(clock)) => {
+                        self.nodes[i].in_flight.pop_front();
+                        let read_at = now;
+                        self.nodes[i].clock = clock.map(|since_epoch| NodeClock {
+                            since_epoch,
+                            read_at,
+                        });
+                        continue;
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let fault = NodeFault::Protocol(e.message().to_owned());
+                        return self.close(now, node, fault, true);
+                    }
+                }
+            }
             let reply = match self.nodes[i].decoder.next_reply_in(&mut bytes) {
                 Ok(Some(reply)) => reply,
                 Ok(None) => break,
@@ -378,12 +396,27 @@ impl<R: CryptoRng> Client<R> {
                     return self.close(now, node, fault, true);
                 }
             };
+            // A pipelined request's replies are gathered until its last one.
+            let reply = match self.nodes[i].in_flight.front() {
+                Some(Pending::Request {
+                    native: Some(NativeUse::Fence),
+                    ..
+                }) => {
+                    let gathered = &mut self.nodes[i].gathered;
+                    gathered.push(reply);
+                    if gathered.len() < FENCED_PIPELINE_REPLIES {
+                        continue;
+                    }
+                    Reply::Replies(std::mem::take(gathered))
+                }
+                _ => reply,
+            };
             match self.nodes[i].in_flight.pop_front() {
                 None => {
                     let fault = NodeFault::Protocol("reply without a request".into());
                     return self.close(now, node, fault, true);
                 }
-                Some(Pending::Preload | Pending::Hello) => {}
+                Some(Pending::Preload | Pending::Hello | Pending::Time) => {}
                 Some(Pending::Handshake(command)) => {
                     if let Some(message) = reply.error_message() {
                         let fault = NodeFault::Handshake { command, message };
@@ -485,7 +518,8 @@ impl<R: CryptoRng> Client<R> {
         let lock = self.locks.get_mut(&op)?;
         loop {
             let nodes = &self.nodes;
-            let commands = |n: NodeId| nodes[n.index()].commands;
+            let drift = self.config.timing.drift_factor;
+            let commands = |n: NodeId| nodes[n.index()].offer(now, drift);
             let Some((id, to, native, bytes)) = lock.next_transmit(&mut self.encoder, commands)
             else {
                 break;
@@ -493,6 +527,9 @@ impl<R: CryptoRng> Client<R> {
             let node = &mut self.nodes[to.index()];
             if node.accepts_requests() && node.has_room() {
                 node.send(op, id, native, bytes);
+                if native == Some(NativeUse::Fence) {
+                    node.refresh_clock(now);
+                }
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }
@@ -558,6 +595,9 @@ impl<R: CryptoRng> Client<R> {
         now
     }
 }
+
+/// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.
+const FENCED_PIPELINE_REPLIES: usize = 3;
 
 /// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
 /// with one multiply instead of SipHash.

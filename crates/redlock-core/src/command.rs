@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::io::NodeFault;
 use crate::resp::{self, Reply};
-use crate::server::{self, ExtendCommand, NativeUse, NodeCommands, ReleaseCommand};
+use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
 
 /// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
@@ -39,22 +39,27 @@ pub const EXTEND_SCRIPT: Script = Script {
 };
 
 /// Fenced acquire (docs/safety.md, "Fencing"): `SET K token NX PX ttl`; on success the
-/// counter key F becomes `n = max(F + 1, floor)` and `n` is returned, else nil. The floor is
-/// the node's clock in whole seconds times 2^20 (`TIME`), so a node that restarts empty
-/// after more than a second (and its clock offset) starts above every number it issued
-/// before; within one second the counter counts, so nodes that agree stay in agreement and
-/// an acquisition costs one round trip. Numbers stay below 2^53, exact in Lua's doubles.
+/// counter (member `n` of the sorted set F) becomes `max(F, floor) + 1` and is returned,
+/// else nil. The floor is the node's clock in whole seconds times 2^20 (`TIME`), so a node
+/// that restarts empty after more than a second (and its clock offset) starts above every
+/// number it issued before; within one second the counter counts, so nodes that agree stay
+/// in agreement and an acquisition costs one round trip. Numbers stay below 2^53, exact in
+/// Lua's doubles and in a sorted set's scores. The script form of
+/// [`FenceCommand::Pipeline`](crate::FenceCommand::Pipeline), for servers without
+/// `ZADD … GT` and nodes whose clock is not known yet; `ZSCORE` and `ZADD` keep it working
+/// on any server.
 pub const FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local t = redis.call('TIME') local floor = tonumber(t[1]) * 1048576 local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 if n < floor then n = floor end redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
-    sha1: "a9a5c5dfe97d21d8fffb947febc2b9d263605c3f",
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local floor = tonumber(redis.call('TIME')[1]) * 1048576 local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < floor then redis.call('ZADD', KEYS[2], floor, 'n') end return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
+    sha1: "884cdd9ecd5b1458789c7dc2e1a1cbbc8dc11eae",
 };
 
-/// The write-back of a fenced acquire: raises the counter key F to `ARGV[2]` only while K
-/// still holds our token, and says whether it did (1) or K is no longer ours (0). A node
-/// that answers 1 holds F at least at the token for as long as our key is on it.
+/// The write-back of a fenced acquire: raises the counter (member `n` of the sorted set F)
+/// to `ARGV[2]` only while K still holds our token, and says whether it did (1) or K is no
+/// longer ours (0). A node that answers 1 holds F at least at the token for as long as our
+/// key is on it.
 pub const RAISE_FENCE_SCRIPT: Script = Script {
-    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1 else return 0 end",
-    sha1: "1fa7a81beeb1ae689cabd51561a420d216ff3b2a",
+    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[2], ARGV[2], 'n') end return 1 else return 0 end",
+    sha1: "e10aa1b19bc679ad9d458a1ef3c1afb12d112ce1",
 };
 
 /// The RedLock.net bug, for the simulation's negative control only: an extension that
@@ -71,8 +76,8 @@ pub const RESURRECTING_EXTEND_SCRIPT: Script = Script {
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub const NO_FLOOR_FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end",
-    sha1: "9c9ba0b8af4174d3b2f340082508c961f0e07cf2",
+    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
+    sha1: "47ac86c36f94a5b648cb8469165e07a55d714d45",
 };
 
 /// One command for one node, as the operation layer hands it out.
@@ -118,6 +123,12 @@ pub(crate) enum Native {
     Delex,
     /// `SET key token IFEQ token PX ttl`: the extension.
     SetIfeq,
+    /// `SET key token NX PX ttl`, `ZADD fence GT floor n`, `ZINCRBY fence 1 n`, written
+    /// together: the fenced acquisition without a script (three replies, read as one).
+    FencedPipeline {
+        /// The counter's floor: the node's clock in whole seconds, estimated low, × 2^20.
+        floor: u64,
+    },
 }
 
 impl Native {
@@ -127,6 +138,7 @@ impl Native {
         match self {
             Self::Delifeq | Self::Delex => NativeUse::Release,
             Self::SetIfeq => NativeUse::Extend,
+            Self::FencedPipeline { .. } => NativeUse::Fence,
         }
     }
 }
@@ -253,11 +265,20 @@ impl Command {
         }
     }
 
-    /// The same call as the node's native command, if this is a release or extension
-    /// script and `commands` says the node has one for it.
+    /// The same call as the node's native command, if this is a release, extension or
+    /// fenced acquisition script and `offer` says the node has one for it.
     #[inline]
-    pub(crate) fn native(&self, commands: &NodeCommands) -> Option<Native> {
+    pub(crate) fn native(&self, offer: &Offer) -> Option<Native> {
+        let commands = &offer.commands;
         match self.kind {
+            // Only our own script has a pipeline twin (not a test's mutant), and only with
+            // the node's clock known.
+            CommandKind::EvalSha(script, ScriptUse::FencedAcquire)
+                if commands.fence == FenceCommand::Pipeline
+                    && script.sha1 == FENCED_ACQUIRE_SCRIPT.sha1 =>
+            {
+                (offer.fence_floor).map(|floor| Native::FencedPipeline { floor })
+            }
             CommandKind::EvalSha(_, ScriptUse::Release) => match commands.release {
                 ReleaseCommand::DelIfEq => Some(Native::Delifeq),
                 ReleaseCommand::DelExIfEq => Some(Native::Delex),
@@ -308,6 +329,13 @@ impl Command {
     pub fn encode(&self, buf: &mut BytesMut) {
         let mut digits = [0u8; 20];
         self.with_args(&mut digits, |args| resp::encode(buf, args));
+        if let CommandKind::Native(Native::FencedPipeline { floor }) = self.kind {
+            // The two counter commands follow the `SET` that `with_args` wrote.
+            let fence = self.fence_key.as_deref().unwrap_or_default();
+            let floor = format_u64(floor, &mut digits);
+            resp::encode(buf, &[b"ZADD", fence, b"GT", floor, FENCE_MEMBER]);
+            resp::encode(buf, &[b"ZINCRBY", fence, b"1", FENCE_MEMBER]);
+        }
     }
 
     fn with_args(&self, digits: &mut [u8; 20], f: impl FnOnce(&[&[u8]])) {
@@ -330,6 +358,10 @@ impl Command {
             CommandKind::Native(Native::SetIfeq) => {
                 f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl])
             }
+            // The pipeline's first command; `encode` appends the other two.
+            CommandKind::Native(Native::FencedPipeline { .. }) => {
+                f(&[b"SET", key, token, b"NX", b"PX", ttl])
+            }
             CommandKind::Get => f(&[b"GET", key]),
             CommandKind::Pttl => f(&[b"PTTL", key]),
         }
@@ -350,7 +382,9 @@ impl Command {
 impl CommandKind {
     fn name(self) -> &'static str {
         match self {
-            Self::SetNxPx | Self::Native(Native::SetIfeq) => "SET",
+            Self::SetNxPx
+            | Self::Native(Native::SetIfeq)
+            | Self::Native(Native::FencedPipeline { .. }) => "SET",
             Self::EvalSha(..) => "EVALSHA",
             Self::Eval(..) => "EVAL",
             Self::Native(Native::Delifeq) => "DELIFEQ",
@@ -372,12 +406,15 @@ impl CommandKind {
     #[inline]
     pub(crate) fn vote(self, reply: &Reply) -> Vote {
         match (self, reply) {
+            (Self::Native(Native::FencedPipeline { .. }), _) => pipeline_vote(reply),
             (_, Reply::Error(_)) => self.vote_error(reply),
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Ok) => Vote::Yes,
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
-                    (ScriptUse::FencedAcquire, n) if *n > 0 => Vote::Counter(n.unsigned_abs()),
+                    (ScriptUse::FencedAcquire, n) if (1..=MAX_FENCE as i64).contains(n) => {
+                        Vote::Counter(n.unsigned_abs())
+                    }
                     (ScriptUse::FencedAcquire, _) => Vote::Fault(unexpected(reply)),
                     (_, 1) => Vote::Yes,
                     (_, 0) => Vote::No,
@@ -442,6 +479,59 @@ fn script_args(
             f(&[name, script, b"2", key, fence, token, number])
         }
     }
+}
+
+/// The member of the fencing counter's sorted set that holds the count.
+const FENCE_MEMBER: &[u8] = b"n";
+
+/// The largest counter a node may report: every integer up to 2^53 is exact in a sorted
+/// set's scores (doubles) and in Lua's numbers; past it, `ZINCRBY` could not count up.
+pub(crate) const MAX_FENCE: u64 = 1 << 53;
+
+/// Reads the fenced pipeline's three replies (`SET`, `ZADD`, `ZINCRBY`; the client hands
+/// them over as one array) as one vote: the counter if `SET` locked, "no" if it did not.
+/// An error in any part is that command's refusal; "unknown command" or a syntax error
+/// (a server without `ZADD … GT`) asks for the script instead.
+fn pipeline_vote(reply: &Reply) -> Vote {
+    let Reply::Replies(parts) = reply else {
+        return Vote::Fault(unexpected(reply));
+    };
+    let [set, zadd, zincrby] = &parts[..] else {
+        return Vote::Fault(unexpected(reply));
+    };
+    for (part, command) in [(set, "SET"), (zadd, "ZADD"), (zincrby, "ZINCRBY")] {
+        if let Some(message) = part.error_message() {
+            let refused = NodeFault::Server { command, message };
+            return match server::is_unsupported(part) {
+                true => Vote::Unsupported(refused),
+                false => Vote::Fault(refused),
+            };
+        }
+    }
+    match (set, zadd, zincrby) {
+        (Reply::Nil, Reply::Integer(_), _) => Vote::No,
+        (Reply::Ok, Reply::Integer(_), Reply::Bulk(score)) => match parse_score(&score[..]) {
+            Some(n) => Vote::Counter(n),
+            None => Vote::Fault(unexpected(zincrby)),
+        },
+        _ => Vote::Fault(unexpected(reply)),
+    }
+}
+
+/// A counter as `ZINCRBY` prints it: a whole number from 1 to 2^53, in plain digits (as
+/// Redis and Valkey print such scores) or in a float form that denotes one exactly.
+fn parse_score(score: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(score).ok()?;
+    let n = match text.parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => {
+            let f = text.parse::<f64>().ok()?;
+            // `as` saturates; the round trip rejects fractions, NaN and the infinities.
+            let n = f as u64;
+            ((n as f64) == f).then_some(n)?
+        }
+    };
+    (1..=MAX_FENCE).contains(&n).then_some(n)
 }
 
 fn unexpected(reply: &Reply) -> NodeFault {

@@ -151,7 +151,8 @@ pub use policy::{
 };
 pub use resp::{Decoder, ProtocolError, Reply};
 pub use server::{
-    CommandSource, ExtendCommand, NodeCommands, ReleaseCommand, ServerFamily, ServerVersion,
+    CommandSource, ExtendCommand, FenceCommand, NodeCommands, ReleaseCommand, ServerFamily,
+    ServerVersion,
 };
 pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 

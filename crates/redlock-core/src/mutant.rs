@@ -26,4 +26,7 @@ pub enum Mutant {
     /// The fenced acquire script without its floor
     /// ([`NO_FLOOR_FENCED_ACQUIRE_SCRIPT`](crate::NO_FLOOR_FENCED_ACQUIRE_SCRIPT)).
     FenceNoFloor,
+    /// The fenced pipeline with a floor of 0 (`ZADD fence GT 0 n`): the pipeline's own
+    /// no-floor bug, where the script is correct.
+    FencePipelineNoFloor,
 }

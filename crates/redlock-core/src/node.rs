@@ -30,13 +30,13 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
-use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
+use crate::command::{EXTEND_SCRIPT, MAX_FENCE, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::NodeFault;
 use crate::policy::NodeSettings;
-use crate::resp::{self, Decoder};
-use crate::server::{Hello, NativeUse, NodeCommands};
+use crate::resp::{self, Decoder, Reply};
+use crate::server::{Hello, NativeUse, NodeCommands, Offer};
 use crate::time;
 
 /// Whether the node can take requests.
@@ -58,6 +58,8 @@ pub(crate) enum Pending {
     Handshake(&'static str),
     /// `HELLO`: its reply says which commands the node has (server.rs).
     Hello,
+    /// `TIME`: the node's clock, for the floor of a fenced pipeline (server.rs).
+    Time,
     /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
     Preload,
     /// A lock request, and what it uses a native command for (if it does): a refusal of
@@ -97,6 +99,11 @@ pub(crate) struct Node {
     backoff: Duration,
     backoff_min: Duration,
     backoff_max: Duration,
+    /// The node's clock as its `TIME` read on the current connection said, if it did.
+    pub(crate) clock: Option<NodeClock>,
+    /// The replies read so far of the pipelined request at the front of `in_flight` (a
+    /// fenced pipeline's `SET` and `ZADD`, until its `ZINCRBY` comes).
+    pub(crate) gathered: Vec<Reply>,
 }
 
 impl Node {
@@ -125,6 +132,8 @@ impl Node {
             backoff: config.reconnect_min,
             backoff_min: config.reconnect_min,
             backoff_max: config.reconnect_max,
+            clock: None,
+            gathered: Vec::new(),
         }
     }
 
@@ -161,6 +170,19 @@ impl Node {
             .push_back(Pending::Request { op, id, native });
     }
 
+    /// After a fenced pipeline: reads the node's clock again if its reading is older than
+    /// [`CLOCK_READING_MAX_AGE`] and none is in flight, so that the nodes' readings stay of
+    /// about the same age and their floors agree (see [`NodeClock::floor`]).
+    pub(crate) fn refresh_clock(&mut self, now: Instant) {
+        let stale = (self.clock)
+            .is_some_and(|c| now.saturating_duration_since(c.read_at) > CLOCK_READING_MAX_AGE);
+        if stale && !self.in_flight.contains(&Pending::Time) {
+            self.unshare();
+            resp::encode(&mut self.out, &[b"TIME"]);
+            self.in_flight.push_back(Pending::Time);
+        }
+    }
+
     /// The connection is up: the handshake (`AUTH`, `SELECT`, `HELLO`) and the script
     /// preloads go first, before anything queued.
     pub(crate) fn connected(&mut self) {
@@ -185,6 +207,9 @@ impl Node {
             // After AUTH: a server that wants a password refuses HELLO without one.
             resp::encode(&mut hello, &[b"HELLO"]);
             steps.push(Pending::Hello);
+            // The clock a fenced pipeline's floor is estimated from (server.rs).
+            resp::encode(&mut hello, &[b"TIME"]);
+            steps.push(Pending::Time);
         }
         if self.preload_scripts {
             for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
@@ -247,6 +272,16 @@ impl Node {
 
     /// Whether input from `conn` is about the current connection; anything else is from a
     /// connection the client gave up on, and is ignored.
+    /// What a request to this node may use at `now`: its commands, and the floor of a
+    /// fenced pipeline if its clock is known (see [`NodeClock::floor`]).
+    #[inline]
+    pub(crate) fn offer(&self, now: Instant, drift_factor: f64) -> Offer {
+        Offer {
+            commands: self.commands,
+            fence_floor: self.clock.map(|c| c.floor(now, drift_factor)),
+        }
+    }
+
     #[inline]
     pub(crate) fn is_current(&self, conn: ConnId) -> bool {
         self.current() == Some(conn)
@@ -265,6 +300,10 @@ impl Node {
         self.out.clear();
         self.shared = None;
         self.decoder.clear();
+        // A restarted server may have lost its counters: the next floor comes from a clock
+        // read on the next connection.
+        self.clock = None;
+        self.gathered.clear();
         // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
         // still never overflow here (a panic at a disconnect would take every lock with it).
         let delay = time::uniform(
@@ -290,6 +329,42 @@ impl Node {
         self.generation = self.generation.wrapping_add(1);
         self.link = Link::Connecting { first: false };
         ConnId::new(self.id, self.generation)
+    }
+}
+
+/// How old a node's clock reading may get before a fenced pipeline asks `TIME` again. Two
+/// nodes' readings then differ in age by less than this, so their floors, each lowered by
+/// `drift_factor` of its reading's age, differ by less than `drift_factor` of it (10 ms at
+/// 0.01): a floor in whole seconds rarely straddles that.
+pub(crate) const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// A node's clock as one `TIME` reply gave it, and when the reply was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeClock {
+    /// The node's clock since the epoch, as its `TIME` gave it (seconds and microseconds).
+    pub(crate) since_epoch: Duration,
+    /// When the reply was read, on the client's clock.
+    pub(crate) read_at: Instant,
+}
+
+impl NodeClock {
+    /// The counter floor of a fenced pipeline sent at `now`: the node's clock in whole
+    /// seconds, estimated low, times 2^20 (docs/safety.md, "Fencing").
+    ///
+    /// Low, never high: the node ran `TIME` before its reply was read, and the time since
+    /// counts only at `1 - drift_factor` of our clock's rate, the most by which the lock
+    /// already assumes the two clocks' rates differ. So the floor never passes the node's
+    /// own `TIME`-based floor of the same moment, and a counter a restart lost is still
+    /// covered by the next connection's reading. Fenced pipelines read the clock again
+    /// once a reading is a second old, so the nodes' readings are of about the same age,
+    /// their floors are lowered alike, and nodes whose counters agree stay in agreement when
+    /// the floor passes them (a floor that differed per node would cost a write-back each
+    /// time).
+    pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
+        let since = now.saturating_duration_since(self.read_at);
+        let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));
+        let secs = self.since_epoch.saturating_add(since).as_secs();
+        secs.saturating_mul(1 << 20).min(MAX_FENCE)
     }
 }
 

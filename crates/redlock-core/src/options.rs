@@ -125,6 +125,7 @@ impl LockOptions {
             fenced: self.fenced.unwrap_or(config.fenced),
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
+            pipeline_floor: true,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -174,6 +175,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
+        Mutant::FencePipelineNoFloor => LockParams {
+            pipeline_floor: false,
+            ..params
+        },
     }
 }
 
@@ -205,6 +210,9 @@ pub(crate) struct LockParams {
     pub(crate) fenced_acquire_script: &'static Script,
     /// How a fenced quorum's counters become the token.
     pub(crate) fence_quorum: FenceQuorum,
+    /// Whether the fenced pipeline carries the node's floor (a negative control says no,
+    /// and sends 0).
+    pub(crate) pipeline_floor: bool,
 }
 
 /// How a fenced quorum's counters become its fencing token.

@@ -29,6 +29,10 @@ pub enum Reply {
     Bulk(Bytes),
     /// The null bulk string `$-1` (RESP2), e.g. `SET NX` on a held key.
     Nil,
+    /// The replies to a request of several commands written together (the fenced
+    /// pipeline), in order. Never decoded from a node: the client gathers each command's
+    /// reply and hands them over as one.
+    Replies(Vec<Self>),
 }
 
 impl Reply {

@@ -15,7 +15,9 @@ use crate::id::{NodeId, NodeName, RequestId};
 use crate::io::NodeFault;
 use crate::quorum::{Decision, Tally};
 use crate::resp::Reply;
+#[cfg(test)]
 use crate::server::NodeCommands;
+use crate::server::Offer;
 
 /// One node's part in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,9 +185,9 @@ impl Round {
     /// the node's native command where `commands` says it has one, else the command as
     /// made.
     #[inline]
-    pub(crate) fn next_send(
+    pub(crate) fn next_send<O: Into<Offer>>(
         &mut self,
-        commands: impl Fn(NodeId) -> NodeCommands,
+        commands: impl Fn(NodeId) -> O,
     ) -> Option<(RequestId, NodeId, Form)> {
         while self.cursor < self.slots.len() {
             let i = self.cursor;
@@ -194,7 +196,7 @@ impl Round {
             let form = match self.slots[i] {
                 // Only a script has a native twin: an acquire round asks nothing.
                 Slot::Unsent => match self.command.kind() {
-                    CommandKind::EvalSha(..) => match self.command.native(&commands(node)) {
+                    CommandKind::EvalSha(..) => match self.command.native(&commands(node).into()) {
                         Some(native) => Form::Native(native),
                         None => Form::Plain,
                     },

@@ -4,12 +4,18 @@
 //! scripts do both on every server; newer servers have commands of their own for them,
 //! which cost the server far less than a script and need no scripting permission:
 //!
-//! | server | release | extension |
-//! |---|---|---|
-//! | Valkey 9.0 and later | `DELIFEQ key token` | `SET key token IFEQ token PX ttl` |
-//! | Valkey 8.1 | script | `SET key token IFEQ token PX ttl` |
-//! | Redis 8.4 and later | `DELEX key IFEQ token` | `SET key token IFEQ token PX ttl` |
-//! | anything else | script | script |
+//! | server | release | extension | fenced acquisition |
+//! |---|---|---|---|
+//! | Valkey 9.0 and later | `DELIFEQ key token` | `SET key token IFEQ token PX ttl` | pipeline |
+//! | Valkey 8.1 | script | `SET key token IFEQ token PX ttl` | pipeline |
+//! | Redis 8.4 and later | `DELEX key IFEQ token` | `SET key token IFEQ token PX ttl` | pipeline |
+//! | Redis 6.2 to 8.2, other Valkey | script | script | pipeline |
+//! | anything else | script | script | script |
+//!
+//! The fenced pipeline is `SET key token NX PX ttl`, `ZADD fence GT floor n`, `ZINCRBY
+//! fence 1 n`, three commands written together (docs/safety.md, "Fencing"); a node gets it
+//! once its `TIME`, asked after `HELLO`, has been read on the current connection, and the
+//! script until then.
 //!
 //! Each node is asked `HELLO` (no arguments: the protocol stays RESP2) on every new
 //! connection, after `AUTH` and `SELECT`, and its reply's `server` and `version` choose the
@@ -38,6 +44,7 @@
 //! hurt, and `native_commands(false)` is the way out.
 
 use std::fmt;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -63,6 +70,20 @@ pub enum ExtendCommand {
     Script,
     /// `SET key token IFEQ token PX ttl` (Valkey 8.1, Redis 8.4 and later).
     SetIfEq,
+}
+
+/// How a node is asked for a fenced acquisition (`SET NX` and the fencing counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FenceCommand {
+    /// `EVALSHA` of [`FENCED_ACQUIRE_SCRIPT`](crate::FENCED_ACQUIRE_SCRIPT), `EVAL` after
+    /// `-NOSCRIPT`: the floor comes from the node's own `TIME`.
+    Script,
+    /// No script: `SET key token NX PX ttl`, `ZADD fence GT floor n`, `ZINCRBY fence 1 n`
+    /// written back to back, with the floor from the node's clock as the client estimates
+    /// it (Redis 6.2 and later, Valkey; docs/safety.md, "Fencing"). Used for a node only
+    /// once its `TIME` has been read on the current connection.
+    Pipeline,
 }
 
 /// The server family a `HELLO` reply names.
@@ -119,6 +140,8 @@ pub struct NodeCommands {
     pub release: ReleaseCommand,
     /// How the node extends.
     pub extend: ExtendCommand,
+    /// How the node takes a fenced lock.
+    pub fence: FenceCommand,
     /// How these were chosen.
     pub source: CommandSource,
     /// The native command this node last refused as unknown or a syntax error (`DELIFEQ`,
@@ -131,6 +154,7 @@ impl NodeCommands {
     pub const SCRIPTS: Self = Self {
         release: ReleaseCommand::Script,
         extend: ExtendCommand::Script,
+        fence: FenceCommand::Script,
         source: CommandSource::Default,
         fell_back: None,
     };
@@ -150,9 +174,16 @@ impl NodeCommands {
             }
             _ => (ReleaseCommand::Script, ExtendCommand::Script),
         };
+        // `ZADD … GT` came with Redis 6.2; every Valkey has it.
+        let fence = match server.family {
+            ServerFamily::Valkey => FenceCommand::Pipeline,
+            ServerFamily::Redis if at_least((6, 2)) => FenceCommand::Pipeline,
+            _ => FenceCommand::Script,
+        };
         Self {
             release,
             extend,
+            fence,
             source: CommandSource::Hello(server),
             fell_back: None,
         }
@@ -163,6 +194,9 @@ impl NodeCommands {
         Self {
             release: ReleaseCommand::DelIfEq,
             extend: ExtendCommand::SetIfEq,
+            // A wrong guess would cost a key set by the pipeline's `SET`: fenced locks take
+            // the script until the server is known.
+            fence: FenceCommand::Script,
             source: CommandSource::Probing,
             fell_back: None,
         }
@@ -176,6 +210,10 @@ impl NodeCommands {
             NativeUse::Extend => {
                 self.extend = ExtendCommand::Script;
                 return self.fell_back = Some("SET");
+            }
+            NativeUse::Fence => {
+                self.fence = FenceCommand::Script;
+                return self.fell_back = Some("ZADD");
             }
         };
         self.fell_back = Some(match name {
@@ -191,12 +229,38 @@ impl NodeCommands {
 pub(crate) enum NativeUse {
     Release,
     Extend,
+    Fence,
+}
+
+/// What a request to one node may use, when a [`Client`](crate::Client) hands it out: the
+/// node's commands, and for a fenced acquisition by pipeline the floor of the node's
+/// counter (the node's clock in whole seconds, estimated low, times 2^20), when its clock
+/// is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Offer {
+    pub(crate) commands: NodeCommands,
+    pub(crate) fence_floor: Option<u64>,
+}
+
+impl From<NodeCommands> for Offer {
+    fn from(commands: NodeCommands) -> Self {
+        Self {
+            commands,
+            fence_floor: None,
+        }
+    }
 }
 
 /// Whether an error reply to a native command means the server does not have it: an
-/// unknown command (`DELIFEQ`, `DELEX`) or a syntax error (`SET` without `IFEQ`).
+/// unknown command (`DELIFEQ`, `DELEX`) or a syntax error (`SET` without `IFEQ`, `ZADD`
+/// without `GT`). For a pipeline's replies (an array), whether any part says so.
 pub(crate) fn is_unsupported(reply: &Reply) -> bool {
-    reply.is_error_with(b"ERR unknown command") || reply.is_error_with(b"ERR syntax error")
+    match reply {
+        Reply::Replies(parts) => parts.iter().any(is_unsupported),
+        _ => {
+            reply.is_error_with(b"ERR unknown command") || reply.is_error_with(b"ERR syntax error")
+        }
+    }
 }
 
 /// A node's answer to `HELLO`.
@@ -217,6 +281,46 @@ impl Hello {
             Self::Refused(_) => NodeCommands::probing(),
         }
     }
+}
+
+/// Reads a `TIME` reply from the start of `buf`: the node's clock since the epoch (`None`
+/// for an error reply, a refusal by an ACL say, or a reply that is not two decimal numbers,
+/// seconds below 2^32 and microseconds below a million), and the reply's length; `None` if `buf` holds only part
+/// of it. A node without a clock reading gets the fenced script, never a guessed floor.
+pub(crate) fn decode_time(
+    buf: &[u8],
+    max_reply: usize,
+) -> Result<Option<(Option<Duration>, usize)>, ProtocolError> {
+    if buf.first() != Some(&b'*') {
+        // An error reply, or anything else that is not a clock.
+        return Ok(resp::decode(buf, max_reply)?.map(|(_, len)| (None, len)));
+    }
+    let Some((count, mut pos)) = array_header(buf, 0, max_reply)? else {
+        return Ok(None);
+    };
+    let mut parts = [None, None];
+    for i in 0..count {
+        if pos > max_reply {
+            return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+        }
+        let Some((value, next)) = element(buf, pos, max_reply)? else {
+            return Ok(None);
+        };
+        pos = next;
+        if let Some(part) = parts.get_mut(i) {
+            *part = value.and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok());
+        }
+    }
+    if pos > max_reply {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    let clock = match (count, parts) {
+        (2, [Some(secs), Some(micros)]) if secs < 1 << 32 && micros < 1_000_000 => {
+            Some(Duration::from_secs(secs) + Duration::from_micros(micros))
+        }
+        _ => None,
+    };
+    Ok(Some((clock, pos)))
 }
 
 /// Reads a `HELLO` reply from the start of `buf`: the reply and its length, or `None` if

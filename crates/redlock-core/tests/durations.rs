@@ -467,6 +467,7 @@ impl World {
                 b"HELLO" => {
                     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
                 }
+                b"TIME" => b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n",
                 other => panic!("unexpected command {}", String::from_utf8_lossy(other)),
             };
             out.extend_from_slice(reply);

@@ -1,7 +1,9 @@
-//! Fenced acquisitions, exact bytes (docs/safety.md, "Fencing"): one script per node sets the
-//! key and returns its fencing counter; the token is the largest counter of the quorum, final
-//! at once when a quorum already holds it, else after the nodes behind are raised to it
-//! while they still hold our key. Validity still counts from the attempt's start.
+//! Fenced acquisitions, exact bytes (docs/safety.md, "Fencing"): each node sets the key and
+//! returns its fencing counter, by a script (servers without `ZADD … GT`, here a Redis 6.0)
+//! or by a pipeline of three commands (Redis 6.2 and later, Valkey); the token is the
+//! largest counter of the quorum, final at once when a quorum already holds it, else after
+//! the nodes behind are raised to it while they still hold our key. Validity still counts
+//! from the attempt's start.
 
 mod support;
 
@@ -24,6 +26,20 @@ fn config(n: usize, fenced: bool) -> Config {
         })
         .build()
         .expect("valid config")
+}
+
+/// A harness whose nodes are Redis 6.0 servers: no `ZADD … GT`, so fenced acquisitions go
+/// out as the script.
+fn scripted(config: Config) -> Harness {
+    let n = config.nodes();
+    let mut h = Harness::new(config);
+    h.drain();
+    for i in 0..n {
+        h.connect(i);
+        h.answer_hello(i, "redis", "6.0.16");
+        h.reply(i, b"+OK\r\n+OK\r\n");
+    }
+    h
 }
 
 /// The fenced acquire as sent, its script's SHA1 and the token masked.
@@ -50,7 +66,7 @@ fn raise_fence(key: &str, value: u64) -> String {
 
 #[test]
 fn agreeing_counters_give_the_token_in_one_round_trip() {
-    let mut h = Harness::connected(config(3, true));
+    let mut h = scripted(config(3, true));
     let t0 = h.now;
     let (_, out) = h.acquire("res");
     for i in 0..3 {
@@ -76,7 +92,7 @@ fn agreeing_counters_give_the_token_in_one_round_trip() {
 /// counts from the attempt's start, so the write-back's round trip comes out of it.
 #[test]
 fn a_counter_behind_is_written_back_before_the_lock_is_granted() {
-    let mut h = Harness::connected(config(3, true));
+    let mut h = scripted(config(3, true));
     let t0 = h.now;
     h.acquire("res");
     h.ms(2);
@@ -110,7 +126,7 @@ fn a_counter_behind_is_written_back_before_the_lock_is_granted() {
 /// attempt fails, what it set is released everywhere, and the next attempt starts over.
 #[test]
 fn a_refused_write_back_fails_the_attempt() {
-    let mut h = Harness::connected(config(3, true));
+    let mut h = scripted(config(3, true));
     h.acquire("res");
     h.reply(0, b":7\r\n");
     h.reply(1, b":9\r\n");
@@ -142,7 +158,7 @@ fn a_refused_write_back_fails_the_attempt() {
 
 #[test]
 fn unfenced_locks_have_no_token_and_options_decide_per_lock() {
-    let mut h = Harness::connected(config(1, false));
+    let mut h = scripted(config(1, false));
     let (_, out) = h.acquire("res");
     assert!(mask_tokens(&out.sent_to(0)).starts_with("*6\r\n$3\r\nSET\r\n"));
     let out = h.reply(0, b"+OK\r\n");
@@ -170,7 +186,7 @@ fn unfenced_locks_have_no_token_and_options_decide_per_lock() {
 /// refused command, never an unfenced lock.
 #[test]
 fn a_fenced_lock_where_scripting_is_denied_fails_naming_the_refusal() {
-    let mut h = Harness::connected(config(1, true));
+    let mut h = scripted(config(1, true));
     h.acquire("res");
     let noperm = b"-NOPERM User locker has no permissions to run the 'evalsha' command\r\n";
     h.reply(0, noperm);

@@ -8,8 +8,8 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    CommandSource, Config, Event, ExtendCommand, NodeCommands, NodeId, ReleaseCommand,
-    ReleaseOutcome, ServerFamily, ServerVersion,
+    CommandSource, Config, Event, ExtendCommand, FenceCommand, NodeCommands, NodeId,
+    ReleaseCommand, ReleaseOutcome, ServerFamily, ServerVersion,
 };
 use support::{Harness, mask_tokens};
 
@@ -29,10 +29,10 @@ fn cluster(servers: &[Option<(&str, &str)>]) -> Harness {
         match server {
             Some((name, version)) => h.answer_hello(i, name, version),
             None => {
-                let out = h.reply(
-                    i,
-                    b"-NOPERM this user has no permissions to run the 'hello' command\r\n",
-                );
+                let mut refused =
+                    b"-NOPERM this user has no permissions to run the 'hello' command\r\n".to_vec();
+                refused.extend_from_slice(&support::time_reply(support::NODE_SECS));
+                let out = h.reply(i, &refused);
                 assert!(out.events.is_empty() && out.disconnects.is_empty());
             }
         }
@@ -91,10 +91,15 @@ fn each_node_gets_the_commands_its_server_has() {
         NodeCommands {
             release: ReleaseCommand::DelIfEq,
             extend: ExtendCommand::SetIfEq,
+            fence: FenceCommand::Pipeline,
             source: CommandSource::Hello(valkey),
             fell_back: None,
         }
     );
+    // Redis 7.0 (node 0) has `ZADD … GT`; a node that refused `HELLO` (4) is not trusted
+    // with the pipeline.
+    assert_eq!(commands(&h, 0).fence, FenceCommand::Pipeline);
+    assert_eq!(commands(&h, 4).fence, FenceCommand::Script);
     assert_eq!(commands(&h, 2).release, ReleaseCommand::DelExIfEq);
     assert_eq!(
         (commands(&h, 3).release, commands(&h, 3).extend),
@@ -286,6 +291,7 @@ fn a_release_before_the_hello_reply_probes() {
     assert_eq!(mask_tokens(&out.sent_to(2)), DELIFEQ);
     // Node 2 answers everything at once: its HELLO, preloads, the SET and the release.
     let mut replies = support::hello_reply("valkey", "9.1.2");
+    replies.extend_from_slice(&support::time_reply(support::NODE_SECS));
     replies.extend_from_slice(b"+OK\r\n+OK\r\n+OK\r\n:1\r\n");
     let out = h.reply(2, &replies);
     assert!(out.transmits.is_empty() && out.disconnects.is_empty());

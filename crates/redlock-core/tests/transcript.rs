@@ -580,7 +580,7 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
             body.len()
         )
     };
-    let hello = "*1\r\n$5\r\nHELLO\r\n";
+    let hello = "*1\r\n$5\r\nHELLO\r\n*1\r\n$4\r\nTIME\r\n";
     let preload = load(redlock_core::RELEASE_SCRIPT.body) + &load(redlock_core::EXTEND_SCRIPT.body);
     assert_eq!(
         sent,
@@ -790,10 +790,11 @@ fn preload_replies_are_ignored_even_errors() {
     let mut h = Harness::new(config(1, 1000));
     h.drain();
     h.connect(0);
-    // HELLO refused (the node is then probed), and both preloads.
+    // HELLO and TIME refused (the node is then probed, and has no clock), and both
+    // preloads.
     let out = h.reply(
         0,
-        b"-NOPERM no hello\r\n-NOPERM no scripts for you\r\n-ERR unknown command\r\n",
+        b"-NOPERM no hello\r\n-NOPERM no time\r\n-NOPERM no scripts for you\r\n-ERR unknown command\r\n",
     );
     assert!(out.disconnects.is_empty() && out.events.is_empty());
     let (_, out) = h.acquire("res");

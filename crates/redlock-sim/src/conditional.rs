@@ -16,8 +16,8 @@ use crate::keyspace::Keys;
 use crate::profile::{NodeMutant, ServerProfile, unknown_command};
 use crate::resp::ServerReply;
 
-/// Whether a command is one of the native compare commands (`DELIFEQ`, `DELEX`, `SET` with
-/// `IFEQ`), which a node may lack.
+/// Whether a command is one of the native commands a node may lack: the compare commands
+/// (`DELIFEQ`, `DELEX`, `SET` with `IFEQ`) and the script-free fence's `ZADD ... GT`.
 pub(crate) fn is_native(args: &[Bytes]) -> bool {
     let Some(name) = args.first() else {
         return false;
@@ -26,6 +26,8 @@ pub(crate) fn is_native(args: &[Bytes]) -> bool {
         || name.eq_ignore_ascii_case(b"DELEX")
         || (name.eq_ignore_ascii_case(b"SET")
             && args.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"IFEQ")))
+        || (name.eq_ignore_ascii_case(b"ZADD")
+            && args.iter().skip(2).any(|a| a.eq_ignore_ascii_case(b"GT")))
 }
 
 /// `SET key value [NX | IFEQ cmp] [PX ms | EX s]`; `None` for a wrong arity.

@@ -1,6 +1,7 @@
 //! A node's data: keys with optional expiry, expired lazily against the node's own clock, in
-//! numbered databases. A key holds a string (every key the core writes) or a list (only so
-//! that tests can put a key of the wrong type in a lock's way).
+//! numbered databases. A key holds a string (every lock key the core writes), a sorted set
+//! (the fencing counter F, whose member `n` carries the count) or a list (only so that tests
+//! can put a key of the wrong type in a lock's way).
 //!
 //! [`Keys`] is the view a command or script gets: one database at one local instant. Nothing
 //! here knows about connections, scripts caches or faults.
@@ -27,7 +28,13 @@ struct Entry {
 enum Value {
     Str(Bytes),
     List(Vec<Bytes>),
+    /// Members and their scores (never NaN: the commands refuse to store one).
+    ZSet(BTreeMap<Bytes, f64>),
 }
+
+/// An ACL denies `TIME` to the client, in a script as well as on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeDenied;
 
 /// The key holds a value of another type than the command reads (Redis's `-WRONGTYPE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +59,7 @@ impl Keyspace {
             space: self,
             db,
             now: now_nanos,
-            wall: wall_nanos,
+            wall: Some(wall_nanos),
         }
     }
 
@@ -78,7 +85,7 @@ impl Keyspace {
             .filter(|(_, e)| !e.expired(now_nanos))
             .filter_map(|((db, k), e)| match &e.value {
                 Value::Str(v) => Some((*db, k.clone(), v.clone())),
-                Value::List(_) => None,
+                Value::List(_) | Value::ZSet(_) => None,
             })
             .collect()
     }
@@ -98,7 +105,8 @@ pub struct Keys<'a> {
     space: &'a mut Keyspace,
     db: u32,
     now: u64,
-    wall: u64,
+    /// The wall clock in Unix nanoseconds; `None` where an ACL denies `TIME`.
+    wall: Option<u64>,
 }
 
 /// What a node's wall clock reads at its local time zero: 2023-11-14, Unix seconds
@@ -106,9 +114,16 @@ pub struct Keys<'a> {
 pub const WALL_EPOCH_NANOS: u64 = 1_700_000_000 * 1_000_000_000;
 
 impl Keys<'_> {
-    /// The node's wall clock, as `TIME` answers it: whole Unix seconds and microseconds.
-    pub fn time(&self) -> (u64, u64) {
-        (self.wall / 1_000_000_000, self.wall % 1_000_000_000 / 1_000)
+    /// The node's wall clock, as `TIME` answers it: whole Unix seconds and microseconds;
+    /// [`TimeDenied`] where an ACL denies `TIME` ([`Keys::deny_time`]).
+    pub fn time(&self) -> Result<(u64, u64), TimeDenied> {
+        let wall = self.wall.ok_or(TimeDenied)?;
+        Ok((wall / 1_000_000_000, wall % 1_000_000_000 / 1_000))
+    }
+
+    /// From now on `TIME` is denied in this view (the node's ACL says so).
+    pub fn deny_time(&mut self) {
+        self.wall = None;
     }
 
     /// The string value of the key, if it exists and has not expired (an expired key is
@@ -117,7 +132,54 @@ impl Keys<'_> {
         match self.entry(key).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::Str(v)) => Ok(Some(v.clone())),
-            Some(Value::List(_)) => Err(WrongType),
+            Some(Value::List(_) | Value::ZSet(_)) => Err(WrongType),
+        }
+    }
+
+    /// The score of `member` in the sorted set at `key` (`ZSCORE`): `None` if the key or the
+    /// member is missing; [`WrongType`] if the key holds another type.
+    pub fn zscore(&mut self, key: &Bytes, member: &Bytes) -> Result<Option<f64>, WrongType> {
+        match self.entry(key).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::ZSet(set)) => Ok(set.get(member).copied()),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// Updates the score of `member` in the sorted set at `key`: `update` gets the old
+    /// score (`None` if the key or member is missing) and returns the new one, or `None` to
+    /// leave the set alone (a missing key is then not created). A created set is persistent.
+    /// Returns the old score; [`WrongType`] if the key holds another type.
+    pub fn zset_update(
+        &mut self,
+        key: &Bytes,
+        member: &Bytes,
+        update: impl FnOnce(Option<f64>) -> Option<f64>,
+    ) -> Result<Option<f64>, WrongType> {
+        let old = self.zscore(key, member)?;
+        if let Some(new) = update(old) {
+            self.zset_mut(key)?.insert(member.clone(), new);
+        }
+        Ok(old)
+    }
+
+    /// The sorted set at `key`, created empty and persistent if missing (the caller adds a
+    /// member at once: a real server never keeps an empty set); [`WrongType`] if the key
+    /// holds another type.
+    fn zset_mut(&mut self, key: &Bytes) -> Result<&mut BTreeMap<Bytes, f64>, WrongType> {
+        if self.entry(key).is_none() {
+            let entry = Entry {
+                value: Value::ZSet(BTreeMap::new()),
+                expires_at: None,
+            };
+            self.space.entries.insert((self.db, key.clone()), entry);
+        }
+        match self.space.entries.get_mut(&(self.db, key.clone())) {
+            Some(Entry {
+                value: Value::ZSet(set),
+                ..
+            }) => Ok(set),
+            _ => Err(WrongType),
         }
     }
 

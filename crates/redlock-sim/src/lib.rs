@@ -20,8 +20,8 @@
 //!
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
-//! - [`node`], `keyspace`, [`script`], `conditional`, `resp`: a node executing the core's
-//!   commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
+//! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
+//!   sorted-set commands), `resp`: a node executing the core's commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
@@ -49,11 +49,12 @@ mod resp;
 mod scenario;
 pub mod script;
 mod sim;
+mod sorted;
 mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS, WrongType};
+pub use keyspace::{Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};

@@ -14,6 +14,7 @@ use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
 use crate::profile::{ServerProfile, unknown_command};
 use crate::resp::ServerReply;
 use crate::script::{NativeScript, Scripts, millis_arg};
+use crate::sorted;
 
 /// One node process and its data.
 #[derive(Debug, Clone)]
@@ -215,6 +216,9 @@ impl Node {
         let upper = name.to_ascii_uppercase();
         let rest = &args[1..];
         let mut keys = self.keyspace.view_at(*db, now, wall);
+        if !self.profile.time {
+            keys.deny_time();
+        }
         let profile = &self.profile;
         let reply = match &upper[..] {
             b"SET" => conditional::set(&mut keys, profile, rest),
@@ -223,16 +227,21 @@ impl Node {
             b"GET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
                 key_command(&mut keys, &upper, rest)
             }
+            b"ZADD" => sorted::zadd(&mut keys, profile, rest),
+            b"ZINCRBY" => sorted::zincrby(&mut keys, rest),
+            b"ZSCORE" => sorted::zscore(&mut keys, rest),
             b"HELLO" => {
                 self.hellos += 1;
                 Some(self.profile.hello(rest, self.hellos))
             }
             b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
-            b"TIME" if rest.is_empty() => {
-                let (secs, micros) = keys.time();
-                let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
-                Some(ServerReply::Array(vec![bulk(secs), bulk(micros)]))
-            }
+            b"TIME" if rest.is_empty() => Some(match keys.time() {
+                Ok((secs, micros)) => {
+                    let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
+                    ServerReply::Array(vec![bulk(secs), bulk(micros)])
+                }
+                Err(_) => ServerReply::error(TIME_DENIED),
+            }),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
             }
@@ -360,6 +369,8 @@ fn run_script(
 
 /// Databases a node has (Redis default).
 const DATABASES: u32 = 16;
+/// Redis 7.0.15's reply to `TIME` where an ACL denies it.
+const TIME_DENIED: &str = "NOPERM this user has no permissions to run the 'time' command";
 /// Redis's exact `-NOSCRIPT` reply.
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
@@ -370,6 +381,7 @@ mod tests {
     use redlock_core::RELEASE_SCRIPT;
 
     use super::*;
+    use crate::profile::ServerProfile;
 
     fn cmd(node: &mut Node, t_ms: u64, db: &mut u32, args: &[&str]) -> ServerReply {
         let args: Vec<Bytes> = args
@@ -441,5 +453,137 @@ mod tests {
             ServerReply::error(NOSCRIPT),
             "a restart flushes the cache"
         );
+    }
+
+    /// The script-free fenced acquire: `SET NX PX`, `ZADD F GT floor n`, `ZINCRBY F 1 n`
+    /// written back to back, answered one by one in order; a refused `SET` still moves F.
+    #[test]
+    fn the_pipelined_fenced_acquire_answers_in_order() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        let ServerReply::Array(time) = cmd(&mut n, 1_500, db, &["TIME"]) else {
+            panic!("TIME answers an array")
+        };
+        let secs = 1_700_000_001u64;
+        let want = [secs.to_string(), "500000".to_owned()];
+        let bulk = |s: &str| ServerReply::Bulk(Bytes::copy_from_slice(s.as_bytes()));
+        assert_eq!(time, want.iter().map(|s| bulk(s)).collect::<Vec<_>>());
+        let floor = (secs << 20).to_string();
+        let pipeline = |n: &mut Node, db: &mut u32, token: &str| {
+            [
+                cmd(n, 1_500, db, &["SET", "k", token, "NX", "PX", "100"]),
+                cmd(n, 1_500, db, &["ZADD", "k:f", "GT", &floor, "n"]),
+                cmd(n, 1_500, db, &["ZINCRBY", "k:f", "1", "n"]),
+            ]
+        };
+        let first = ((secs << 20) + 1).to_string();
+        let replies = [ServerReply::Ok, ServerReply::Int(1), bulk(&first)];
+        assert_eq!(pipeline(&mut n, db, "a"), replies);
+        let second = ((secs << 20) + 2).to_string();
+        let refused = [ServerReply::Nil, ServerReply::Int(0), bulk(&second)];
+        assert_eq!(pipeline(&mut n, db, "b"), refused, "F grows on a refusal");
+        assert_eq!(
+            cmd(&mut n, 1_500, db, &["ZSCORE", "k:f", "n"]),
+            bulk(&second)
+        );
+        let mut old = Node::with_profile(
+            Clock::with_skew(Instant::now(), 0.0),
+            &scripts,
+            false,
+            ServerProfile::REDIS_5_0,
+        );
+        let replies = pipeline(&mut old, db, "a");
+        assert_eq!(replies[1], ServerReply::error("ERR syntax error"));
+        assert_eq!(replies[2], bulk("1"), "no floor on a server without GT");
+    }
+
+    /// An ACL that denies `TIME` denies it to the fenced acquire script as well: the script
+    /// fails after setting K (checked on redis-server 7.0.15 with `ACL SETUSER default
+    /// -time`), so such a node cannot fall back to the script form.
+    #[test]
+    fn a_node_denying_time_fails_the_fenced_acquire_script_after_setting_k() {
+        let scripts = Scripts::default();
+        let profile = ServerProfile::REDIS_7_0.denying_time();
+        let clock = Clock::with_skew(Instant::now(), 0.0);
+        let mut n = Node::with_profile(clock, &scripts, false, profile);
+        let db = &mut 0;
+        assert_eq!(
+            cmd(&mut n, 1, db, &["TIME"]),
+            ServerReply::error(TIME_DENIED)
+        );
+        let body = redlock_core::FENCED_ACQUIRE_SCRIPT.body;
+        let reply = cmd(&mut n, 1, db, &["EVAL", body, "2", "k", "k:f", "t", "100"]);
+        let want = format!(
+            "ERR The user executing the script can't run this command or subcommand script: \
+             {}, on @user_script:1.",
+            redlock_core::FENCED_ACQUIRE_SCRIPT.sha1
+        );
+        assert_eq!(reply, ServerReply::error(want));
+        let held = cmd(&mut n, 1, db, &["GET", "k"]);
+        assert_eq!(held, ServerReply::Bulk(Bytes::from_static(b"t")));
+        assert_eq!(
+            cmd(&mut n, 1, db, &["ZSCORE", "k:f", "n"]),
+            ServerReply::Nil
+        );
+        assert_eq!(
+            cmd(&mut n, 1, db, &["ZINCRBY", "k:f", "1", "n"]),
+            ServerReply::Bulk(Bytes::from_static(b"1")),
+            "the pipeline's commands need no TIME"
+        );
+    }
+
+    /// The script form and the pipeline form leave the same counter and answer the same
+    /// token whenever `SET NX` succeeds, for F missing, below, at or above the floor; where
+    /// it fails, only the pipeline moves F (by one, harmlessly).
+    #[test]
+    fn the_pipeline_and_the_script_agree_on_the_token() {
+        let scripts = Scripts::default();
+        let body = redlock_core::FENCED_ACQUIRE_SCRIPT.body;
+        let (t_ms, secs) = (2_250, 1_700_000_002u64);
+        let floor = secs << 20;
+        let floor_arg = floor.to_string();
+        let score = |r: &ServerReply| match r {
+            ServerReply::Int(n) => Some(*n as u64),
+            ServerReply::Bulk(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            _ => None,
+        };
+        for start in [None, Some(5), Some(floor - 1), Some(floor), Some(floor + 7)] {
+            for held in [false, true] {
+                let mut runs = Vec::new();
+                for pipelined in [false, true] {
+                    let clock = Clock::with_skew(Instant::now(), 0.0);
+                    let mut n = Node::new(clock, &scripts, false);
+                    let db = &mut 0;
+                    if let Some(f) = start {
+                        cmd(&mut n, t_ms, db, &["ZADD", "k:f", &f.to_string(), "n"]);
+                    }
+                    if held {
+                        cmd(&mut n, t_ms, db, &["SET", "k", "other", "PX", "100"]);
+                    }
+                    let token = if pipelined {
+                        let set = cmd(&mut n, t_ms, db, &["SET", "k", "t", "NX", "PX", "100"]);
+                        cmd(&mut n, t_ms, db, &["ZADD", "k:f", "GT", &floor_arg, "n"]);
+                        let count = cmd(&mut n, t_ms, db, &["ZINCRBY", "k:f", "1", "n"]);
+                        (set == ServerReply::Ok).then(|| score(&count)).flatten()
+                    } else {
+                        let args = ["EVAL", body, "2", "k", "k:f", "t", "100"];
+                        score(&cmd(&mut n, t_ms, db, &args))
+                    };
+                    let counter = score(&cmd(&mut n, t_ms, db, &["ZSCORE", "k:f", "n"]));
+                    runs.push((token, counter));
+                }
+                let (script, pipeline) = (runs[0], runs[1]);
+                let want = start.unwrap_or(0).max(floor) + 1;
+                if held {
+                    assert_eq!(script, (None, start), "{start:?}");
+                    assert_eq!(pipeline.0, None);
+                    assert_eq!(pipeline.1, Some(want), "F grows on a refusal");
+                } else {
+                    assert_eq!(script, (Some(want), Some(want)), "{start:?}");
+                    assert_eq!(pipeline, script, "{start:?}");
+                }
+            }
+        }
     }
 }

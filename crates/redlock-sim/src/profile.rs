@@ -27,6 +27,10 @@ pub struct ServerProfile {
     pub delex: bool,
     /// Whether `SET` takes `IFEQ value` (Valkey 8.1, Redis 8.4 and later).
     pub set_ifeq: bool,
+    /// Whether an ACL lets the client run `TIME`. Where it does not, `TIME` is refused with
+    /// `-NOPERM`, and so is a script's `redis.call('TIME')` (the fenced acquire script then
+    /// fails after setting K), as Redis 7.0.15 does with `ACL SETUSER default -time`.
+    pub time: bool,
     /// A deliberate bug in the node's native commands, for the negative controls only.
     #[doc(hidden)]
     pub mutant: Option<NodeMutant>,
@@ -99,6 +103,7 @@ impl ServerProfile {
             delifeq,
             delex,
             set_ifeq,
+            time: true,
             mutant: None,
         }
     }
@@ -108,6 +113,14 @@ impl ServerProfile {
         Self { hello, ..self }
     }
 
+    /// The same server with an ACL that denies `TIME` (its scripts' `TIME` too).
+    pub const fn denying_time(self) -> Self {
+        Self {
+            time: false,
+            ..self
+        }
+    }
+
     /// The same server with a bug in its native commands (negative controls only).
     #[doc(hidden)]
     pub const fn with_mutant(self, mutant: NodeMutant) -> Self {
@@ -115,6 +128,12 @@ impl ServerProfile {
             mutant: Some(mutant),
             ..self
         }
+    }
+
+    /// Whether `ZADD` takes `GT` and `LT` (Redis 6.2 and later, every Valkey): the
+    /// script-free fenced acquire needs it.
+    pub fn has_zadd_gt(&self) -> bool {
+        self.server == "valkey" || self.major_minor() >= (6, 2)
     }
 
     /// `(major, minor)` of [`version`](Self::version).

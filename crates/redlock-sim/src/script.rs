@@ -100,23 +100,33 @@ pub const EXTEND_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then r
 
 /// The source the fenced acquire model (`fenced_acquire` here) was written from, word for
 /// word: `redlock-core`'s `FENCED_ACQUIRE_SCRIPT.body`. Change both together.
-pub const FENCED_ACQUIRE_SOURCE: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local t = redis.call('TIME') local floor = tonumber(t[1]) * 1048576 local n = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1 if n < floor then n = floor end redis.call('SET', KEYS[2], string.format('%d', n)) return n else return false end";
+pub const FENCED_ACQUIRE_SOURCE: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local floor = tonumber(redis.call('TIME')[1]) * 1048576 local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < floor then redis.call('ZADD', KEYS[2], floor, 'n') end return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end";
 
 /// The source the fence write-back model (`raise_fence` here) was written from, word for
 /// word: `redlock-core`'s `RAISE_FENCE_SCRIPT.body`. Change both together.
-pub const RAISE_FENCE_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end return 1 else return 0 end";
+pub const RAISE_FENCE_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[2], ARGV[2], 'n') end return 1 else return 0 end";
+
+/// The source the no-floor mutant's model (`fenced_acquire_with(.., false)` here) was written
+/// from, word for word: `redlock-core`'s `NO_FLOOR_FENCED_ACQUIRE_SCRIPT.body` (a negative
+/// control behind its `_mutants` feature). Change both together.
+pub const NO_FLOOR_FENCED_ACQUIRE_SOURCE: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end";
 
 /// The fencing floor's unit: a second of the node's wall clock is worth 2^20 counts.
 pub const FENCE_FLOOR_PER_SECOND: u64 = 1 << 20;
 
-/// `FENCED_ACQUIRE_SCRIPT`: `SET K token NX PX ttl`; if it set K, `F := max(F + 1, floor)`
-/// with the floor the node's wall seconds * 2^20, and the new F is returned; else nil.
+/// The one member of the fencing counter's sorted set F, whose score is the count.
+pub const FENCE_MEMBER: &[u8] = b"n";
+
+/// `FENCED_ACQUIRE_SCRIPT`: `SET K token NX PX ttl`; if it set K, member `n` of the sorted
+/// set F is raised to the floor (the node's wall seconds * 2^20) if missing or below it, then
+/// incremented, and its new score is returned: `max(F, floor) + 1`. Else nil.
 pub fn fenced_acquire(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     fenced_acquire_with(keys, k, argv, true)
 }
 
-/// The fenced acquire with or without its floor (`floor == false` is a negative control:
-/// a counter that an empty restart sends back to 1).
+/// The fenced acquire with or without its floor (`floor == false` is the model of
+/// [`NO_FLOOR_FENCED_ACQUIRE_SOURCE`], a negative control: a counter that an empty restart
+/// sends back to 1).
 pub fn fenced_acquire_with(
     keys: &mut Keys<'_>,
     k: &[Bytes],
@@ -137,24 +147,32 @@ pub fn fenced_acquire_with(
     keys.set(key, token.clone(), Some(ttl));
     // From here on the key is set: an error below ends the script with K written, as a real
     // server leaves it (a script's writes are not rolled back).
-    let floor = if floor {
-        keys.time().0 as f64 * FENCE_FLOOR_PER_SECOND as f64
-    } else {
-        0.0
-    };
-    let counter = match keys.get(fence) {
-        Ok(v) => v.as_deref().and_then(lua_tonumber).unwrap_or(0.0),
-        Err(e) => return e.into(),
-    };
-    let n = (counter + 1.0).max(floor);
-    // `string.format('%d', n)` and the integer reply both truncate a Lua number.
-    let n = n as i64;
-    keys.set(fence, Bytes::from(n.to_string()), None);
-    ServerReply::Int(n)
+    let member = Bytes::from_static(FENCE_MEMBER);
+    if floor {
+        let Ok((secs, _)) = keys.time() else {
+            // An ACL that denies `TIME` denies it inside the script, after K was set.
+            return ServerReply::error(
+                "ERR The user executing the script can't run this command or subcommand",
+            );
+        };
+        let floor = (secs * FENCE_FLOOR_PER_SECOND) as f64;
+        // `ZSCORE`, then `ZADD F floor n` when `n` is missing or below the floor.
+        let raised = keys.zset_update(fence, &member, |n| {
+            n.is_none_or(|n| n < floor).then_some(floor)
+        });
+        if let Err(e) = raised {
+            return e.into();
+        }
+    }
+    // `ZINCRBY F 1 n`; Lua's `tonumber` of its reply, returned as an integer (truncated).
+    match keys.zset_update(fence, &member, |n| Some(n.unwrap_or(0.0) + 1.0)) {
+        Ok(n) => ServerReply::Int((n.unwrap_or(0.0) + 1.0) as i64),
+        Err(e) => e.into(),
+    }
 }
 
-/// `RAISE_FENCE_SCRIPT`: while K holds our token, raises F to `ARGV[2]` if it is below and
-/// answers 1; else 0.
+/// `RAISE_FENCE_SCRIPT`: while K holds our token, raises member `n` of F to `ARGV[2]` if it
+/// is missing or below, and answers 1; else 0.
 fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let ([key, fence, ..], [token, value, ..]) = (k, argv) else {
         return arity_error();
@@ -164,15 +182,28 @@ fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply 
         Ok(_) => return ServerReply::Int(0),
         Err(e) => return e.into(),
     }
-    let counter = match keys.get(fence) {
-        Ok(v) => v.as_deref().and_then(lua_tonumber).unwrap_or(0.0),
+    let member = Bytes::from_static(FENCE_MEMBER);
+    let counter = match keys.zscore(fence, &member) {
+        Ok(n) => n,
         Err(e) => return e.into(),
     };
-    let Some(target) = lua_tonumber(value) else {
-        return ServerReply::error("ERR user_script:1: attempt to compare number with nil");
+    // `n == nil or n < tonumber(ARGV[2])`: Lua compares only when `n` exists; `ZADD` then
+    // reads `ARGV[2]` as a score itself.
+    let target = lua_tonumber(value);
+    let raise = match (counter, target) {
+        (None, _) => true,
+        (Some(n), Some(t)) => n < t,
+        (Some(_), None) => {
+            return ServerReply::error("ERR user_script:1: attempt to compare number with nil");
+        }
     };
-    if counter < target {
-        keys.set(fence, value.clone(), None);
+    if raise {
+        let Some(score) = crate::sorted::parse_score(value) else {
+            return ServerReply::error("ERR value is not a valid float");
+        };
+        if let Err(e) = keys.zset_update(fence, &member, |_| Some(score)) {
+            return e.into();
+        }
     }
     ServerReply::Int(1)
 }
@@ -254,7 +285,10 @@ fn arity_error() -> ServerReply {
 
 #[cfg(test)]
 mod tests {
-    use redlock_core::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT};
+    use redlock_core::{
+        EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, NO_FLOOR_FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT,
+        RELEASE_SCRIPT,
+    };
 
     use super::*;
     use crate::keyspace::{Keyspace, WALL_EPOCH_NANOS};
@@ -286,6 +320,15 @@ mod tests {
             RAISE_FENCE_SCRIPT.body, RAISE_FENCE_SOURCE,
             "the core's fence write-back script changed: re-read it, then update \
              `raise_fence` and RAISE_FENCE_SOURCE together"
+        );
+        assert_eq!(
+            NO_FLOOR_FENCED_ACQUIRE_SCRIPT.body, NO_FLOOR_FENCED_ACQUIRE_SOURCE,
+            "the core's no-floor mutant changed: re-read it, then update \
+             `fenced_acquire_with` and NO_FLOOR_FENCED_ACQUIRE_SOURCE together"
+        );
+        assert_eq!(
+            sha1_hex(NO_FLOOR_FENCED_ACQUIRE_SCRIPT.body),
+            NO_FLOOR_FENCED_ACQUIRE_SCRIPT.sha1
         );
         let scripts = Scripts::default();
         let all = [
@@ -342,15 +385,16 @@ mod tests {
         ));
     }
 
+    /// Member `n` of F, as `ZSCORE` reads it.
+    fn score(keys: &mut Keys<'_>, fence: &str) -> Result<Option<f64>, crate::WrongType> {
+        keys.zscore(&b(fence), &b("n"))
+    }
+
     #[test]
     fn the_fenced_acquire_counts_from_the_floor_and_sets_the_key_first() {
         let scripts = Scripts::default();
         let acq = scripts
             .by_body(FENCED_ACQUIRE_SCRIPT.body.as_bytes())
-            .unwrap()
-            .run;
-        let raise = scripts
-            .by_sha(RAISE_FENCE_SCRIPT.sha1.as_bytes())
             .unwrap()
             .run;
         let mut space = Keyspace::new();
@@ -360,61 +404,94 @@ mod tests {
         let kf = [b("k"), b("k:fence")];
         assert_eq!(
             acq(&mut keys, &kf, &[b("t"), b("100")]),
-            ServerReply::Int(floor)
+            ServerReply::Int(floor + 1)
         );
         assert_eq!(keys.pttl(&b("k")), Some(Some(Duration::from_millis(100))));
-        assert_eq!(
-            keys.pttl(&b("k:fence")),
-            Some(None),
-            "the counter is persistent"
-        );
+        assert_eq!(score(&mut keys, "k:fence"), Ok(Some((floor + 1) as f64)));
+        assert_eq!(keys.pttl(&b("k:fence")), Some(None), "F is persistent");
         assert_eq!(acq(&mut keys, &kf, &[b("u"), b("100")]), ServerReply::Nil);
         keys.del(&b("k"));
         assert_eq!(
             acq(&mut keys, &kf, &[b("u"), b("100")]),
-            ServerReply::Int(floor + 1)
+            ServerReply::Int(floor + 2),
+            "within the second the counter counts"
         );
-        // Write-back: only while K holds the token; never lowers F.
-        let ahead = (floor + 7).to_string();
-        assert_eq!(
-            raise(&mut keys, &kf, &[b("t"), b(&ahead)]),
-            ServerReply::Int(0)
-        );
-        assert_eq!(
-            raise(&mut keys, &kf, &[b("u"), b(&ahead)]),
-            ServerReply::Int(1)
-        );
-        assert_eq!(keys.get(&b("k:fence")), Ok(Some(b(&ahead))));
-        assert_eq!(
-            raise(&mut keys, &kf, &[b("u"), b("5")]),
-            ServerReply::Int(1)
-        );
-        assert_eq!(keys.get(&b("k:fence")), Ok(Some(b(&ahead))));
-        // A list F: K is set, then the script fails.
+        // A counter ahead of the floor counts on from where it is.
         keys.del(&b("k"));
-        keys.del(&b("k:fence"));
-        keys.rpush(&b("k:fence"), &[b("x")]).unwrap();
-        let wrong = acq(&mut keys, &kf, &[b("v"), b("100")]);
-        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
-        assert_eq!(
-            keys.get(&b("k")),
-            Ok(Some(b("v"))),
-            "SET NX ran before GET F failed"
-        );
-        let wrong = raise(&mut keys, &kf, &[b("v"), b("1")]);
-        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
-        // A list K: SET NX sees it (nil); the write-back's GET fails.
+        let ahead = (1u64 << 52) as f64;
+        keys.zset_update(&b("k:fence"), &b("n"), |_| Some(ahead))
+            .unwrap();
+        let reply = acq(&mut keys, &kf, &[b("v"), b("100")]);
+        assert_eq!(reply, ServerReply::Int((1 << 52) + 1));
+        // F of the wrong type (a string: the old counter; a list): K is set, then it fails.
+        for wrong in ["string", "list"] {
+            keys.del(&b("k"));
+            keys.del(&b("k:fence"));
+            if wrong == "string" {
+                keys.set(&b("k:fence"), b("5"), None);
+            } else {
+                keys.rpush(&b("k:fence"), &[b("x")]).unwrap();
+            }
+            let reply = acq(&mut keys, &kf, &[b("v"), b("100")]);
+            assert!(matches!(reply, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
+            assert_eq!(keys.get(&b("k")), Ok(Some(b("v"))), "SET NX ran first");
+        }
+        // A list K: SET NX sees it (nil).
         keys.rpush(&b("l"), &[b("x")]).unwrap();
         let lf = [b("l"), b("l:fence")];
         assert_eq!(acq(&mut keys, &lf, &[b("v"), b("100")]), ServerReply::Nil);
-        assert!(matches!(
-            raise(&mut keys, &lf, &[b("v"), b("1")]),
-            ServerReply::Error(_)
-        ));
         // Without the floor the counter restarts from 1.
         let mut space = Keyspace::new();
         let mut keys = space.view_at(0, 0, WALL_EPOCH_NANOS);
         let reply = fenced_acquire_with(&mut keys, &kf, &[b("t"), b("100")], false);
         assert_eq!(reply, ServerReply::Int(1));
+        assert_eq!(score(&mut keys, "k:fence"), Ok(Some(1.0)));
+    }
+
+    #[test]
+    fn the_write_back_raises_only_while_k_is_ours_and_never_lowers() {
+        let raise = Scripts::default()
+            .by_sha(RAISE_FENCE_SCRIPT.sha1.as_bytes())
+            .unwrap()
+            .run;
+        let mut space = Keyspace::new();
+        let mut keys = space.view(0, 0);
+        let kf = [b("k"), b("k:fence")];
+        let ms = Some(Duration::from_millis(100));
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b("9")]),
+            ServerReply::Int(0)
+        );
+        assert!(!keys.exists(&b("k:fence")), "K missing: F untouched");
+        keys.set(&b("k"), b("other"), ms);
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b("9")]),
+            ServerReply::Int(0)
+        );
+        keys.set(&b("k"), b("t"), ms);
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b("9")]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(score(&mut keys, "k:fence"), Ok(Some(9.0)), "added");
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b("20")]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(score(&mut keys, "k:fence"), Ok(Some(20.0)), "raised");
+        assert_eq!(
+            raise(&mut keys, &kf, &[b("t"), b("5")]),
+            ServerReply::Int(1)
+        );
+        assert_eq!(score(&mut keys, "k:fence"), Ok(Some(20.0)), "never lowered");
+        let junk = raise(&mut keys, &kf, &[b("t"), b("x")]);
+        assert!(matches!(junk, ServerReply::Error(e) if e.contains("compare")));
+        keys.set(&b("k:fence"), b("5"), None);
+        let wrong = raise(&mut keys, &kf, &[b("t"), b("9")]);
+        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
+        keys.del(&b("k"));
+        keys.rpush(&b("k"), &[b("x")]).unwrap();
+        let wrong = raise(&mut keys, &kf, &[b("t"), b("9")]);
+        assert!(matches!(wrong, ServerReply::Error(e) if e.starts_with("WRONGTYPE")));
     }
 }

@@ -247,6 +247,13 @@ fn mutant_fence_no_floor_is_caught() {
 }
 
 #[test]
+fn mutant_fence_pipeline_no_floor_is_caught() {
+    assert_caught("FencePipelineNoFloor", |seed| {
+        fenced_crashy(seed, None, |b| b.mutant(Mutant::FencePipelineNoFloor))
+    });
+}
+
+#[test]
 fn restart_with_the_wall_clock_behind_is_caught() {
     // The floor with a node clock stepped back by more than the restart delay.
     assert_caught("clock stepped back on an empty restart", |seed| {

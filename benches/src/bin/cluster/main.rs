@@ -254,6 +254,15 @@ async fn subjects(
             .map_err(|e| format!("tokio-fenced: build: {e}"))?;
         subjects.push(Subject::tokio_fenced(redlock, name));
     }
+    if args.wants_subject("tokio-fenced-scripts", name) {
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| {
+                b.config(|c| c.ttl(TTL).fencing(true).native_commands(false))
+                    .build()
+            })
+            .map_err(|e| format!("tokio-fenced-scripts: build: {e}"))?;
+        subjects.push(Subject::tokio_fenced_scripts(redlock, name));
+    }
     if args.wants_subject("rslock", name) {
         // Connects lazily, on the first lock (in warm-up), on this runtime.
         subjects.push(Subject::rslock(
@@ -634,11 +643,16 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 4] =
-    ["raw-del", "raw-delifeq", "tokio-scripts", "tokio-fenced"];
+pub(crate) const OPT_IN_SUBJECTS: [&str; 5] = [
+    "raw-del",
+    "raw-delifeq",
+    "tokio-scripts",
+    "tokio-fenced",
+    "tokio-fenced-scripts",
+];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|contended8|contended2x4|nodes|held] \
                      [--subject raw,tokio,rslock,async-std,blocking,\
-                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced]";
+                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts]";

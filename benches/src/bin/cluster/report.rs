@@ -24,13 +24,17 @@ pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
 
 /// Our drivers: the subjects the targets apply to.
-const OURS: [&str; 5] = [
+const OURS: [&str; 6] = [
     "tokio",
     "async-std",
     "blocking",
     "tokio-scripts",
     "tokio-fenced",
+    "tokio-fenced-scripts",
 ];
+
+/// serial: a fenced lock's p50 at most this many times an unfenced one's (issue 12).
+pub(crate) const FENCED_OVER_UNFENCED_MAX: f64 = 1.15;
 
 /// One subject in one scenario, with the raw baseline of the same pass and scenario.
 #[derive(Debug, Clone)]
@@ -614,6 +618,7 @@ fn verdict_lines(s: &mut String, rows: &[Row], peers: &[PeerRatio]) {
             );
         }
     }
+    fenced_lines(s, rows);
     for p in peers {
         let _ = writeln!(
             s,
@@ -622,5 +627,42 @@ fn verdict_lines(s: &mut String, rows: &[Row], peers: &[PeerRatio]) {
             verdict(p.met()),
             fixed(p.ratio()),
         );
+    }
+}
+
+/// serial: fenced (`tokio-fenced`, the pipeline where the server has it) and fenced by
+/// script (`tokio-fenced-scripts`) against unfenced (`tokio`), p50 and the nodes' CPU, where
+/// they ran in the same pass (issue 12).
+fn fenced_lines(s: &mut String, rows: &[Row]) {
+    let serial = |subject: &str, runtime: &str| {
+        rows.iter()
+            .find(|r| r.scenario == "serial" && r.subject == subject && r.runtime == runtime)
+    };
+    for unfenced in rows
+        .iter()
+        .filter(|r| r.scenario == "serial" && r.subject == "tokio")
+    {
+        for fenced in ["tokio-fenced", "tokio-fenced-scripts"] {
+            let Some(f) = serial(fenced, unfenced.runtime) else {
+                continue;
+            };
+            let p50 = ratio(
+                f.summary.p50.as_secs_f64(),
+                unfenced.summary.p50.as_secs_f64(),
+            );
+            let cpu = ratio(
+                f.summary.server_cpu_per_cycle.as_secs_f64(),
+                unfenced.summary.server_cpu_per_cycle.as_secs_f64(),
+            );
+            let _ = writeln!(
+                s,
+                "- serial / {} / {fenced}: p50 / tokio p50 <= {FENCED_OVER_UNFENCED_MAX}: {} \
+                 ({}; server CPU {})",
+                unfenced.runtime,
+                verdict(p50 <= FENCED_OVER_UNFENCED_MAX),
+                fixed(p50),
+                fixed(cpu),
+            );
+        }
     }
 }

@@ -145,11 +145,29 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), "tokio-scripts", flavour, flavour)
     }
 
-    /// redlock-tokio with every lock fenced (issue 12): one script per node to acquire.
+    /// redlock-tokio with every lock fenced (issue 12): the pipeline (`SET NX`, `ZADD GT`,
+    /// `ZINCRBY`) where the server has `ZADD … GT`, else the script.
     pub(crate) fn tokio_fenced(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
         Self {
             fenced: Some((AtomicU64::new(0), AtomicU64::new(0))),
             ..Self::new(Driver::Tokio(redlock), "tokio-fenced", flavour, flavour)
+        }
+    }
+
+    /// redlock-tokio with every lock fenced and scripts forced (`native_commands(false)`):
+    /// the fenced acquisition by script on every server, the baseline of the pipeline.
+    pub(crate) fn tokio_fenced_scripts(
+        redlock: redlock_tokio::Redlock,
+        flavour: &'static str,
+    ) -> Self {
+        Self {
+            fenced: Some((AtomicU64::new(0), AtomicU64::new(0))),
+            ..Self::new(
+                Driver::Tokio(redlock),
+                "tokio-fenced-scripts",
+                flavour,
+                flavour,
+            )
         }
     }
 

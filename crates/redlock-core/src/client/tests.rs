@@ -18,6 +18,9 @@ const MS: Duration = Duration::from_millis(1);
 const REDIS_7_HELLO: &[u8] =
     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n";
 
+/// A `TIME` reply: 2026-11-25, 16:00 UTC.
+const NODE_TIME: &[u8] = b"*2\r\n$10\r\n1795190400\r\n$6\r\n000017\r\n";
+
 /// A client on virtual time, connected to every node, with its preloads answered.
 struct Rig {
     client: Client<ChaCha20Rng>,
@@ -35,8 +38,10 @@ impl Rig {
         for i in 0..n {
             let conn = rig.conn(i);
             rig.input(Input::Connected { now: rig.now, conn });
-            // HELLO (a Redis 7: scripts), then the two SCRIPT LOAD replies, which are not read.
+            // HELLO (a Redis 7: scripts), TIME, then the two SCRIPT LOAD replies, which are
+            // not read.
             rig.reply(i, REDIS_7_HELLO);
+            rig.reply(i, NODE_TIME);
             rig.reply(i, b"+OK\r\n+OK\r\n");
         }
         rig

@@ -29,7 +29,7 @@ impl Inspecting {
         let get = Round::new(ctx.seq(), get, now, deadline, (n, n), Vec::new());
         let pttl = Command::pttl(&ctx.resource);
         let pttl = Round::new(ctx.seq(), pttl, now, deadline, (n, n), Vec::new());
-        Phase::Inspecting(Self { get, pttl })
+        Phase::Inspecting(Box::new(Self { get, pttl }))
     }
 
     /// The `GET` round and the `PTTL` round, in the order they are sent.

@@ -28,7 +28,7 @@ use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::resp::Reply;
 use crate::round::{Form, Round, Slot};
-use crate::server::{NativeUse, NodeCommands};
+use crate::server::{NativeUse, NodeCommands, Offer};
 use crate::token::{Resource, Token};
 
 mod acquire;
@@ -91,8 +91,9 @@ enum Phase {
     Expired(Expired),
     /// release.rs: the release round to all N nodes.
     Releasing(Releasing),
-    /// inspect.rs: the read-only `GET` and `PTTL` rounds of an inspection.
-    Inspecting(Inspecting),
+    /// inspect.rs: the read-only `GET` and `PTTL` rounds of an inspection (boxed: two
+    /// rounds, on the rare operation).
+    Inspecting(Box<Inspecting>),
     /// Nothing more to report (cleanup releases may still be in flight).
     Finished,
 }
@@ -299,10 +300,10 @@ impl Lock {
     /// The next request as its id, its node, what it uses a native command for (if it does)
     /// and its RESP bytes, shared with the other nodes' requests of its round of that form.
     #[inline]
-    pub(crate) fn next_transmit(
+    pub(crate) fn next_transmit<O: Into<Offer>>(
         &mut self,
         encoder: &mut Encoder,
-        commands: impl Fn(NodeId) -> NodeCommands,
+        commands: impl Fn(NodeId) -> O,
     ) -> Option<(RequestId, NodeId, Option<NativeUse>, &Bytes)> {
         let (round, id, node, form) = self.next_send(commands)?;
         let native = match form {
@@ -319,24 +320,33 @@ impl Lock {
     /// dead one whose bytes arrive late, compares another value and touches nothing of the
     /// newer attempt (algorithm.md §5).
     #[inline]
-    fn next_send(
+    fn next_send<O: Into<Offer>>(
         &mut self,
-        commands: impl Fn(NodeId) -> NodeCommands,
+        commands: impl Fn(NodeId) -> O,
     ) -> Option<(&mut Round, RequestId, NodeId, Form)> {
+        let floor = self.ctx.params.pipeline_floor;
+        let commands = |n: NodeId| {
+            let mut offer: Offer = commands(n).into();
+            if !floor {
+                // A negative control's (`_mutants`): the pipeline without its floor.
+                offer.fence_floor = offer.fence_floor.map(|_| 0);
+            }
+            offer
+        };
         for round in &mut self.ctx.cleanup {
-            if let Some((id, node, form)) = round.next_send(&commands) {
+            if let Some((id, node, form)) = round.next_send(commands) {
                 return Some((round, id, node, form));
             }
         }
         let (round, second) = self.phase.rounds_mut();
         if let Some(round) = round
-            && let Some((id, node, form)) = round.next_send(&commands)
+            && let Some((id, node, form)) = round.next_send(commands)
         {
             return Some((round, id, node, form));
         }
         // Only an inspection has a second round: its `PTTL`s, after every `GET`.
         let round = second?;
-        let (id, node, form) = round.next_send(&commands)?;
+        let (id, node, form) = round.next_send(commands)?;
         Some((round, id, node, form))
     }
 

@@ -15,6 +15,9 @@ use redlock_core::{
 
 mod epoch;
 
+/// What the nodes' `TIME` says when the harness answers it: 2026-11-25, 16:00 UTC.
+pub(crate) const NODE_SECS: u64 = 1_795_190_400;
+
 /// A client with a virtual clock.
 pub(crate) struct Harness {
     pub(crate) client: Client<ChaCha20Rng>,
@@ -99,9 +102,12 @@ impl Harness {
         assert!(out.events.is_empty() && out.disconnects.is_empty());
     }
 
-    /// Answers a new connection's `HELLO` as `server` at `version` would.
+    /// Answers a new connection's `HELLO` as `server` at `version` would, and the `TIME`
+    /// that follows it with [`NODE_SECS`].
     pub(crate) fn answer_hello(&mut self, node: usize, server: &str, version: &str) {
-        let out = self.reply(node, &hello_reply(server, version));
+        let mut replies = hello_reply(server, version);
+        replies.extend_from_slice(&time_reply(NODE_SECS));
+        let out = self.reply(node, &replies);
         assert!(out.events.is_empty() && out.disconnects.is_empty());
     }
 
@@ -266,6 +272,12 @@ pub(crate) fn hello_reply(server: &str, version: &str) -> Vec<u8> {
     out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
     out += &(bulk("modules") + "*0\r\n");
     out.into_bytes()
+}
+
+/// A `TIME` reply: `secs` since the epoch, 0 microseconds.
+pub(crate) fn time_reply(secs: u64) -> Vec<u8> {
+    let digits = secs.to_string();
+    format!("*2\r\n${}\r\n{digits}\r\n$1\r\n0\r\n", digits.len()).into_bytes()
 }
 
 /// Fires timers until one makes the client send something; that drain.
