@@ -288,9 +288,11 @@ impl Harness {
         self.turn();
     }
 
-    /// Checks that the loop sent both script loads to `node` on connecting, and answers them.
+    /// Checks that the loop sent `HELLO`, `TIME` and both script loads to `node` on
+    /// connecting, and answers them.
     fn answer_script_loads(&mut self, node: usize) {
         let mut hello = command(&[b"HELLO"]);
+        hello.extend(command(&[b"TIME"]));
         hello.extend(command(&[
             b"SCRIPT",
             b"LOAD",
@@ -304,6 +306,7 @@ impl Harness {
         assert_eq!(text(&self.written(node)), text(&hello), "node {node}");
         // A Redis 7: releases and extensions go out as scripts.
         self.reply(node, REDIS_7_HELLO);
+        self.reply(node, b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n");
         for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
             self.reply(node, format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
