@@ -1,4 +1,4 @@
-//! The scenarios (`serial`, `concurrent32`; the contended ones in [`contended`]) and the
+//! The scenarios (`serial`, `concurrent32`; the contended ones in [`mod@contended`]) and the
 //! subjects they measure: the raw baseline,
 //! our three drivers (redlock-tokio, redlock-async-std, redlock-blocking) and rslock. Subjects
 //! take turns in blocks within one run, so load from elsewhere on the shared machine hits
