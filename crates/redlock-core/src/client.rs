@@ -16,12 +16,12 @@ use crate::error::UsageError;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
-use crate::node::{Link, Node, NodeClock, Pending};
+use crate::node::{Link, Node, Pending, SessionReply};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
 use crate::queue::Lines;
 use crate::resp::Reply;
-use crate::server::{NativeUse, NodeCommands, decode_hello, decode_time, is_unsupported};
+use crate::server::{NativeUse, NodeCommands, is_unsupported};
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};
 
@@ -356,36 +356,13 @@ impl<R: CryptoRng> Client<R> {
         }
         let mut bytes = bytes;
         loop {
-            if self.nodes[i].in_flight.front() == Some(&Pending::Hello) {
-                match self.nodes[i].decoder.next_in_with(&mut bytes, decode_hello) {
-                    Ok(Some(hello)) => {
-                        self.nodes[i].in_flight.pop_front();
-                        self.nodes[i].learned(&hello);
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let fault = NodeFault::Protocol(e.message().to_owned());
-                        return self.close(now, node, fault, true);
-                    }
-                }
-            }
-            if self.nodes[i].in_flight.front() == Some(&Pending::Time) {
-                match self.nodes[i].decoder.next_in_with(&mut bytes, decode_time) {
-                    Ok(Some(clock)) => {
-                        self.nodes[i].in_flight.pop_front();
-                        let read_at = now;
-                        self.nodes[i].clock = clock.map(|since_epoch| NodeClock {
-                            since_epoch,
-                            read_at,
-                        });
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let fault = NodeFault::Protocol(e.message().to_owned());
-                        return self.close(now, node, fault, true);
-                    }
+            match self.nodes[i].read_session_reply(now, &mut bytes) {
+                Ok(SessionReply::Read) => continue,
+                Ok(SessionReply::Incomplete) => break,
+                Ok(SessionReply::NotNext) => {}
+                Err(e) => {
+                    let fault = NodeFault::Protocol(e.message().to_owned());
+                    return self.close(now, node, fault, true);
                 }
             }
             let reply = match self.nodes[i].decoder.next_reply_in(&mut bytes) {

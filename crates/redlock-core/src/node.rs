@@ -35,8 +35,8 @@ use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::NodeFault;
 use crate::policy::NodeSettings;
-use crate::resp::{self, Decoder, Reply};
-use crate::server::{Hello, NativeUse, NodeCommands, Offer};
+use crate::resp::{self, Decoder, ProtocolError, Reply};
+use crate::server::{Hello, NativeUse, NodeCommands, Offer, decode_hello, decode_time};
 use crate::time;
 
 /// Whether the node can take requests.
@@ -272,6 +272,35 @@ impl Node {
 
     /// Whether input from `conn` is about the current connection; anything else is from a
     /// connection the client gave up on, and is ignored.
+    /// Reads the `HELLO` or `TIME` reply that is next, if one is: what the node offers, and
+    /// its clock (read at `now`). Neither is matched to a lock's request.
+    pub(crate) fn read_session_reply(
+        &mut self,
+        now: Instant,
+        bytes: &mut &[u8],
+    ) -> Result<SessionReply, ProtocolError> {
+        match self.in_flight.front() {
+            Some(Pending::Hello) => {
+                let Some(hello) = self.decoder.next_in_with(bytes, decode_hello)? else {
+                    return Ok(SessionReply::Incomplete);
+                };
+                self.learned(&hello);
+            }
+            Some(Pending::Time) => {
+                let Some(clock) = self.decoder.next_in_with(bytes, decode_time)? else {
+                    return Ok(SessionReply::Incomplete);
+                };
+                self.clock = clock.map(|since_epoch| NodeClock {
+                    since_epoch,
+                    read_at: now,
+                });
+            }
+            _ => return Ok(SessionReply::NotNext),
+        }
+        self.in_flight.pop_front();
+        Ok(SessionReply::Read)
+    }
+
     /// What a request to this node may use at `now`: its commands, and the floor of a
     /// fenced pipeline if its clock is known (see [`NodeClock::floor`]).
     #[inline]
@@ -330,6 +359,17 @@ impl Node {
         self.link = Link::Connecting { first: false };
         ConnId::new(self.id, self.generation)
     }
+}
+
+/// What [`Node::read_session_reply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionReply {
+    /// Read a whole `HELLO` or `TIME` reply.
+    Read,
+    /// The next reply is one of these, but only part of it has arrived.
+    Incomplete,
+    /// The next reply answers something else.
+    NotNext,
 }
 
 /// How old a node's clock reading may get before a fenced pipeline asks `TIME` again. Two
