@@ -34,12 +34,10 @@ use std::fmt;
 
 use redlock_testkit::Reply as Seen;
 
-use crate::form::{FenceCommands, Scripts};
-use crate::run::Target;
+use crate::form::{FenceCommands, FenceForm, RAISE_TO, Scripts};
 use crate::table::{ANOTHER_TOKEN, Family, LONG_TTL_MS, SHORT_TTL_MS, Send, State, TTL_MS};
+use crate::target::Target;
 
-/// The number the write-back rows raise F to.
-pub const RAISE_TO: u64 = 1_000_000;
 /// A counter behind every floor and below [`RAISE_TO`].
 const BEHIND: u64 = 5;
 /// A counter ahead of every floor (2^52).
@@ -64,19 +62,6 @@ pub struct FenceCase {
     pub sets_key: bool,
     /// F afterwards.
     pub fence_after: FenceAfter,
-}
-
-/// A fencing command, as the core sends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FenceForm {
-    /// `FENCED_ACQUIRE_SCRIPT`.
-    Acquire(Send),
-    /// `RAISE_FENCE_SCRIPT` with [`RAISE_TO`].
-    Raise(Send),
-    /// `ZADD F GT <RAISE_TO> n`: the script-free acquire's raise to the floor.
-    ZaddGt,
-    /// `ZINCRBY F 1 n`: the script-free acquire's count.
-    Zincrby,
 }
 
 /// K before a fencing command: the same states as the lock contract's keys.
@@ -126,7 +111,7 @@ pub enum FenceAfter {
 }
 
 /// The fencing part of the contract: 32 rows, run with [`CONTRACT`](crate::CONTRACT) by
-/// [`run`](crate::run).
+/// the runner (run.rs).
 #[rustfmt::skip]
 pub const FENCE_CONTRACT: &[FenceCase] = &[
     row(ACQ, KeyState::Absent,    FenceState::Absent,    FenceReply::FloorPlusOne, true,  FenceAfter::Reply),

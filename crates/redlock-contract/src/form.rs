@@ -17,8 +17,23 @@ use redlock_core::{
     RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Reply, Request, Resource, Script,
 };
 
-use crate::fence::{FenceForm, RAISE_TO};
 use crate::table::{Form, Send, TTL_MS};
+
+/// The number the write-back rows raise F to.
+pub const RAISE_TO: u64 = 1_000_000;
+
+/// A fencing command, as the core sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceForm {
+    /// `FENCED_ACQUIRE_SCRIPT`.
+    Acquire(Send),
+    /// `RAISE_FENCE_SCRIPT` with [`RAISE_TO`].
+    Raise(Send),
+    /// `ZADD F GT <RAISE_TO> n`: the script-free acquire's raise to the floor.
+    ZaddGt,
+    /// `ZINCRBY F 1 n`: the script-free acquire's count.
+    Zincrby,
+}
 
 /// The scripts a run sends: the core's, or a deliberately wrong one in their place.
 #[derive(Debug, Clone, Copy)]

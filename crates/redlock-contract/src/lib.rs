@@ -39,15 +39,14 @@ mod run;
 mod table;
 mod target;
 
-pub use fence::{
-    FENCE_CONTRACT, FenceAfter, FenceCase, FenceForm, FenceReply, FenceState, KeyState, RAISE_TO,
-};
+pub use fence::{FENCE_CONTRACT, FenceAfter, FenceCase, FenceReply, FenceState, KeyState};
 pub use form::{
-    CoreCommands, FenceCommands, Scripts, UNCHECKED_EXTEND_SCRIPT, UNCHECKED_RAISE_FENCE_SCRIPT,
+    CoreCommands, FenceCommands, FenceForm, RAISE_TO, Scripts, UNCHECKED_EXTEND_SCRIPT,
+    UNCHECKED_RAISE_FENCE_SCRIPT,
 };
-pub use run::{Report, Target, run, run_rows};
+pub use run::{Report, run, run_rows};
 pub use table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
     Since, State, TTL_MS,
 };
-pub use target::{RealNode, SimNode};
+pub use target::{RealNode, SimNode, Target};

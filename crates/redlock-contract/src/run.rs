@@ -8,26 +8,13 @@ use std::ops::RangeInclusive;
 
 use redlock_testkit::Reply;
 
-use crate::fence::{self, FENCE_CONTRACT, FenceCase, FenceForm};
-use crate::form::{CoreCommands, Scripts};
+use crate::fence::{self, FENCE_CONTRACT, FenceCase};
+use crate::form::{CoreCommands, FenceForm, Scripts};
 use crate::table::{
-    ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,
-    State, TTL_MS,
+    ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Form, LONG_TTL_MS, SHORT_TTL_MS, Send, State,
+    TTL_MS,
 };
-
-/// Something that answers commands as a Redis or Valkey node does.
-pub trait Target {
-    /// What it is, for the report: "Redis 7.0.15", "the simulation's node model".
-    fn describe(&self) -> String;
-
-    /// Its family and `(major, minor)` version, if it is a real server. The runner then
-    /// checks its answer about each native command against the table's marks.
-    fn version(&self) -> Option<(Family, u32, u32)>;
-
-    /// Sends one command and returns the reply (an error reply is a reply); `Err` means
-    /// the target itself failed (a socket error or timeout).
-    fn call(&mut self, args: &[&str]) -> Result<Reply, String>;
-}
+use crate::target::Target;
 
 /// What one run of the contract found.
 #[derive(Debug)]

@@ -7,8 +7,21 @@ use bytes::Bytes;
 use redlock_sim::{Clock, HelloAnswer, Scripts as SimScripts, ServerProfile, ServerReply, SimTime};
 use redlock_testkit::{Conn, Node, Reply, ServerBin, ServerKind};
 
-use crate::run::Target;
 use crate::table::Family;
+
+/// Something that answers commands as a Redis or Valkey node does.
+pub trait Target {
+    /// What it is, for the report: "Redis 7.0.15", "the simulation's node model".
+    fn describe(&self) -> String;
+
+    /// Its family and `(major, minor)` version, if it is a real server. The runner then
+    /// checks its answer about each native command against the table's marks.
+    fn version(&self) -> Option<(Family, u32, u32)>;
+
+    /// Sends one command and returns the reply (an error reply is a reply); `Err` means
+    /// the target itself failed (a socket error or timeout).
+    fn call(&mut self, args: &[&str]) -> Result<Reply, String>;
+}
 
 /// A real `redis-server` or `valkey-server` node, over one connection.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::io::NodeFault;
+use crate::fault::NodeFault;
 use crate::quorum;
 use crate::token::Resource;
 

@@ -92,6 +92,7 @@ mod client;
 mod command;
 mod config;
 mod error;
+mod fault;
 mod id;
 mod inspection;
 mod io;
