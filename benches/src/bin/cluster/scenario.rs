@@ -18,8 +18,8 @@ use tokio::task::JoinSet;
 use crate::raw::RawClient;
 use crate::stats::{Samples, Stopwatch};
 
-pub(crate) use contended::{Contended, contended, key};
-pub(crate) use peer::{Peer, PeerSpec, child};
+pub(crate) use contended::{Contended, child, contended, key};
+pub(crate) use peer::{Peer, PeerSpec};
 pub(crate) use record::fairness;
 
 /// How much each scenario runs; [`Plan::FULL`] by default, [`Plan::QUICK`] with `--quick`.

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock_core::{AcquireFailure, ReleaseOutcome};
-use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use super::peer::Peer;
+use super::peer::{self, Peer, PeerSpec};
+use super::record::RoundPart;
 use super::record::{self, SectionRecord, now_ns};
 use super::{CYCLE_TIMEOUT, Driver, Plan, Subject, order};
 use crate::stats::{Samples, Stopwatch};
@@ -37,25 +37,6 @@ pub(crate) struct Contended {
     pub(crate) held_locally: u64,
     /// Sections per worker, workers numbered across processes.
     pub(crate) per_worker: Vec<u64>,
-}
-
-/// What one process ran in one round: its records and counters (the second process sends
-/// this to the first as one JSON line).
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub(crate) struct RoundPart {
-    pub(crate) records: Vec<SectionRecord>,
-    pub(crate) flag_violations: u64,
-    pub(crate) gave_up: u64,
-    pub(crate) held_locally: u64,
-}
-
-impl RoundPart {
-    fn merge(&mut self, other: Self) {
-        self.records.extend(other.records);
-        self.flag_violations += other.flag_violations;
-        self.gave_up += other.gave_up;
-        self.held_locally += other.held_locally;
-    }
 }
 
 /// Shared state of one process's workers on one subject's key in one round.
@@ -326,4 +307,50 @@ fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: us
         total.per_worker.resize(workers, 0);
     }
     record::count_workers(&mut total.per_worker, &part.records);
+}
+
+/// The child side: builds the subject on a fresh `current_thread` runtime, warms it up,
+/// prints `ready`, then runs one round per `go` line until its stdin ends.
+pub(crate) fn child(spec: &PeerSpec, plan: Plan) -> Result<(), String> {
+    let runtime = crate::Flavour::CurrentThread.runtime()?;
+    let result = runtime
+        .block_on(runtime.spawn(serve(spec.clone(), plan)))
+        .map_err(|e| format!("contended child panicked: {e}"))
+        .and_then(|r| r);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+async fn serve(spec: PeerSpec, plan: Plan) -> Result<(), String> {
+    let urls: Vec<String> = spec.nodes.iter().map(|a| format!("redis://{a}")).collect();
+    let subject = crate::contended_subject(&spec.subject, &urls)?;
+    let subject = Arc::new(subject);
+    subject.warm_up(plan.warmup.min(20)).await?;
+    println!("ready");
+    let key = Arc::new(spec.key);
+    for _ in 0..peer::MAX_ROUNDS {
+        let read = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map(|n| (n > 0).then_some(line))
+        });
+        let line = read
+            .await
+            .map_err(|e| format!("reading stdin: {e}"))?
+            .map_err(|e| format!("reading stdin: {e}"))?;
+        let Some(line) = line else {
+            return Ok(());
+        };
+        let micros: u64 = line
+            .trim()
+            .strip_prefix("go ")
+            .and_then(|m| m.parse().ok())
+            .ok_or_else(|| format!("expected go MICROS, got {line:?}"))?;
+        let until = Instant::now() + Duration::from_micros(micros);
+        let part = run_part(&subject, &key, spec.first, spec.workers, until).await?;
+        let json = serde_json::to_string(&part).map_err(|e| format!("part: {e}"))?;
+        println!("part {json}");
+    }
+    Err(format!("more than {} rounds", peer::MAX_ROUNDS))
 }

@@ -1,20 +1,18 @@
 //! `contended2x4`'s second process: this binary re-run with `--contended-child SUBJECT`.
 //! The parent ([`Peer`]) starts it, waits for `ready` (client built, warmed up), then per
 //! round writes `go MICROS` on its stdin and reads back one `part JSON` line
-//! ([`RoundPart`]) on its stdout. The child ([`child`]) ends at the end of its stdin; the
+//! ([`RoundPart`]) on its stdout. The child (`contended::child`) ends at the end of its stdin; the
 //! parent closes it when the [`Peer`] is dropped and kills the child if it has not exited
 //! within [`EXIT_GRACE`]. Every wait for the child is bounded.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::Plan;
-use super::contended::{RoundPart, run_part};
+use super::record::RoundPart;
 
 /// The parent's handle on one second process (one subject's 4 workers).
 pub(crate) struct Peer {
@@ -143,52 +141,6 @@ impl Drop for Peer {
     }
 }
 
-/// The child side: builds the subject on a fresh `current_thread` runtime, warms it up,
-/// prints `ready`, then runs one round per `go` line until its stdin ends.
-pub(crate) fn child(spec: &PeerSpec, plan: Plan) -> Result<(), String> {
-    let runtime = crate::Flavour::CurrentThread.runtime()?;
-    let result = runtime
-        .block_on(runtime.spawn(serve(spec.clone(), plan)))
-        .map_err(|e| format!("contended child panicked: {e}"))
-        .and_then(|r| r);
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    result
-}
-
-async fn serve(spec: PeerSpec, plan: Plan) -> Result<(), String> {
-    let urls: Vec<String> = spec.nodes.iter().map(|a| format!("redis://{a}")).collect();
-    let subject = crate::contended_subject(&spec.subject, &urls)?;
-    let subject = Arc::new(subject);
-    subject.warm_up(plan.warmup.min(20)).await?;
-    println!("ready");
-    let key = Arc::new(spec.key);
-    for _ in 0..MAX_ROUNDS {
-        let read = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            std::io::stdin()
-                .read_line(&mut line)
-                .map(|n| (n > 0).then_some(line))
-        });
-        let line = read
-            .await
-            .map_err(|e| format!("reading stdin: {e}"))?
-            .map_err(|e| format!("reading stdin: {e}"))?;
-        let Some(line) = line else {
-            return Ok(());
-        };
-        let micros: u64 = line
-            .trim()
-            .strip_prefix("go ")
-            .and_then(|m| m.parse().ok())
-            .ok_or_else(|| format!("expected go MICROS, got {line:?}"))?;
-        let until = Instant::now() + Duration::from_micros(micros);
-        let part = run_part(&subject, &key, spec.first, spec.workers, until).await?;
-        let json = serde_json::to_string(&part).map_err(|e| format!("part: {e}"))?;
-        println!("part {json}");
-    }
-    Err(format!("more than {MAX_ROUNDS} rounds"))
-}
-
 /// How long the child may take to build its client and warm up.
 const READY_BOUND: Duration = Duration::from_secs(20);
 
@@ -196,4 +148,4 @@ const READY_BOUND: Duration = Duration::from_secs(20);
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// The most rounds a child runs.
-const MAX_ROUNDS: usize = 1_000;
+pub(super) const MAX_ROUNDS: usize = 1_000;

@@ -101,6 +101,25 @@ pub(crate) fn waits(records: &[SectionRecord]) -> Samples {
     samples
 }
 
+/// What one process ran in one round: its records and counters (the second process sends
+/// this to the first as one JSON line).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct RoundPart {
+    pub(crate) records: Vec<SectionRecord>,
+    pub(crate) flag_violations: u64,
+    pub(crate) gave_up: u64,
+    pub(crate) held_locally: u64,
+}
+
+impl RoundPart {
+    pub(super) fn merge(&mut self, other: Self) {
+        self.records.extend(other.records);
+        self.flag_violations += other.flag_violations;
+        self.gave_up += other.gave_up;
+        self.held_locally += other.held_locally;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
