@@ -356,10 +356,16 @@ impl<R: CryptoRng> Client<R> {
         }
         let mut bytes = bytes;
         loop {
-            match self.nodes[i].read_session_reply(now, &mut bytes) {
-                Ok(SessionReply::Read) => continue,
-                Ok(SessionReply::Incomplete) => break,
-                Ok(SessionReply::NotNext) => {}
+            let session = matches!(
+                self.nodes[i].in_flight.front(),
+                Some(Pending::Hello | Pending::Time)
+            );
+            // Checked here first: almost every reply answers a lock's request.
+            match (session.then(|| self.nodes[i].read_session_reply(now, &mut bytes))).transpose() {
+                Ok(None) => {}
+                Ok(Some(SessionReply::Read)) => continue,
+                Ok(Some(SessionReply::Incomplete)) => break,
+                Ok(Some(SessionReply::NotNext)) => {}
                 Err(e) => {
                     let fault = NodeFault::Protocol(e.message().to_owned());
                     return self.close(now, node, fault, true);

@@ -12,7 +12,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::io::NodeFault;
 use crate::resp::{self, Reply};
-use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
+use crate::server::{
+    self, ExtendCommand, FenceCommand, MAX_FENCE, NativeUse, Offer, ReleaseCommand,
+};
 use crate::token::{Resource, Token};
 
 /// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
@@ -277,7 +279,7 @@ impl Command {
                 if commands.fence == FenceCommand::Pipeline
                     && script.sha1 == FENCED_ACQUIRE_SCRIPT.sha1 =>
             {
-                (offer.fence_floor).map(|floor| Native::FencedPipeline { floor })
+                (offer.fence_floor()).map(|floor| Native::FencedPipeline { floor })
             }
             CommandKind::EvalSha(_, ScriptUse::Release) => match commands.release {
                 ReleaseCommand::DelIfEq => Some(Native::Delifeq),
@@ -483,10 +485,6 @@ fn script_args(
 
 /// The member of the fencing counter's sorted set that holds the count.
 const FENCE_MEMBER: &[u8] = b"n";
-
-/// The largest counter a node may report: every integer up to 2^53 is exact in a sorted
-/// set's scores (doubles) and in Lua's numbers; past it, `ZINCRBY` could not count up.
-pub(crate) const MAX_FENCE: u64 = 1 << 53;
 
 /// Reads the fenced pipeline's three replies (`SET`, `ZADD`, `ZINCRBY`; the client hands
 /// them over as one array) as one vote: the counter if `SET` locked, "no" if it did not.

@@ -30,13 +30,16 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
-use crate::command::{EXTEND_SCRIPT, MAX_FENCE, RELEASE_SCRIPT};
+use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::NodeFault;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder, ProtocolError, Reply};
-use crate::server::{Hello, NativeUse, NodeCommands, Offer, decode_hello, decode_time};
+use crate::server::{
+    CLOCK_READING_MAX_AGE, Hello, NativeUse, NodeClock, NodeCommands, Offer, decode_hello,
+    decode_time,
+};
 use crate::time;
 
 /// Whether the node can take requests.
@@ -307,7 +310,8 @@ impl Node {
     pub(crate) fn offer(&self, now: Instant, drift_factor: f64) -> Offer {
         Offer {
             commands: self.commands,
-            fence_floor: self.clock.map(|c| c.floor(now, drift_factor)),
+            clock: self.clock.map(|c| (c, now, drift_factor)),
+            floorless: false,
         }
     }
 
@@ -370,42 +374,6 @@ pub(crate) enum SessionReply {
     Incomplete,
     /// The next reply answers something else.
     NotNext,
-}
-
-/// How old a node's clock reading may get before a fenced pipeline asks `TIME` again. Two
-/// nodes' readings then differ in age by less than this, so their floors, each lowered by
-/// `drift_factor` of its reading's age, differ by less than `drift_factor` of it (10 ms at
-/// 0.01): a floor in whole seconds rarely straddles that.
-pub(crate) const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(1);
-
-/// A node's clock as one `TIME` reply gave it, and when the reply was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeClock {
-    /// The node's clock since the epoch, as its `TIME` gave it (seconds and microseconds).
-    pub(crate) since_epoch: Duration,
-    /// When the reply was read, on the client's clock.
-    pub(crate) read_at: Instant,
-}
-
-impl NodeClock {
-    /// The counter floor of a fenced pipeline sent at `now`: the node's clock in whole
-    /// seconds, estimated low, times 2^20 (docs/safety.md, "Fencing").
-    ///
-    /// Low, never high: the node ran `TIME` before its reply was read, and the time since
-    /// counts only at `1 - drift_factor` of our clock's rate, the most by which the lock
-    /// already assumes the two clocks' rates differ. So the floor never passes the node's
-    /// own `TIME`-based floor of the same moment, and a counter a restart lost is still
-    /// covered by the next connection's reading. Fenced pipelines read the clock again
-    /// once a reading is a second old, so the nodes' readings are of about the same age,
-    /// their floors are lowered alike, and nodes whose counters agree stay in agreement when
-    /// the floor passes them (a floor that differed per node would cost a write-back each
-    /// time).
-    pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
-        let since = now.saturating_duration_since(self.read_at);
-        let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));
-        let secs = self.since_epoch.saturating_add(since).as_secs();
-        secs.saturating_mul(1 << 20).min(MAX_FENCE)
-    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@
 //! hurt, and `native_commands(false)` is the way out.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -236,18 +236,76 @@ pub(crate) enum NativeUse {
 /// node's commands, and for a fenced acquisition by pipeline the floor of the node's
 /// counter (the node's clock in whole seconds, estimated low, times 2^20), when its clock
 /// is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Offer {
     pub(crate) commands: NodeCommands,
-    pub(crate) fence_floor: Option<u64>,
+    /// The node's clock reading, the time now and the drift factor: the floor is computed
+    /// from them only for a fenced acquisition ([`Offer::fence_floor`]).
+    pub(crate) clock: Option<(NodeClock, Instant, f64)>,
+    /// A negative control's (`_mutants`): the pipeline with a floor of 0.
+    pub(crate) floorless: bool,
+}
+
+impl Offer {
+    /// The floor of a fenced pipeline to this node, if its clock is known.
+    #[inline]
+    pub(crate) fn fence_floor(&self) -> Option<u64> {
+        let (clock, now, drift_factor) = self.clock?;
+        Some(if self.floorless {
+            0
+        } else {
+            clock.floor(now, drift_factor)
+        })
+    }
 }
 
 impl From<NodeCommands> for Offer {
     fn from(commands: NodeCommands) -> Self {
         Self {
             commands,
-            fence_floor: None,
+            clock: None,
+            floorless: false,
         }
+    }
+}
+
+/// The largest counter a node may report: every integer up to 2^53 is exact in a sorted
+/// set's scores (doubles) and in Lua's numbers; past it, `ZINCRBY` could not count up.
+pub(crate) const MAX_FENCE: u64 = 1 << 53;
+
+/// How old a node's clock reading may get before a fenced pipeline asks `TIME` again. Two
+/// nodes' readings then differ in age by less than this, so their floors, each lowered by
+/// `drift_factor` of its reading's age, differ by less than `drift_factor` of it (10 ms at
+/// 0.01): a floor in whole seconds rarely straddles that.
+pub(crate) const CLOCK_READING_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// A node's clock as one `TIME` reply gave it, and when the reply was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeClock {
+    /// The node's clock since the epoch, as its `TIME` gave it (seconds and microseconds).
+    pub(crate) since_epoch: Duration,
+    /// When the reply was read, on the client's clock.
+    pub(crate) read_at: Instant,
+}
+
+impl NodeClock {
+    /// The counter floor of a fenced pipeline sent at `now`: the node's clock in whole
+    /// seconds, estimated low, times 2^20 (docs/safety.md, "Fencing").
+    ///
+    /// Low, never high: the node ran `TIME` before its reply was read, and the time since
+    /// counts only at `1 - drift_factor` of our clock's rate, the most by which the lock
+    /// already assumes the two clocks' rates differ. So the floor never passes the node's
+    /// own `TIME`-based floor of the same moment, and a counter a restart lost is still
+    /// covered by the next connection's reading. Fenced pipelines read the clock again
+    /// once a reading is a second old, so the nodes' readings are of about the same age,
+    /// their floors are lowered alike, and nodes whose counters agree stay in agreement when
+    /// the floor passes them (a floor that differed per node would cost a write-back each
+    /// time).
+    pub(crate) fn floor(self, now: Instant, drift_factor: f64) -> u64 {
+        let since = now.saturating_duration_since(self.read_at);
+        let since = since.mul_f64((1.0 - drift_factor).clamp(0.0, 1.0));
+        let secs = self.since_epoch.saturating_add(since).as_secs();
+        secs.saturating_mul(1 << 20).min(MAX_FENCE)
     }
 }
 

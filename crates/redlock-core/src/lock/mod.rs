@@ -327,10 +327,8 @@ impl Lock {
         let floor = self.ctx.params.pipeline_floor;
         let commands = |n: NodeId| {
             let mut offer: Offer = commands(n).into();
-            if !floor {
-                // A negative control's (`_mutants`): the pipeline without its floor.
-                offer.fence_floor = offer.fence_floor.map(|_| 0);
-            }
+            // A negative control's (`_mutants`): the pipeline without its floor.
+            offer.floorless = !floor;
             offer
         };
         for round in &mut self.ctx.cleanup {
