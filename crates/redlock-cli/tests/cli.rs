@@ -185,7 +185,7 @@ fn sigterm_while_waiting_gives_up_and_leaves_nothing_of_its_own() {
 #[test]
 fn a_lock_lost_to_paused_nodes_terminates_the_command_and_leaves_nothing_locked() {
     let c = Cluster::start(3).unwrap();
-    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let args = ["outlived", "--ttl", "1s", "--", "sh", "-c", script];
     let mut job = Running::exec(&c, &args);
     assert_eq!(job.line(), "ready");
@@ -273,7 +273,7 @@ fn a_second_exec_without_waiting_is_not_acquired_and_one_that_waits_gets_it() {
 #[test]
 fn sigterm_reaches_the_command_and_the_lock_is_released_after_it_exits() {
     let c = Cluster::start(3).unwrap();
-    let script = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
+    let script = "trap 'echo got-term; exit 3' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let mut first = Running::exec(&c, &["term-job", "--", "sh", "-c", script]);
     assert_eq!(first.line(), "ready");
     assert!(key_anywhere(&c, "term-job"));
@@ -354,7 +354,7 @@ fn wait_for_state(pid: &str, stopped: bool) {
 #[test]
 fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
     let c = Cluster::start(5).unwrap();
-    let script = "echo \"$REDLOCK_TOKEN\"; trap 'exit 0' TERM; while :; do sleep 0.05; done";
+    let script = "echo \"$REDLOCK_TOKEN\"; trap 'exit 0' TERM; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let args = ["ops", "--ttl", "2s", "--", "sh", "-c", script];
     let mut holder = Running::exec(&c, &args);
     let token = holder.line();
@@ -409,7 +409,7 @@ fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
 #[test]
 fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
     let c = Cluster::start(3).unwrap();
-    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let args = [
         "paused", "--ttl", "1s", "--grace", "2s", "--", "sh", "-c", script,
     ];
@@ -439,7 +439,8 @@ fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_termina
 #[test]
 fn a_lost_lock_with_on_lost_kill_kills_the_command() {
     let c = Cluster::start(3).unwrap();
-    let script = "trap '' TERM; echo ready; while :; do sleep 0.05; done";
+    let script =
+        "trap '' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let args = [
         "killed",
         "--ttl",
@@ -467,7 +468,7 @@ fn a_lost_lock_with_on_lost_kill_kills_the_command() {
 #[test]
 fn an_extension_refused_for_good_is_lost_at_once_with_what_to_check() {
     let c = Cluster::start(3).unwrap();
-    let script = "trap 'echo told; exit 0' TERM; echo ready; while :; do sleep 0.05; done";
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
     let args = ["refused", "--ttl", "3s", "--", "sh", "-c", script];
     let job = Running::exec(&c, &args);
     assert_eq!(job.line(), "ready");
