@@ -92,6 +92,28 @@ async fn acquire(
     caught: &mut Caught,
 ) -> Result<LockGuard, Exit> {
     let resource = args.resource.as_str();
+    if !args.no_wait {
+        // A wait rides out nodes that go down while it waits, but one that starts with no
+        // quorum in reach is a setup error: say so now rather than wait for ever.
+        let seen = redlock.inspect(resource).await;
+        let names = redlock.config().node_names();
+        match seen
+            .as_ref()
+            .map(|seen| crate::status::unreachable(seen, names))
+        {
+            Ok(None) => {}
+            Ok(Some(why)) => {
+                let message = format!("could not acquire {resource}: {why}");
+                return Err(Exit::with(exit::NODE_ERROR, message));
+            }
+            Err(e) => {
+                return Err(Exit::lock_error(
+                    &format!("could not acquire {resource}"),
+                    e,
+                ));
+            }
+        }
+    }
     let mut line = WaitLine::new(resource, args.nodes.quiet);
     let started = Instant::now();
     let mut lock = Box::pin(redlock.lock_with(resource, lock_options(redlock, args)));
@@ -194,7 +216,8 @@ async fn supervise(
                 match args.on_lost {
                     OnLost::Term => {
                         signals::send_group(pid, Signal::TERM);
-                        kill_at = Some(tokio::time::Instant::now() + args.grace);
+                        let now = tokio::time::Instant::now();
+                        kill_at = Some(now.checked_add(args.grace).unwrap_or_else(far_future));
                     }
                     OnLost::Kill => signals::send_group(pid, Signal::KILL),
                     OnLost::Ignore => {}

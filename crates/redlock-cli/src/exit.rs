@@ -80,13 +80,22 @@ impl Exit {
 
     /// A driver error, with the code its kind calls for; `doing` says what failed.
     pub(crate) fn lock_error(doing: &str, e: &LockError) -> Self {
-        let code = match e {
-            LockError::Acquire { reason, .. } => acquire_code(reason),
-            LockError::Config(_) | LockError::Address(_) | LockError::Usage(_) => USAGE,
-            LockError::Lost(_) => LOST,
-            _ => NODE_ERROR,
-        };
-        Self::with(code, format_args!("{doing}: {e}"))
+        Self::with(lock_error_code(e), format_args!("{doing}: {e}"))
+    }
+
+    /// A driver error whose message already says what failed ("bad configuration: …").
+    pub(crate) fn bare_lock_error(e: &LockError) -> Self {
+        Self::with(lock_error_code(e), e)
+    }
+}
+
+/// The exit code a driver error's kind calls for.
+fn lock_error_code(e: &LockError) -> u8 {
+    match e {
+        LockError::Acquire { reason, .. } => acquire_code(reason),
+        LockError::Config(_) | LockError::Address(_) | LockError::Usage(_) => USAGE,
+        LockError::Lost(_) => LOST,
+        _ => NODE_ERROR,
     }
 }
 

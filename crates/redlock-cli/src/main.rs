@@ -118,5 +118,5 @@ pub(crate) fn connect(nodes: &NodeArgs, ttl: Duration) -> Result<Redlock, Exit> 
         .filter(|n| !n.is_empty());
     Redlock::builder(urls)
         .and_then(|b| b.config(|c| c.ttl(ttl)).build())
-        .map_err(|e| Exit::lock_error("bad configuration", &e))
+        .map_err(|e| Exit::bare_lock_error(&e))
 }

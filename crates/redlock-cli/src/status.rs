@@ -27,15 +27,32 @@ pub(crate) async fn status(args: StatusArgs) -> Exit {
     } else {
         print!("{}", status_text(&seen, names));
     }
+    match unreachable(&seen, names) {
+        None => Exit::code(0),
+        Some(message) => Exit::with(exit::NODE_ERROR, message),
+    }
+}
+
+/// Why fewer than a quorum of nodes answered `seen`, naming each failed node and its
+/// fault; `None` when a quorum answered.
+pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<String> {
     let answered = (seen.nodes.iter())
         .filter(|n| !matches!(n, KeyState::Failed(_)))
         .count();
     if answered >= seen.quorum {
-        Exit::code(0)
-    } else {
-        let message = format!("only {answered} of {} nodes answered", seen.nodes.len());
-        Exit::with(exit::NODE_ERROR, message)
+        return None;
     }
+    let mut message = format!(
+        "only {answered} of {} nodes answered (a quorum is {})",
+        seen.nodes.len(),
+        seen.quorum
+    );
+    for (state, name) in seen.nodes.iter().zip(names) {
+        if let KeyState::Failed(fault) = state {
+            let _ = write!(message, "; {name}: {fault}");
+        }
+    }
+    Some(message)
 }
 
 /// Runs `redlock release --token T`: exits 0 if some node released, "not acquired" if the

@@ -538,21 +538,62 @@ fn every_bad_input_is_one_line_and_the_usage_code() {
 }
 
 #[test]
-fn unreachable_nodes_are_a_node_error() {
+fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
     let refused = redlock_testkit::refused_port().unwrap();
-    let out = Command::new(REDLOCK)
-        .args([
-            "exec",
-            "r",
-            "--no-wait",
-            "--nodes",
-            &refused.to_string(),
-            "--",
-            "true",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(NODE_ERROR), "{}", text(&out.stderr));
+    let nodes = format!("{refused},{refused},{refused}");
+    for wait in [&["--no-wait"][..], &[][..], &["--wait", "1h"][..]] {
+        let mut command = Command::new(REDLOCK);
+        command
+            .args(["exec", "r", "--nodes", &nodes])
+            .args(wait)
+            .args(["--", "true"]);
+        // Within 10 s: a wait that retried the unreachable nodes would run for an hour.
+        let out = finish(Running::spawn(command, false), Duration::from_secs(10));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(NODE_ERROR), "{wait:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{wait:?}: {err}");
+        assert!(err.contains("could not acquire r"), "{wait:?}: {err}");
+    }
+}
+
+#[test]
+fn a_configuration_error_says_so_once() {
+    let c = Cluster::start(1).unwrap();
+    let out = redlock(&c, &["exec", "r", "--ttl", "0s", "--", "true"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert_eq!(err.matches("bad configuration").count(), 1, "{err}");
+    assert!(err.contains("ttl"), "{err}");
+}
+
+#[test]
+fn a_grace_too_long_to_count_still_terminates_the_command_of_a_lost_lock() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
+    let args = [
+        "grace",
+        "--ttl",
+        "1s",
+        "--grace",
+        "500000000000y",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    for node in c.nodes() {
+        node.command(&["FLUSHALL"]).unwrap();
+    }
+    assert_eq!(job.line(), "told");
+    let out = finish(job, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(LOST), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("panicked"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
