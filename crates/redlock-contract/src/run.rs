@@ -453,7 +453,7 @@ mod tests {
     fn errors_compare_by_code_only() {
         let redis = Reply::Error(
             "WRONGTYPE Operation against a key holding the wrong kind of value script: \
-             cc3a6373940e9b7ed832c7647621be7097036012, on @user_script:1."
+             dfe1fb172d697ae19a57004d19e7e6b9bfd7caf5, on @user_script:1."
                 .into(),
         );
         let valkey = Reply::Error(

@@ -600,19 +600,20 @@ impl<R: CryptoRng> Client<R> {
         }
         let timer = lock.poll_timeout();
         let mut next = None;
-        if lock.in_line {
-            if lock.take_contested() {
-                self.lines.contest(lock.resource(), now);
-            }
-            if !lock.needs_place() {
-                // A contested line keeps the releasing lock's place until its release is
-                // done: its next call then starts when a waiter of another client hears of
-                // the release (queue.rs).
-                let contested = self.lines.is_contested(lock.resource(), now);
-                if !(contested && lock.is_releasing()) {
-                    lock.in_line = false;
-                    next = (self.lines.leave(lock.resource(), op)).map(|next| (next, contested));
-                }
+        if lock.take_contested() {
+            // Also after the lock left its line: the next hand-off of the line is fair.
+            self.lines.contest(lock.resource(), now);
+        }
+        // A contested line keeps the releasing lock's place until its release is done: its
+        // next call then starts when a waiter of another client hears of the release
+        // (queue.rs).
+        if lock.in_line && !lock.needs_place() {
+            let contested = self.lines.is_contested(lock.resource(), now);
+            if !(contested && lock.is_releasing()) {
+                lock.in_line = false;
+                // The next call yields only if another client waited for this very release.
+                let yields = contested && lock.release_awaited();
+                next = (self.lines.leave(lock.resource(), op)).map(|next| (next, yields));
             }
         }
         let finished = lock.is_finished();

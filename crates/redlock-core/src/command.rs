@@ -28,11 +28,13 @@ pub struct Script {
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
 /// holds another token (algorithm.md §6). A delete is announced on the resource's release
-/// channel ([`release_channel`](crate::release_channel)), for waiters to try at once; `pcall`, so that an ACL that
-/// denies the channel cannot fail the release.
+/// channel ([`release_channel`](crate::release_channel)), for waiters to try at once
+/// (`pcall`, so that an ACL that denies the channel cannot fail the release), and then
+/// returns 2 instead of 1 if any connection was subscribed to it: another client waits, so
+/// the releasing client's next lock call for the resource lets it have its turn (queue.rs).
 pub const RELEASE_SCRIPT: Script = Script {
-    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') return 1 elseif v == false then return -1 else return 0 end",
-    sha1: "cc3a6373940e9b7ed832c7647621be7097036012",
+    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then return 2 end return 1 elseif v == false then return -1 else return 0 end",
+    sha1: "dfe1fb172d697ae19a57004d19e7e6b9bfd7caf5",
 };
 
 /// Compare-and-expire: returns 1 if our key's ttl was reset, 0 otherwise. It never creates
@@ -420,7 +422,7 @@ impl CommandKind {
                         Vote::Counter(n.unsigned_abs())
                     }
                     (ScriptUse::FencedAcquire, _) => Vote::Fault(unexpected(reply)),
-                    (_, 1) => Vote::Yes,
+                    (_, 1) | (ScriptUse::Release, 2) => Vote::Yes,
                     (_, 0) => Vote::No,
                     (ScriptUse::Release, -1) => Vote::Missing,
                     _ => Vote::Fault(unexpected(reply)),

@@ -519,12 +519,13 @@ impl ConfigBuilder {
         self
     }
 
-    /// The longest random delay (default 1 ms) before an attempt that a release
-    /// notification starts, and before the first attempt of the next lock call in line
-    /// after a release, when the resource was recently contended by another client. The
-    /// waiters of several processes are told of a release at about the same time; the
-    /// delay spreads their attempts so that one of them usually gets every node, and gives
-    /// each of them the same chance as the releasing process's next caller.
+    /// The longest random delay (default none) before an attempt that a release
+    /// notification or the holder's expiry starts, and added to a contested line's yield
+    /// (queue.rs). The waiters of several processes are told of a release at about the same
+    /// time; with three or more processes waiting on one resource, a delay of a few
+    /// milliseconds spreads their attempts so that one of them usually gets every node
+    /// instead of all splitting the votes (measured: benches/README.md, "Hand-off"). The
+    /// drivers' timers count in whole milliseconds: a delay under one costs one.
     pub fn notification_jitter(mut self, jitter: Duration) -> Self {
         self.notification_jitter = jitter;
         self
@@ -699,10 +700,12 @@ pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
 /// Longest reconnect backoff accepted: a node that failed is tried again at least about this
 /// often (plus jitter), and the backoff maths stays far from `Duration`'s limit.
 pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(3600);
-/// Default longest delay before an attempt a release notification starts
-/// ([`ConfigBuilder::notification_jitter`]): several round trips on a LAN, so that two
-/// waiters told at once seldom reach the nodes within the same few microseconds.
-pub const DEFAULT_NOTIFICATION_JITTER: Duration = Duration::from_millis(1);
+/// Default longest random delay before an attempt a release notification starts
+/// ([`ConfigBuilder::notification_jitter`]): none. The drivers' timers count in whole
+/// milliseconds, so a delay below one costs a millisecond, far more than the round trip
+/// it would spread; with two processes on a resource the fair hand-off (a contested line's
+/// next call yields) already keeps their attempts apart.
+pub const DEFAULT_NOTIFICATION_JITTER: Duration = Duration::ZERO;
 
 /// Default cap on requests in flight per node ([`ConfigBuilder::max_in_flight`]): far above
 /// what a healthy node leaves unanswered (a client with hundreds of locks in progress has

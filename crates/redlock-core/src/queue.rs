@@ -10,13 +10,15 @@
 //! right behind the release on each node's connection, and each node runs them in that
 //! order. Calls in other processes still contend as before.
 //!
-//! A line that met another client (an attempt found the lock held by someone else in the
-//! last second) is *contested*, and hands over fairly instead: the releasing call keeps its
-//! place until its release is done, and the next call's first attempt starts after a random
-//! delay of at most the notification jitter. A waiter of another client hears of the same
-//! release (notify.rs) at about the same moment and waits a delay drawn the same way, so
-//! each has the same chance; without this the next local call, whose `SET` follows the
-//! release on every connection, would win every hand-off and starve the other processes.
+//! A line that met another client (an attempt found the lock held by someone else, or a
+//! release found someone subscribed to it: the release script answers 2, in the last
+//! second) is *contested*, and hands over fairly instead: the releasing call keeps its
+//! place until its release is done, and the next call's first attempt starts
+//! [`CONTESTED_YIELD`] after that. A waiter of another client hears of the same release
+//! (notify.rs) at about that moment and tries at once, so it gets its turn; when it
+//! releases, its own client's next call yields in the same way to ours. Without this the
+//! next local call, whose `SET` follows the release on every connection, would win every
+//! hand-off and starve the other processes.
 //!
 //! Pure bookkeeping: who is first, who is next. When a call starts or gives up is the
 //! [`Lock`](crate::Lock)'s business (its queued phase).
@@ -48,9 +50,15 @@ struct Line {
     contested_until: Option<Instant>,
 }
 
-/// How long a line stays contested after an attempt of it found another client holding the
-/// lock.
+/// How long a line stays contested after it met another client.
 pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
+
+/// How long the next call of a contested line waits, once the release is done, before its
+/// first attempt: the waiters of other clients are told of the release at about that
+/// moment and try at once; this lets the first of them reach every node first (about one
+/// round trip on a LAN), so the two do not split the nodes' votes. One millisecond: the
+/// drivers' timers count in whole milliseconds anyway.
+pub(crate) const CONTESTED_YIELD: Duration = Duration::from_millis(1);
 
 impl Lines {
     /// Whether no lock call of this client is in line for `resource`: a new one goes first.
@@ -73,7 +81,7 @@ impl Lines {
         }
     }
 
-    /// An attempt of `resource`'s line found the lock held by another client at `now`.
+    /// `resource`'s line met another client at `now`.
     pub(crate) fn contest(&mut self, resource: &Resource, now: Instant) {
         if let Some(line) = self.lines.get_mut(resource) {
             line.contested_until = Some(crate::time::add(now, CONTESTED_FOR));
@@ -81,8 +89,8 @@ impl Lines {
     }
 
     /// Whether `resource`'s line is contested at `now`: then its hand-off waits for the
-    /// release to be done and starts the next call after a random delay, so that a waiter
-    /// of another client, told of the release at the same moment, has the same chance.
+    /// release to be done and lets a waiter of another client, told of the release at that
+    /// moment, try first.
     pub(crate) fn is_contested(&self, resource: &Resource, now: Instant) -> bool {
         (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
     }

@@ -85,6 +85,17 @@ fn contended(h: &mut Harness) -> (redlock_core::OpId, Drained) {
     (op, decided)
 }
 
+/// Answers each node's cleanup release and probe with `replies`; everything sent meanwhile.
+fn probe_all(h: &mut Harness, replies: &[u8]) -> Drained {
+    let mut all = Drained::default();
+    for i in 0..3 {
+        let out = h.reply(i, replies);
+        all.transmits.extend(out.transmits);
+        all.events.extend(out.events);
+    }
+    all
+}
+
 fn sent(out: &Drained, node: usize) -> String {
     support::mask_tokens(&out.sent_to(node))
 }
@@ -117,13 +128,8 @@ fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at
     // ... and the same node twice counts once.
     let out = h.reply(0, MESSAGE);
     assert!(out.transmits.is_empty());
+    // The second node's makes a quorum: the attempt starts at once, not in a second.
     let out = h.reply(1, MESSAGE);
-    assert_eq!(
-        out.timeout,
-        Some(h.now),
-        "the attempt is due now, not in a second"
-    );
-    let out = h.timeout_at(h.now);
     for i in 0..3 {
         assert!(
             sent(&out, i).contains("$3\r\nSET\r\n"),
@@ -141,14 +147,9 @@ fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at
 fn holding_unsubscribes_and_a_notice_after_that_is_ignored() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     let (op, _) = contended(&mut h);
-    for i in 0..3 {
-        h.reply(i, b":-1\r\n:-2\r\n");
-    }
     // Every key is gone already (the release came before the subscription was active):
-    // the attempt is due at once.
-    let out = h.drain();
-    assert_eq!(out.timeout, Some(h.now));
-    let out = h.timeout_at(h.now);
+    // the attempt starts as soon as the probe is read.
+    let out = probe_all(&mut h, b":-1\r\n:-2\r\n");
     assert!(sent(&out, 0).contains("SET"));
     h.reply(0, b"+OK\r\n");
     let decided = h.reply(1, b"+OK\r\n");
@@ -214,7 +215,7 @@ fn a_reconnected_node_subscribes_again_while_the_lock_waits() {
     // Its notices count again.
     h.reply(0, MESSAGE);
     let out = h.reply(2, MESSAGE);
-    assert_eq!(out.timeout, Some(h.now));
+    assert!(sent(&out, 1).contains("SET"), "{}", sent(&out, 1));
 }
 
 #[test]
@@ -229,10 +230,8 @@ fn early_attempts_do_not_use_up_the_attempts_but_the_wait_stays_bounded() {
             h.reply(i, b":-1\r\n:9000\r\n");
         }
         h.ms(400);
-        for i in 0..2 {
-            h.reply(i, MESSAGE);
-        }
-        let out = h.timeout_at(h.now);
+        h.reply(0, MESSAGE);
+        let out = h.reply(1, MESSAGE);
         assert!(sent(&out, 0).contains("SET"), "an early attempt");
         early += 1;
         h.reply(0, NIL);
@@ -258,10 +257,7 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     // The first call meets another client's lock, then gets it.
     let (first, _) = contended(&mut h);
-    for i in 0..3 {
-        h.reply(i, b":-1\r\n:-2\r\n");
-    }
-    let out = h.timeout_at(h.now);
+    let out = probe_all(&mut h, b":-1\r\n:-2\r\n");
     assert!(sent(&out, 0).contains("SET"));
     for i in 0..3 {
         h.reply(i, b"+OK\r\n");
@@ -284,13 +280,15 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
             sent(&out, i)
         );
     }
-    h.reply(0, b":1\r\n");
-    h.reply(1, b":1\r\n");
-    let out = h.reply(2, b":1\r\n");
+    // The release script answers 2: another client is subscribed, waiting.
+    h.reply(0, b":2\r\n");
+    h.reply(1, b":2\r\n");
+    let out = h.reply(2, b":2\r\n");
     assert!(matches!(&out.events[..], [Event::Released { op, .. }] if *op == first));
-    // Done: the next call starts (after a jitter of zero here).
-    assert_eq!(out.timeout, Some(h.now));
-    let out = h.timeout_at(h.now);
+    // Done: the next call starts a millisecond later, letting the other client's waiter,
+    // told of the release now, go first.
+    assert_eq!(out.timeout, Some(h.now + MS));
+    let out = h.timeout_at(h.now + MS);
     assert!(sent(&out, 0).contains("SET"));
     for i in 0..3 {
         h.reply(i, b"+OK\r\n");
@@ -345,4 +343,40 @@ fn a_server_that_refuses_resp3_is_asked_again_in_resp2_and_polled() {
         .unwrap();
     assert_eq!(commands.fell_back, None);
     assert_eq!(commands.release, redlock_core::ReleaseCommand::DelIfEq);
+}
+
+#[test]
+fn a_release_that_another_client_waits_for_makes_the_next_hand_off_fair() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let (first, _) = h.acquire("res");
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    let res = || redlock_core::Resource::from("res");
+    let second = h.client.acquire(h.now, res()).unwrap();
+    h.drain();
+    // Nothing seen of another client yet: the next call's SET follows the release.
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    // The release script answers 2: someone was subscribed to the release.
+    for i in 0..3 {
+        h.reply(i, b":2\r\n+OK\r\n");
+    }
+    assert!(h.client.held(second).is_some());
+    let third = h.client.acquire(h.now, res()).unwrap();
+    h.drain();
+    // Now the hand-off waits for the release to be done; nobody waits for this one (1 on
+    // every node), so the next call then starts at once.
+    h.client.release(h.now, second).unwrap();
+    let out = h.drain();
+    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    h.reply(0, b":1\r\n");
+    h.reply(1, b":1\r\n");
+    let out = h.reply(2, b":1\r\n");
+    assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    assert!(h.client.held(third).is_some());
 }

@@ -92,7 +92,7 @@ pub fn sha1_hex(body: &str) -> String {
 
 /// The source the release model (`release` here) was written from, word for word: `redlock-core`'s
 /// `RELEASE_SCRIPT.body` when the model was written. Change both together.
-pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') return 1 elseif v == false then return -1 else return 0 end";
+pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then return 2 end return 1 elseif v == false then return -1 else return 0 end";
 
 /// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
 /// `EXTEND_SCRIPT.body` when the model was written. Change both together.

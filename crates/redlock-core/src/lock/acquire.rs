@@ -137,13 +137,16 @@ impl Acquiring {
     /// `node` announced a release of the resource.
     pub(super) fn on_notice<R: CryptoRng + ?Sized>(
         &mut self,
-        ctx: &Ctx,
+        ctx: &mut Ctx,
         now: Instant,
         node: NodeId,
         rng: &mut R,
     ) {
         if let Some(wait) = &mut self.wait {
             wait.on_notice(ctx, now, node, rng);
+            // Due now (no jitter): the attempt starts in this step, not at the driver's
+            // next timer tick, which may be a millisecond away.
+            self.on_timer(ctx, now, rng);
         }
     }
 
@@ -175,10 +178,10 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
-        if let Some(wait) = &mut self.wait {
-            // A probe reply (no attempt is in flight while waiting).
-            wait.on_probe(ctx, now, rng);
-            return None;
+        if self.wait.is_some() {
+            // A probe reply (no attempt is in flight while waiting): an attempt it makes
+            // due now starts now.
+            return self.on_timer(ctx, now, rng);
         }
         // Not decided yet: still acquiring, the round stays in flight.
         let round = self.round.take_if(|r| Ctx::decided(r))?;

@@ -121,9 +121,12 @@ struct Ctx {
     events: Events,
     /// The slots of the last finished round, kept for the next round's use.
     spare_slots: Vec<Slot>,
-    /// An attempt found the lock held by another client since the client last asked
-    /// (queue.rs: a contested line hands over fairly).
+    /// Another client was met since the client last asked: an attempt found the lock held
+    /// by it, or the release found it waiting (queue.rs: a contested line hands over
+    /// fairly).
     contested: bool,
+    /// A node's release found someone subscribed to it (the release script answered 2).
+    awaited: bool,
 }
 
 /// Events waiting for [`Lock::poll_event`]. The first is kept inline, so a lock that reports
@@ -222,6 +225,12 @@ impl Lock {
         std::mem::take(&mut self.ctx.contested)
     }
 
+    /// Whether a node answered this lock's release that someone was subscribed to it:
+    /// another client waits for the resource.
+    pub(crate) fn release_awaited(&self) -> bool {
+        self.ctx.awaited
+    }
+
     /// Whether the lock is releasing (its release round to every node is in flight).
     pub(crate) fn is_releasing(&self) -> bool {
         matches!(self.phase, Phase::Releasing(_))
@@ -252,7 +261,7 @@ impl Lock {
         rng: &mut R,
     ) {
         if let Phase::Acquiring(a) = &mut self.phase {
-            a.on_notice(&self.ctx, now, node, rng);
+            a.on_notice(&mut self.ctx, now, node, rng);
         }
     }
 
@@ -451,6 +460,12 @@ impl Lock {
         // deadline cannot save it.
         if self.poll_timeout().is_some_and(|t| t <= now) {
             self.handle_timeout(now, rng);
+        }
+        if let (Phase::Releasing(_), Ok(Reply::Integer(2))) = (&self.phase, &reply) {
+            // The release script says someone was subscribed to the release: another
+            // client waits (command.rs, `RELEASE_SCRIPT`).
+            self.ctx.contested = true;
+            self.ctx.awaited = true;
         }
         let seq = id.round();
         let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
@@ -665,6 +680,7 @@ impl Ctx {
             events: Events::default(),
             spare_slots: Vec::new(),
             contested: false,
+            awaited: false,
         })
     }
 

@@ -9,6 +9,7 @@ use rand_core::CryptoRng;
 use super::acquire::Acquiring;
 use super::{Ctx, Phase};
 use crate::io::{AcquireFailure, AcquireStats, Event};
+use crate::queue::CONTESTED_YIELD;
 use crate::time;
 
 /// The queued phase.
@@ -31,8 +32,9 @@ impl Queued {
         self.give_up_at
     }
 
-    /// The call ahead let go: the first attempt, now, or after a random delay of at most
-    /// the notification jitter if the line is `contested` (queue.rs). The time spent in
+    /// The call ahead let go: the first attempt, now, or, if the line is `contested`
+    /// (queue.rs), [`CONTESTED_YIELD`] later (plus a random delay of at most the
+    /// notification jitter). The time spent in
     /// line counts against the policy's overall wait, not against its attempts (none was
     /// made).
     pub(super) fn start<R: CryptoRng + ?Sized>(
@@ -46,8 +48,11 @@ impl Queued {
         let retry = &mut ctx.params.retry;
         retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
         if contested {
+            // The waiters of other clients try as soon as they hear of the release: this
+            // call lets them go first (queue.rs).
             let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
-            return Phase::Acquiring(Acquiring::start_at(ctx, now, time::add(now, jitter), rng));
+            let at = time::add(now, CONTESTED_YIELD.saturating_add(jitter));
+            return Phase::Acquiring(Acquiring::start_at(ctx, now, at, rng));
         }
         Phase::Acquiring(Acquiring::start(ctx, now, rng))
     }
