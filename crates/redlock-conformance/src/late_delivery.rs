@@ -195,8 +195,18 @@ fn client<D: Driver>(c: &Cluster) -> D {
             })
     })
     .unwrap();
-    // Every connection is up and has its scripts before the proxy starts holding.
-    d.lock("warmup").unwrap().release().unwrap();
+    // Every connection is up and has its scripts before the proxy starts holding: the
+    // warm-up key reaches node 0, and then its release (a lock and a release return at a
+    // quorum, which nodes 1 and 2 form without the proxied node 0).
+    let warm = d.lock("warmup").unwrap();
+    let token = Reply::bulk(&warm.token());
+    let set = eventually(Duration::from_secs(5), || value_on(c, 0, "warmup") == token);
+    assert!(set, "node 0 never got the warm-up key");
+    warm.release().unwrap();
+    let gone = eventually(Duration::from_secs(5), || {
+        value_on(c, 0, "warmup") == Reply::Nil
+    });
+    assert!(gone, "node 0 never got the warm-up release");
     d
 }
 

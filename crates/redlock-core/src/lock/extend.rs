@@ -264,7 +264,7 @@ impl Held {
         );
         ctx.events.push_back(Event::Lost { op: ctx.op, reason });
         if immediate {
-            return Some(release::start(ctx, now, &self.token));
+            return Some(release::start(ctx, now, &self.token, true));
         }
         let drift = ctx.params.timing.drift();
         let release_at = time::add(self.deadline, drift.saturating_mul(2)).max(now);

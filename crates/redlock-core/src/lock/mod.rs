@@ -244,7 +244,7 @@ impl Lock {
         token: &Token,
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
-        let phase = release::start(&mut ctx, now, token);
+        let phase = release::start(&mut ctx, now, token, false);
         Ok(Self {
             ctx,
             phase,
@@ -525,7 +525,7 @@ impl Phase {
         match self {
             Self::Acquiring(a) => a.round(),
             Self::Held(h) => h.round(),
-            Self::Releasing(r) => Some(r.round()),
+            Self::Releasing(r) => r.round(),
             Self::Inspecting(i) => Some(i.round()),
             Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
         }
@@ -543,7 +543,7 @@ impl Phase {
         match self {
             Self::Acquiring(a) => (a.round_mut(), None),
             Self::Held(h) => (h.round_mut(), None),
-            Self::Releasing(r) => (Some(r.round_mut()), None),
+            Self::Releasing(r) => (r.round_mut(), None),
             Self::Inspecting(i) => {
                 let (get, pttl) = i.rounds_mut();
                 (Some(get), Some(pttl))
@@ -565,8 +565,8 @@ impl Phase {
     /// Lets go of a held or expired lock: the release round to all N nodes.
     fn release(&self, ctx: &mut Ctx, now: Instant) -> Option<Self> {
         match self {
-            Self::Held(h) => Some(release::start(ctx, now, h.token())),
-            Self::Expired(e) => Some(release::start(ctx, now, e.token())),
+            Self::Held(h) => Some(release::start(ctx, now, h.token(), true)),
+            Self::Expired(e) => Some(release::start(ctx, now, e.token(), true)),
             Self::Queued(_)
             | Self::Acquiring(_)
             | Self::Releasing(_)
