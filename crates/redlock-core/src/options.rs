@@ -126,6 +126,7 @@ impl LockOptions {
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
+            release_in_background: true,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -175,6 +176,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
+        Mutant::ReleaseNotFinished => LockParams {
+            release_in_background: false,
+            ..params
+        },
         Mutant::FencePipelineNoFloor => LockParams {
             pipeline_floor: false,
             ..params
@@ -213,6 +218,9 @@ pub(crate) struct LockParams {
     /// Whether the fenced pipeline carries the node's floor (a negative control says no,
     /// and sends 0).
     pub(crate) pipeline_floor: bool,
+    /// Whether a release decided before every node answered goes on in the background for
+    /// the others (a negative control drops it at the decision).
+    pub(crate) release_in_background: bool,
 }
 
 /// How a fenced quorum's counters become its fencing token.

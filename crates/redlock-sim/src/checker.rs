@@ -15,6 +15,7 @@ use std::fmt;
 use redlock_core::{AcquireFailure, OpId, Resource, Token};
 
 use crate::clock::SimTime;
+use crate::linger::Linger;
 
 /// One client's hold of one resource, in true time: `[start, end)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +89,8 @@ pub struct OpRecord {
     pub lost: bool,
     /// `Released` arrived (the operation is over).
     pub released: bool,
+    /// The value the acquisition stored on the nodes, once acquired.
+    pub stored: Option<Token>,
 }
 
 /// Records holds and operations, and finds overlaps.
@@ -96,6 +99,8 @@ pub struct Checker {
     seed: u64,
     intervals: Vec<Interval>,
     ops: Vec<OpRecord>,
+    /// Keys found alive past their release's deadline (`linger.rs`).
+    pub(crate) lingers: Vec<Linger>,
 }
 
 impl Checker {
@@ -105,6 +110,7 @@ impl Checker {
             seed,
             intervals: Vec::new(),
             ops: Vec::new(),
+            lingers: Vec::new(),
         }
     }
 
@@ -116,6 +122,12 @@ impl Checker {
     /// Every operation started so far.
     pub fn ops(&self) -> &[OpRecord] {
         &self.ops
+    }
+
+    /// The first key found on a reachable node past its release's deadline, if any (only
+    /// scenarios with [`Scenario::release_linger`](crate::Scenario::release_linger) look).
+    pub fn linger(&self) -> Option<&Linger> {
+        self.lingers.first()
     }
 
     /// The first pair of overlapping holds on one resource by different operations, if any.
@@ -197,6 +209,7 @@ impl Checker {
             extended: 0,
             lost: false,
             released: false,
+            stored: None,
         });
     }
 

@@ -46,6 +46,10 @@ pub struct Scenario {
     /// either way, drawn from dice of its own (zero: every wall clock starts in step). The
     /// wall clocks also drift apart at the nodes' clock rates.
     pub wall_spread: Duration,
+    /// Checks every explicit release: once its deadline (the release timeout) has passed,
+    /// its key must be gone from every node that was reachable for at least this long
+    /// before the deadline (see [`Linger`](crate::Linger)). `None`: no check.
+    pub release_linger: Option<Duration>,
 }
 
 /// Which resource each lock operation asks for.
@@ -230,6 +234,7 @@ impl Scenario {
             servers: Vec::new(),
             time_limit: Duration::from_secs(20),
             wall_spread: Duration::ZERO,
+            release_linger: None,
         }
     }
 

@@ -77,7 +77,7 @@ impl Releasing {
 /// lost would otherwise block every other client until its ttl.
 fn on_decided(mut round: Round, ctx: &mut Ctx, now: Instant) -> Phase {
     let nodes: Vec<ReleaseOutcome> = round.slots.iter().map(release_outcome).collect();
-    if round.continue_in_background(now) {
+    if ctx.params.release_in_background && round.continue_in_background(now) {
         ctx.cleanup.push(round);
     } else {
         ctx.recycle(round);
