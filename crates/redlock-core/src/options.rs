@@ -127,6 +127,7 @@ impl LockOptions {
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
             release_in_background: true,
+            refuse_for_good: true,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -176,6 +177,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
+        Mutant::PermanentRetried => LockParams {
+            refuse_for_good: false,
+            ..params
+        },
         Mutant::ReleaseNotFinished => LockParams {
             release_in_background: false,
             ..params
@@ -221,6 +226,9 @@ pub(crate) struct LockParams {
     /// Whether a release decided before every node answered goes on in the background for
     /// the others (a negative control drops it at the decision).
     pub(crate) release_in_background: bool,
+    /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
+    /// is lost at once (a negative control retries it until the deadline instead).
+    pub(crate) refuse_for_good: bool,
 }
 
 /// How a fenced quorum's counters become its fencing token.

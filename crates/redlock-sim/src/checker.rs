@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use redlock_core::{AcquireFailure, OpId, Resource, Token};
+use redlock_core::{AcquireFailure, LostReason, OpId, Resource, Token};
 
 use crate::clock::SimTime;
 use crate::linger::Linger;
@@ -91,6 +91,11 @@ pub struct OpRecord {
     pub released: bool,
     /// The value the acquisition stored on the nodes, once acquired.
     pub stored: Option<Token>,
+    /// When the first explicit extension was called while more than `N - q` nodes refused
+    /// it for good (another type of key under the name; `refusal_watch.rs`).
+    pub doomed_extend: Option<SimTime>,
+    /// When `Lost` arrived, and why.
+    pub lost_at: Option<(SimTime, LostReason)>,
 }
 
 /// Records holds and operations, and finds overlaps.
@@ -210,6 +215,8 @@ impl Checker {
             lost: false,
             released: false,
             stored: None,
+            doomed_extend: None,
+            lost_at: None,
         });
     }
 

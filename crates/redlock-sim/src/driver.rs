@@ -113,9 +113,13 @@ impl Sim {
                 self.checker.record(c, op, |r| r.extended += 1);
                 3
             }
-            Event::Lost { .. } => {
+            Event::Lost { reason, .. } => {
                 self.checker.ended(c, op, now);
-                self.checker.record(c, op, |r| r.lost = true);
+                let reason = reason.clone();
+                self.checker.record(c, op, |r| {
+                    r.lost = true;
+                    r.lost_at = Some((now, reason));
+                });
                 4
             }
             Event::Released { .. } => {
@@ -148,6 +152,7 @@ impl Sim {
                 let result = client.core.extend(now, op);
                 if result.is_ok() {
                     client.workload.extended();
+                    self.watch_extend(c, op);
                 }
                 self.usage(c, op, 11, result);
             }

@@ -29,7 +29,7 @@
 //!   hash.
 //! - `workload`, [`checker`]: what clients do, and what must never happen; `linger`: the
 //!   release property (a key outlives its release by at most the release timeout), and
-//!   `release_watch` looks for it.
+//!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -47,6 +47,7 @@ pub mod node;
 mod orphan;
 pub mod profile;
 mod random;
+mod refusal_watch;
 mod release_watch;
 mod report;
 mod resp;

@@ -51,6 +51,8 @@ pub struct Stats {
     pub clocks_stepped_back: u32,
     /// Lock keys evicted (a `volatile-*` eviction policy).
     pub evictions: u32,
+    /// Lock keys turned into lists (another program using the name).
+    pub retypes: u32,
 }
 
 /// The outcome of a run.

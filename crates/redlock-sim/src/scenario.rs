@@ -112,6 +112,10 @@ pub struct FaultKnobs {
     /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
     /// fencing counter), as under a `volatile-*` eviction policy.
     pub evict_weight: u32,
+    /// Relative weight of retypes: a node's key with a ttl (a lock's key) becomes a list
+    /// with the same ttl, as if another program used the name; lock commands on it then
+    /// fail with `WRONGTYPE`, a refusal for good.
+    pub retype_weight: u32,
 }
 
 impl Default for FaultKnobs {
@@ -135,6 +139,7 @@ impl Default for FaultKnobs {
             persist_chance: 0.0,
             restart_clock_back: Duration::ZERO,
             evict_weight: 0,
+            retype_weight: 0,
         }
     }
 }

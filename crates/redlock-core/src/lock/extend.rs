@@ -196,7 +196,10 @@ impl Held {
         // Nodes that refused for good (WRONGTYPE, NOPERM, ...) cannot say yes to a retry
         // either: with the "not ours" answers, if they leave no quorum, waiting out the
         // validity only delays the news.
-        let refused = errors.iter().filter(|(_, f)| f.is_permanent()).count();
+        let for_good = ctx.params.refuse_for_good;
+        let refused = (errors.iter())
+            .filter(|(_, f)| for_good && f.is_permanent())
+            .count();
         if not_ours.len() + refused > tolerated {
             let errors = errors
                 .into_iter()
