@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_core::Token;
+use redlock_core::{KeyState, Token};
 use redlock_testkit::{Cluster, Proxy, Reply};
 
 use crate::scenarios::{eventually, value_on};
@@ -207,6 +207,14 @@ fn client<D: Driver>(c: &Cluster) -> D {
         value_on(c, 0, "warmup") == Reply::Nil
     });
     assert!(gone, "node 0 never got the warm-up release");
+    // And the client has read node 0's answers so far: an inspection waits for every node,
+    // and node 0's answer to it comes after all of them on its connection.
+    let heard = || {
+        let seen = d.inspect("warmup").expect("an inspection");
+        seen.nodes[0] == KeyState::Free
+    };
+    let heard = eventually(Duration::from_secs(5), heard);
+    assert!(heard, "node 0's answers never reached the client");
     d
 }
 

@@ -457,7 +457,10 @@ impl Lock {
     }
 
     /// Releases a held (or lost but not yet released) lock on all N nodes;
-    /// [`Event::Released`] reports each node.
+    /// [`Event::Released`] reports each node once a quorum has answered (the others are
+    /// [`ReleaseOutcome::Pending`](crate::ReleaseOutcome::Pending), released in the
+    /// background until the release timeout: keep driving the lock until
+    /// [`is_finished`](Self::is_finished)).
     ///
     /// A release at or after the deadline first reports [`Event::Lost`]: the lock was no
     /// longer held when the caller let go, whatever the timers have been fed so far.
