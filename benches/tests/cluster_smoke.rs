@@ -63,6 +63,11 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
         let line = format!("- nodes / {subject}: p50(N=9) / p50(N=3) <= 1.3: ");
         assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
     }
+    // release: each driver's release with a paused node against a healthy one.
+    for subject in ["tokio", "async-std", "blocking"] {
+        let line = format!("- release / {subject}: paused p50 / healthy p50 <= 2: ");
+        assert!(stdout.contains(&line), "no {line:?} in:\n{stdout}");
+    }
     // held: 1,000 and 10,000 locks (--quick), none lost, keys renewed, all released.
     for locks in [1_000, 10_000] {
         let prefix = format!("| {locks} | multi_thread(2) | ");
@@ -96,10 +101,11 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
     }
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
     // serial and concurrent32: every row; both contended scenarios: tokio, blocking, rslock,
-    // and tokio and blocking against rslock; nodes: raw, tokio × 5.
+    // and tokio and blocking against rslock; nodes: raw, tokio × 5; release: healthy and
+    // paused for each driver.
     assert_eq!(
         json.matches("\"scenario\":").count(),
-        2 * ROWS.len() + 2 * 3 + 2 * 2 + 10,
+        2 * ROWS.len() + 2 * 3 + 2 * 2 + 10 + 2 * 3,
         "{json}"
     );
     assert_eq!(json.matches("\"violations\": 0,").count(), 6, "{json}");
@@ -108,10 +114,10 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
     assert_eq!(json.matches("\"nodes\": ").count(), 11, "{json}");
     assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    // Only the contended scenarios' six rows have no raw baseline: 4 null ratios each (p50,
-    // ops/s, CPU, server CPU).
+    // Only the contended scenarios' six rows and release's six have no raw baseline: 4 null
+    // ratios each (p50, ops/s, CPU, server CPU).
     assert!(!json.contains("NaN"), "{json}");
-    assert_eq!(json.matches("ratio\": null").count(), 24, "{json}");
+    assert_eq!(json.matches("ratio\": null").count(), 48, "{json}");
     // held: two runs, each clean.
     for check in [
         "\"none_lost\": true",
@@ -122,7 +128,7 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
     }
 
     // The nodes are gone: nothing answers on the ports the bench announced (the main
-    // cluster's and held's).
+    // cluster's, release's and held's).
     let ports: Vec<SocketAddr> = stderr
         .lines()
         .filter_map(|l| l.split_once(" up: "))
@@ -131,7 +137,7 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
                 .filter_map(|u| u.strip_prefix("redis://")?.parse().ok())
         })
         .collect();
-    assert_eq!(ports.len(), 10, "no node lists in:\n{stderr}");
+    assert_eq!(ports.len(), 15, "no node lists in:\n{stderr}");
     for addr in ports {
         let connected = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
         assert!(

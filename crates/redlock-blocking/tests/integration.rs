@@ -52,7 +52,13 @@ fn host_names_are_resolved() {
         .collect();
     let r = make(&urls, &ttl(Duration::from_secs(5)));
     let g = r.lock("named").unwrap();
-    assert_eq!(g.release().unwrap(), vec![ReleaseOutcome::Released; 3]);
+    // A release returns once a quorum has answered; the rest finish in the background.
+    let report = g.release().unwrap();
+    let released = (report.iter()).filter(|o| **o == ReleaseOutcome::Released);
+    assert!(released.count() >= 2, "{report:?}");
+    let rest =
+        (report.iter()).all(|o| matches!(o, ReleaseOutcome::Released | ReleaseOutcome::Pending));
+    assert!(rest, "{report:?}");
 }
 
 #[test]

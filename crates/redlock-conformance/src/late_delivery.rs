@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_core::Token;
+use redlock_core::{KeyState, Token};
 use redlock_testkit::{Cluster, Proxy, Reply};
 
 use crate::scenarios::{eventually, value_on};
@@ -195,8 +195,26 @@ fn client<D: Driver>(c: &Cluster) -> D {
             })
     })
     .unwrap();
-    // Every connection is up and has its scripts before the proxy starts holding.
-    d.lock("warmup").unwrap().release().unwrap();
+    // Every connection is up and has its scripts before the proxy starts holding: the
+    // warm-up key reaches node 0, and then its release (a lock and a release return at a
+    // quorum, which nodes 1 and 2 form without the proxied node 0).
+    let warm = d.lock("warmup").unwrap();
+    let token = Reply::bulk(&warm.token());
+    let set = eventually(Duration::from_secs(5), || value_on(c, 0, "warmup") == token);
+    assert!(set, "node 0 never got the warm-up key");
+    warm.release().unwrap();
+    let gone = eventually(Duration::from_secs(5), || {
+        value_on(c, 0, "warmup") == Reply::Nil
+    });
+    assert!(gone, "node 0 never got the warm-up release");
+    // And the client has read node 0's answers so far: an inspection waits for every node,
+    // and node 0's answer to it comes after all of them on its connection.
+    let heard = || {
+        let seen = d.inspect("warmup").expect("an inspection");
+        seen.nodes[0] == KeyState::Free
+    };
+    let heard = eventually(Duration::from_secs(5), heard);
+    assert!(heard, "node 0's answers never reached the client");
     d
 }
 

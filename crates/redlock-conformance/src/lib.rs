@@ -28,6 +28,7 @@ pub mod node_faults;
 pub mod notification;
 pub mod queueing;
 pub mod readme;
+pub mod release_quorum;
 pub mod rules;
 pub mod scenarios;
 pub mod servers;
@@ -111,6 +112,24 @@ pub trait Guard: Send + 'static {
 /// What [`Guard::release`] returns.
 pub type ReleaseResult = Result<Vec<ReleaseOutcome>, LockError>;
 
+/// Asserts that `report` is a release report of `nodes` nodes on which every node that had
+/// answered answered `expected`. A release returns once a quorum has answered, so a node
+/// may still be [`ReleaseOutcome::Pending`] (released in the background, bounded by the
+/// release timeout); a quorum (`nodes / 2 + 1`) must have answered.
+#[track_caller]
+pub fn assert_report(report: &ReleaseResult, expected: &ReleaseOutcome, nodes: usize) {
+    let ok = report.as_ref().is_ok_and(|r| {
+        let answered = r.iter().filter(|o| *o == expected).count();
+        r.len() == nodes
+            && answered > nodes / 2
+            && (r.iter()).all(|o| o == expected || *o == ReleaseOutcome::Pending)
+    });
+    assert!(
+        ok,
+        "expected {expected:?} on {nodes} nodes (some pending): {report:?}"
+    );
+}
+
 /// Blocks the calling thread until `past` after `deadline` by std's clock (the drivers'
 /// clock in these tests), and returns as soon after as it can: a sleep to just short of it,
 /// then yields.
@@ -159,6 +178,8 @@ macro_rules! conformance_suite {
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,
             defects::paused_node_backlog_is_capped,
+            release_quorum::release_returns_at_quorum_and_finishes_on_the_paused_node,
+            release_quorum::a_release_lost_on_a_broken_link_is_resent_in_the_background,
             late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,

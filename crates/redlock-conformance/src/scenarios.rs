@@ -15,7 +15,10 @@ use redlock_testkit::{Cluster, Reply};
 use redlock_core::AcquireOutcome;
 
 use crate::servers;
-use crate::{AcquireFailure, Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
+use crate::{
+    AcquireFailure, Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy,
+    assert_report,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -95,8 +98,10 @@ pub fn paused_node_is_outwaited_and_rejoins<D: Driver>() {
     let g = d.lock("p").unwrap();
     let report = g.release().unwrap();
     assert!(start.elapsed() <= bound, "took {:?}", start.elapsed());
-    assert!(matches!(report[4], ReleaseOutcome::Failed(_)));
-    assert_eq!(&report[..4], &vec![ReleaseOutcome::Released; 4][..]);
+    // Decided by the others; node 4's release waits for it in the background.
+    assert_eq!(report[4], ReleaseOutcome::Pending);
+    let released = (report[..4].iter()).filter(|o| **o == ReleaseOutcome::Released);
+    assert!(released.count() >= 3, "{report:?}");
     c.node(4).resume().unwrap();
     // The late SET and then the release run in order on the resumed node.
     assert!(eventually(Duration::from_secs(1), || value_on(&c, 4, "p")
@@ -153,7 +158,7 @@ pub fn expired_lock_reports_lost_and_leaves_the_next_holder_alone<D: Driver>() {
     assert!(
         report
             .iter()
-            .all(|o| *o == gone || *o == ReleaseOutcome::Released),
+            .all(|o| *o == gone || *o == ReleaseOutcome::Released || *o == ReleaseOutcome::Pending),
         "{report:?}"
     );
     for i in 0..5 {
@@ -214,7 +219,7 @@ pub fn release_spares_another_token<D: Driver>() {
     for i in 0..5 {
         c.node(i).command(&["SET", "mine", "someone-else"]).unwrap();
     }
-    assert_eq!(g.release().unwrap(), vec![servers::not_held(c.server()); 5]);
+    assert_report(&g.release(), &servers::not_held(c.server()), 5);
     for i in 0..5 {
         assert_eq!(value_on(&c, i, "mine"), Reply::bulk("someone-else"));
     }
@@ -231,9 +236,10 @@ pub fn release_survives_script_flush<D: Driver>() {
     for i in 0..5 {
         c.node(i).command(&["SCRIPT", "FLUSH"]).unwrap();
     }
-    assert_eq!(g.release().unwrap(), vec![ReleaseOutcome::Released; 5]);
+    assert_report(&g.release(), &ReleaseOutcome::Released, 5);
     for i in 0..5 {
-        assert_eq!(keys_on(&c, i), 0);
+        // A node still pending when the release returned is released in the background.
+        assert!(eventually(Duration::from_secs(1), || keys_on(&c, i) == 0));
     }
 }
 
@@ -273,7 +279,12 @@ pub fn garbage_node_is_a_failed_vote<D: Driver>() {
         let g = d.lock(&format!("g{i}")).expect("two good nodes of three");
         let report = g.release().unwrap();
         assert_eq!(&report[..2], &vec![ReleaseOutcome::Released; 2][..]);
-        assert!(matches!(report[2], ReleaseOutcome::Failed(_)));
+        // The two good nodes decide it; the garbage may be read before or after.
+        let garbage = &report[2];
+        assert!(
+            matches!(garbage, ReleaseOutcome::Failed(_) | ReleaseOutcome::Pending),
+            "{garbage:?}"
+        );
     }
 }
 
@@ -488,7 +499,7 @@ pub fn statistics_on_success_and_failure<D: Driver>() {
         nodes.len(),
         "{stats}"
     );
-    assert_eq!(guard.release(), Ok(vec![ReleaseOutcome::Released; 3]));
+    assert_report(&guard.release(), &ReleaseOutcome::Released, 3);
 }
 
 pub(crate) fn cluster(n: usize) -> Cluster {

@@ -391,7 +391,9 @@ impl ConfigBuilder {
         self
     }
 
-    /// Time each node has to answer a release. Default: the attempt timeout.
+    /// Time each node has to answer a release. Default: the attempt timeout. A release is
+    /// reported once a quorum has answered; the nodes still pending then are released in the
+    /// background until this timeout.
     pub fn release_timeout(mut self, timeout: Duration) -> Self {
         self.release_timeout = Some(timeout);
         self

@@ -130,7 +130,11 @@ pub enum Event {
         /// Why the lock was lost.
         reason: LostReason,
     },
-    /// A release finished on every node (or timed out there). The operation is over.
+    /// A release is decided: a quorum of nodes answered (released, or nothing of ours to
+    /// release), or every node answered, failed or timed out. The operation is over for
+    /// the caller; nodes reported [`ReleaseOutcome::Pending`] are still released in the
+    /// background, until the release timeout. A release of a caller-supplied token
+    /// ([`Client::release_token`](crate::Client::release_token)) waits for every node.
     Released {
         /// The operation.
         op: OpId,
@@ -397,8 +401,14 @@ pub enum ReleaseOutcome {
     /// [`NotHeld`](Self::NotHeld) or [`AlreadyExpired`](Self::AlreadyExpired). Either
     /// way, nothing of another holder's was touched.
     NotHeldOrExpired,
-    /// The node failed; the key, if any, expires on its own.
+    /// The node failed; the key, if any, expires on its own. A node whose connection broke
+    /// gets the release again on its next connection, in the background, until the
+    /// release timeout.
     Failed(NodeFault),
+    /// No answer yet when the release was decided (a quorum had answered): the release
+    /// goes on in the background, bounded by the release timeout, and the client keeps the
+    /// lock until it has an answer or the timeout passes.
+    Pending,
 }
 
 impl fmt::Display for ReleaseOutcome {
@@ -409,6 +419,7 @@ impl fmt::Display for ReleaseOutcome {
             Self::AlreadyExpired => f.write_str("already expired"),
             Self::NotHeldOrExpired => f.write_str("not held: another client's, or expired"),
             Self::Failed(fault) => fault.fmt(f),
+            Self::Pending => f.write_str("no answer yet, still releasing in the background"),
         }
     }
 }

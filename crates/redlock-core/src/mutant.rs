@@ -26,6 +26,12 @@ pub enum Mutant {
     /// The fenced acquire script without its floor
     /// ([`NO_FLOOR_FENCED_ACQUIRE_SCRIPT`](crate::NO_FLOOR_FENCED_ACQUIRE_SCRIPT)).
     FenceNoFloor,
+    /// Extensions refused for good (`WRONGTYPE`, `NOPERM`, ...) are retried like any failure
+    /// until the lock's deadline, instead of lost at once.
+    PermanentRetried,
+    /// A release decided at a quorum drops its round: the nodes still pending, and those
+    /// whose connection broke, get nothing more (their keys live until their ttl).
+    ReleaseNotFinished,
     /// The fenced pipeline with a floor of 0 (`ZADD fence GT 0 n`): the pipeline's own
     /// no-floor bug, where the script is correct.
     FencePipelineNoFloor,

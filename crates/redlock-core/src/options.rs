@@ -128,6 +128,8 @@ impl LockOptions {
             pipeline_floor: true,
             notify: config.release_notifications,
             notification_jitter: config.notification_jitter,
+            release_in_background: true,
+            refuse_for_good: true,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -177,6 +179,14 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
+        Mutant::PermanentRetried => LockParams {
+            refuse_for_good: false,
+            ..params
+        },
+        Mutant::ReleaseNotFinished => LockParams {
+            release_in_background: false,
+            ..params
+        },
         Mutant::FencePipelineNoFloor => LockParams {
             pipeline_floor: false,
             ..params
@@ -221,6 +231,12 @@ pub(crate) struct LockParams {
     /// The longest random delay before an attempt that a release notification or a
     /// contested hand-off starts.
     pub(crate) notification_jitter: Duration,
+    /// Whether a release decided before every node answered goes on in the background for
+    /// the others (a negative control drops it at the decision).
+    pub(crate) release_in_background: bool,
+    /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
+    /// is lost at once (a negative control retries it until the deadline instead).
+    pub(crate) refuse_for_good: bool,
 }
 
 /// How a fenced quorum's counters become its fencing token.

@@ -118,11 +118,37 @@ impl Round {
     /// background releases: compare-and-delete makes a repeat harmless, and a key whose
     /// release was lost would otherwise block every other client until its ttl.
     pub(crate) fn resending(mut self) -> Self {
-        self.resend = Some(Resend {
+        self.resend.get_or_insert(Resend {
             at: None,
             delay: RESEND_DELAY_MIN,
         });
         self
+    }
+
+    /// Readies the round, decided at `now`, to go on in the background for the nodes that
+    /// have not answered and those whose connection broke before they answered (sent again
+    /// at once, on their next connection): a resending round, until its deadline. Says
+    /// whether anything is left to do (not once every node answered or the deadline passed).
+    pub(crate) fn continue_in_background(&mut self, now: Instant) -> bool {
+        if self.deadline <= now {
+            return false;
+        }
+        for i in 0..self.slots.len() {
+            if let Slot::Done(Vote::Fault(NodeFault::Connection(_))) = self.slots[i] {
+                // Counted as open again; the vote it had no longer matters once decided.
+                self.slots[i] = Slot::Unsent;
+                self.cursor = self.cursor.min(i);
+                self.open += 1;
+            }
+        }
+        if self.is_complete() {
+            return false;
+        }
+        self.resend.get_or_insert(Resend {
+            at: None,
+            delay: RESEND_DELAY_MIN,
+        });
+        true
     }
 
     /// When broken requests are due to go out again, if any wait.

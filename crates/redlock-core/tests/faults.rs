@@ -96,8 +96,9 @@ fn faults_that_may_heal_and_a_refusal_on_a_minority_are_retried() {
     }
 }
 
-/// A lock held on all 3 nodes whose release is sent, with node 2's connection then broken.
-fn releasing_with_node_2_broken() -> (Harness, OpId) {
+/// A lock held on all 3 nodes whose release is sent; node 2's connection breaks before
+/// (`broken_first`) or after nodes 0 and 1 release. Returns the release's report.
+fn releasing_with_node_2_broken(broken_first: bool) -> (Harness, OpId, Vec<ReleaseOutcome>) {
     let config = support::builder(3)
         .ttl(Duration::from_secs(10))
         .build()
@@ -109,55 +110,68 @@ fn releasing_with_node_2_broken() -> (Harness, OpId) {
     }
     h.client.release(h.now, op).unwrap();
     h.drain();
-    h.reply(0, b":1\r\n");
-    h.reply(1, b":1\r\n");
-    (h, op)
-}
-
-#[test]
-fn a_release_whose_connection_broke_is_reported_at_once_and_sent_again_on_the_next() {
-    let (mut h, op) = releasing_with_node_2_broken();
-    let out = h.disconnect(2, ConnectionError::Closed);
+    let mut events = Vec::new();
+    if broken_first {
+        events.extend(h.disconnect(2, ConnectionError::Closed).events);
+    }
+    events.extend(h.reply(0, b":1\r\n").events);
+    // Nodes 0 and 1 are a quorum: the release is decided, whatever node 2 does.
+    let out = h.reply(1, b":1\r\n");
+    events.extend(out.events);
     let [
         Event::Released {
             op: released,
             nodes,
         },
-    ] = &out.events[..]
+    ] = &events[..]
     else {
-        panic!("{:?}", out.events);
+        panic!("{events:?}");
     };
     assert_eq!(*released, op);
-    assert_eq!(nodes[2], ReleaseOutcome::Failed(NodeFault::closed()));
-    // The node comes back: the release goes out again on the new connection.
-    let mut resent = false;
-    for _ in 0..20 {
-        let Some(at) = h.drain().timeout else { break };
-        let out = h.timeout_at(at);
-        if out.connects.iter().any(|c| c.node().index() == 2) {
-            h.connect(2);
-            h.answer_preloads(2);
-        }
-        let sent = support::mask_tokens(&out.sent_to(2));
-        if sent.contains("EVALSHA") && sent.contains("res") {
-            resent = true;
-            break;
-        }
+    if !broken_first {
+        assert!(h.disconnect(2, ConnectionError::Closed).events.is_empty());
     }
-    assert!(resent, "the release was never sent again");
-    assert_eq!(
-        h.client.active_ops(),
-        1,
-        "the background release keeps the lock"
-    );
-    h.reply(2, b":1\r\n");
-    assert_eq!(h.client.active_ops(), 0);
+    (h, op, nodes.clone())
+}
+
+#[test]
+fn a_release_whose_connection_broke_is_reported_at_once_and_sent_again_on_the_next() {
+    for broken_first in [true, false] {
+        let (mut h, _, nodes) = releasing_with_node_2_broken(broken_first);
+        let expected = match broken_first {
+            true => ReleaseOutcome::Failed(NodeFault::closed()),
+            false => ReleaseOutcome::Pending,
+        };
+        assert_eq!(nodes[2], expected);
+        // The node comes back: the release goes out again on the new connection.
+        let mut resent = false;
+        for _ in 0..20 {
+            let Some(at) = h.drain().timeout else { break };
+            let out = h.timeout_at(at);
+            if out.connects.iter().any(|c| c.node().index() == 2) {
+                h.connect(2);
+                h.answer_preloads(2);
+            }
+            let sent = support::mask_tokens(&out.sent_to(2));
+            if sent.contains("EVALSHA") && sent.contains("res") {
+                resent = true;
+                break;
+            }
+        }
+        assert!(resent, "the release was never sent again");
+        assert_eq!(
+            h.client.active_ops(),
+            1,
+            "the background release keeps the lock"
+        );
+        h.reply(2, b":1\r\n");
+        assert_eq!(h.client.active_ops(), 0);
+    }
 }
 
 #[test]
 fn a_background_release_gives_up_at_the_release_deadline() {
-    let (mut h, _) = releasing_with_node_2_broken();
-    h.disconnect(2, ConnectionError::Refused);
+    let (mut h, _, _) = releasing_with_node_2_broken(false);
     // Node 2 never comes back: resends fail at once until the deadline, then stop.
     let mut timers = 0;
     while let Some(at) = h.drain().timeout {

@@ -75,8 +75,8 @@ fn acquire_fans_out_then_decides_at_quorum() {
     assert!(frame.contains(&token.to_string()));
     assert_eq!(mask_tokens(&out.sent_to(0)), release_frame("res"));
     h.reply(0, b":1\r\n");
-    h.reply(1, b":-1\r\n");
-    let out = h.reply(2, b":0\r\n");
+    // Two answers are a quorum: the release is decided, node 2 still pending.
+    let out = h.reply(1, b":-1\r\n");
     assert_eq!(
         out.events,
         vec![Event::Released {
@@ -84,10 +84,16 @@ fn acquire_fans_out_then_decides_at_quorum() {
             nodes: vec![
                 ReleaseOutcome::Released,
                 ReleaseOutcome::AlreadyExpired,
-                ReleaseOutcome::NotHeld
+                ReleaseOutcome::Pending
             ]
         }]
     );
+    // The client keeps the lock until node 2 answers (or the release timeout passes).
+    assert_eq!(h.client.active_ops(), 1);
+    let release_timeout = h.client.config().release_timeout();
+    assert_eq!(out.timeout, Some(h.now + release_timeout));
+    let out = h.reply(2, b":0\r\n");
+    assert!(out.events.is_empty());
     assert_eq!(h.client.active_ops(), 0);
     assert_eq!(out.timeout, None);
 }
@@ -235,15 +241,16 @@ fn regression_extend_after_deadline_sends_nothing_and_reports_lost() {
     // Drained again after the refused call.
     assert!(h.drain().transmits.is_empty());
     h.reply(0, b":-1\r\n");
-    h.reply(1, b":-1\r\n");
-    let out = h.reply(2, b":-1\r\n");
+    let out = h.reply(1, b":-1\r\n");
+    let expired = ReleaseOutcome::AlreadyExpired;
     assert_eq!(
         out.events,
         vec![Event::Released {
             op,
-            nodes: vec![ReleaseOutcome::AlreadyExpired; 3]
+            nodes: vec![expired.clone(), expired, ReleaseOutcome::Pending]
         }]
     );
+    assert!(h.reply(2, b":-1\r\n").events.is_empty());
 }
 
 /// After a loss at the deadline the caller may release at once.
@@ -347,9 +354,9 @@ fn extension_not_owned_by_a_majority_is_lost_and_released() {
     assert_eq!(out.nodes_sent(), vec![0, 1, 2]);
     h.reply(2, b":1\r\n");
     h.reply(0, b":-1\r\n");
-    h.reply(1, b":-1\r\n");
-    let out = h.reply(2, b":1\r\n");
+    let out = h.reply(1, b":-1\r\n");
     assert!(matches!(out.events[..], [Event::Released { .. }]));
+    assert!(h.reply(2, b":1\r\n").events.is_empty());
 }
 
 #[test]
@@ -367,12 +374,12 @@ fn noscript_is_retried_once_as_eval_on_that_node() {
     assert!(eval.contains("$4\r\nEVAL\r\n"));
     assert!(eval.contains(redlock_core::RELEASE_SCRIPT.body));
     h.reply(0, b":1\r\n");
-    h.reply(2, b":-1\r\n");
     let out = h.reply(1, b":1\r\n");
     let Event::Released { nodes, .. } = &out.events[0] else {
         panic!("{out:?}")
     };
     assert_eq!(nodes[1], ReleaseOutcome::Released);
+    assert!(h.reply(2, b":-1\r\n").events.is_empty());
 }
 
 #[test]

@@ -95,6 +95,18 @@ async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 /// Nodes by their default names (`node#i`): these configurations name no node.
+/// Asserts that each node answered the release as `expected` says, or had not answered yet
+/// when it returned ([`ReleaseOutcome::Pending`]: a release returns once a quorum has
+/// answered and finishes the rest in the background), and that a quorum answered.
+#[track_caller]
+fn assert_report(report: &[ReleaseOutcome], expected: &[ReleaseOutcome]) {
+    let pending = (report.iter()).filter(|o| **o == ReleaseOutcome::Pending);
+    let ok = report.len() == expected.len()
+        && pending.count() < expected.len().div_ceil(2)
+        && (report.iter().zip(expected)).all(|(o, e)| o == e || *o == ReleaseOutcome::Pending);
+    assert!(ok, "expected {expected:?} (some pending): {report:?}");
+}
+
 fn nodes(ids: &[usize]) -> Vec<NodeName> {
     ids.iter()
         .map(|&i| NodeName::unnamed(NodeId::new(i)))
@@ -129,19 +141,17 @@ async fn acquire_and_release_report_each_node() {
             assert_eq!(value_on(&c, i, "a"), stored(&acquired.token), "node {i}");
         }
         let released = lock.release().await.expect("released");
-        assert_eq!(released, vec![ReleaseOutcome::Released; 3]);
+        assert_report(&released, &vec![ReleaseOutcome::Released; 3]);
         let sha = redlock_core::RELEASE_SCRIPT.sha1;
         for i in 0..3 {
-            assert_eq!(value_on(&c, i, "a"), Reply::Nil, "node {i}");
-            let cached = c
-                .node(i)
-                .command(&["SCRIPT", "EXISTS", sha])
-                .expect("EXISTS");
-            assert_eq!(
-                cached,
-                Reply::Array(vec![Reply::Int(1)]),
-                "EVAL ran on node {i}"
-            );
+            // A node still pending when the release returned is released in the background.
+            let gone = || value_on(&c, i, "a") == Reply::Nil;
+            assert!(eventually(SLACK, gone).await, "node {i}");
+            let cached = || {
+                let exists = c.node(i).command(&["SCRIPT", "EXISTS", sha]);
+                exists.expect("EXISTS") == Reply::Array(vec![Reply::Int(1)])
+            };
+            assert!(eventually(SLACK, cached).await, "EVAL ran on node {i}");
         }
     })
     .await;
@@ -173,10 +183,8 @@ async fn second_lock_is_contended_until_the_first_is_released() {
         for i in 0..3 {
             assert_eq!(value_on(&c, i, "c"), stored(&acquired.token), "node {i}");
         }
-        assert_eq!(
-            first.release().await.expect("released"),
-            vec![ReleaseOutcome::Released; 3]
-        );
+        let released = first.release().await.expect("released");
+        assert_report(&released, &vec![ReleaseOutcome::Released; 3]);
         let (again, _) = RedisLock::acquire(connect(&c).await, &config(3), "c", &opts())
             .await
             .expect("free again");
@@ -235,18 +243,13 @@ async fn paused_node_delays_nothing_beyond_the_lock_deadlines() {
         let pending = AcquireOutcome::Pending;
         let outcomes = &acquired.stats.nodes;
         assert_eq!(outcomes[2].outcome, pending, "{outcomes:?}");
-        // The release reports every node, so it waits for the paused one until the lock's own
-        // release deadline, and not longer.
-        let start = Instant::now();
+        // The release returns once the two others have released: the paused node is
+        // reported pending, released in the background until the release deadline.
         let released = lock.release().await.expect("released");
-        let took = start.elapsed();
-        assert!(took >= config.release_timeout(), "{took:?}");
-        assert!(took <= config.release_timeout() + SLACK, "{took:?}");
-        let timed_out = ReleaseOutcome::Failed(NodeFault::Timeout);
         let expected = vec![
             ReleaseOutcome::Released,
             ReleaseOutcome::Released,
-            timed_out,
+            ReleaseOutcome::Pending,
         ];
         assert_eq!(released, expected);
 
@@ -288,8 +291,8 @@ async fn killed_nodes_fail_at_once() {
             .expect("quorum of 2 without node 1");
         assert_eq!(acquired.stats.nodes[0].outcome, AcquireOutcome::Locked);
         assert_eq!(acquired.stats.nodes[2].outcome, AcquireOutcome::Locked);
-        // A dead node fails its request at once: the release waits for every node, yet ends
-        // before the release deadline, with node 1 reported disconnected (not timed out).
+        // A dead node fails its request at once, before the release deadline: node 1 is
+        // reported disconnected (not timed out), or pending if the two others answered first.
         let start = Instant::now();
         let released = lock.release().await.expect("released");
         assert!(start.elapsed() < config.release_timeout());
@@ -297,7 +300,7 @@ async fn killed_nodes_fail_at_once() {
         assert!(
             matches!(
                 &released[1],
-                ReleaseOutcome::Failed(NodeFault::Connection(_))
+                ReleaseOutcome::Failed(NodeFault::Connection(_)) | ReleaseOutcome::Pending
             ),
             "{released:?}"
         );
@@ -364,7 +367,7 @@ async fn extension_moves_the_deadline_and_replaced_keys_lose_the_lock() {
             ReleaseOutcome::NotHeld,
             ReleaseOutcome::Released,
         ];
-        assert_eq!(released, expected);
+        assert_report(&released, &expected);
         for i in 0..2 {
             assert_eq!(
                 value_on(&c, i, "e"),

@@ -12,9 +12,10 @@
 
 use std::fmt;
 
-use redlock_core::{AcquireFailure, OpId, Resource, Token};
+use redlock_core::{AcquireFailure, LostReason, OpId, Resource, Token};
 
 use crate::clock::SimTime;
+use crate::linger::Linger;
 
 /// One client's hold of one resource, in true time: `[start, end)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +89,13 @@ pub struct OpRecord {
     pub lost: bool,
     /// `Released` arrived (the operation is over).
     pub released: bool,
+    /// The value the acquisition stored on the nodes, once acquired.
+    pub stored: Option<Token>,
+    /// When the first explicit extension was called while more than `N - q` nodes refused
+    /// it for good (another type of key under the name; `refusal_watch.rs`).
+    pub doomed_extend: Option<SimTime>,
+    /// When `Lost` arrived, and why.
+    pub lost_at: Option<(SimTime, LostReason)>,
 }
 
 /// Records holds and operations, and finds overlaps.
@@ -96,6 +104,8 @@ pub struct Checker {
     seed: u64,
     intervals: Vec<Interval>,
     ops: Vec<OpRecord>,
+    /// Keys found alive past their release's deadline (`linger.rs`).
+    pub(crate) lingers: Vec<Linger>,
 }
 
 impl Checker {
@@ -105,6 +115,7 @@ impl Checker {
             seed,
             intervals: Vec::new(),
             ops: Vec::new(),
+            lingers: Vec::new(),
         }
     }
 
@@ -116,6 +127,12 @@ impl Checker {
     /// Every operation started so far.
     pub fn ops(&self) -> &[OpRecord] {
         &self.ops
+    }
+
+    /// The first key found on a reachable node past its release's deadline, if any (only
+    /// scenarios with [`Scenario::release_linger`](crate::Scenario::release_linger) look).
+    pub fn linger(&self) -> Option<&Linger> {
+        self.lingers.first()
     }
 
     /// The first pair of overlapping holds on one resource by different operations, if any.
@@ -197,6 +214,9 @@ impl Checker {
             extended: 0,
             lost: false,
             released: false,
+            stored: None,
+            doomed_extend: None,
+            lost_at: None,
         });
     }
 

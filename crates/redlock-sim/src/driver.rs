@@ -95,9 +95,11 @@ impl Sim {
                 let token = a.fencing_token;
                 self.checker.acquired(c, op, (now, deadline), token);
                 let (attempts, raised) = (a.stats.attempts, a.stats.written_back.len());
+                let stored = a.token.clone();
                 self.checker.record(c, op, |r| {
                     r.acquired_after = Some(attempts);
                     r.written_back = raised;
+                    r.stored = Some(stored);
                 });
                 1
             }
@@ -111,9 +113,13 @@ impl Sim {
                 self.checker.record(c, op, |r| r.extended += 1);
                 3
             }
-            Event::Lost { .. } => {
+            Event::Lost { reason, .. } => {
                 self.checker.ended(c, op, now);
-                self.checker.record(c, op, |r| r.lost = true);
+                let reason = reason.clone();
+                self.checker.record(c, op, |r| {
+                    r.lost = true;
+                    r.lost_at = Some((now, reason));
+                });
                 4
             }
             Event::Released { .. } => {
@@ -146,12 +152,16 @@ impl Sim {
                 let result = client.core.extend(now, op);
                 if result.is_ok() {
                     client.workload.extended();
+                    self.watch_extend(c, op);
                 }
                 self.usage(c, op, 11, result);
             }
             Action::Release(op) => {
                 self.checker.ended(c, op, self.now);
                 let result = self.clients[c].core.release(now, op);
+                if result.is_ok() {
+                    self.watch_release(c, op, now);
+                }
                 self.usage(c, op, 12, result);
             }
             Action::Cancel(op) => {
@@ -390,7 +400,8 @@ impl Sim {
         };
         let now = self.local_now(c);
         if self.nodes[n].accepts_connections() {
-            self.net.link(c, n).open();
+            let at = self.now;
+            self.net.link(c, n).open(at);
             self.feed(c, Input::Connected { now, conn });
         } else {
             self.stats.refused += 1;

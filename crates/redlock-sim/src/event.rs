@@ -2,6 +2,9 @@
 //! module: the scheduler in `sim.rs` dispatches these, the trace in `report.rs` hashes them.
 
 use bytes::Bytes;
+use redlock_core::OpId;
+
+use crate::clock::SimTime;
 
 /// Something scheduled on the heap.
 #[derive(Debug)]
@@ -42,6 +45,13 @@ pub(crate) enum Ev {
     },
     /// The middlebox delivers what it held for an orphan.
     LateDelivery { orphan: usize },
+    /// A release's keys should be gone from every reachable node (`linger.rs`).
+    ReleaseCheck {
+        client: usize,
+        op: OpId,
+        /// The release's deadline, in true time.
+        deadline: SimTime,
+    },
 }
 
 impl Ev {

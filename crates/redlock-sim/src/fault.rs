@@ -1,6 +1,6 @@
 //! Fault injection: at random times, pause a node, cut a link, flush a node's script cache,
-//! crash a node (losing its data and script cache) and restart it after a delay, or
-//! half-close a link (`orphan.rs`).
+//! crash a node (losing its data and script cache) and restart it after a delay,
+//! half-close a link (`orphan.rs`), evict a lock's key, or turn it into a list.
 //!
 //! Faults act on processes and links only; they never touch a client's core except through
 //! the `Disconnected` inputs a real driver would see.
@@ -22,6 +22,7 @@ impl Sim {
             knobs.flush_weight,
             knobs.half_close_weight,
             knobs.evict_weight,
+            knobs.retype_weight,
         ];
         let total: u32 = weights.iter().sum();
         if total > 0 {
@@ -48,7 +49,8 @@ impl Sim {
                     self.note(|| format!("node {node} script cache flushed"));
                 }
                 4 => self.half_close_random_link(),
-                _ => self.evict_random_key(),
+                5 => self.evict_random_key(),
+                _ => self.retype_random_key(),
             }
         }
         if let Some((lo, hi)) = knobs.every {
@@ -119,6 +121,20 @@ impl Sim {
         if let Some(key) = self.nodes[node].evict_volatile(now, |n| dice.index(n)) {
             self.stats.evictions += 1;
             self.note(|| format!("node {node} evicted {key:?}"));
+        }
+    }
+
+    /// Turns one key with a ttl on a random running node into a list.
+    fn retype_random_key(&mut self) {
+        let node = self.dice.index(self.nodes.len());
+        if self.nodes[node].state() == NodeState::Down {
+            return;
+        }
+        let now = self.now;
+        let dice = &mut self.dice;
+        if let Some(key) = self.nodes[node].retype_volatile(now, |n| dice.index(n)) {
+            self.stats.retypes += 1;
+            self.note(|| format!("node {node} retyped {key:?} to a list"));
         }
     }
 

@@ -27,7 +27,9 @@
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
-//! - `workload`, [`checker`]: what clients do, and what must never happen.
+//! - `workload`, [`checker`]: what clients do, and what must never happen; `linger`: the
+//!   release property (a key outlives its release by at most the release timeout), and
+//!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -39,11 +41,14 @@ mod driver;
 mod event;
 mod fault;
 mod keyspace;
+mod linger;
 mod network;
 pub mod node;
 mod orphan;
 pub mod profile;
 mod random;
+mod refusal_watch;
+mod release_watch;
 mod report;
 mod resp;
 mod scenario;
@@ -55,6 +60,7 @@ mod workload;
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
 pub use keyspace::{Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
+pub use linger::Linger;
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};

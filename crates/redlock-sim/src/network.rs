@@ -92,6 +92,8 @@ pub(crate) struct Link {
     pub(crate) holding: bool,
     /// Bytes held by the middlebox, in stream order.
     pub(crate) held: BytesMut,
+    /// When the link last opened (its current connection, if open).
+    pub(crate) opened_at: SimTime,
     last_to_node: SimTime,
     last_to_client: SimTime,
 }
@@ -120,6 +122,7 @@ impl Network {
             db: 0,
             holding: false,
             held: BytesMut::new(),
+            opened_at: SimTime::ZERO,
             last_to_node: SimTime::ZERO,
             last_to_client: SimTime::ZERO,
         };
@@ -208,9 +211,10 @@ impl Link {
         self.held.clear();
     }
 
-    /// The link is open: remembers which connection this generation is.
-    pub(crate) fn open(&mut self) {
+    /// The link is open since `now`: remembers which connection this generation is.
+    pub(crate) fn open(&mut self, now: SimTime) {
         self.state = LinkState::Open;
+        self.opened_at = now;
         if let Some(conn) = self.conn {
             if self.opened.len() == OPENED_KEPT {
                 self.opened.pop_front();

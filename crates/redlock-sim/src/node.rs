@@ -116,6 +116,39 @@ impl Node {
         Some(key)
     }
 
+    /// Replaces one key with a time to live by a list with the same time to live, as another
+    /// program writing a list under a lock's key name would: commands on it then fail with
+    /// `WRONGTYPE`. Returns the key, if there was one.
+    pub fn retype_volatile(
+        &mut self,
+        t: SimTime,
+        pick: impl FnOnce(usize) -> usize,
+    ) -> Option<Bytes> {
+        let now = self.clock.local_nanos(t);
+        let keys = self.keyspace.volatile(now);
+        if keys.is_empty() {
+            return None;
+        }
+        let (db, key) = keys[pick(keys.len()).min(keys.len() - 1)].clone();
+        let mut view = self.keyspace.view(db, now);
+        let ttl = view.pttl(&key).flatten();
+        view.del(&key);
+        // A new key takes a list: `rpush` cannot fail.
+        let _ = view.rpush(&key, &[Bytes::from_static(b"another program's")]);
+        if let Some(ttl) = ttl {
+            view.pexpire(&key, ttl);
+        }
+        Some(key)
+    }
+
+    /// Whether `key` in database 0 holds another type than a string at true time `t` (a
+    /// list or a sorted set): a lock command on it fails with `WRONGTYPE`.
+    pub fn holds_other_type(&mut self, t: SimTime, key: &[u8]) -> bool {
+        let now = self.clock.local_nanos(t);
+        let key = Bytes::copy_from_slice(key);
+        self.keyspace.view(0, now).get(&key).is_err()
+    }
+
     /// The server this node behaves as.
     pub fn profile(&self) -> &ServerProfile {
         &self.profile

@@ -7,6 +7,7 @@ use redlock_core::OpId;
 use crate::checker::{Checker, FencingViolation, Violation};
 use crate::clock::SimTime;
 use crate::event::Ev;
+use crate::linger::Linger;
 
 /// Counters of what happened in a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,6 +51,8 @@ pub struct Stats {
     pub clocks_stepped_back: u32,
     /// Lock keys evicted (a `volatile-*` eviction policy).
     pub evictions: u32,
+    /// Lock keys turned into lists (another program using the name).
+    pub retypes: u32,
 }
 
 /// The outcome of a run.
@@ -61,6 +64,9 @@ pub struct Report {
     pub violation: Option<Violation>,
     /// The first break of the fencing property, if any (see [`Checker::fencing_violation`]).
     pub fencing_violation: Option<FencingViolation>,
+    /// The first released key found on a reachable node past its release's deadline, if
+    /// the scenario looks ([`Scenario::release_linger`](crate::Scenario::release_linger)).
+    pub linger: Option<Linger>,
     /// Holds and operation records.
     pub checker: Checker,
     /// Counters.
@@ -129,6 +135,11 @@ impl Trace {
                 epoch,
             } => self.words(&[8, *client as u64, *node as u64, *epoch]),
             Ev::LateDelivery { orphan } => self.words(&[9, *orphan as u64]),
+            Ev::ReleaseCheck {
+                client,
+                op,
+                deadline,
+            } => self.words(&[10, *client as u64, op.as_raw(), deadline.as_nanos()]),
         }
     }
 

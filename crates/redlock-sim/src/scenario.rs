@@ -46,6 +46,10 @@ pub struct Scenario {
     /// either way, drawn from dice of its own (zero: every wall clock starts in step). The
     /// wall clocks also drift apart at the nodes' clock rates.
     pub wall_spread: Duration,
+    /// Checks every explicit release: once its deadline (the release timeout) has passed,
+    /// its key must be gone from every node that was reachable for at least this long
+    /// before the deadline (see [`Linger`](crate::Linger)). `None`: no check.
+    pub release_linger: Option<Duration>,
 }
 
 /// Which resource each lock operation asks for.
@@ -108,6 +112,10 @@ pub struct FaultKnobs {
     /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
     /// fencing counter), as under a `volatile-*` eviction policy.
     pub evict_weight: u32,
+    /// Relative weight of retypes: a node's key with a ttl (a lock's key) becomes a list
+    /// with the same ttl, as if another program used the name; lock commands on it then
+    /// fail with `WRONGTYPE`, a refusal for good.
+    pub retype_weight: u32,
 }
 
 impl Default for FaultKnobs {
@@ -131,6 +139,7 @@ impl Default for FaultKnobs {
             persist_chance: 0.0,
             restart_clock_back: Duration::ZERO,
             evict_weight: 0,
+            retype_weight: 0,
         }
     }
 }
@@ -230,6 +239,7 @@ impl Scenario {
             servers: Vec::new(),
             time_limit: Duration::from_secs(20),
             wall_spread: Duration::ZERO,
+            release_linger: None,
         }
     }
 

@@ -219,6 +219,7 @@ impl Sim {
             seed: self.scenario.seed,
             violation: self.checker.violation(),
             fencing_violation: self.checker.fencing_violation(),
+            linger: self.checker.linger().cloned(),
             checker: self.checker.clone(),
             stats: self.stats.clone(),
             trace_hash: self.trace.hash(),
@@ -342,6 +343,11 @@ impl Sim {
                 epoch,
             } => self.on_half_close(client, node, epoch),
             Ev::LateDelivery { orphan } => self.on_late_delivery(orphan),
+            Ev::ReleaseCheck {
+                client,
+                op,
+                deadline,
+            } => self.on_release_check(client, op, deadline),
         }
     }
 }

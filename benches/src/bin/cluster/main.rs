@@ -4,6 +4,7 @@
 //! subjects (raw, tokio, rslock) run on a `current_thread` and on a 2-worker `multi_thread`
 //! runtime; the two drivers with their own thread (async-std, blocking) run once, in the
 //! `current_thread` pass, and report as `own-thread`. Then `nodes` (cluster sizes 1 to 9) and
+//! `release` (a release with one of 5 nodes paused against a healthy one, issue 16) and
 //! `held` (10,000 and 100,000 auto-extended locks, redlock-tokio only) each run on clusters
 //! of their own. It prints markdown tables and writes
 //! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
@@ -13,6 +14,7 @@ mod format;
 mod held;
 mod json;
 mod raw;
+mod release_paused;
 mod report;
 mod scenario;
 mod stats;
@@ -157,6 +159,10 @@ fn run() -> Result<(), String> {
         eprintln!("cluster bench: nodes {NODE_COUNTS:?}");
         rows.extend(nodes_scenario(plan, &args)?);
     }
+    if args.wants_scenario("release") {
+        eprintln!("cluster bench: release, one of {NODES} nodes paused");
+        rows.extend(release_paused::run(plan, &args)?);
+    }
     let mut held = Vec::new();
     let flavour = Flavour::MultiThread;
     if args.wants_scenario("held") && args.wants_subject("tokio", flavour.name()) {
@@ -169,6 +175,7 @@ fn run() -> Result<(), String> {
     }
     let machine = Machine::detect(server, NODES, args.quick);
     print!("{}", report::markdown(&rows, &held, &machine));
+    print!("{}", release_paused::markdown(&rows));
     if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
@@ -613,12 +620,13 @@ const TTL: Duration = Duration::from_secs(10);
 const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 6] = [
+const SCENARIOS: [&str; 7] = [
     "serial",
     "concurrent32",
     "contended8",
     "contended2x4",
     "nodes",
+    "release",
     "held",
 ];
 
@@ -653,6 +661,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 5] = [
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|contended2x4|nodes|held] \
+                     [--scenario serial|concurrent32|contended8|contended2x4|nodes|release|held] \
                      [--subject raw,tokio,rslock,async-std,blocking,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts]";

@@ -196,7 +196,10 @@ impl Held {
         // Nodes that refused for good (WRONGTYPE, NOPERM, ...) cannot say yes to a retry
         // either: with the "not ours" answers, if they leave no quorum, waiting out the
         // validity only delays the news.
-        let refused = errors.iter().filter(|(_, f)| f.is_permanent()).count();
+        let for_good = ctx.params.refuse_for_good;
+        let refused = (errors.iter())
+            .filter(|(_, f)| for_good && f.is_permanent())
+            .count();
         if not_ours.len() + refused > tolerated {
             let errors = errors
                 .into_iter()
@@ -264,7 +267,7 @@ impl Held {
         );
         ctx.events.push_back(Event::Lost { op: ctx.op, reason });
         if immediate {
-            return Some(release::start(ctx, now, &self.token));
+            return Some(release::start(ctx, now, &self.token, true));
         }
         let drift = ctx.params.timing.drift();
         let release_at = time::add(self.deadline, drift.saturating_mul(2)).max(now);

@@ -311,7 +311,7 @@ impl Lock {
         token: &Token,
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
-        let phase = release::start(&mut ctx, now, token);
+        let phase = release::start(&mut ctx, now, token, false);
         Ok(Self {
             ctx,
             phase,
@@ -531,7 +531,10 @@ impl Lock {
     }
 
     /// Releases a held (or lost but not yet released) lock on all N nodes;
-    /// [`Event::Released`] reports each node.
+    /// [`Event::Released`] reports each node once a quorum has answered (the others are
+    /// [`ReleaseOutcome::Pending`](crate::ReleaseOutcome::Pending), released in the
+    /// background until the release timeout: keep driving the lock until
+    /// [`is_finished`](Self::is_finished)).
     ///
     /// A release at or after the deadline first reports [`Event::Lost`]: the lock was no
     /// longer held when the caller let go, whatever the timers have been fed so far.
@@ -599,7 +602,7 @@ impl Phase {
         match self {
             Self::Acquiring(a) => a.round(),
             Self::Held(h) => h.round(),
-            Self::Releasing(r) => Some(r.round()),
+            Self::Releasing(r) => r.round(),
             Self::Inspecting(i) => Some(i.round()),
             Self::Queued(_) | Self::Expired(_) | Self::Finished => None,
         }
@@ -617,7 +620,7 @@ impl Phase {
         match self {
             Self::Acquiring(a) => a.rounds_mut(),
             Self::Held(h) => (h.round_mut(), None),
-            Self::Releasing(r) => (Some(r.round_mut()), None),
+            Self::Releasing(r) => (r.round_mut(), None),
             Self::Inspecting(i) => {
                 let (get, pttl) = i.rounds_mut();
                 (Some(get), Some(pttl))
@@ -639,8 +642,8 @@ impl Phase {
     /// Lets go of a held or expired lock: the release round to all N nodes.
     fn release(&self, ctx: &mut Ctx, now: Instant) -> Option<Self> {
         match self {
-            Self::Held(h) => Some(release::start(ctx, now, h.token())),
-            Self::Expired(e) => Some(release::start(ctx, now, e.token())),
+            Self::Held(h) => Some(release::start(ctx, now, h.token(), true)),
+            Self::Expired(e) => Some(release::start(ctx, now, e.token(), true)),
             Self::Queued(_)
             | Self::Acquiring(_)
             | Self::Releasing(_)

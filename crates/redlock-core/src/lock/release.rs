@@ -33,63 +33,83 @@ impl Expired {
 
     /// The keys should be gone: the release starts (before that, still expired).
     pub(super) fn on_timer(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
-        (self.release_at <= now).then(|| start(ctx, now, &self.token))
+        (self.release_at <= now).then(|| start(ctx, now, &self.token, true))
     }
 }
 
-/// The release round, reported by [`Event::Released`] once every node has answered or
-/// timed out.
+/// The release round. [`Event::Released`] reports it once its outcome is decided: a
+/// quorum of nodes answered (released, or "not held / expired"), or every node answered or
+/// failed. Nodes still pending then are released in the background, bounded by the release
+/// timeout, and the lock stays with its client until they are done.
 #[derive(Debug)]
 pub(super) struct Releasing {
-    round: Round,
+    /// The round; taken once the release is decided.
+    round: Option<Round>,
+    /// Decided at a quorum of answers (a lock's release), not only once every node has
+    /// answered (an operator's release of a token, whose per-node report is the point).
+    early: bool,
 }
 
 impl Releasing {
-    pub(super) fn round(&self) -> &Round {
-        &self.round
+    pub(super) fn round(&self) -> Option<&Round> {
+        self.round.as_ref()
     }
 
-    pub(super) fn round_mut(&mut self) -> &mut Round {
-        &mut self.round
+    pub(super) fn round_mut(&mut self) -> Option<&mut Round> {
+        self.round.as_mut()
     }
 
-    /// A vote was counted: once every node has answered or timed out, the lock's life is
-    /// over (until then, still releasing).
+    /// A vote was counted: once the release is decided, it is reported and the lock's life
+    /// is over; any node still pending is released in the background (until then, still
+    /// releasing).
     #[inline]
-    pub(super) fn on_vote(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
-        self.round.is_complete().then(|| self.on_complete(ctx, now))
-    }
-
-    /// Every node has answered or timed out: reports each. Nodes whose connection broke
-    /// before they answered get the release again in the background, on their next
-    /// connection, until the release's deadline: the report does not wait for that.
-    fn on_complete(&self, ctx: &mut Ctx, now: Instant) -> Phase {
-        let nodes: Vec<ReleaseOutcome> = self.round.slots.iter().map(release_outcome).collect();
-        let broken: Vec<bool> = (nodes.iter())
-            .map(|o| matches!(o, ReleaseOutcome::Failed(NodeFault::Connection(_))))
-            .collect();
-        if broken.contains(&true) && now < self.round.deadline {
-            let command = self.round.command.clone();
-            let times = (now, self.round.deadline);
-            let asked = broken.iter().filter(|&&b| b).count();
-            let round = ctx.new_round_to(command, times, &broken, asked).resending();
-            ctx.cleanup.push(round);
-        }
-        ctx.events.push_back(Event::Released { op: ctx.op, nodes });
-        Phase::Finished
+    pub(super) fn on_vote(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+        let quorum = self.early.then_some(ctx.params.quorum);
+        let round = (self.round)
+            .take_if(|r| r.is_complete() || quorum.is_some_and(|q| answered(r) >= q))?;
+        Some(on_decided(round, ctx, now))
     }
 }
 
-/// The release round of `token`'s keys.
-pub(super) fn start(ctx: &mut Ctx, now: Instant, token: &Token) -> Phase {
+/// The release is decided: reports each node, [`ReleaseOutcome::Pending`] for those that
+/// have not answered. They, and the nodes whose connection broke before they answered, get
+/// the release in the background until the release's deadline: a key whose release was
+/// lost would otherwise block every other client until its ttl.
+fn on_decided(mut round: Round, ctx: &mut Ctx, now: Instant) -> Phase {
+    let nodes: Vec<ReleaseOutcome> = round.slots.iter().map(release_outcome).collect();
+    if ctx.params.release_in_background && round.continue_in_background(now) {
+        ctx.cleanup.push(round);
+    } else {
+        ctx.recycle(round);
+    }
+    ctx.events.push_back(Event::Released { op: ctx.op, nodes });
+    Phase::Finished
+}
+
+/// Nodes that answered the release: released, or nothing of ours to release (a fault is
+/// not an answer).
+fn answered(round: &Round) -> usize {
+    (round.slots.iter())
+        .filter(|s| {
+            matches!(
+                s,
+                Slot::Done(Vote::Yes | Vote::No | Vote::Missing | Vote::NotHeldOrMissing)
+            )
+        })
+        .count()
+}
+
+/// The release round of `token`'s keys, decided at a quorum of answers if `early` (see
+/// [`Releasing`]).
+pub(super) fn start(ctx: &mut Ctx, now: Instant, token: &Token, early: bool) -> Phase {
     // algorithm.md §6: release on ALL N nodes, whatever the votes were. Dropping an
     // extension in flight is safe: the release compares the same value.
-    let round = ctx.release_round(now, token);
-    Phase::Releasing(Releasing { round })
+    let round = Some(ctx.release_round(now, token));
+    Phase::Releasing(Releasing { round, early })
 }
 
 impl Ctx {
-    /// A release round to all N nodes that waits for every one of them.
+    /// A release round to all N nodes, each with until the release timeout to answer.
     fn release_round(&mut self, now: Instant, token: &Token) -> Round {
         let command = Command::release(&self.resource, token);
         let deadline = time::add(now, self.params.release_timeout);
@@ -113,7 +133,10 @@ fn release_outcome(slot: &Slot) -> ReleaseOutcome {
         Slot::Done(Vote::Missing) => ReleaseOutcome::AlreadyExpired,
         Slot::Done(Vote::NotHeldOrMissing) => ReleaseOutcome::NotHeldOrExpired,
         Slot::Done(Vote::Fault(f)) => ReleaseOutcome::Failed(f.clone()),
-        // A complete round has every slot done; anything else is reported as a timeout.
+        // Decided before this node answered: it is still being released.
+        Slot::Unsent | Slot::Sent(_) | Slot::Resend(_) => ReleaseOutcome::Pending,
+        // Not in a release round: it sends to all, does not resend until decided, and reads
+        // no other vote.
         _ => ReleaseOutcome::Failed(NodeFault::Timeout),
     }
 }

@@ -143,7 +143,16 @@ async fn hold(
     let on_keys = check_keys(&addrs, &keys).await?;
     let (release, outcomes) = release_all(guards).await?;
     drop(redlock);
-    let dbsize_after = on_nodes(&addrs, dbsize).await?;
+    // A release returns once a quorum has answered; the other nodes' answers may still be
+    // on their way (bounded by the release timeout, under a second here).
+    let mut dbsize_after = on_nodes(&addrs, dbsize).await?;
+    for _ in 0..KEYS_LEFT_POLLS {
+        if dbsize_after.iter().sum::<u64>() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        dbsize_after = on_nodes(&addrs, dbsize).await?;
+    }
     let rss_released = rss_bytes();
 
     Ok(HeldRow {
@@ -355,6 +364,9 @@ impl ReleaseCounts {
         for node in nodes {
             match node {
                 ReleaseOutcome::Released => continue,
+                // Not answered when the release returned (a quorum had): released in the
+                // background, which `keys_left` checks.
+                ReleaseOutcome::Pending => {}
                 ReleaseOutcome::Failed(NodeFault::Timeout) => self.timeouts += 1,
                 _ => self.other += 1,
             }
@@ -424,6 +436,10 @@ async fn join_all(workers: &mut JoinSet<Result<(), String>>) -> Result<(), Strin
 /// How long a child may take: its acquire and release bounds, the window, and its node
 /// queries, with room to spare.
 const CHILD_BOUND: Duration = Duration::from_secs(600);
+
+/// Checks of the nodes' key counts after the releases, 20 ms apart, until none is left: the
+/// nodes a release did not wait for answer within its release timeout (under a second).
+const KEYS_LEFT_POLLS: u32 = 100;
 
 /// "Renew at 1/3" of the ttl: renew when less than 2/3 of it remains.
 const RENEW_BELOW: f64 = 2.0 / 3.0;

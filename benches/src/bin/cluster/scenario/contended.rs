@@ -86,11 +86,13 @@ fn refused(e: redlock_tokio::LockError) -> Result<Outcome, String> {
 }
 
 /// Under contention a node may have refused this lock's `SET` (another worker's attempt
-/// held it), so only a quorum must report `Released`.
+/// held it), so only a quorum must report `Released`. A release returns once a quorum has
+/// answered, and those first answers may be from the nodes that never had the key: a node
+/// still `Pending` counts, since the lock's quorum holds the key on nodes not yet heard.
 fn quorum_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
     let released = nodes
         .iter()
-        .filter(|n| matches!(n, ReleaseOutcome::Released))
+        .filter(|n| matches!(n, ReleaseOutcome::Released | ReleaseOutcome::Pending))
         .count();
     if released > nodes.len() / 2 {
         Ok(())
