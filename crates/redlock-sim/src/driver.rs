@@ -15,7 +15,8 @@ use crate::conditional::is_native;
 use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
-use crate::resp::{ServerReply, next_command};
+use crate::pubsub::Session;
+use crate::resp::{Frame, next_command};
 use crate::sim::Sim;
 use crate::workload::Action;
 
@@ -59,6 +60,7 @@ impl Sim {
                 Output::Transmit(t) => self.send_to_node(c, t.node.index(), t.bytes),
                 Output::Connect(conn) => {
                     let n = conn.node().index();
+                    self.reset_link(c, n, LinkState::Connecting);
                     let (epoch, at) = self.net.start_connect(&mut self.dice, self.now, c, conn);
                     self.schedule(
                         at,
@@ -70,7 +72,7 @@ impl Sim {
                     );
                 }
                 Output::Disconnect(conn) => {
-                    (self.net.link(c, conn.node().index())).reset(LinkState::Closed);
+                    self.reset_link(c, conn.node().index(), LinkState::Closed);
                 }
                 Output::Event(event) => events.push_back(event),
                 Output::Timeout(at) => {
@@ -207,7 +209,7 @@ impl Sim {
         }
     }
 
-    fn send_to_node(&mut self, c: usize, n: usize, bytes: Bytes) {
+    pub(crate) fn send_to_node(&mut self, c: usize, n: usize, bytes: Bytes) {
         let link = self.net.link_ref(c, n);
         if link.state != LinkState::Open {
             // The core writes only to links it believes up; a write racing a cut is lost.
@@ -249,11 +251,11 @@ impl Sim {
     pub(crate) fn process_inbox(&mut self, c: usize, n: usize) {
         let link = self.net.link(c, n);
         let mut inbox = std::mem::take(&mut link.inbox);
-        let mut db = link.db;
-        let (out, broken) = self.execute_stream(n, c, None, &mut inbox, &mut db);
+        let mut session = std::mem::take(&mut link.session);
+        let (out, broken) = self.execute_stream(n, c, None, &mut inbox, &mut session);
         let link = self.net.link(c, n);
         link.inbox = inbox;
-        link.db = db;
+        link.session = session;
         let epoch = link.epoch;
         if !out.is_empty() {
             let plan = self.net.plan(
@@ -284,49 +286,65 @@ impl Sim {
     }
 
     /// Runs every complete command of `inbox` on node `n` for one connection of client `c`
-    /// (orphan `orphan`'s, if any) whose database is `db`. Returns the encoded replies and
-    /// whether a protocol error ends the connection.
+    /// (orphan `orphan`'s, if any) whose node side is `session`. Returns the encoded replies
+    /// (with the messages for this connection its own publications left, ahead of the reply
+    /// as a server writes them) and whether a protocol error ends the connection. Messages
+    /// for other connections go out on their links.
     pub(crate) fn execute_stream(
         &mut self,
         n: usize,
         c: usize,
         orphan: Option<usize>,
         inbox: &mut BytesMut,
-        db: &mut u32,
+        session: &mut Session,
     ) -> (BytesMut, bool) {
         let mut out = BytesMut::new();
         loop {
             match next_command(inbox) {
                 Ok(Some(args)) => {
                     let scripts = &self.scenario.scripts;
-                    let reply = self.nodes[n].execute(self.now, db, &args, scripts);
+                    let reply = self.nodes[n].run(self.now, session, &args, scripts);
                     self.count_reply(&args, &reply);
                     self.note(|| {
                         let from = orphan.map_or(String::new(), |o| format!("orphan {o} of "));
                         format!("node {n} <- {from}client {c}: {} -> {reply:?}", show(&args))
                     });
-                    reply.encode(&mut out);
+                    let current = (orphan.is_none()).then_some(c);
+                    self.deliver(n, current, session, &mut out);
+                    reply.encode(&mut out, session.protocol);
                 }
                 Ok(None) => return (out, false),
                 Err(e) => {
-                    ServerReply::error(format!("ERR Protocol error: {}", e.0)).encode(&mut out);
+                    let reply = Frame::Error(format!("ERR Protocol error: {}", e.0));
+                    reply.encode(&mut out, session.protocol);
                     return (out, true);
                 }
             }
         }
     }
 
+    /// Resets the link between client `c` and node `n` to `state`; the node closes the old
+    /// connection (its subscriptions end).
+    pub(crate) fn reset_link(&mut self, c: usize, n: usize, state: LinkState) {
+        let old = self.net.link(c, n).reset(state);
+        self.nodes[n].close(&old);
+    }
+
     /// Counts the replies the statistics name: `-NOSCRIPT`, native commands run or
     /// refused, `HELLO`s answered or refused.
-    fn count_reply(&mut self, args: &[Bytes], reply: &ServerReply) {
+    fn count_reply(&mut self, args: &[Bytes], reply: &Frame) {
         let error = match reply {
-            ServerReply::Error(e) => Some(e.as_str()),
+            Frame::Error(e) => Some(e.as_str()),
             _ => None,
         };
         let refused = error.is_some_and(|e| {
             e.starts_with("ERR unknown command") || e.starts_with("ERR syntax error")
         });
         let s = &mut self.stats;
+        let named = |name: &[u8]| args.first().is_some_and(|a| a.eq_ignore_ascii_case(name));
+        if named(b"SUBSCRIBE") && error.is_none() {
+            s.subscribes += 1;
+        }
         if error.is_some_and(|e| e.starts_with("NOSCRIPT")) {
             s.noscript += 1;
         } else if is_native(args) {
@@ -351,6 +369,8 @@ impl Sim {
         if !self.net.link_ref(c, n).accepts(epoch) {
             return self.stale_read(c, n, epoch, bytes);
         }
+        #[cfg(test)]
+        self.tap.push((c, n, Bytes::copy_from_slice(bytes)));
         let now = self.local_now(c);
         let Some(conn) = self.net.link_ref(c, n).conn else {
             return;
@@ -390,11 +410,12 @@ impl Sim {
         };
         let now = self.local_now(c);
         if self.nodes[n].accepts_connections() {
-            self.net.link(c, n).open();
+            let session = self.nodes[n].accept();
+            self.net.link(c, n).open(session);
             self.feed(c, Input::Connected { now, conn });
         } else {
             self.stats.refused += 1;
-            self.net.link(c, n).reset(LinkState::Closed);
+            self.reset_link(c, n, LinkState::Closed);
             let reason = ConnectionError::Refused;
             self.feed(c, Input::Disconnected { now, conn, reason });
         }
@@ -408,7 +429,7 @@ impl Sim {
         let Some(conn) = self.net.link_ref(c, n).conn else {
             return;
         };
-        self.net.link(c, n).reset(LinkState::Closed);
+        self.reset_link(c, n, LinkState::Closed);
         let now = self.local_now(c);
         let reason = ConnectionError::Closed;
         self.feed(c, Input::Disconnected { now, conn, reason });

@@ -42,6 +42,13 @@ pub(crate) enum Ev {
     },
     /// The middlebox delivers what it held for an orphan.
     LateDelivery { orphan: usize },
+    /// A held-back pub/sub message is written to its connection now (if still open).
+    Push {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        bytes: Bytes,
+    },
 }
 
 impl Ev {
@@ -55,6 +62,7 @@ impl Ev {
                 | Self::ConnectDone { .. }
                 | Self::HalfClose { .. }
                 | Self::LateDelivery { .. }
+                | Self::Push { .. }
         )
     }
 }

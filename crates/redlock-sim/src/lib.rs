@@ -21,7 +21,11 @@
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
 //! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
-//!   sorted-set commands), `resp`: a node executing the core's commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
+//!   sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
+//!   (RESP2 and RESP3): a node executing the core's commands; [`profile`]: which server it
+//!   behaves as (its `HELLO`, its native commands, its ACL).
+//! - `push`: pub/sub messages on their way to subscribed connections, and their faults
+//!   ([`PushFaults`]: lost, doubled, held back; `SUBSCRIBE` ignored).
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
@@ -43,6 +47,8 @@ mod network;
 pub mod node;
 mod orphan;
 pub mod profile;
+pub mod pubsub;
+mod push;
 mod random;
 mod report;
 mod resp;
@@ -54,13 +60,16 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
+pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};
+pub use pubsub::{Delivery, Session};
 pub use random::Dice;
 pub use report::{Report, Stats};
-pub use resp::ServerReply;
-pub use scenario::{ClockRates, FaultKnobs, Resources, Scenario, SuppliedToken, WorkloadKnobs};
+pub use resp::{Frame, Protocol, ServerReply};
+pub use scenario::{
+    ClockRates, FaultKnobs, PushFaults, Resources, Scenario, SuppliedToken, WorkloadKnobs,
+};
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

@@ -50,6 +50,16 @@ pub struct Stats {
     pub clocks_stepped_back: u32,
     /// Lock keys evicted (a `volatile-*` eviction policy).
     pub evictions: u32,
+    /// `SUBSCRIBE`s nodes confirmed.
+    pub subscribes: u32,
+    /// Pub/sub messages nodes left for subscribed connections (one per receiver).
+    pub messages: u32,
+    /// Messages lost on the way ([`PushFaults::drop`](crate::PushFaults)).
+    pub messages_dropped: u32,
+    /// Messages written twice ([`PushFaults::duplicate`](crate::PushFaults)).
+    pub messages_duplicated: u32,
+    /// Messages held back ([`PushFaults::delay`](crate::PushFaults)).
+    pub messages_delayed: u32,
 }
 
 /// The outcome of a run.
@@ -129,6 +139,15 @@ impl Trace {
                 epoch,
             } => self.words(&[8, *client as u64, *node as u64, *epoch]),
             Ev::LateDelivery { orphan } => self.words(&[9, *orphan as u64]),
+            Ev::Push {
+                client,
+                node,
+                epoch,
+                bytes,
+            } => {
+                self.words(&[10, *client as u64, *node as u64, *epoch]);
+                self.bytes(bytes);
+            }
         }
     }
 
