@@ -105,7 +105,10 @@ impl Sim {
             }
             Event::AcquireFailed { reason, .. } => {
                 let reason = reason.clone();
-                self.checker.record(c, op, |r| r.failed = Some(reason));
+                self.checker.record(c, op, |r| {
+                    r.failed = Some(reason);
+                    r.failed_at = Some(now);
+                });
                 2
             }
             Event::Extended { deadline, .. } => {
@@ -141,7 +144,7 @@ impl Sim {
                     .acquire_with(now, resource.clone(), &options)
                     .unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
                 client.workload.started(now, op);
-                self.checker.started(c, op, resource, token);
+                self.checker.started((c, op, self.now), resource, token);
                 self.trace.client(c, 10, op, self.now);
             }
             Action::Extend(op) => {

@@ -31,7 +31,8 @@
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
-//! - `workload`, [`checker`]: what clients do, and what must never happen.
+//! - `workload`, [`checker`]: what clients do, and what must never happen; `liveness`
+//!   ([`Starvation`]): what must eventually happen while the lock changes hands.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -43,6 +44,7 @@ mod driver;
 mod event;
 mod fault;
 mod keyspace;
+mod liveness;
 mod network;
 pub mod node;
 mod orphan;
@@ -61,6 +63,7 @@ mod workload;
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
+pub use liveness::Starvation;
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};
