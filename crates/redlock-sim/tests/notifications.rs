@@ -1,0 +1,103 @@
+//! Release notifications (issue 14) under every fault on their way: lost, doubled, held back
+//! (past the waiter's next attempt, or past its giving up), never subscribed; with cuts,
+//! pauses and crashes dropping subscriptions. Safety (S) is unchanged, and the liveness
+//! property holds: with contended workers that release often, no lock call starves (gives
+//! up, or is still waiting at the end, although the lock was freed while it waited).
+//!
+//! The negative control shows the liveness check able to fail: waiters whose fallback
+//! (retry delay, holder's expiry) is pushed past their patience starve as soon as the nodes
+//! lose notifications, and do not when notifications arrive.
+
+mod common;
+
+use common::{Notify, assert_safe, family_count, notification_only, notified};
+use redlock_sim::{Report, Sim, Stats};
+
+/// Runs `family` on `seeds` seeds; panics on a violation of (S) or a starving call, and
+/// returns the summed statistics.
+fn assert_live(seeds: u64, family: impl Fn(u64) -> redlock_sim::Scenario) -> Stats {
+    let mut sum = Stats::default();
+    for seed in 0..seeds {
+        let report = assert_safe(family(seed));
+        if let Some(s) = report.checker.starvation(report.end) {
+            panic!("liveness broken: {s}");
+        }
+        assert!(report.workloads_done, "seed {seed}: workload unfinished");
+        add(&mut sum, &report);
+    }
+    sum
+}
+
+fn add(sum: &mut Stats, report: &Report) {
+    let s = &report.stats;
+    sum.subscribes += s.subscribes;
+    sum.messages += s.messages;
+    sum.messages_dropped += s.messages_dropped;
+    sum.messages_duplicated += s.messages_duplicated;
+    sum.messages_delayed += s.messages_delayed;
+    sum.cuts += s.cuts;
+    sum.crashes += s.crashes;
+}
+
+fn seeds() -> u64 {
+    family_count()
+}
+
+#[test]
+fn waiters_are_told_of_releases() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Clean));
+    assert!(sum.subscribes > 0 && sum.messages > 0, "{sum:?}");
+    assert!(sum.cuts > 0, "{sum:?}");
+}
+
+#[test]
+fn lost_notifications_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Dropped));
+    assert!(sum.messages_dropped > 0, "{sum:?}");
+}
+
+#[test]
+fn doubled_notifications_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Duplicated));
+    assert!(sum.messages_duplicated > 0, "{sum:?}");
+}
+
+#[test]
+fn late_notifications_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Delayed));
+    assert!(sum.messages_delayed > 0, "{sum:?}");
+}
+
+#[test]
+fn ignored_subscriptions_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Ignored));
+    assert!(sum.subscribes > 0, "{sum:?}");
+}
+
+#[test]
+fn mixed_notification_faults_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Mixed));
+    assert!(sum.messages_dropped + sum.messages_delayed + sum.messages_duplicated > 0);
+}
+
+/// With the fallback out of reach, notifications alone keep every waiter live while they
+/// arrive...
+#[test]
+fn notifications_alone_keep_waiters_live() {
+    let sum = assert_live(seeds(), |seed| notification_only(seed, Notify::Clean));
+    assert!(sum.messages > 0, "{sum:?}");
+}
+
+/// ...and the liveness check catches the waiters that starve once nodes lose them.
+#[test]
+fn without_the_fallback_lost_notifications_starve_waiters() {
+    for notify in [Notify::Dropped, Notify::Ignored] {
+        let starved = (0..seeds()).find_map(|seed| {
+            let report = Sim::new(notification_only(seed, notify)).run();
+            assert!(report.violation.is_none(), "{:?}", report.violation);
+            report.checker.starvation(report.end)
+        });
+        let starved = starved.unwrap_or_else(|| panic!("{notify:?}: no waiter starved"));
+        println!("{notify:?}: {starved}");
+    }
+}
