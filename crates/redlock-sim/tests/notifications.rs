@@ -101,3 +101,16 @@ fn without_the_fallback_lost_notifications_starve_waiters() {
         println!("{notify:?}: {starved}");
     }
 }
+
+/// A node whose ACL denies channels refuses `SUBSCRIBE` with `-NOPERM`, a normal reply
+/// where the client expects only a push (Redis 7.0.15 and Valkey 9.1.2 both do): safety and
+/// liveness hold with one such node among RESP3 nodes.
+#[test]
+fn a_node_denying_channels_leaves_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| {
+        let mut s = notified(seed, Notify::Clean);
+        s.servers[0] = s.servers[0].denying_channels();
+        s
+    });
+    assert!(sum.subscribes > 0, "{sum:?}");
+}
