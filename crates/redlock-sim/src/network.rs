@@ -162,6 +162,13 @@ impl Network {
         (link.epoch, now.saturating_add(delay))
     }
 
+    /// Nothing more reaches client `client` from node `node` before `until`: what the node
+    /// writes from now on waits behind a stalled segment (FIFO, as TCP).
+    pub(crate) fn stall(&mut self, client: usize, node: usize, until: SimTime) {
+        let link = self.link(client, node);
+        link.last_to_client = link.last_to_client.max(until);
+    }
+
     /// Plans the delivery of `bytes` written at `now`: possibly split, each chunk delayed at
     /// random but never before an earlier chunk of the same direction (FIFO).
     pub(crate) fn plan(

@@ -1,7 +1,8 @@
 //! Pub/sub messages on their way: after each command a node ran, the messages its
 //! publications left ([`Delivery`]) are written to the receiving connections, each in that
 //! connection's protocol, through the node's [`PushFaults`](crate::PushFaults): lost,
-//! written twice, or held back and written later.
+//! written twice, held back and written later (behind replies written meanwhile), or
+//! stalling their connection (replies behind them wait too).
 //!
 //! A message for the connection that published it goes into that connection's output ahead
 //! of the command's reply, as a server writes it; one for another client's connection goes
@@ -10,6 +11,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::clock::SimTime;
 use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::pubsub::{Delivery, Session};
@@ -45,23 +47,26 @@ impl Sim {
             delivery.frame().encode(&mut bytes, protocol);
             let bytes = bytes.freeze();
             self.note(|| show(n, c, &delivery));
-            for held in self.copies(n) {
-                match held {
-                    Some(at) => {
-                        let epoch = self.net.link_ref(c, n).epoch;
-                        let (client, node, bytes) = (c, n, bytes.clone());
-                        self.schedule(
-                            at,
-                            Ev::Push {
-                                client,
-                                node,
-                                epoch,
-                                bytes,
-                            },
-                        );
-                    }
-                    None if Some(c) == current => out.extend_from_slice(&bytes),
-                    None => self.write_to_client(c, n, bytes.clone()),
+            for copy in self.copies(n) {
+                if let Copy::Held(at) = copy {
+                    let epoch = self.net.link_ref(c, n).epoch;
+                    let (client, node, bytes) = (c, n, bytes.clone());
+                    let push = Ev::Push {
+                        client,
+                        node,
+                        epoch,
+                        bytes,
+                    };
+                    self.schedule(at, push);
+                    continue;
+                }
+                if let Copy::Stalled(until) = copy {
+                    self.net.stall(c, n, until);
+                }
+                if Some(c) == current {
+                    out.extend_from_slice(&bytes);
+                } else {
+                    self.write_to_client(c, n, bytes.clone());
                 }
             }
         }
@@ -93,28 +98,42 @@ impl Sim {
         }
     }
 
-    /// The copies of one message node `n` writes, each now (`None`) or held back until a
-    /// time: none if lost, two if doubled. Dice are drawn only for faults above zero.
-    fn copies(&mut self, n: usize) -> Vec<Option<crate::clock::SimTime>> {
+    /// The copies of one message node `n` writes: none if lost, two if doubled, each now,
+    /// held back, or stalling its connection. Dice are drawn only for faults above zero.
+    fn copies(&mut self, n: usize) -> Vec<Copy> {
         let faults = self.scenario.push_faults(n);
         if faults.drop > 0.0 && self.dice.chance(faults.drop) {
             self.stats.messages_dropped += 1;
             self.note(|| format!("node {n}: a message lost"));
             return Vec::new();
         }
-        let mut copies = vec![None];
-        if faults.duplicate > 0.0 && self.dice.chance(faults.duplicate) {
-            self.stats.messages_duplicated += 1;
-            copies.push(None);
-        }
+        let mut timing = Copy::Now;
         if faults.delay > 0.0 && self.dice.chance(faults.delay) {
             self.stats.messages_delayed += 1;
             let (lo, hi) = faults.delay_by;
-            let at = self.now.saturating_add(self.dice.duration(lo, hi));
-            copies.iter_mut().for_each(|copy| *copy = Some(at));
+            timing = Copy::Held(self.now.saturating_add(self.dice.duration(lo, hi)));
+        } else if faults.stall > 0.0 && self.dice.chance(faults.stall) {
+            self.stats.messages_stalled += 1;
+            let (lo, hi) = faults.stall_by;
+            timing = Copy::Stalled(self.now.saturating_add(self.dice.duration(lo, hi)));
         }
-        copies
+        if faults.duplicate > 0.0 && self.dice.chance(faults.duplicate) {
+            self.stats.messages_duplicated += 1;
+            return vec![timing, timing];
+        }
+        vec![timing]
     }
+}
+
+/// When one copy of a message is written.
+#[derive(Debug, Clone, Copy)]
+enum Copy {
+    /// Now, behind what the connection already carries.
+    Now,
+    /// At this time, behind what the connection carries then.
+    Held(SimTime),
+    /// Now, and nothing behind it arrives before this time.
+    Stalled(SimTime),
 }
 
 fn show(n: usize, c: usize, delivery: &Delivery) -> String {
@@ -250,6 +269,32 @@ mod tests {
             let reply = text.find(":-2\r\n").expect("PTTL answered");
             assert_eq!(message > reply, late, "{text:?}");
         }
+    }
+
+    /// A stalled message holds back the replies behind it: they arrive after the stall,
+    /// still in order.
+    #[test]
+    fn a_stalled_message_delays_what_follows_it() {
+        let stalled = PushFaults {
+            stall: 1.0,
+            stall_by: (ms(50), ms(50)),
+            ..PushFaults::default()
+        };
+        let mut sim = publish(stalled, 0);
+        send(&mut sim, 2, &["PUBLISH", "ch", "x"], 5);
+        send(&mut sim, 0, &["PTTL", "k"], 30);
+        assert!(
+            !read(&sim, 0).contains(":-2"),
+            "the reply waits behind the stall"
+        );
+        send(&mut sim, 0, &["PTTL", "k"], 100);
+        let text = read(&sim, 0);
+        let (message, reply) = (text.find(MESSAGE), text.find(":-2\r\n:-2\r\n"));
+        assert!(
+            message.is_some() && reply.is_some() && message < reply,
+            "{text:?}"
+        );
+        assert_eq!(sim.stats.messages_stalled, 2);
     }
 
     /// An ignored `SUBSCRIBE` is confirmed and never tells; a closed connection, or one on a

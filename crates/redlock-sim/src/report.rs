@@ -60,6 +60,8 @@ pub struct Stats {
     pub messages_duplicated: u32,
     /// Messages held back ([`PushFaults::delay`](crate::PushFaults)).
     pub messages_delayed: u32,
+    /// Messages that stalled their connection ([`PushFaults::stall`](crate::PushFaults)).
+    pub messages_stalled: u32,
 }
 
 /// The outcome of a run.

@@ -149,11 +149,17 @@ pub struct PushFaults {
     pub duplicate: f64,
     /// Chance that a message is held back by `delay_by` and only then written to its
     /// connection: replies written meanwhile go first, so it can arrive after the waiter's
-    /// next attempt, or after it gave up and unsubscribed. (Plain network latency delays a
-    /// message and everything behind it alike, as TCP does.)
+    /// next attempt, or after it gave up and unsubscribed. ([`stall`](Self::stall) delays a
+    /// message and everything behind it alike instead.)
     pub delay: f64,
     /// How long a held-back message waits.
     pub delay_by: (Duration, Duration),
+    /// Chance that a message is written at once but stalls its connection by `stall_by`:
+    /// it, and every reply behind it, arrive that much later (head-of-line blocking, as a
+    /// lost TCP segment does).
+    pub stall: f64,
+    /// How long a stall lasts.
+    pub stall_by: (Duration, Duration),
     /// `SUBSCRIBE` is confirmed as usual and registers nothing: the node never tells the
     /// client of a release.
     pub ignore_subscribe: bool,

@@ -1,5 +1,6 @@
 //! Release notifications (issue 14) under every fault on their way: lost, doubled, held back
-//! (past the waiter's next attempt, or past its giving up), never subscribed; with cuts,
+//! (past the waiter's next attempt, or past its giving up), stalling their connection, never
+//! subscribed; with cuts,
 //! pauses and crashes dropping subscriptions. Safety (S) is unchanged, and the liveness
 //! property holds: with contended workers that release often, no lock call starves (gives
 //! up, or is still waiting at the end, although the lock was freed while it waited).
@@ -35,6 +36,7 @@ fn add(sum: &mut Stats, report: &Report) {
     sum.messages_dropped += s.messages_dropped;
     sum.messages_duplicated += s.messages_duplicated;
     sum.messages_delayed += s.messages_delayed;
+    sum.messages_stalled += s.messages_stalled;
     sum.cuts += s.cuts;
     sum.crashes += s.crashes;
 }
@@ -69,6 +71,12 @@ fn late_notifications_leave_every_waiter_live() {
 }
 
 #[test]
+fn stalling_notifications_leave_every_waiter_live() {
+    let sum = assert_live(seeds(), |seed| notified(seed, Notify::Stalled));
+    assert!(sum.messages_stalled > 0, "{sum:?}");
+}
+
+#[test]
 fn ignored_subscriptions_leave_every_waiter_live() {
     let sum = assert_live(seeds(), |seed| notified(seed, Notify::Ignored));
     assert!(sum.subscribes > 0, "{sum:?}");
@@ -77,7 +85,8 @@ fn ignored_subscriptions_leave_every_waiter_live() {
 #[test]
 fn mixed_notification_faults_leave_every_waiter_live() {
     let sum = assert_live(seeds(), |seed| notified(seed, Notify::Mixed));
-    assert!(sum.messages_dropped + sum.messages_delayed + sum.messages_duplicated > 0);
+    let faults = sum.messages_dropped + sum.messages_delayed + sum.messages_duplicated;
+    assert!(faults + sum.messages_stalled > 0, "{sum:?}");
 }
 
 /// With the fallback out of reach, notifications alone keep every waiter live while they

@@ -23,6 +23,8 @@ pub enum Notify {
     /// Nodes hold messages back by up to 400 ms: after replies written meanwhile, often
     /// after the waiter acquired, gave up or unsubscribed.
     Delayed,
+    /// Messages stall their connections by up to 200 ms: the replies behind them wait too.
+    Stalled,
     /// Nodes confirm `SUBSCRIBE` and register nothing.
     Ignored,
     /// Each node a random mix of the above, and some calls cancelled midway.
@@ -179,6 +181,11 @@ fn push_faults(d: &mut Dice, notify: Notify) -> PushFaults {
             delay_by,
             ..none
         },
+        Notify::Stalled => PushFaults {
+            stall: d.float(0.5, 1.0),
+            stall_by: (ms(5), ms(200)),
+            ..none
+        },
         Notify::Ignored => PushFaults {
             ignore_subscribe: true,
             ..none
@@ -188,6 +195,8 @@ fn push_faults(d: &mut Dice, notify: Notify) -> PushFaults {
             duplicate: d.float(0.0, 0.5),
             delay: d.float(0.0, 0.5),
             delay_by,
+            stall: d.float(0.0, 0.3),
+            stall_by: (ms(5), ms(200)),
             ignore_subscribe: d.chance(0.2),
         },
     }
