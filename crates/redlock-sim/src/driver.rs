@@ -17,6 +17,7 @@ use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
 use crate::pubsub::Session;
 use crate::resp::{Frame, next_command};
+use crate::script::release_channel;
 use crate::sim::Sim;
 use crate::workload::Action;
 
@@ -307,7 +308,7 @@ impl Sim {
                 Ok(Some(args)) => {
                     let scripts = &self.scenario.scripts;
                     let reply = self.nodes[n].run(self.now, session, &args, scripts);
-                    self.count_reply(&args, &reply);
+                    self.count_reply(&args, &reply, session);
                     self.note(|| {
                         let from = orphan.map_or(String::new(), |o| format!("orphan {o} of "));
                         format!("node {n} <- {from}client {c}: {} -> {reply:?}", show(&args))
@@ -335,7 +336,7 @@ impl Sim {
 
     /// Counts the replies the statistics name: `-NOSCRIPT`, native commands run or
     /// refused, `HELLO`s answered or refused.
-    fn count_reply(&mut self, args: &[Bytes], reply: &Frame) {
+    fn count_reply(&mut self, args: &[Bytes], reply: &Frame, session: &Session) {
         let error = match reply {
             Frame::Error(e) => Some(e.as_str()),
             _ => None,
@@ -347,6 +348,11 @@ impl Sim {
         let named = |name: &[u8]| args.first().is_some_and(|a| a.eq_ignore_ascii_case(name));
         if named(b"SUBSCRIBE") && error.is_none() {
             s.subscribes += 1;
+        }
+        if let ([_, key], Frame::Int(-2)) = (args, reply) {
+            let channel = release_channel(key);
+            let watched = session.channels().any(|ch| *ch == channel);
+            s.released_before_subscribed += u32::from(named(b"PTTL") && watched);
         }
         if error.is_some_and(|e| e.starts_with("NOSCRIPT")) {
             s.noscript += 1;

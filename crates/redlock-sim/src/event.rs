@@ -47,6 +47,7 @@ pub(crate) enum Ev {
         client: usize,
         node: usize,
         epoch: u64,
+        channel: Bytes,
         bytes: Bytes,
     },
 }

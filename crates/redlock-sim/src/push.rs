@@ -51,10 +51,12 @@ impl Sim {
                 if let Copy::Held(at) = copy {
                     let epoch = self.net.link_ref(c, n).epoch;
                     let (client, node, bytes) = (c, n, bytes.clone());
+                    let channel = delivery.channel.clone();
                     let push = Ev::Push {
                         client,
                         node,
                         epoch,
+                        channel,
                         bytes,
                     };
                     self.schedule(at, push);
@@ -72,12 +74,23 @@ impl Sim {
         }
     }
 
-    /// A held-back message's time came: written to its connection if still open.
-    pub(crate) fn on_held_push(&mut self, c: usize, n: usize, epoch: u64, bytes: Bytes) {
-        if self.net.link_ref(c, n).accepts(epoch) {
-            self.note(|| format!("node {n} -> client {c}: a held-back message"));
-            self.write_to_client(c, n, bytes);
+    /// A held-back message on `channel`'s time came: written to its connection (client
+    /// `c`'s link to node `n`, generation `epoch`) if still open.
+    pub(crate) fn on_held_push(
+        &mut self,
+        (c, n, epoch): (usize, usize, u64),
+        channel: &Bytes,
+        bytes: Bytes,
+    ) {
+        let link = self.net.link_ref(c, n);
+        if !link.accepts(epoch) {
+            return;
         }
+        if !link.session.channels().any(|ch| ch == channel) {
+            self.stats.messages_unwatched += 1;
+        }
+        self.note(|| format!("node {n} -> client {c}: a held-back message"));
+        self.write_to_client(c, n, bytes);
     }
 
     /// Writes `bytes` on the open link from node `n` to client `c`, behind what it carries.
@@ -268,6 +281,11 @@ mod tests {
             let message = text.find(MESSAGE).expect("delivered");
             let reply = text.find(":-2\r\n").expect("PTTL answered");
             assert_eq!(message > reply, late, "{text:?}");
+            assert_eq!(
+                sim.stats.messages_unwatched,
+                u32::from(late),
+                "after UNSUBSCRIBE"
+            );
         }
     }
 

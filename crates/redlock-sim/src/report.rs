@@ -62,6 +62,12 @@ pub struct Stats {
     pub messages_delayed: u32,
     /// Messages that stalled their connection ([`PushFaults::stall`](crate::PushFaults)).
     pub messages_stalled: u32,
+    /// Held-back messages written to a connection no longer subscribed to their channel
+    /// (the waiter acquired, gave up or reconnected meanwhile).
+    pub messages_unwatched: u32,
+    /// `PTTL`s that found the key gone on a connection subscribed to its release channel:
+    /// the release came before the subscription was active.
+    pub released_before_subscribed: u32,
 }
 
 /// The outcome of a run.
@@ -146,6 +152,7 @@ impl Trace {
                 node,
                 epoch,
                 bytes,
+                ..
             } => {
                 self.words(&[10, *client as u64, *node as u64, *epoch]);
                 self.bytes(bytes);

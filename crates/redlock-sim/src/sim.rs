@@ -355,8 +355,9 @@ impl Sim {
                 client,
                 node,
                 epoch,
+                channel,
                 bytes,
-            } => self.on_held_push(client, node, epoch, bytes),
+            } => self.on_held_push((client, node, epoch), &channel, bytes),
         }
     }
 }

@@ -37,6 +37,8 @@ fn add(sum: &mut Stats, report: &Report) {
     sum.messages_duplicated += s.messages_duplicated;
     sum.messages_delayed += s.messages_delayed;
     sum.messages_stalled += s.messages_stalled;
+    sum.messages_unwatched += s.messages_unwatched;
+    sum.released_before_subscribed += s.released_before_subscribed;
     sum.cuts += s.cuts;
     sum.crashes += s.crashes;
 }
@@ -49,7 +51,10 @@ fn seeds() -> u64 {
 fn waiters_are_told_of_releases() {
     let sum = assert_live(seeds(), |seed| notified(seed, Notify::Clean));
     assert!(sum.subscribes > 0 && sum.messages > 0, "{sum:?}");
-    assert!(sum.cuts > 0, "{sum:?}");
+    assert!(
+        sum.cuts > 0 && sum.released_before_subscribed > 0,
+        "{sum:?}"
+    );
 }
 
 #[test]
@@ -67,7 +72,10 @@ fn doubled_notifications_leave_every_waiter_live() {
 #[test]
 fn late_notifications_leave_every_waiter_live() {
     let sum = assert_live(seeds(), |seed| notified(seed, Notify::Delayed));
-    assert!(sum.messages_delayed > 0, "{sum:?}");
+    assert!(
+        sum.messages_delayed > 0 && sum.messages_unwatched > 0,
+        "{sum:?}"
+    );
 }
 
 #[test]
