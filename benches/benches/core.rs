@@ -146,7 +146,7 @@ fn report_allocations() {
 
     for server in [Server::Redis7, Server::Valkey9] {
         let (mut client, mut clock, conns) = connected_client(server);
-        check_one_cycle(&mut client, &mut clock, &conns);
+        check_one_cycle(server, &mut client, &mut clock, &conns);
         // Warm up so buffers that are kept across cycles have grown.
         let mut trace = Trace::default();
         for name in RESOURCES {
@@ -200,7 +200,12 @@ fn report_allocations() {
 }
 
 /// Checks once, outside any timing, that a cycle really locks and unlocks.
-fn check_one_cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, conns: &[ConnId]) {
+fn check_one_cycle(
+    server: Server,
+    client: &mut Client<ChaCha20Rng>,
+    clock: &mut Clock,
+    conns: &[ConnId],
+) {
     let mut trace = Trace::default();
     cycle(
         client,
@@ -209,10 +214,16 @@ fn check_one_cycle(client: &mut Client<ChaCha20Rng>, clock: &mut Clock, conns: &
         Resource::from_static(RESOURCES[0]),
         &mut trace,
     );
+    // The release script announces the release itself; after a native release the client
+    // sends the announcement (`PUBLISH`).
+    let per_node = match server {
+        Server::Redis7 => 2,
+        Server::Valkey9 => 3,
+    };
     assert_eq!(
         trace.transmits,
-        2 * NODES,
-        "one SET and one release per node"
+        per_node * NODES,
+        "one SET and one release per node (and a PUBLISH after a native release)"
     );
     assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
     assert_eq!(
@@ -347,7 +358,12 @@ fn cycle(
     reply_from_all(client, clock, conns, b"+OK\r\n", t);
     client.release(clock.tick(), op).expect("the lock is held");
     drain(client, t);
+    let sent = t.transmits;
     reply_from_all(client, clock, conns, b":1\r\n", t);
+    if t.transmits > sent {
+        // A native release that deleted is announced (`PUBLISH`, no subscriber here).
+        reply_from_all(client, clock, conns, b":0\r\n", t);
+    }
 }
 
 /// Feeds `reply` from each node's connection in turn, draining after each (the client's
@@ -479,7 +495,9 @@ const RESOURCES: [&str; 8] = [
 ];
 
 /// How `HELLO` appears in the RESP the client writes.
-const HELLO: &[u8] = b"*1\r\n$5\r\nHELLO\r\n";
+/// (`HELLO 3` with release notifications on, the default; this server answers in RESP2, so
+/// the connection stays RESP2, as it would on a RESP2-only proxy.)
+const HELLO: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 
 /// How `SCRIPT LOAD` appears in the RESP the client writes.
 const LOAD: &[u8] = b"$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n";

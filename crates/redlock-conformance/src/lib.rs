@@ -25,6 +25,7 @@ pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
 pub mod node_faults;
+pub mod notification;
 pub mod queueing;
 pub mod readme;
 pub mod rules;
@@ -150,6 +151,8 @@ macro_rules! conformance_suite {
             scenarios::debug_output_hides_passwords,
             scenarios::statistics_on_success_and_failure,
             queueing::a_hundred_calls_of_one_client_take_turns_without_retrying,
+            notification::a_waiter_gets_the_lock_as_soon_as_it_is_released,
+            notification::a_dropped_subscription_falls_back_to_the_timer_and_is_made_again,
             node_faults::a_release_after_client_kill_leaves_no_key,
             node_faults::an_extension_refused_for_good_is_lost_at_once,
             defects::extreme_durations_keep_the_driver_alive,

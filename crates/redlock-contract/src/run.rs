@@ -453,7 +453,7 @@ mod tests {
     fn errors_compare_by_code_only() {
         let redis = Reply::Error(
             "WRONGTYPE Operation against a key holding the wrong kind of value script: \
-             63a5d32a929e2ae5edfa6ed689e1ed3702d55f56, on @user_script:1."
+             cc3a6373940e9b7ed832c7647621be7097036012, on @user_script:1."
                 .into(),
         );
         let valkey = Reply::Error(

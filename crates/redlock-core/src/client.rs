@@ -4,10 +4,11 @@
 //! All lock logic is in [`Lock`]; this file only moves requests and replies between locks
 //! and node streams, and wakes locks when their timers are due.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
+use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
 use crate::command::Encoder;
@@ -17,10 +18,11 @@ use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending, SessionReply};
+use crate::notify::{self, Push, decode_push, release_channel};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
 use crate::queue::Lines;
-use crate::resp::Reply;
+use crate::resp::{ProtocolError, Reply};
 use crate::server::{NativeUse, NodeCommands, is_unsupported};
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};
@@ -82,6 +84,12 @@ pub struct Client<R> {
     /// The lock calls in flight per resource, in arrival order: only the first contends
     /// (queue.rs).
     lines: Lines,
+    /// The release channels subscribed to, and the lock waiting on each (notify.rs). A
+    /// `BTreeMap` for the reason `Lines` is one: the keys come from the application.
+    watching: BTreeMap<Bytes, OpId>,
+    /// The last release announcement encoded (notify.rs), and for which lock: each node
+    /// that deleted gets the same bytes.
+    publish: Option<(OpId, Bytes)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,6 +134,8 @@ impl<R: CryptoRng> Client<R> {
             dirty: VecDeque::new(),
             encoder: Encoder::default(),
             lines: Lines::default(),
+            watching: BTreeMap::new(),
+            publish: None,
         }
     }
 
@@ -356,20 +366,11 @@ impl<R: CryptoRng> Client<R> {
         }
         let mut bytes = bytes;
         loop {
-            let session = matches!(
-                self.nodes[i].in_flight.front(),
-                Some(Pending::Hello | Pending::Time)
-            );
-            // Checked here first: almost every reply answers a lock's request.
-            match (session.then(|| self.nodes[i].read_session_reply(now, &mut bytes))).transpose() {
-                Ok(None) => {}
-                Ok(Some(SessionReply::Read)) => continue,
-                Ok(Some(SessionReply::Incomplete)) => break,
-                Ok(Some(SessionReply::NotNext)) => {}
-                Err(e) => {
-                    let fault = NodeFault::Protocol(e.message().to_owned());
-                    return self.close(now, node, fault, true);
-                }
+            match self.read_unmatched(now, node, &mut bytes) {
+                Ok(Unmatched::Read) => continue,
+                Ok(Unmatched::Incomplete) => break,
+                Ok(Unmatched::NotNext) => {}
+                Err(fault) => return self.close(now, node, fault, true),
             }
             let reply = match self.nodes[i].decoder.next_reply_in(&mut bytes) {
                 Ok(Some(reply)) => reply,
@@ -394,33 +395,91 @@ impl<R: CryptoRng> Client<R> {
                 }
                 _ => reply,
             };
-            match self.nodes[i].in_flight.pop_front() {
-                None => {
-                    let fault = NodeFault::Protocol("reply without a request".into());
-                    return self.close(now, node, fault, true);
-                }
-                Some(Pending::Preload | Pending::Hello | Pending::Time) => {}
-                Some(Pending::Handshake(command)) => {
-                    if let Some(message) = reply.error_message() {
-                        let fault = NodeFault::Handshake { command, message };
-                        return self.close(now, node, fault, true);
-                    }
-                }
-                Some(Pending::Request { op, id, native }) => {
-                    if let Some(used) = native
-                        && is_unsupported(&reply)
-                    {
-                        // Before the lock sees it: its resend then goes out as the script.
-                        self.nodes[i].commands.fall_back(used);
-                    }
-                    self.deliver(now, op, id, Ok(&reply));
-                }
+            if let Err(fault) = self.answer(now, node, reply) {
+                return self.close(now, node, fault, true);
             }
             self.nodes[i].healthy();
         }
         if let Err(e) = self.nodes[i].decoder.check_buffer() {
             self.close(now, node, NodeFault::Protocol(e.message().to_owned()), true);
         }
+    }
+
+    /// Reads what comes next from `node` if no request waits for it: a RESP3 push frame (a
+    /// release notification, or a subscription's confirmation), or the reply to the
+    /// session's `HELLO` or `TIME`.
+    #[inline]
+    fn read_unmatched(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        bytes: &mut &[u8],
+    ) -> Result<Unmatched, NodeFault> {
+        let protocol = |e: ProtocolError| NodeFault::Protocol(e.message().to_owned());
+        let n = &mut self.nodes[node.index()];
+        if n.decoder.next_is(bytes, b'>') {
+            return match n
+                .decoder
+                .next_in_with(bytes, decode_push)
+                .map_err(protocol)?
+            {
+                Some(push) => {
+                    self.on_push(now, node, push);
+                    Ok(Unmatched::Read)
+                }
+                None => Ok(Unmatched::Incomplete),
+            };
+        }
+        // Checked here first: almost every reply answers a lock's request.
+        if !matches!(
+            n.in_flight.front(),
+            Some(Pending::Hello { .. } | Pending::Time)
+        ) {
+            return Ok(Unmatched::NotNext);
+        }
+        Ok(match n.read_session_reply(now, bytes).map_err(protocol)? {
+            SessionReply::Read => Unmatched::Read,
+            SessionReply::Resp3 => {
+                self.subscribe_all(node);
+                Unmatched::Read
+            }
+            SessionReply::AskedAgain => {
+                self.mark_dirty(node);
+                Unmatched::Read
+            }
+            SessionReply::Incomplete => Unmatched::Incomplete,
+            SessionReply::NotNext => Unmatched::NotNext,
+        })
+    }
+
+    /// Hands a reply from `node` to what waits for it: the request at the front of its
+    /// queue. A fault closes the node.
+    #[inline]
+    fn answer(&mut self, now: Instant, node: NodeId, reply: Reply) -> Result<(), NodeFault> {
+        let n = &mut self.nodes[node.index()];
+        match n.in_flight.pop_front() {
+            None => return Err(NodeFault::Protocol("reply without a request".into())),
+            Some(Pending::Preload | Pending::Publish | Pending::Hello { .. } | Pending::Time) => {}
+            Some(Pending::Handshake(command)) => {
+                if let Some(message) = reply.error_message() {
+                    return Err(NodeFault::Handshake { command, message });
+                }
+            }
+            Some(Pending::Request { op, id, native }) => {
+                if let Some(used) = native
+                    && is_unsupported(&reply)
+                {
+                    // Before the lock sees it: its resend then goes out as the script.
+                    n.commands.fall_back(used);
+                }
+                if native == Some(NativeUse::Release) && reply == Reply::Integer(1) {
+                    // A native release deleted: announce it, as the script does.
+                    self.announce_release(node, op);
+                }
+                self.deliver(now, op, id, Ok(&reply));
+            }
+        }
+        Ok(())
     }
 
     fn deliver(&mut self, now: Instant, op: OpId, id: RequestId, reply: Result<&Reply, NodeFault>) {
@@ -486,18 +545,24 @@ impl<R: CryptoRng> Client<R> {
         let mut next = Some(op);
         // Each turn takes a lock out of its line for good, so this ends.
         while let Some(op) = next.take() {
-            next = self.pump_one(now, op);
-            if let Some(op) = next
+            let handed = self.pump_one(now, op);
+            if let Some((op, contested)) = handed
                 && let Some(lock) = self.locks.get_mut(&op)
             {
-                lock.start_queued(now, &mut self.rng);
+                lock.start_queued(now, contested, &mut self.rng);
+                next = Some(op);
             }
         }
     }
 
     /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
-    /// left the front.
-    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<OpId> {
+    /// left the front, and whether that line is contested (queue.rs).
+    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, bool)> {
+        let lock = self.locks.get_mut(&op)?;
+        if lock.is_waiting_for_release() != lock.subscribed {
+            // Before its requests: the subscription goes out ahead of the probe.
+            self.watch(op);
+        }
         let lock = self.locks.get_mut(&op)?;
         loop {
             let nodes = &self.nodes;
@@ -535,15 +600,118 @@ impl<R: CryptoRng> Client<R> {
         }
         let timer = lock.poll_timeout();
         let mut next = None;
-        if lock.in_line && !lock.needs_place() {
-            lock.in_line = false;
-            next = self.lines.leave(lock.resource(), op);
+        if lock.in_line {
+            if lock.take_contested() {
+                self.lines.contest(lock.resource(), now);
+            }
+            if !lock.needs_place() {
+                // A contested line keeps the releasing lock's place until its release is
+                // done: its next call then starts when a waiter of another client hears of
+                // the release (queue.rs).
+                let contested = self.lines.is_contested(lock.resource(), now);
+                if !(contested && lock.is_releasing()) {
+                    lock.in_line = false;
+                    next = (self.lines.leave(lock.resource(), op)).map(|next| (next, contested));
+                }
+            }
         }
-        if lock.is_finished() {
+        let finished = lock.is_finished();
+        if lock.subscribed && (finished || !lock.is_waiting_for_release()) {
+            self.watch(op);
+        }
+        if finished {
             self.locks.remove(&op);
         }
         self.timers.arm(Timer::Op(op), timer);
         next
+    }
+
+    /// Subscribes to the lock's release channel on every node that speaks RESP3, or
+    /// unsubscribes, as the lock now wants (notify.rs).
+    fn watch(&mut self, op: OpId) {
+        let Some(lock) = self.locks.get_mut(&op) else {
+            return;
+        };
+        let wants = lock.is_waiting_for_release() && !lock.is_finished();
+        lock.subscribed = wants;
+        let channel = release_channel(lock.resource());
+        if wants {
+            self.watching.insert(channel.clone(), op);
+        } else if self.watching.get(&channel) == Some(&op) {
+            self.watching.remove(&channel);
+        } else {
+            return;
+        }
+        for i in 0..self.nodes.len() {
+            let node = &mut self.nodes[i];
+            if node.link != Link::Up || !node.resp3 {
+                continue;
+            }
+            let had = node.subscribed.iter().position(|c| *c == channel);
+            match (wants, had) {
+                (true, None) => {
+                    node.send_unmatched(|b| notify::encode_subscribe(b, &channel));
+                    node.subscribed.push(channel.clone());
+                }
+                (false, Some(at)) => {
+                    node.send_unmatched(|b| notify::encode_unsubscribe(b, &channel));
+                    node.subscribed.swap_remove(at);
+                }
+                _ => continue,
+            }
+            self.mark_dirty(NodeId::new(i));
+        }
+    }
+
+    /// The node's connection now speaks RESP3: it subscribes to every channel a lock waits
+    /// on (a reconnection subscribes again).
+    fn subscribe_all(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node.index()];
+        for channel in self.watching.keys() {
+            if !n.subscribed.contains(channel) {
+                n.send_unmatched(|b| notify::encode_subscribe(b, channel));
+                n.subscribed.push(channel.clone());
+            }
+        }
+        if !self.watching.is_empty() {
+            self.mark_dirty(node);
+        }
+    }
+
+    /// A push frame from `node`: a release announced on a channel a lock waits on is
+    /// handed to it; anything else is dropped.
+    fn on_push(&mut self, now: Instant, node: NodeId, push: Push) {
+        let Push::Message(channel) = push else {
+            return;
+        };
+        let Some(&op) = self.watching.get(&channel) else {
+            return;
+        };
+        if let Some(lock) = self.locks.get_mut(&op) {
+            lock.handle_release_notice(now, node, &mut self.rng);
+            self.pump(now, op);
+        }
+    }
+
+    /// A native release by `op` deleted its key on `node`: publishes the release, as the
+    /// release script does for itself.
+    fn announce_release(&mut self, node: NodeId, op: OpId) {
+        let Some(lock) = self.locks.get(&op) else {
+            return;
+        };
+        // Encoded once per release, shared by the nodes' transmits like a round's command.
+        let bytes = match &self.publish {
+            Some((last, bytes)) if *last == op => bytes.clone(),
+            _ => {
+                let mut buf = BytesMut::new();
+                notify::encode_publish(&mut buf, lock.resource().as_bytes());
+                let bytes = buf.freeze();
+                self.publish = Some((op, bytes.clone()));
+                bytes
+            }
+        };
+        self.nodes[node.index()].send_pending(&bytes, Pending::Publish);
+        self.mark_dirty(node);
     }
 
     fn mark_dirty(&mut self, node: NodeId) {
@@ -577,6 +745,16 @@ impl<R: CryptoRng> Client<R> {
         self.now = Some(now);
         now
     }
+}
+
+/// What [`Client::read_unmatched`] found.
+enum Unmatched {
+    /// Read a push frame or a session reply: go on reading.
+    Read,
+    /// Part of one: wait for more bytes.
+    Incomplete,
+    /// Neither is next: a request's reply is.
+    NotNext,
 }
 
 /// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.

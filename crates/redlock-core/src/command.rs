@@ -27,10 +27,12 @@ pub struct Script {
 }
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
-/// holds another token (algorithm.md §6).
+/// holds another token (algorithm.md §6). A delete is announced on the resource's release
+/// channel ([`release_channel`](crate::release_channel)), for waiters to try at once; `pcall`, so that an ACL that
+/// denies the channel cannot fail the release.
 pub const RELEASE_SCRIPT: Script = Script {
-    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('DEL', KEYS[1]) elseif v == false then return -1 else return 0 end",
-    sha1: "63a5d32a929e2ae5edfa6ed689e1ed3702d55f56",
+    body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') return 1 elseif v == false then return -1 else return 0 end",
+    sha1: "cc3a6373940e9b7ed832c7647621be7097036012",
 };
 
 /// Compare-and-expire: returns 1 if our key's ttl was reset, 0 otherwise. It never creates

@@ -36,6 +36,10 @@ pub struct Config {
     pub(crate) max_in_flight: usize,
     pub(crate) preload_scripts: bool,
     pub(crate) native_commands: bool,
+    /// Whether waiters subscribe to release notifications (`HELLO 3`; notify.rs).
+    pub(crate) release_notifications: bool,
+    /// The longest random delay before an attempt a notification starts.
+    pub(crate) notification_jitter: Duration,
     /// Whether locks are fenced unless their options say otherwise.
     pub(crate) fenced: bool,
     /// Appended to a lock's key to name its fencing counter key.
@@ -279,6 +283,12 @@ impl Config {
         self.max_in_flight
     }
 
+    /// Whether waiters listen for release notifications; see
+    /// [`ConfigBuilder::release_notifications`].
+    pub fn release_notifications(&self) -> bool {
+        self.release_notifications
+    }
+
     /// Whether nodes are released and extended with their own commands where they have
     /// them; see [`ConfigBuilder::native_commands`].
     pub fn native_commands(&self) -> bool {
@@ -308,6 +318,8 @@ pub struct ConfigBuilder {
     max_in_flight: usize,
     preload_scripts: bool,
     native_commands: bool,
+    release_notifications: bool,
+    notification_jitter: Duration,
     fenced: bool,
     fence_suffix: Bytes,
     /// A node index given to [`node`](Self::node) beyond the node count.
@@ -338,6 +350,8 @@ impl ConfigBuilder {
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             preload_scripts: true,
             native_commands: true,
+            release_notifications: true,
+            notification_jitter: DEFAULT_NOTIFICATION_JITTER,
             fenced: false,
             fence_suffix: Bytes::from_static(DEFAULT_FENCE_SUFFIX.as_bytes()),
             node_out_of_range: None,
@@ -489,6 +503,33 @@ impl ConfigBuilder {
         self
     }
 
+    /// Wait for releases instead of only polling (default on). A waiter whose attempt found
+    /// the lock held reads the holder's remaining ttl (`PTTL`) and subscribes to the
+    /// resource's release channel ([`release_channel`](crate::release_channel)) on every
+    /// node that speaks RESP3; it tries again as soon as a quorum of nodes announced a
+    /// release, or when the holder's keys expire, whichever comes first, and its retry
+    /// delay stays as the fallback (a notification can be lost). Each node's connection is
+    /// switched to RESP3 by `HELLO 3`; a server without RESP3 (before Redis 6) is polled as
+    /// before. Releases announce themselves whatever this says. See docs/design.md,
+    /// "Release notifications".
+    ///
+    /// Off: no `HELLO 3`, no subscriptions, no `PTTL`: waiters poll with the retry delay.
+    pub fn release_notifications(mut self, on: bool) -> Self {
+        self.release_notifications = on;
+        self
+    }
+
+    /// The longest random delay (default 1 ms) before an attempt that a release
+    /// notification starts, and before the first attempt of the next lock call in line
+    /// after a release, when the resource was recently contended by another client. The
+    /// waiters of several processes are told of a release at about the same time; the
+    /// delay spreads their attempts so that one of them usually gets every node, and gives
+    /// each of them the same chance as the releasing process's next caller.
+    pub fn notification_jitter(mut self, jitter: Duration) -> Self {
+        self.notification_jitter = jitter;
+        self
+    }
+
     /// Hand out a fencing token with every lock (default off; [`LockOptions::fenced`]
     /// decides per lock): a number that grows with every acquisition of a resource, across
     /// all N nodes, for storage to refuse a stale holder's writes. See
@@ -591,6 +632,8 @@ impl ConfigBuilder {
             max_in_flight: self.max_in_flight,
             preload_scripts: self.preload_scripts,
             native_commands: self.native_commands,
+            release_notifications: self.release_notifications,
+            notification_jitter: self.notification_jitter,
             fenced: self.fenced,
             fence_suffix: self.fence_suffix,
             #[cfg(feature = "_mutants")]
@@ -656,6 +699,11 @@ pub const DEFAULT_MAX_READ_BUFFER: usize = 1024 * 1024;
 /// Longest reconnect backoff accepted: a node that failed is tried again at least about this
 /// often (plus jitter), and the backoff maths stays far from `Duration`'s limit.
 pub const MAX_RECONNECT_BACKOFF: Duration = Duration::from_secs(3600);
+/// Default longest delay before an attempt a release notification starts
+/// ([`ConfigBuilder::notification_jitter`]): several round trips on a LAN, so that two
+/// waiters told at once seldom reach the nodes within the same few microseconds.
+pub const DEFAULT_NOTIFICATION_JITTER: Duration = Duration::from_millis(1);
+
 /// Default cap on requests in flight per node ([`ConfigBuilder::max_in_flight`]): far above
 /// what a healthy node leaves unanswered (a client with hundreds of locks in progress has
 /// hundreds in flight), and a few MiB of queued commands for a node that stopped answering.

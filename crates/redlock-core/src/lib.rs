@@ -99,6 +99,7 @@ mod io;
 mod lock;
 mod mutant;
 mod node;
+mod notify;
 mod options;
 mod policy;
 mod queue;
@@ -134,8 +135,8 @@ pub use command::{
 };
 pub use config::{
     Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_FENCE_SUFFIX,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_TTL,
-    MAX_RECONNECT_BACKOFF, MAX_TTL_MS,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
+    DEFAULT_NOTIFICATION_JITTER, DEFAULT_TTL, MAX_RECONNECT_BACKOFF, MAX_TTL_MS,
 };
 pub use error::{ConfigError, UsageError};
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
@@ -145,6 +146,7 @@ pub use io::{
     LostReason, NodeFault, NodeOutcome, Output, ReleaseOutcome, Transmit,
 };
 pub use lock::{Lock, Request};
+pub use notify::{RELEASE_CHANNEL_PREFIX, release_channel};
 pub use options::LockOptions;
 pub use policy::{
     AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DelayInput,

@@ -59,12 +59,15 @@ pub(crate) enum Link {
 pub(crate) enum Pending {
     /// `AUTH` or `SELECT` (named): an error reply means the session is unusable.
     Handshake(&'static str),
-    /// `HELLO`: its reply says which commands the node has (server.rs).
-    Hello,
+    /// `HELLO`, asking for RESP3 or not: its reply says which commands the node has
+    /// (server.rs).
+    Hello { resp3: bool },
     /// `TIME`: the node's clock, for the floor of a fenced pipeline (server.rs).
     Time,
     /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
     Preload,
+    /// `PUBLISH` of a release notification (notify.rs): its reply is not needed.
+    Publish,
     /// A lock request, and what it uses a native command for (if it does): a refusal of
     /// that command turns the node over to the script for it.
     Request {
@@ -84,8 +87,18 @@ pub(crate) struct Node {
     pub(crate) down_cause: NodeFault,
     settings: NodeSettings,
     preload_scripts: bool,
-    /// Whether each new connection asks `HELLO`, to use the server's native commands.
+    /// Whether each new connection asks `HELLO`, to use the server's native commands or to
+    /// switch to RESP3.
     ask_hello: bool,
+    /// Whether the node's `HELLO` reply chooses its commands (native commands are on).
+    native_commands: bool,
+    /// Whether `HELLO` asks for RESP3 (release notifications are on).
+    ask_resp3: bool,
+    /// Whether the current connection speaks RESP3 (its `HELLO 3` was accepted), so that a
+    /// subscription shares it with requests.
+    pub(crate) resp3: bool,
+    /// The release channels subscribed on the current connection (notify.rs).
+    pub(crate) subscribed: Vec<Bytes>,
     /// The commands the node is sent for release and extension.
     pub(crate) commands: NodeCommands,
     pub(crate) link: Link,
@@ -117,7 +130,11 @@ impl Node {
             down_cause: NodeFault::closed(),
             settings,
             preload_scripts: config.preload_scripts,
-            ask_hello: config.native_commands,
+            ask_hello: config.native_commands || config.release_notifications,
+            native_commands: config.native_commands,
+            ask_resp3: config.release_notifications,
+            resp3: false,
+            subscribed: Vec::new(),
             // Before any `HELLO` reply: probed, so that a request sent before the reply is
             // read (a cleanup release to a slow node) works where scripting is denied.
             commands: if config.native_commands {
@@ -162,6 +179,12 @@ impl Node {
         native: Option<NativeUse>,
         encoded: &Bytes,
     ) {
+        self.send_pending(encoded, Pending::Request { op, id, native });
+    }
+
+    /// Queues `encoded`, a command whose reply `pending` says what to do with.
+    #[inline]
+    pub(crate) fn send_pending(&mut self, encoded: &Bytes, pending: Pending) {
         if self.out.is_empty() && self.shared.is_none() {
             // Alone in the queue: the transmit can be these very bytes.
             self.shared = Some(encoded.clone());
@@ -169,8 +192,7 @@ impl Node {
             self.unshare();
             self.out.extend_from_slice(encoded);
         }
-        self.in_flight
-            .push_back(Pending::Request { op, id, native });
+        self.in_flight.push_back(pending);
     }
 
     /// After a fenced pipeline: reads the node's clock again if its reading is older than
@@ -208,8 +230,10 @@ impl Node {
         }
         if self.ask_hello {
             // After AUTH: a server that wants a password refuses HELLO without one.
-            resp::encode(&mut hello, &[b"HELLO"]);
-            steps.push(Pending::Hello);
+            encode_hello(&mut hello, self.ask_resp3);
+            steps.push(Pending::Hello {
+                resp3: self.ask_resp3,
+            });
             // The clock a fenced pipeline's floor is estimated from (server.rs).
             resp::encode(&mut hello, &[b"TIME"]);
             steps.push(Pending::Time);
@@ -228,12 +252,18 @@ impl Node {
             }
         }
         self.decoder.clear();
+        self.resp3 = false;
+        self.subscribed.clear();
         self.link = Link::Up;
     }
 
-    /// The node answered `HELLO`: its commands from now on.
+    /// The node answered `HELLO`: its commands from now on (if native commands are on), and
+    /// whether the connection now speaks RESP3.
     pub(crate) fn learned(&mut self, hello: &Hello) {
-        self.commands = hello.commands();
+        if self.native_commands {
+            self.commands = hello.commands();
+        }
+        self.resp3 = self.ask_resp3 && matches!(hello, Hello::Map(_));
     }
 
     /// Notes that bytes were queued; true if the node was not already listed as dirty.
@@ -283,11 +313,25 @@ impl Node {
         bytes: &mut &[u8],
     ) -> Result<SessionReply, ProtocolError> {
         match self.in_flight.front() {
-            Some(Pending::Hello) => {
+            Some(&Pending::Hello { resp3 }) => {
                 let Some(hello) = self.decoder.next_in_with(bytes, decode_hello)? else {
                     return Ok(SessionReply::Incomplete);
                 };
+                self.in_flight.pop_front();
+                if resp3 && matches!(&hello, Hello::Refused(m) if m.starts_with("NOPROTO")) {
+                    // A server (or proxy) that speaks RESP2 only: ask again without the
+                    // protocol, for its commands; it is polled, not notified.
+                    self.unshare();
+                    encode_hello(&mut self.out, false);
+                    self.in_flight.push_back(Pending::Hello { resp3: false });
+                    return Ok(SessionReply::AskedAgain);
+                }
                 self.learned(&hello);
+                return Ok(if self.resp3 {
+                    SessionReply::Resp3
+                } else {
+                    SessionReply::Read
+                });
             }
             Some(Pending::Time) => {
                 let Some(clock) = self.decoder.next_in_with(bytes, decode_time)? else {
@@ -337,6 +381,8 @@ impl Node {
         // read on the next connection.
         self.clock = None;
         self.gathered.clear();
+        self.resp3 = false;
+        self.subscribed.clear();
         // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
         // still never overflow here (a panic at a disconnect would take every lock with it).
         let delay = time::uniform(
@@ -348,6 +394,13 @@ impl Node {
         let retry_at = time::add(now, delay);
         self.link = Link::Down { retry_at };
         (retry_at, std::mem::take(&mut self.in_flight))
+    }
+
+    /// Queues bytes that no reply answers (`SUBSCRIBE`, `UNSUBSCRIBE`: RESP3 answers them
+    /// with push frames).
+    pub(crate) fn send_unmatched(&mut self, encode: impl FnOnce(&mut BytesMut)) {
+        self.unshare();
+        encode(&mut self.out);
     }
 
     /// Moves a shared command into `out`, so that more bytes can follow it.
@@ -365,11 +418,25 @@ impl Node {
     }
 }
 
+/// Appends `HELLO 3` (RESP3, for release notifications) or `HELLO` (the protocol stays
+/// RESP2).
+fn encode_hello(buf: &mut BytesMut, resp3: bool) {
+    if resp3 {
+        resp::encode(buf, &[b"HELLO", b"3"]);
+    } else {
+        resp::encode(buf, &[b"HELLO"]);
+    }
+}
+
 /// What [`Node::read_session_reply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SessionReply {
     /// Read a whole `HELLO` or `TIME` reply.
     Read,
+    /// Read a `HELLO` reply that switched the connection to RESP3: subscriptions can go out.
+    Resp3,
+    /// Read a `HELLO 3` refused for its protocol version: a plain `HELLO` was queued.
+    AskedAgain,
     /// The next reply is one of these, but only part of it has arrived.
     Incomplete,
     /// The next reply answers something else.

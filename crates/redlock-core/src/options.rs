@@ -126,6 +126,8 @@ impl LockOptions {
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
+            notify: config.release_notifications,
+            notification_jitter: config.notification_jitter,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
@@ -213,6 +215,12 @@ pub(crate) struct LockParams {
     /// Whether the fenced pipeline carries the node's floor (a negative control says no,
     /// and sends 0).
     pub(crate) pipeline_floor: bool,
+    /// Whether a contended wait reads the holder's remaining ttl and listens for release
+    /// notifications (notify.rs).
+    pub(crate) notify: bool,
+    /// The longest random delay before an attempt that a release notification or a
+    /// contested hand-off starts.
+    pub(crate) notification_jitter: Duration,
 }
 
 /// How a fenced quorum's counters become its fencing token.

@@ -44,6 +44,23 @@ impl RetryPolicy {
         }
     }
 
+    /// How long a lock call may wait for the lock: as long as its retries could take, that
+    /// is the overall wait, or every delay at `delay_max` between its attempts, whichever
+    /// ends first. A single attempt (a "try") does not wait. It bounds a wait that is not
+    /// counted in attempts: in line behind another call of the same client, and attempts
+    /// that a release notification started (docs/design.md, "Release notifications").
+    pub(crate) fn longest_wait(&self) -> Duration {
+        let by_attempts = (self.max_attempts).map(|attempts| {
+            let delay = self.delay_max.max(crate::time::MIN_RETRY_DELAY);
+            delay.saturating_mul(attempts.saturating_sub(1))
+        });
+        match (self.max_wait, by_attempts) {
+            (Some(wait), Some(attempts)) => wait.min(attempts),
+            (Some(bound), None) | (None, Some(bound)) => bound,
+            (None, None) => Duration::ZERO,
+        }
+    }
+
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         if self.max_attempts.is_none() && self.max_wait.is_none() {
             return Err(ConfigError::new(

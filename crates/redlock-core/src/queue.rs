@@ -10,10 +10,19 @@
 //! right behind the release on each node's connection, and each node runs them in that
 //! order. Calls in other processes still contend as before.
 //!
+//! A line that met another client (an attempt found the lock held by someone else in the
+//! last second) is *contested*, and hands over fairly instead: the releasing call keeps its
+//! place until its release is done, and the next call's first attempt starts after a random
+//! delay of at most the notification jitter. A waiter of another client hears of the same
+//! release (notify.rs) at about the same moment and waits a delay drawn the same way, so
+//! each has the same chance; without this the next local call, whose `SET` follows the
+//! release on every connection, would win every hand-off and starve the other processes.
+//!
 //! Pure bookkeeping: who is first, who is next. When a call starts or gives up is the
 //! [`Lock`](crate::Lock)'s business (its queued phase).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::id::OpId;
 use crate::token::Resource;
@@ -34,7 +43,14 @@ struct Line {
     first: OpId,
     /// Wait, in arrival order.
     waiting: VecDeque<OpId>,
+    /// Until when the line counts as contested: an attempt found the lock held by another
+    /// client less than [`CONTESTED_FOR`] ago.
+    contested_until: Option<Instant>,
 }
+
+/// How long a line stays contested after an attempt of it found another client holding the
+/// lock.
+pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
 
 impl Lines {
     /// Whether no lock call of this client is in line for `resource`: a new one goes first.
@@ -50,10 +66,25 @@ impl Lines {
                 let line = Line {
                     first: op,
                     waiting: VecDeque::new(),
+                    contested_until: None,
                 };
                 self.lines.insert(resource.clone(), line);
             }
         }
+    }
+
+    /// An attempt of `resource`'s line found the lock held by another client at `now`.
+    pub(crate) fn contest(&mut self, resource: &Resource, now: Instant) {
+        if let Some(line) = self.lines.get_mut(resource) {
+            line.contested_until = Some(crate::time::add(now, CONTESTED_FOR));
+        }
+    }
+
+    /// Whether `resource`'s line is contested at `now`: then its hand-off waits for the
+    /// release to be done and starts the next call after a random delay, so that a waiter
+    /// of another client, told of the release at the same moment, has the same chance.
+    pub(crate) fn is_contested(&self, resource: &Resource, now: Instant) -> bool {
+        (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
     }
 
     /// Takes `op` out of `resource`'s line. If it was first, the next call (if any) becomes

@@ -178,6 +178,12 @@ impl Decoder {
         Ok(Some(value))
     }
 
+    /// Whether the next frame, buffered or at the front of `input`, starts with `kind`.
+    #[inline]
+    pub(crate) fn next_is(&self, input: &[u8], kind: u8) -> bool {
+        self.buf.first().or(input.first()) == Some(&kind)
+    }
+
     /// Checks the buffer cap after all complete replies were taken.
     #[inline]
     pub fn check_buffer(&self) -> Result<(), ProtocolError> {
@@ -205,6 +211,9 @@ pub(crate) fn decode(
     // goes through the full parser.
     if let Some(common) = common_reply(buf) {
         return Ok(Some(common));
+    }
+    if matches!(kind, b'_' | b',' | b'#' | b'(' | b'=' | b'!') {
+        return decode_resp3(buf, max_reply);
     }
     if !matches!(kind, b'+' | b'-' | b':' | b'$') {
         return Err(ProtocolError(format!(
@@ -241,13 +250,116 @@ pub(crate) fn decode(
     Ok(Some((reply, len)))
 }
 
-/// The commonest replies, matched as exact byte strings: `+OK`, `:1`, `$-1`, `:0`, `:-1`.
+/// An aggregate's header at `pos` (`*N\r\n`, or RESP3's `%N` map, whose N counts pairs, or
+/// `>N` push): N (0 for the null array `*-1`) and where the first element starts. The type
+/// byte is the caller's to check.
+pub(crate) fn aggregate_header(
+    buf: &[u8],
+    pos: usize,
+    max_reply: usize,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    let rest = &buf[pos + 1..];
+    let Some(end) = rest.windows(2).position(|w| w == b"\r\n") else {
+        return if rest.len() > 21 {
+            Err(ProtocolError("malformed array length".into()))
+        } else {
+            Ok(None)
+        };
+    };
+    let digits = &rest[..end];
+    let next = pos + 1 + end + 2;
+    if digits == b"-1" {
+        return Ok(Some((0, next)));
+    }
+    let count = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .ok_or_else(|| ProtocolError("malformed array length".into()))?;
+    // Every element takes at least 3 bytes (`:0\r\n` is 4): a count that cannot fit is an
+    // error now rather than a long wait for bytes that will never be accepted.
+    if count > max_reply / 3 {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    Ok(Some((count, next)))
+}
+
+/// A RESP3 scalar (a connection after `HELLO 3`) as the RESP2 reply it stands for, so that
+/// a vote reads the same on either protocol: null `_` is [`Reply::Nil`]; a double `,` (a
+/// sorted set's score) and a big number `(` are their text, as RESP2 sends them in a bulk
+/// string; a boolean `#` is what a Lua boolean gives in RESP2 (`#t` 1, `#f` nil); a
+/// verbatim string `=` is its text without the `txt:` format; a blob error `!` an error.
+fn decode_resp3(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    let malformed = |what: &str| ProtocolError(format!("malformed {what} reply"));
+    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else {
+        return if buf.len() > max_reply {
+            Err(ProtocolError(format!("reply exceeds {max_reply} bytes")))
+        } else {
+            Ok(None)
+        };
+    };
+    let line = &buf[1..end];
+    let after_line = end + 2;
+    let reply = match buf[0] {
+        b'_' if line.is_empty() => Reply::Nil,
+        b',' | b'(' if !line.is_empty() => Reply::Bulk(Bytes::copy_from_slice(line)),
+        b'#' => match line {
+            b"t" => Reply::Integer(1),
+            b"f" => Reply::Nil,
+            _ => return Err(malformed("boolean")),
+        },
+        b'=' | b'!' => return decode_blob(buf, line, after_line, max_reply),
+        _ => return Err(malformed("RESP3")),
+    };
+    if after_line > max_reply {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    Ok(Some((reply, after_line)))
+}
+
+/// The rest of a RESP3 blob (`=` verbatim string, `!` blob error) whose length line is
+/// `line`, its payload starting at `start`.
+fn decode_blob(
+    buf: &[u8],
+    line: &[u8],
+    start: usize,
+    max_reply: usize,
+) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    let len = std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .ok_or_else(|| ProtocolError("malformed blob length".into()))?;
+    let total = start.saturating_add(len).saturating_add(2);
+    if total > max_reply {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    if buf.len() < total {
+        return Ok(None);
+    }
+    if &buf[start + len..total] != b"\r\n" {
+        return Err(ProtocolError("malformed blob reply".into()));
+    }
+    let payload = &buf[start..start + len];
+    let reply = if buf[0] == b'!' {
+        Reply::Error(Bytes::copy_from_slice(payload))
+    } else {
+        // `txt:` or `mkd:`: three letters and a colon, then the text.
+        match payload.get(3) {
+            Some(b':') => Reply::Bulk(Bytes::copy_from_slice(&payload[4..])),
+            _ => return Err(ProtocolError("malformed verbatim string".into())),
+        }
+    };
+    Ok(Some((reply, total)))
+}
+
+/// The commonest replies, matched as exact byte strings: `+OK`, `:1`, `$-1` (RESP3 `_`),
+/// `:0`, `:-1`.
 #[inline]
 fn common_reply(buf: &[u8]) -> Option<(Reply, usize)> {
     match buf {
         [b'+', b'O', b'K', b'\r', b'\n', ..] => Some((Reply::Ok, 5)),
         [b':', b'1', b'\r', b'\n', ..] => Some((Reply::Integer(1), 4)),
         [b'$', b'-', b'1', b'\r', b'\n', ..] => Some((Reply::Nil, 5)),
+        [b'_', b'\r', b'\n', ..] => Some((Reply::Nil, 3)),
         [b':', b'0', b'\r', b'\n', ..] => Some((Reply::Integer(0), 4)),
         [b':', b'-', b'1', b'\r', b'\n', ..] => Some((Reply::Integer(-1), 5)),
         _ => None,
@@ -361,6 +473,46 @@ mod tests {
             ]
         );
         assert!(got[5].is_error_with(b"NOSCRIPT"));
+    }
+
+    #[test]
+    fn resp3_scalars_read_as_their_resp2_forms() {
+        let got = decode_all(&[b"_\r\n,5\r\n,inf\r\n(123456789012345678901234567890\r\n#t\r\n#f\r\n=8\r\ntxt:a\r\nb\r\n!8\r\nERR x\r\ny\r\n"]).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Reply::Nil,
+                Reply::Bulk(Bytes::from_static(b"5")),
+                Reply::Bulk(Bytes::from_static(b"inf")),
+                Reply::Bulk(Bytes::from_static(b"123456789012345678901234567890")),
+                Reply::Integer(1),
+                Reply::Nil,
+                Reply::Bulk(Bytes::from_static(b"a\r\nb")),
+                Reply::Error(Bytes::from_static(b"ERR x\r\ny")),
+            ]
+        );
+        // Split anywhere, each waits for the rest.
+        let stream: &[u8] = b"_\r\n,1.5\r\n=6\r\ntxt:ab\r\n!3\r\nERR\r\n#t\r\n";
+        let whole = decode_all(&[stream]).unwrap();
+        for split in 0..stream.len() {
+            assert_eq!(
+                decode_all(&[&stream[..split], &stream[split..]]).unwrap(),
+                whole
+            );
+        }
+        for bad in [
+            &b"_x\r\n"[..],
+            b",\r\n",
+            b"#x\r\n",
+            b"=3\r\nabc\r\n",
+            b"=x\r\n",
+            b"!2\r\nabcd",
+            b"=99999\r\n",
+            b"%1\r\n:1\r\n:1\r\n",
+            b">1\r\n:1\r\n",
+        ] {
+            assert!(decode_all(&[bad]).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

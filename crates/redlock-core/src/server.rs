@@ -326,6 +326,10 @@ pub(crate) fn is_unsupported(reply: &Reply) -> bool {
 pub(crate) enum Hello {
     /// An array reply: the server it names, if it names one we can read.
     Server(Option<ServerVersion>),
+    /// A RESP3 map (the answer to `HELLO 3`): as `Server`, and the connection now speaks
+    /// RESP3. Only a map says so: a server that answered `HELLO 3` with an array did not
+    /// switch.
+    Map(Option<ServerVersion>),
     /// An error reply (unknown command, `NOPERM`, `NOAUTH`, ...), as the server sent it.
     Refused(String),
 }
@@ -334,8 +338,10 @@ impl Hello {
     /// The commands the node gets after this answer.
     pub(crate) fn commands(&self) -> NodeCommands {
         match self {
-            Self::Server(Some(server)) => NodeCommands::for_server(*server),
-            Self::Server(None) => NodeCommands::SCRIPTS,
+            Self::Server(Some(server)) | Self::Map(Some(server)) => {
+                NodeCommands::for_server(*server)
+            }
+            Self::Server(None) | Self::Map(None) => NodeCommands::SCRIPTS,
             Self::Refused(_) => NodeCommands::probing(),
         }
     }
@@ -353,7 +359,7 @@ pub(crate) fn decode_time(
         // An error reply, or anything else that is not a clock.
         return Ok(resp::decode(buf, max_reply)?.map(|(_, len)| (None, len)));
     }
-    let Some((count, mut pos)) = array_header(buf, 0, max_reply)? else {
+    let Some((count, mut pos)) = resp::aggregate_header(buf, 0, max_reply)? else {
         return Ok(None);
     };
     let mut parts = [None, None];
@@ -394,7 +400,7 @@ pub(crate) fn decode_hello(
 ) -> Result<Option<(Hello, usize)>, ProtocolError> {
     match buf.first() {
         None => Ok(None),
-        Some(b'*') => decode_array(buf, max_reply),
+        Some(b'*' | b'%') => decode_array(buf, max_reply),
         Some(_) => Ok(resp::decode(buf, max_reply)?.map(|(reply, len)| {
             let hello = match reply.error_message() {
                 Some(message) => Hello::Refused(message),
@@ -405,10 +411,16 @@ pub(crate) fn decode_hello(
     }
 }
 
+/// The `HELLO` reply's fields: an array of names and values (RESP2), or a map of them
+/// (RESP3, after `HELLO 3`).
 fn decode_array(buf: &[u8], max_reply: usize) -> Result<Option<(Hello, usize)>, ProtocolError> {
     let too_long = || ProtocolError(format!("reply exceeds {max_reply} bytes"));
-    let Some((count, mut pos)) = array_header(buf, 0, max_reply)? else {
+    let Some((count, mut pos)) = resp::aggregate_header(buf, 0, max_reply)? else {
         return Ok(None);
+    };
+    let count = match buf[0] {
+        b'%' => count.checked_mul(2).ok_or_else(too_long)?,
+        _ => count,
     };
     let mut family = None;
     let mut version = None;
@@ -447,18 +459,23 @@ fn decode_array(buf: &[u8], max_reply: usize) -> Result<Option<(Hello, usize)>, 
     let server = family
         .zip(version)
         .map(|(family, version)| ServerVersion { family, version });
-    Ok(Some((Hello::Server(server), pos)))
+    let hello = match buf[0] {
+        b'%' => Hello::Map(server),
+        _ => Hello::Server(server),
+    };
+    Ok(Some((hello, pos)))
 }
 
 /// One top-level element at `pos`: its text if it is a string (simple or bulk), `None` for
-/// anything else, and where the next element starts. A nested array is skipped whole.
+/// anything else, and where the next element starts. A nested aggregate (an array, or in
+/// RESP3 a map or a set: each module of a RESP3 `HELLO` is a map) is skipped whole.
 #[allow(clippy::type_complexity)]
 fn element(
     buf: &[u8],
     pos: usize,
     max_reply: usize,
 ) -> Result<Option<(Option<Bytes>, usize)>, ProtocolError> {
-    if buf.get(pos) != Some(&b'*') {
+    if !buf.get(pos).is_some_and(|&kind| is_aggregate(kind)) {
         let Some((reply, len)) = resp::decode(&buf[pos..], max_reply)? else {
             return Ok(None);
         };
@@ -476,9 +493,14 @@ fn element(
             return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
         }
         left -= 1;
-        if buf.get(pos) == Some(&b'*') {
-            let Some((count, next)) = array_header(buf, pos, max_reply)? else {
+        if let Some(&kind) = buf.get(pos).filter(|&&kind| is_aggregate(kind)) {
+            let Some((count, next)) = resp::aggregate_header(buf, pos, max_reply)? else {
                 return Ok(None);
+            };
+            let count = if kind == b'%' {
+                count.saturating_mul(2)
+            } else {
+                count
             };
             left = left.saturating_add(count);
             pos = next;
@@ -492,35 +514,9 @@ fn element(
     Ok(Some((None, pos)))
 }
 
-/// `*N\r\n` at `pos`: N (0 for the null array `*-1`) and where the first element starts.
-fn array_header(
-    buf: &[u8],
-    pos: usize,
-    max_reply: usize,
-) -> Result<Option<(usize, usize)>, ProtocolError> {
-    let rest = &buf[pos + 1..];
-    let Some(end) = rest.windows(2).position(|w| w == b"\r\n") else {
-        return if rest.len() > 21 {
-            Err(ProtocolError("malformed array length".into()))
-        } else {
-            Ok(None)
-        };
-    };
-    let digits = &rest[..end];
-    let next = pos + 1 + end + 2;
-    if digits == b"-1" {
-        return Ok(Some((0, next)));
-    }
-    let count = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse::<usize>().ok())
-        .ok_or_else(|| ProtocolError("malformed array length".into()))?;
-    // Every element takes at least 3 bytes (`:0\r\n` is 4): a count that cannot fit is an
-    // error now rather than a long wait for bytes that will never be accepted.
-    if count > max_reply / 3 {
-        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
-    }
-    Ok(Some((count, next)))
+/// An array, a RESP3 map or a RESP3 set.
+fn is_aggregate(kind: u8) -> bool {
+    matches!(kind, b'*' | b'%' | b'~')
 }
 
 /// `9.1.2` → (9, 1, 2); missing parts are 0; `None` if the first part is not a number.
@@ -583,6 +579,27 @@ mod tests {
     }
 
     #[test]
+    fn a_resp3_hello_is_a_map_whose_modules_are_maps() {
+        let reply: &[u8] = b"%7\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n$7\r\nversion\r\n$5\r\n9.1.2\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:5\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*1\r\n%2\r\n$4\r\nname\r\n$3\r\nbf1\r\n$3\r\nver\r\n:1\r\n";
+        let (hello, len) = decode_hello(reply, 4096).unwrap().unwrap();
+        assert_eq!(len, reply.len());
+        assert_eq!(
+            hello,
+            Hello::Map(Some(ServerVersion {
+                family: ServerFamily::Valkey,
+                version: (9, 1, 2)
+            }))
+        );
+        for cut in 0..reply.len() {
+            assert_eq!(
+                decode_hello(&reply[..cut], 4096).unwrap(),
+                None,
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
     fn refusals_and_odd_replies() {
         let noperm = b"-NOPERM User u has no permissions to run the 'hello' command\r\n";
         let (h, _) = decode_hello(noperm, 4096).unwrap().unwrap();
@@ -596,7 +613,7 @@ mod tests {
             decode_hello(b"*-1\r\n", 4096).unwrap().unwrap().0,
             Hello::Server(None)
         );
-        for bad in [&b"*x\r\n"[..], b"*99999999\r\n", b"%1\r\n", b"*1\r\n&\r\n"] {
+        for bad in [&b"*x\r\n"[..], b"*99999999\r\n", b"%x\r\n", b"*1\r\n&\r\n"] {
             assert!(decode_hello(bad, 4096).is_err(), "{bad:?}");
         }
         // A long header without CRLF is an error, not a wait.

@@ -17,7 +17,7 @@ const OK: &[u8] = b"+OK\r\n";
 const NIL: &[u8] = b"$-1\r\n";
 
 fn config(n: usize) -> Config {
-    Config::builder(n)
+    support::builder(n)
         .ttl(1000 * MS)
         .build()
         .expect("valid config")
@@ -25,7 +25,7 @@ fn config(n: usize) -> Config {
 
 /// A config for three nodes named `a`, `b` and `c`.
 fn named(retry: RetryPolicy) -> Config {
-    Config::builder(3)
+    support::builder(3)
         .ttl(1000 * MS)
         .node_name(0, "a")
         .node_name(1, "b")
@@ -217,7 +217,7 @@ fn refused_connections_are_the_reason_by_name() {
 /// The brief's example, with addresses for names: `a:1`, `b:2`.
 #[test]
 fn refused_connections_print_with_address_names() {
-    let config = Config::builder(3)
+    let config = support::builder(3)
         .node_name(0, "a:1")
         .node_name(1, "b:2")
         .node_name(2, "c:3")
@@ -245,7 +245,7 @@ fn a_refused_handshake_is_the_reason_for_the_next_attempt() {
         password: Some("secret".into()),
         ..NodeSettings::default()
     };
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(1000 * MS)
         .node(0, settings)
         .retry(retry(Some(2), None, 5 * MS))
@@ -301,7 +301,7 @@ fn a_refused_handshake_is_the_reason_for_the_next_attempt() {
 #[test]
 fn a_dropped_connection_fails_requests_with_its_reason() {
     let mut h = Harness::connected(
-        Config::builder(1)
+        support::builder(1)
             .ttl(1000 * MS)
             .retry(retry(Some(2), None, 5 * MS))
             .reconnect_backoff(Duration::from_secs(10), Duration::from_secs(20))

@@ -242,7 +242,7 @@ fn every_duration_is_refused_by_name_or_works() {
 
 /// Builds the config and the lock options with `value`, then runs the scenario.
 fn run(row: &Row, value: Duration) -> Expect {
-    let builder = (row.config)(Config::builder(NODES), value);
+    let builder = (row.config)(support::builder(NODES), value);
     let config = match builder.build() {
         Ok(config) => config,
         Err(e) => return Refused(e.field()),

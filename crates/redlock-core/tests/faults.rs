@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, ConnectionError, Event, LostReason, NodeFault, OpId, ReleaseOutcome};
+use redlock_core::{ConnectionError, Event, LostReason, NodeFault, OpId, ReleaseOutcome};
 use support::{Harness, name};
 
 const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
@@ -14,7 +14,7 @@ const BUSY: &[u8] = b"-BUSY Redis is busy running a script.\r\n";
 
 /// A lock held on all 3 nodes, with an extension sent.
 fn extending() -> (Harness, OpId) {
-    let config = Config::builder(3)
+    let config = support::builder(3)
         .ttl(Duration::from_secs(1))
         .build()
         .expect("valid config");
@@ -98,7 +98,7 @@ fn faults_that_may_heal_and_a_refusal_on_a_minority_are_retried() {
 
 /// A lock held on all 3 nodes whose release is sent, with node 2's connection then broken.
 fn releasing_with_node_2_broken() -> (Harness, OpId) {
-    let config = Config::builder(3)
+    let config = support::builder(3)
         .ttl(Duration::from_secs(10))
         .build()
         .expect("valid config");

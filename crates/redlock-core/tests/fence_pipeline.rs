@@ -15,7 +15,7 @@ use support::{Harness, NODE_SECS, acquired, mask_tokens};
 const MS: Duration = Duration::from_millis(1);
 
 fn config(n: usize) -> Config {
-    Config::builder(n)
+    support::builder(n)
         .ttl(Duration::from_millis(10_000))
         .fencing(true)
         .retry(RetryPolicy {

@@ -15,7 +15,7 @@ use support::{Harness, acquired, mask_tokens, name};
 const MS: Duration = Duration::from_millis(1);
 
 fn config(n: usize, fenced: bool) -> Config {
-    Config::builder(n)
+    support::builder(n)
         .ttl(Duration::from_millis(10_000))
         .fencing(fenced)
         .retry(RetryPolicy {
@@ -213,6 +213,6 @@ fn a_fenced_lock_where_scripting_is_denied_fails_naming_the_refusal() {
 
 #[test]
 fn an_empty_fence_suffix_is_refused() {
-    let err = Config::builder(1).fence_suffix("").build().unwrap_err();
+    let err = support::builder(1).fence_suffix("").build().unwrap_err();
     assert_eq!(err.field(), "fence_suffix");
 }

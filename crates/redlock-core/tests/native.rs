@@ -14,7 +14,7 @@ use redlock_core::{
 use support::{Harness, mask_tokens};
 
 fn config(n: usize) -> Config {
-    Config::builder(n)
+    support::builder(n)
         .ttl(Duration::from_millis(1000))
         .build()
         .expect("valid config")
@@ -58,6 +58,9 @@ fn locked(h: &mut Harness) -> redlock_core::OpId {
 }
 
 const DELIFEQ: &str = "*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$40\r\n*\r\n";
+/// The announcement a native release that deleted is followed by (the script announces
+/// itself).
+const PUBLISH: &str = "*3\r\n$7\r\nPUBLISH\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
 const DELEX: &str = "*4\r\n$5\r\nDELEX\r\n$3\r\nres\r\n$4\r\nIFEQ\r\n$40\r\n*\r\n";
 
 /// The release script's `EVALSHA` (its SHA1 masked like a token).
@@ -187,13 +190,23 @@ fn a_refused_native_command_falls_back_to_the_script_once() {
     assert_eq!(mask_tokens(&out.sent_to(0)), evalsha_release());
     assert_eq!(commands(&h, 0).release, ReleaseCommand::Script);
     assert_eq!(commands(&h, 0).fell_back, Some("DELIFEQ"));
-    h.reply(0, b":1\r\n");
-    h.reply(1, b":1\r\n");
+    assert!(
+        h.reply(0, b":1\r\n").transmits.is_empty(),
+        "the script announced it"
+    );
+    let out = h.reply(1, b":1\r\n");
+    assert_eq!(String::from_utf8_lossy(&out.sent_to(1)), PUBLISH);
     let out = h.reply(2, b":1\r\n");
+    assert_eq!(String::from_utf8_lossy(&out.sent_to(2)), PUBLISH);
     let [Event::Released { nodes, .. }] = &out.events[..] else {
         panic!("{out:?}");
     };
     assert_eq!(nodes[..], vec![ReleaseOutcome::Released; 3]);
+    // The announcements' replies (no subscriber) are read and dropped.
+    for i in 1..3 {
+        let out = h.reply(i, b":0\r\n");
+        assert!(out.events.is_empty() && out.disconnects.is_empty() && out.transmits.is_empty());
+    }
 
     // The next lock sends node 0 the script first; the others keep their native commands.
     let op = locked(&mut h);
@@ -227,7 +240,7 @@ fn other_errors_on_a_native_command_are_faults() {
 
 #[test]
 fn native_commands_off_sends_no_hello_and_only_scripts() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(Duration::from_millis(1000))
         .native_commands(false)
         .preload_scripts(false)
@@ -259,7 +272,7 @@ fn hello_replies_in_pieces_and_malformed() {
     }
     assert_eq!(commands(&h, 0).release, ReleaseCommand::DelIfEq);
     let dropped = h.conn(1);
-    let out = h.reply(1, b"*2\r\n$6\r\nserver\r\n%1\r\n");
+    let out = h.reply(1, b"*2\r\n$6\r\nserver\r\n&1\r\n");
     assert_eq!(out.disconnects, vec![dropped]);
     // Nothing learned: still probed.
     assert_eq!(commands(&h, 1), NodeCommands::probing());
@@ -294,7 +307,9 @@ fn a_release_before_the_hello_reply_probes() {
     replies.extend_from_slice(&support::time_reply(support::NODE_SECS));
     replies.extend_from_slice(b"+OK\r\n+OK\r\n+OK\r\n:1\r\n");
     let out = h.reply(2, &replies);
-    assert!(out.transmits.is_empty() && out.disconnects.is_empty());
+    assert!(out.disconnects.is_empty());
+    // The release deleted our key there: announced.
+    assert_eq!(String::from_utf8_lossy(&out.sent_to(2)), PUBLISH);
     assert_eq!(commands(&h, 2).fell_back, None);
     // The fast nodes' cleanup releases (nothing of ours there).
     h.reply(0, b":0\r\n");

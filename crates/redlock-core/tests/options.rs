@@ -56,7 +56,7 @@ fn contend(options: &LockOptions, config: Config) -> Contended {
 /// end it after a few hundred milliseconds.
 #[test]
 fn max_wait_is_not_cut_short_by_the_default_attempt_count() {
-    let config = Config::builder(1).ttl(1000 * MS).build().unwrap();
+    let config = support::builder(1).ttl(1000 * MS).build().unwrap();
     assert_eq!(config.retry().max_attempts, Some(3));
     let options = LockOptions::default().max_wait(&config, Duration::from_secs(5));
     let Contended {
@@ -85,7 +85,7 @@ fn max_wait_is_not_cut_short_by_the_default_attempt_count() {
 /// A cap the caller sets on the options still applies.
 #[test]
 fn max_wait_keeps_an_attempt_cap_set_on_the_options() {
-    let config = Config::builder(1).ttl(1000 * MS).build().unwrap();
+    let config = support::builder(1).ttl(1000 * MS).build().unwrap();
     let capped = RetryPolicy {
         max_attempts: Some(2),
         ..*config.retry()
@@ -120,7 +120,7 @@ fn a_retry_delay_function_sets_each_delay() {
         delay_min: 10 * MS,
         delay_max: 20 * MS,
     };
-    let config = || Config::builder(1).ttl(1000 * MS).retry(retry);
+    let config = || support::builder(1).ttl(1000 * MS).retry(retry);
     let starts = contend(
         &LockOptions::default(),
         config().retry_delay(linear.clone()).build().unwrap(),

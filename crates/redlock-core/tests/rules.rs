@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, Event, Input, Resource, RetryPolicy};
+use redlock_core::{Event, Input, Resource, RetryPolicy};
 use support::Harness;
 
 const MS: Duration = Duration::from_millis(1);
@@ -31,7 +31,7 @@ fn retry(attempts: u32, min: Duration, max: Duration) -> RetryPolicy {
 /// late release of attempt 1 would delete attempt 2's key.
 #[test]
 fn each_attempt_draws_a_fresh_token() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(1000 * MS)
         .retry(retry(3, MS, MS))
         .build()
@@ -54,7 +54,7 @@ fn each_attempt_draws_a_fresh_token() {
 /// contending clients fall out of step; always the minimum would keep them in step.
 #[test]
 fn retry_delays_spread_over_their_bounds() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(1000 * MS)
         .retry(retry(31, 10 * MS, 50 * MS))
         .build()
@@ -87,7 +87,7 @@ fn retry_delays_spread_over_their_bounds() {
 /// a healthy lock would be lost to one failed round.
 #[test]
 fn extension_retry_comes_before_the_deadline_whatever_the_delay() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(1000 * MS)
         .retry(retry(3, 5000 * MS, 5000 * MS))
         .build()
@@ -119,7 +119,7 @@ fn extension_retry_comes_before_the_deadline_whatever_the_delay() {
 #[test]
 #[cfg_attr(debug_assertions, should_panic(expected = "now went backwards"))]
 fn now_going_backwards_is_clamped() {
-    let mut h = Harness::connected(Config::builder(1).ttl(1000 * MS).build().unwrap());
+    let mut h = Harness::connected(support::builder(1).ttl(1000 * MS).build().unwrap());
     h.ms(500);
     h.client.acquire(h.now, Resource::from("res")).unwrap();
     h.drain();

@@ -14,7 +14,7 @@ use support::{Harness, acquired, mask_tokens, name, outcomes, set_nx_px, stats};
 const MS: Duration = Duration::from_millis(1);
 
 fn config(n: usize, ttl_ms: u64) -> Config {
-    Config::builder(n)
+    support::builder(n)
         .ttl(Duration::from_millis(ttl_ms))
         .build()
         .expect("valid config")
@@ -170,7 +170,7 @@ fn regression_validity_counts_from_attempt_start() {
 /// late. Here it must be "exhausted", not a lock with an absurd lease.
 #[test]
 fn regression_late_quorum_is_validity_exhausted_not_underflow() {
-    let config = Config::builder(3)
+    let config = support::builder(3)
         .ttl(1000 * MS)
         .min_validity(960 * MS)
         .retry(RetryPolicy::once())
@@ -378,7 +378,7 @@ fn noscript_is_retried_once_as_eval_on_that_node() {
 #[test]
 fn server_errors_keep_their_message() {
     let mut h = Harness::connected(
-        Config::builder(1)
+        support::builder(1)
             .retry(RetryPolicy::once())
             .build()
             .unwrap(),
@@ -559,7 +559,7 @@ fn handshake_goes_first_and_a_refusal_drops_the_node() {
         password: Some("secret".into()),
         db: 3,
     };
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .node(0, settings)
         .retry(RetryPolicy::once())
         .build()
@@ -717,7 +717,7 @@ fn auto_extension_renews_at_one_third_and_stops_at_its_bound() {
         max_hold: None,
         ..Default::default()
     };
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(900 * MS)
         .auto_extend(Some(auto))
         .build()
@@ -811,7 +811,7 @@ fn preload_replies_are_ignored_even_errors() {
 /// earlier value. (Before the fix both SETs carried `supplied` as is.)
 #[test]
 fn regression_each_attempt_stores_its_own_value_for_a_supplied_token() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(Duration::from_millis(1000))
         .retry(RetryPolicy {
             max_attempts: Some(2),
@@ -962,7 +962,7 @@ fn regression_reply_order_does_not_change_the_outcome() {
 /// the same instant forever and the lock was never reported lost.
 #[test]
 fn regression_zero_retry_delay_with_nodes_down_still_loses_the_lock() {
-    let config = Config::builder(1)
+    let config = support::builder(1)
         .ttl(Duration::from_millis(1000))
         .retry(RetryPolicy {
             max_attempts: Some(1),

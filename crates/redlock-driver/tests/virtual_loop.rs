@@ -291,7 +291,7 @@ impl Harness {
     /// Checks that the loop sent `HELLO`, `TIME` and both script loads to `node` on
     /// connecting, and answers them.
     fn answer_script_loads(&mut self, node: usize) {
-        let mut hello = command(&[b"HELLO"]);
+        let mut hello = command(&[b"HELLO", b"3"]);
         hello.extend(command(&[b"TIME"]));
         hello.extend(command(&[
             b"SCRIPT",

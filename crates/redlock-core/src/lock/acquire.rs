@@ -7,9 +7,10 @@ use std::time::Instant;
 use rand_core::CryptoRng;
 
 use super::extend::Held;
+use super::wait::Wait;
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
-use crate::id::NodeName;
+use crate::id::{NodeId, NodeName};
 use crate::io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
 };
@@ -28,8 +29,15 @@ pub(super) struct Acquiring {
     token: Token,
     /// The attempt in flight.
     round: Option<Round>,
-    /// When the next attempt starts, while none is in flight.
-    retry_at: Option<Instant>,
+    /// The wait for the next attempt, while none is in flight (wait.rs).
+    wait: Option<Box<Wait>>,
+    /// Attempts that a release or the holder's expiry started early: not counted against
+    /// the policy's attempts.
+    early_attempts: u32,
+    /// Whether the lock listens for release notifications: an attempt found it held by
+    /// another client, and notifications are on. It listens until it stops acquiring, so
+    /// that its subscriptions are not made again for every attempt.
+    listening: bool,
     /// What each node answered in the last decided attempt, for a failure's statistics.
     last_nodes: Vec<NodeOutcome>,
     /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
@@ -58,12 +66,35 @@ impl Acquiring {
             first_start: now,
             token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
             round: None,
-            retry_at: None,
+            wait: None,
+            early_attempts: 0,
+            listening: false,
             last_nodes: Vec::new(),
             confirming: None,
         };
         acquiring.attempt(ctx, now);
         acquiring
+    }
+
+    /// The first attempt at `at`, later than `now` (the call's start, from which its wait
+    /// counts).
+    pub(super) fn start_at<R: CryptoRng + ?Sized>(
+        ctx: &mut Ctx,
+        now: Instant,
+        at: Instant,
+        rng: &mut R,
+    ) -> Self {
+        Self {
+            attempts: 0,
+            first_start: now,
+            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
+            round: None,
+            wait: Some(Box::new(Wait::new(ctx, now, at, false))),
+            early_attempts: 0,
+            listening: false,
+            last_nodes: Vec::new(),
+            confirming: None,
+        }
     }
 
     fn attempt(&mut self, ctx: &mut Ctx, now: Instant) {
@@ -87,13 +118,33 @@ impl Acquiring {
         self.round.as_ref()
     }
 
-    pub(super) fn round_mut(&mut self) -> Option<&mut Round> {
-        self.round.as_mut()
+    /// The attempt in flight, and the wait's probe.
+    pub(super) fn rounds_mut(&mut self) -> (Option<&mut Round>, Option<&mut Round>) {
+        let probe = self.wait.as_mut().and_then(|w| w.probe_mut());
+        (self.round.as_mut(), probe)
     }
 
-    /// When the next attempt is due.
+    /// When the next attempt (or the wait's probe deadline) is due.
     pub(super) fn timer(&self) -> Option<Instant> {
-        self.retry_at
+        self.wait.as_ref().map(|w| w.timer())
+    }
+
+    /// Whether the lock waits to hear of a release (wait.rs).
+    pub(super) fn is_listening(&self) -> bool {
+        self.listening
+    }
+
+    /// `node` announced a release of the resource.
+    pub(super) fn on_notice<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &Ctx,
+        now: Instant,
+        node: NodeId,
+        rng: &mut R,
+    ) {
+        if let Some(wait) = &mut self.wait {
+            wait.on_notice(ctx, now, node, rng);
+        }
     }
 
     /// The retry is due: the next attempt, with a fresh value (algorithm.md §5, §7). Still
@@ -104,8 +155,12 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
-        if self.retry_at.is_some_and(|t| t <= now) {
-            self.retry_at = None;
+        let wait = self.wait.as_mut()?;
+        wait.on_probe(ctx, now, rng);
+        let (at, early) = wait.attempt_at();
+        if at <= now {
+            self.wait = None;
+            self.early_attempts += u32::from(early);
             self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
             self.attempt(ctx, now);
         }
@@ -120,6 +175,11 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Phase> {
+        if let Some(wait) = &mut self.wait {
+            // A probe reply (no attempt is in flight while waiting).
+            wait.on_probe(ctx, now, rng);
+            return None;
+        }
         // Not decided yet: still acquiring, the round stays in flight.
         let round = self.round.take_if(|r| Ctx::decided(r))?;
         self.on_decided(round, ctx, now, rng)
@@ -273,8 +333,15 @@ impl Acquiring {
         // lost reply can hide a successful SET.
         ctx.push_cleanup(now, &self.token);
         let retry = ctx.params.retry;
-        if retry.max_attempts.is_some_and(|max| self.attempts >= max) {
+        let counted = self.attempts.saturating_sub(self.early_attempts);
+        if retry.max_attempts.is_some_and(|max| counted >= max) {
             return self.fail(ctx, now, reason);
+        }
+        if self.early_attempts > 0 && now >= time::add(self.first_start, retry.longest_wait()) {
+            // Early attempts are not counted; the wait they are part of is bounded as the
+            // retries would be.
+            let last = Some(Box::new(reason));
+            return self.fail(ctx, now, AcquireFailure::WaitDeadline { last });
         }
         // algorithm.md §7: a random delay, never retrying in the same instant (a zero delay
         // with every node down would spin).
@@ -292,13 +359,23 @@ impl Acquiring {
             let last = Some(Box::new(reason));
             return self.fail(ctx, now, AcquireFailure::WaitDeadline { last });
         }
-        self.retry_at = Some(next);
+        // Another client holds it: listen for its release and read when its keys expire.
+        let held = matches!(reason, AcquireFailure::Contended { .. });
+        self.listening |= ctx.params.notify && held;
+        ctx.contested |= held;
+        self.wait = Some(Box::new(Wait::new(
+            ctx,
+            now,
+            next,
+            ctx.params.notify && held,
+        )));
         None
     }
 
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
     /// so it is released.
     pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+        self.wait = None;
         if let Some(round) = self.round.take() {
             // The statistics show the attempt cut short: its answers so far.
             self.last_nodes = outcomes(&round, &ctx.names);

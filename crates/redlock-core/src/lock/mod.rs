@@ -36,6 +36,7 @@ mod extend;
 mod inspect;
 mod queued;
 mod release;
+mod wait;
 
 use acquire::Acquiring;
 use extend::Held;
@@ -65,6 +66,9 @@ pub struct Lock {
     /// Whether the lock is in its resource's line at a [`Client`](crate::Client) (queue.rs);
     /// the client sets and clears it. Always false in the operation layer.
     pub(crate) in_line: bool,
+    /// Whether a [`Client`](crate::Client) subscribed to the resource's release channel for
+    /// this lock (notify.rs); the client sets and clears it.
+    pub(crate) subscribed: bool,
 }
 
 /// A request for one node, handed out by [`Lock::poll_request`].
@@ -117,6 +121,9 @@ struct Ctx {
     events: Events,
     /// The slots of the last finished round, kept for the next round's use.
     spare_slots: Vec<Slot>,
+    /// An attempt found the lock held by another client since the client last asked
+    /// (queue.rs: a contested line hands over fairly).
+    contested: bool,
 }
 
 /// Events waiting for [`Lock::poll_event`]. The first is kept inline, so a lock that reports
@@ -167,6 +174,7 @@ impl Lock {
             ctx,
             phase,
             in_line: false,
+            subscribed: false,
         })
     }
 
@@ -188,15 +196,64 @@ impl Lock {
             ctx,
             phase,
             in_line: false,
+            subscribed: false,
         })
     }
 
-    /// The call ahead in line let go: a queued lock starts its first attempt now.
-    pub(crate) fn start_queued<R: CryptoRng + ?Sized>(&mut self, now: Instant, rng: &mut R) {
+    /// The call ahead in line let go: a queued lock starts its first attempt now, or, in a
+    /// contested line, after a random delay of at most the notification jitter, as a
+    /// waiter of another client told of the same release would (queue.rs).
+    pub(crate) fn start_queued<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        contested: bool,
+        rng: &mut R,
+    ) {
         self.step(|phase, ctx| match phase {
-            Phase::Queued(q) => Some(q.start(ctx, now, rng)),
+            Phase::Queued(q) => Some(q.start(ctx, now, contested, rng)),
             _ => None,
         });
+    }
+
+    /// Whether an attempt found the lock held by another client since the last call; the
+    /// client marks the resource's line contested (queue.rs).
+    #[inline]
+    pub(crate) fn take_contested(&mut self) -> bool {
+        std::mem::take(&mut self.ctx.contested)
+    }
+
+    /// Whether the lock is releasing (its release round to every node is in flight).
+    pub(crate) fn is_releasing(&self) -> bool {
+        matches!(self.phase, Phase::Releasing(_))
+    }
+
+    /// Whether the lock waits for another client to release the resource: its last attempt
+    /// found it held, and release notifications are on
+    /// ([`ConfigBuilder::release_notifications`](crate::ConfigBuilder::release_notifications)).
+    ///
+    /// While this is true, a driver that can SHOULD listen on the resource's
+    /// [`release_channel`](crate::release_channel) on every node and hand each message to
+    /// [`handle_release_notice`](Self::handle_release_notice); the lock then tries again as
+    /// soon as a quorum of nodes announced a release. Without that it still reads the
+    /// holder's remaining ttl (its `PTTL` requests) and retries on its timer.
+    pub fn is_waiting_for_release(&self) -> bool {
+        matches!(&self.phase, Phase::Acquiring(a) if a.is_listening())
+    }
+
+    /// `node` announced a release of the resource (a message on its
+    /// [`release_channel`](crate::release_channel)). Ignored unless
+    /// [`is_waiting_for_release`](Self::is_waiting_for_release); a notification is only a
+    /// hint, and an attempt it starts early that finds the lock held is an ordinary failed
+    /// attempt.
+    pub fn handle_release_notice<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        rng: &mut R,
+    ) {
+        if let Phase::Acquiring(a) = &mut self.phase {
+            a.on_notice(&self.ctx, now, node, rng);
+        }
     }
 
     /// Whether the lock needs its place in its resource's line: it waits in it, contends on
@@ -226,6 +283,7 @@ impl Lock {
             ctx,
             phase,
             in_line: false,
+            subscribed: false,
         })
     }
 
@@ -249,6 +307,7 @@ impl Lock {
             ctx,
             phase,
             in_line: false,
+            subscribed: false,
         })
     }
 
@@ -541,7 +600,7 @@ impl Phase {
     #[inline]
     fn rounds_mut(&mut self) -> (Option<&mut Round>, Option<&mut Round>) {
         match self {
-            Self::Acquiring(a) => (a.round_mut(), None),
+            Self::Acquiring(a) => a.rounds_mut(),
             Self::Held(h) => (h.round_mut(), None),
             Self::Releasing(r) => (Some(r.round_mut()), None),
             Self::Inspecting(i) => {
@@ -605,6 +664,7 @@ impl Ctx {
             next_seq: 0,
             events: Events::default(),
             spare_slots: Vec::new(),
+            contested: false,
         })
     }
 

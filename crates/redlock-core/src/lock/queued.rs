@@ -9,7 +9,6 @@ use rand_core::CryptoRng;
 use super::acquire::Acquiring;
 use super::{Ctx, Phase};
 use crate::io::{AcquireFailure, AcquireStats, Event};
-use crate::policy::RetryPolicy;
 use crate::time;
 
 /// The queued phase.
@@ -23,7 +22,7 @@ impl Queued {
     pub(super) fn new(ctx: &Ctx, now: Instant) -> Self {
         Self {
             since: now,
-            give_up_at: time::add(now, longest_wait(&ctx.params.retry)),
+            give_up_at: time::add(now, ctx.params.retry.longest_wait()),
         }
     }
 
@@ -32,17 +31,24 @@ impl Queued {
         self.give_up_at
     }
 
-    /// The call ahead let go: the first attempt, now. The time spent in line counts
-    /// against the policy's overall wait, not against its attempts (none was made).
+    /// The call ahead let go: the first attempt, now, or after a random delay of at most
+    /// the notification jitter if the line is `contested` (queue.rs). The time spent in
+    /// line counts against the policy's overall wait, not against its attempts (none was
+    /// made).
     pub(super) fn start<R: CryptoRng + ?Sized>(
         &self,
         ctx: &mut Ctx,
         now: Instant,
+        contested: bool,
         rng: &mut R,
     ) -> Phase {
         let queued = now.saturating_duration_since(self.since);
         let retry = &mut ctx.params.retry;
         retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
+        if contested {
+            let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
+            return Phase::Acquiring(Acquiring::start_at(ctx, now, time::add(now, jitter), rng));
+        }
         Phase::Acquiring(Acquiring::start(ctx, now, rng))
     }
 
@@ -67,20 +73,5 @@ impl Queued {
             },
         });
         Phase::Finished
-    }
-}
-
-/// How long a call may wait in line: as long as its retries could have taken, that is the
-/// policy's overall wait, or every delay at `delay_max` between its attempts, whichever
-/// ends first. A single attempt (a "try") does not wait.
-fn longest_wait(retry: &RetryPolicy) -> Duration {
-    let by_attempts = (retry.max_attempts).map(|attempts| {
-        let delay = retry.delay_max.max(time::MIN_RETRY_DELAY);
-        delay.saturating_mul(attempts.saturating_sub(1))
-    });
-    match (retry.max_wait, by_attempts) {
-        (Some(wait), Some(attempts)) => wait.min(attempts),
-        (Some(bound), None) | (None, Some(bound)) => bound,
-        (None, None) => Duration::ZERO,
     }
 }

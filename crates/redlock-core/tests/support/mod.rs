@@ -280,6 +280,19 @@ pub(crate) fn time_reply(secs: u64) -> Vec<u8> {
     format!("*2\r\n${}\r\n{digits}\r\n$1\r\n0\r\n", digits.len()).into_bytes()
 }
 
+/// Fires timers until one asks to open a connection; that drain.
+#[allow(dead_code)]
+pub(crate) fn fire_until_connect(h: &mut Harness) -> Drained {
+    for _ in 0..10 {
+        let at = h.drain().timeout.expect("a timer is armed");
+        let out = h.timeout_at(at);
+        if !out.connects.is_empty() {
+            return out;
+        }
+    }
+    panic!("no connect after 10 timers");
+}
+
 /// Fires timers until one makes the client send something; that drain.
 pub(crate) fn fire_until_transmit(h: &mut Harness) -> Drained {
     for _ in 0..10 {
@@ -298,4 +311,12 @@ pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
         [Event::Acquired(a)] => a,
         other => panic!("expected one Acquired, got {other:?}"),
     }
+}
+
+/// A configuration builder with release notifications off. These transcripts script every
+/// byte a client sends and reads; notifications add their own (`HELLO 3`, the `PTTL` probe
+/// after a contended attempt, `SUBSCRIBE`), which tests/notifications.rs scripts.
+#[allow(dead_code)]
+pub(crate) fn builder(nodes: usize) -> redlock_core::ConfigBuilder {
+    Config::builder(nodes).release_notifications(false)
 }

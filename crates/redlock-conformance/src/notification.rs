@@ -1,0 +1,127 @@
+//! Release notifications (issue 14): a waiter of another client learns of a release from
+//! the nodes (RESP3 pushes on its one connection per node) and tries at once, instead of a
+//! retry delay later; a subscription that a node drops falls back to the timer and is made
+//! again on the new connection.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_testkit::{Cluster, Node, Reply};
+
+use crate::scenarios::{cluster, eventually};
+use crate::{Driver, Guard, RetryPolicy};
+
+const KEY: &str = "notified";
+const CHANNEL: &str = "redlock:released:notified";
+
+/// A retry delay of one second: an acquisition within a few hundred milliseconds of the
+/// release can only have been started by the notification.
+fn slow_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: Some(10),
+        max_wait: Some(Duration::from_secs(20)),
+        delay_min: Duration::from_secs(1),
+        delay_max: Duration::from_secs(1),
+    }
+}
+
+/// How many connections of `node` are subscribed to the lock's release channel.
+fn subscribers(node: &Node) -> i64 {
+    match node.command(&["PUBSUB", "NUMSUB", CHANNEL]) {
+        Ok(Reply::Array(items)) => items.get(1).and_then(Reply::as_int).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Waits until every node has the waiter's subscription.
+fn wait_subscribed(c: &Cluster) {
+    let all = || c.nodes().iter().all(|n| subscribers(n) >= 1);
+    assert!(
+        eventually(Duration::from_secs(5), all),
+        "the waiter never subscribed on every node"
+    );
+}
+
+/// Client A holds the lock; client B waits in a thread. Returns B's thread, which yields
+/// B's guard and when B got it.
+fn waiter<D: Driver>(b: &D) -> thread::JoinHandle<(D::Guard, Instant)> {
+    let b = b.clone();
+    thread::spawn(move || {
+        let guard = b
+            .lock_with(KEY, crate::LockOptions::default())
+            .expect("the waiter gets the lock");
+        (guard, Instant::now())
+    })
+}
+
+/// With a retry delay of 1 s, a waiter gets the lock within milliseconds of the holder's
+/// release: on its second attempt, started by the release's announcement.
+pub fn a_waiter_gets_the_lock_as_soon_as_it_is_released<D: Driver>() {
+    let c = cluster(3);
+    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
+    let waiting = waiter(&b);
+    wait_subscribed(&c);
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = waiting.join().expect("waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "the waiter took {wait:?} after the release: a retry delay, not a notification"
+    );
+    assert_eq!(
+        guard.stats().attempts,
+        2,
+        "one refused attempt, one after the release"
+    );
+    guard.release().unwrap();
+    // Done waiting: no subscription is left behind.
+    let none = || c.nodes().iter().all(|n| subscribers(n) == 0);
+    assert!(
+        eventually(Duration::from_secs(5), none),
+        "a subscription was left behind"
+    );
+}
+
+/// The nodes drop the waiter's subscriptions (`CLIENT KILL TYPE pubsub`): a release while
+/// they are gone is still seen, by the retry timer; and the waiter subscribes again on its
+/// new connections, so the next release is announced to it.
+pub fn a_dropped_subscription_falls_back_to_the_timer_and_is_made_again<D: Driver>() {
+    let c = cluster(3);
+    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+
+    // A release while the subscriptions are dropped: the timer still gets it.
+    let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
+    let waiting = waiter(&b);
+    wait_subscribed(&c);
+    for node in c.nodes() {
+        node.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
+    }
+    held.release().unwrap();
+    let (guard, _) = waiting.join().expect("waiter");
+    assert!(guard.stats().attempts >= 2);
+    guard.release().unwrap();
+
+    // The waiter's connections were replaced: its next wait subscribes on them, and the
+    // next release reaches it at once.
+    let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
+    let waiting = waiter(&b);
+    wait_subscribed(&c);
+    for node in c.nodes() {
+        node.command(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
+    }
+    // Subscribed again on the new connections, while still waiting.
+    wait_subscribed(&c);
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = waiting.join().expect("waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "took {wait:?}: the subscription was not made again"
+    );
+    guard.release().unwrap();
+}

@@ -1,0 +1,178 @@
+//! Release notifications: the channel a release is announced on, the commands that
+//! subscribe to it, and reading the RESP3 push frames that carry the announcements.
+//!
+//! A release that deletes its key publishes an empty message on the resource's channel
+//! ([`release_channel`]): the release script does it itself, and after a native release
+//! that deleted, the client publishes it. A waiter subscribes on every node that speaks
+//! RESP3 (`HELLO 3` on its one connection: no second connection per node) and tries again as
+//! soon as a quorum of nodes announced a release, after a small random delay so that the
+//! waiters of several processes do not all collide (docs/design.md, "Release
+//! notifications"). A notification is only a hint: one can be lost (a node down, a
+//! subscription not yet active, a lock that expired instead), so the retry timer stays, and
+//! an early attempt that finds the lock still held is only a failed attempt.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::resp::{self, ProtocolError, Reply};
+use crate::token::Resource;
+
+/// The prefix of every release channel: `redlock:released:` then the key.
+pub const RELEASE_CHANNEL_PREFIX: &str = "redlock:released:";
+
+/// The channel a release of `resource` is announced on: [`RELEASE_CHANNEL_PREFIX`] and the
+/// key. Channels are global to a server (not per database), so locks of the same name in
+/// two databases share one: a notification is a hint, and a spurious one costs an attempt.
+///
+/// ```
+/// use redlock_core::{Resource, release_channel};
+/// assert_eq!(&release_channel(&Resource::from("jobs:42"))[..], b"redlock:released:jobs:42");
+/// ```
+pub fn release_channel(resource: &Resource) -> Bytes {
+    let mut channel =
+        BytesMut::with_capacity(RELEASE_CHANNEL_PREFIX.len() + resource.as_bytes().len());
+    channel.extend_from_slice(RELEASE_CHANNEL_PREFIX.as_bytes());
+    channel.extend_from_slice(resource.as_bytes());
+    channel.freeze()
+}
+
+/// Appends `SUBSCRIBE channel`. In RESP3 its only answer is a push frame, so no reply is
+/// awaited for it.
+pub(crate) fn encode_subscribe(buf: &mut BytesMut, channel: &[u8]) {
+    resp::encode(buf, &[b"SUBSCRIBE", channel]);
+}
+
+/// Appends `UNSUBSCRIBE channel` (answered by a push frame, like `SUBSCRIBE`).
+pub(crate) fn encode_unsubscribe(buf: &mut BytesMut, channel: &[u8]) {
+    resp::encode(buf, &[b"UNSUBSCRIBE", channel]);
+}
+
+/// Appends `PUBLISH <release channel of key> ""`, the announcement after a native release
+/// that deleted (its integer reply is read and ignored). Written from the key, without
+/// building the channel name: it goes out after every native release.
+pub(crate) fn encode_publish(buf: &mut BytesMut, key: &[u8]) {
+    let mut len = [0u8; 20];
+    let mut at = len.len();
+    let mut n = RELEASE_CHANNEL_PREFIX.len() + key.len();
+    loop {
+        at -= 1;
+        len[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(b"*3\r\n$7\r\nPUBLISH\r\n$");
+    buf.extend_from_slice(&len[at..]);
+    buf.extend_from_slice(b"\r\n");
+    buf.extend_from_slice(RELEASE_CHANNEL_PREFIX.as_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(b"\r\n$0\r\n\r\n");
+}
+
+/// A RESP3 push frame, as far as the client reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// `message channel payload`: something was published on `channel`.
+    Message(Bytes),
+    /// Anything else: the confirmations of `SUBSCRIBE` and `UNSUBSCRIBE`, and pushes the
+    /// client never asked for.
+    Other,
+}
+
+/// Reads the push frame at the start of `buf` (which starts with `>`): the push and its
+/// length, or `None` if `buf` holds only part of it. Elements are strings, integers or
+/// nulls; a nested aggregate is refused (no push we subscribe to has one), and the frame is
+/// held to `max_reply` bytes like any reply.
+pub(crate) fn decode_push(
+    buf: &[u8],
+    max_reply: usize,
+) -> Result<Option<(Push, usize)>, ProtocolError> {
+    match buf.first() {
+        None => return Ok(None),
+        Some(b'>') => {}
+        Some(_) => return Err(ProtocolError("expected a push frame".into())),
+    }
+    let Some((count, mut pos)) = resp::aggregate_header(buf, 0, max_reply)? else {
+        return Ok(None);
+    };
+    let mut parts: [Option<Bytes>; 2] = [None, None];
+    for i in 0..count {
+        if pos > max_reply {
+            return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+        }
+        let Some((element, len)) = resp::decode(&buf[pos..], max_reply)? else {
+            return Ok(None);
+        };
+        pos += len;
+        if let (Some(part), Reply::Bulk(text) | Reply::Status(text)) = (parts.get_mut(i), element) {
+            *part = Some(text);
+        }
+    }
+    if pos > max_reply {
+        return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
+    }
+    let push = match parts {
+        [Some(kind), Some(channel)] if count == 3 && &kind[..] == b"message" => {
+            Push::Message(channel)
+        }
+        _ => Push::Other,
+    };
+    Ok(Some((push, pos)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(bytes: &[u8]) -> Result<Option<(Push, usize)>, ProtocolError> {
+        decode_push(bytes, 1024)
+    }
+
+    #[test]
+    fn a_message_names_its_channel_and_confirmations_are_other() {
+        let message = b">3\r\n$7\r\nmessage\r\n$19\r\nredlock:released:ab\r\n$0\r\n\r\n";
+        assert_eq!(
+            push(message).unwrap(),
+            Some((
+                Push::Message(Bytes::from_static(b"redlock:released:ab")),
+                message.len()
+            ))
+        );
+        let confirm = b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n";
+        assert_eq!(push(confirm).unwrap(), Some((Push::Other, confirm.len())));
+        // pmessage has four elements: not ours.
+        let pmessage = b">4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$1\r\nc\r\n$0\r\n\r\n";
+        assert_eq!(push(pmessage).unwrap(), Some((Push::Other, pmessage.len())));
+    }
+
+    #[test]
+    fn a_partial_push_waits_and_a_hostile_one_is_an_error() {
+        let message = b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$0\r\n\r\n";
+        for cut in 0..message.len() {
+            assert_eq!(push(&message[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        assert!(push(b">1\r\n*1\r\n:1\r\n").is_err(), "nested aggregate");
+        assert!(push(b">99999999999999999999\r\n").is_err());
+        let mut long = b">2000\r\n".to_vec();
+        long.extend(std::iter::repeat_n(&b":1\r\n"[..], 2000).flatten());
+        assert!(push(&long).is_err(), "held to the reply cap");
+    }
+
+    #[test]
+    fn publish_is_the_channels_command() {
+        for key in [&b"k"[..], &[b'x'; 983][..], b""] {
+            let mut ours = BytesMut::new();
+            encode_publish(&mut ours, key);
+            let mut theirs = BytesMut::new();
+            let channel = release_channel(&Resource::from(key));
+            resp::encode(&mut theirs, &[b"PUBLISH", &channel, b""]);
+            assert_eq!(ours, theirs);
+        }
+    }
+
+    #[test]
+    fn the_channel_is_the_prefix_and_the_key() {
+        let channel = release_channel(&Resource::from(&b"k\r\n\x00"[..]));
+        assert_eq!(&channel[..], b"redlock:released:k\r\n\x00");
+    }
+}

@@ -1,0 +1,348 @@
+//! Release notifications (notify.rs, lock/wait.rs), scripted byte for byte: `HELLO 3`, the
+//! subscription and `PTTL` probe after a contended attempt, a quorum of announcements
+//! starting the next attempt long before the retry delay, the holder's expiry doing the
+//! same, resubscription after a reconnection, and the fair hand-off of a contested line.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_core::{Config, ConnectionError, Event, RetryPolicy};
+use support::{Drained, Harness, NODE_SECS, time_reply};
+
+const MS: Duration = Duration::from_millis(1);
+const NIL: &[u8] = b"_\r\n";
+const SUBSCRIBE: &str = "*2\r\n$9\r\nSUBSCRIBE\r\n$20\r\nredlock:released:res\r\n";
+const UNSUBSCRIBE: &str = "*2\r\n$11\r\nUNSUBSCRIBE\r\n$20\r\nredlock:released:res\r\n";
+const PTTL: &str = "*2\r\n$4\r\nPTTL\r\n$3\r\nres\r\n";
+const MESSAGE: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+
+/// Three nodes, a retry delay of one second (so an attempt within milliseconds can only
+/// come from a notification or the probe), no jitter (so its timing is exact).
+fn config(jitter: Duration) -> Config {
+    Config::builder(3)
+        .ttl(Duration::from_secs(10))
+        .retry(RetryPolicy {
+            max_attempts: Some(3),
+            max_wait: None,
+            delay_min: Duration::from_secs(1),
+            delay_max: Duration::from_secs(1),
+        })
+        .notification_jitter(jitter)
+        .build()
+        .expect("valid config")
+}
+
+/// A RESP3 `HELLO` reply (a map) naming Redis 7, so that the node gets scripts.
+fn hello3() -> Vec<u8> {
+    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+    let mut out = String::from("%7\r\n");
+    out += &(bulk("server") + &bulk("redis") + &bulk("version") + &bulk("7.0.15"));
+    out += &(bulk("proto") + ":3\r\n" + &bulk("id") + ":3\r\n");
+    out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
+    out += &(bulk("modules") + "*0\r\n");
+    out.into_bytes()
+}
+
+/// Brings node `i`'s current connection up and answers its handshake: `HELLO 3` with a map
+/// (`resp3`) or a RESP2 array, `TIME`, the two preloads. What was sent after the handshake.
+fn up(h: &mut Harness, i: usize, resp3: bool) -> Drained {
+    let out = h.connect(i);
+    let sent = String::from_utf8_lossy(&out.sent_to(i)).into_owned();
+    assert!(
+        sent.starts_with("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"),
+        "{sent}"
+    );
+    let mut replies = if resp3 {
+        hello3()
+    } else {
+        support::hello_reply("redis", "7.0.15")
+    };
+    replies.extend_from_slice(&time_reply(NODE_SECS));
+    for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+        replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+    }
+    h.reply(i, &replies)
+}
+
+fn connected(config: Config, resp3: &[bool]) -> Harness {
+    let mut h = Harness::new(config);
+    h.drain();
+    for (i, &r) in resp3.iter().enumerate() {
+        up(&mut h, i, r);
+    }
+    h
+}
+
+/// Acquires "res", which every node says is held; answers the cleanup releases (nothing
+/// of ours anywhere). What the decision sent.
+fn contended(h: &mut Harness) -> (redlock_core::OpId, Drained) {
+    let (op, _) = h.acquire("res");
+    h.reply(0, NIL);
+    let mut decided = h.reply(1, NIL);
+    let rest = h.reply(2, NIL);
+    decided.transmits.extend(rest.transmits);
+    (op, decided)
+}
+
+fn sent(out: &Drained, node: usize) -> String {
+    support::mask_tokens(&out.sent_to(node))
+}
+
+#[test]
+fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at_once() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let (op, out) = contended(&mut h);
+    for i in 0..3 {
+        // The subscription goes before the probe, so that the probe sees any release it
+        // might have missed.
+        let s = sent(&out, i);
+        let (sub, probe) = (s.find(SUBSCRIBE), s.find(PTTL));
+        assert!(sub.is_some() && sub < probe, "node {i}: {s}");
+    }
+    // Cleanup releases (-1: nothing there), then the probe: the holder has 9 s left.
+    for i in 0..3 {
+        h.reply(i, b":-1\r\n:9000\r\n");
+    }
+    // RESP3's confirmation of the subscription is a push; nothing answers to it.
+    for i in 0..3 {
+        let confirm = b">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
+        let out = h.reply(i, confirm);
+        assert!(out.transmits.is_empty() && out.disconnects.is_empty());
+    }
+    h.ms(3);
+    // One node's notice is not enough (a cleanup of a split vote, say) ...
+    let out = h.reply(0, MESSAGE);
+    assert!(out.transmits.is_empty());
+    // ... and the same node twice counts once.
+    let out = h.reply(0, MESSAGE);
+    assert!(out.transmits.is_empty());
+    let out = h.reply(1, MESSAGE);
+    assert_eq!(
+        out.timeout,
+        Some(h.now),
+        "the attempt is due now, not in a second"
+    );
+    let out = h.timeout_at(h.now);
+    for i in 0..3 {
+        assert!(
+            sent(&out, i).contains("$3\r\nSET\r\n"),
+            "node {i}: {}",
+            sent(&out, i)
+        );
+    }
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    assert!(h.client.held(op).is_some());
+}
+
+#[test]
+fn holding_unsubscribes_and_a_notice_after_that_is_ignored() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let (op, _) = contended(&mut h);
+    for i in 0..3 {
+        h.reply(i, b":-1\r\n:-2\r\n");
+    }
+    // Every key is gone already (the release came before the subscription was active):
+    // the attempt is due at once.
+    let out = h.drain();
+    assert_eq!(out.timeout, Some(h.now));
+    let out = h.timeout_at(h.now);
+    assert!(sent(&out, 0).contains("SET"));
+    h.reply(0, b"+OK\r\n");
+    let decided = h.reply(1, b"+OK\r\n");
+    h.reply(2, b"+OK\r\n");
+    assert!(
+        matches!(&decided.events[..], [Event::Acquired(a)] if a.op == op && a.stats.attempts == 2),
+        "{decided:?}"
+    );
+    for i in 0..3 {
+        assert_eq!(sent(&decided, i), UNSUBSCRIBE, "node {i}");
+    }
+    let out = h.reply(0, MESSAGE);
+    assert!(out.transmits.is_empty() && out.events.is_empty());
+}
+
+#[test]
+fn the_holders_expiry_read_by_the_probe_brings_the_attempt_forward() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    contended(&mut h);
+    let probed_at = h.now;
+    // The keys expire in 50, 80 and 900 ms: a quorum is free after 80 ms, plus the drift
+    // allowance of an 80 ms lock (2 ms floor + 1%: 2.8 ms).
+    h.reply(0, b":-1\r\n:900\r\n");
+    h.reply(1, b":-1\r\n:50\r\n");
+    let out = h.reply(2, b":-1\r\n:80\r\n");
+    let due = probed_at + 80 * MS + Duration::from_micros(2800);
+    assert_eq!(out.timeout, Some(due));
+    let out = h.timeout_at(due);
+    assert!(sent(&out, 1).contains("SET"));
+}
+
+#[test]
+fn a_node_that_kept_resp2_is_never_subscribed_and_the_timer_still_retries() {
+    let mut h = connected(config(Duration::ZERO), &[false, false, false]);
+    let (_, out) = contended(&mut h);
+    for i in 0..3 {
+        // The probe still reads the ttl; nothing subscribes.
+        assert!(!sent(&out, i).contains("SUBSCRIBE"));
+        assert!(sent(&out, i).contains(PTTL));
+        h.reply(i, b":-1\r\n:9000\r\n");
+    }
+    let out = h.drain();
+    assert_eq!(
+        out.timeout,
+        Some(h.now + Duration::from_secs(1)),
+        "the retry delay"
+    );
+}
+
+#[test]
+fn a_reconnected_node_subscribes_again_while_the_lock_waits() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    contended(&mut h);
+    for i in 0..3 {
+        h.reply(i, b":-1\r\n:9000\r\n");
+    }
+    h.disconnect(2, ConnectionError::Closed);
+    // Reconnect: the backoff fires, the node comes back and speaks RESP3 again.
+    let out = support::fire_until_connect(&mut h);
+    assert_eq!(out.connects.len(), 1);
+    let out = up(&mut h, 2, true);
+    assert_eq!(sent(&out, 2), SUBSCRIBE);
+    // Its notices count again.
+    h.reply(0, MESSAGE);
+    let out = h.reply(2, MESSAGE);
+    assert_eq!(out.timeout, Some(h.now));
+}
+
+#[test]
+fn early_attempts_do_not_use_up_the_attempts_but_the_wait_stays_bounded() {
+    // Three attempts, a second apart at most: a wait of at most 2 s.
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let (op, _) = contended(&mut h);
+    let mut early = 0;
+    let give_up = h.now + Duration::from_secs(2);
+    loop {
+        for i in 0..3 {
+            h.reply(i, b":-1\r\n:9000\r\n");
+        }
+        h.ms(400);
+        for i in 0..2 {
+            h.reply(i, MESSAGE);
+        }
+        let out = h.timeout_at(h.now);
+        assert!(sent(&out, 0).contains("SET"), "an early attempt");
+        early += 1;
+        h.reply(0, NIL);
+        let out = h.reply(1, NIL);
+        h.reply(2, NIL);
+        if let [Event::AcquireFailed { reason, stats, .. }] = &out.events[..] {
+            assert!(h.now >= give_up, "gave up only once the wait ran out");
+            assert!(reason.to_string().contains("wait"), "{reason}");
+            assert_eq!(stats.attempts, early + 1);
+            break;
+        }
+        assert!(early < 10, "the wait must end");
+    }
+    assert!(
+        early > 2,
+        "more early attempts ({early}) than the policy's 3 attempts"
+    );
+    assert!(h.client.held(op).is_none());
+}
+
+#[test]
+fn a_contested_line_hands_over_when_the_release_is_done() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    // The first call meets another client's lock, then gets it.
+    let (first, _) = contended(&mut h);
+    for i in 0..3 {
+        h.reply(i, b":-1\r\n:-2\r\n");
+    }
+    let out = h.timeout_at(h.now);
+    assert!(sent(&out, 0).contains("SET"));
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    assert!(h.client.held(first).is_some());
+    h.drain();
+    // A second call of this client waits in line.
+    let second = h
+        .client
+        .acquire(h.now, redlock_core::Resource::from("res"))
+        .unwrap();
+    assert!(h.drain().transmits.is_empty());
+    // The release goes out alone: no SET right behind it, as an uncontested line would.
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    for i in 0..3 {
+        assert!(
+            !sent(&out, i).contains("SET"),
+            "node {i}: {}",
+            sent(&out, i)
+        );
+    }
+    h.reply(0, b":1\r\n");
+    h.reply(1, b":1\r\n");
+    let out = h.reply(2, b":1\r\n");
+    assert!(matches!(&out.events[..], [Event::Released { op, .. }] if *op == first));
+    // Done: the next call starts (after a jitter of zero here).
+    assert_eq!(out.timeout, Some(h.now));
+    let out = h.timeout_at(h.now);
+    assert!(sent(&out, 0).contains("SET"));
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    assert!(h.client.held(second).is_some());
+}
+
+#[test]
+fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
+    let config = Config::builder(3)
+        .release_notifications(false)
+        .build()
+        .unwrap();
+    let mut h = Harness::new(config);
+    h.drain();
+    let out = h.connect(0);
+    assert!(String::from_utf8_lossy(&out.sent_to(0)).starts_with("*1\r\n$5\r\nHELLO\r\n"));
+    let mut h = Harness::connected(
+        Config::builder(3)
+            .release_notifications(false)
+            .build()
+            .unwrap(),
+    );
+    let (_, out) = contended(&mut h);
+    for i in 0..3 {
+        assert!(!sent(&out, i).contains("PTTL") && !sent(&out, i).contains("SUBSCRIBE"));
+    }
+}
+
+#[test]
+fn a_server_that_refuses_resp3_is_asked_again_in_resp2_and_polled() {
+    let mut h = Harness::new(config(Duration::ZERO));
+    h.drain();
+    h.connect(0);
+    let out = h.reply(0, b"-NOPROTO unsupported protocol version\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.sent_to(0)),
+        "*1\r\n$5\r\nHELLO\r\n",
+        "asked again, without the protocol"
+    );
+    // TIME, the preloads, then the second HELLO's answer: a Valkey 9 with its commands.
+    let mut replies = time_reply(NODE_SECS);
+    for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+        replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+    }
+    replies.extend_from_slice(&support::hello_reply("valkey", "9.1.2"));
+    let out = h.reply(0, &replies);
+    assert!(out.disconnects.is_empty() && out.transmits.is_empty());
+    let commands = h
+        .client
+        .node_commands(redlock_core::NodeId::new(0))
+        .unwrap();
+    assert_eq!(commands.fell_back, None);
+    assert_eq!(commands.release, redlock_core::ReleaseCommand::DelIfEq);
+}
