@@ -700,6 +700,12 @@ impl<R: CryptoRng> Client<R> {
         let Some(lock) = self.locks.get(&op) else {
             return;
         };
+        if lock.is_waiting_for_release() {
+            // The cleanup of a waiting lock's failed attempt: announcing it would mostly wake
+            // the lock itself (the script's own announcement comes before its reply and is
+            // told apart; this one would come after).
+            return;
+        }
         // Encoded once per release, shared by the nodes' transmits like a round's command.
         let bytes = match &self.publish {
             Some((last, bytes)) if *last == op => bytes.clone(),

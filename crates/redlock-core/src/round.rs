@@ -344,6 +344,11 @@ impl Round {
         self.tally.decision()
     }
 
+    /// Whether `node` has not answered yet.
+    pub(crate) fn awaits(&self, node: usize) -> bool {
+        (self.slots.get(node)).is_some_and(|s| !matches!(s, Slot::Done(_) | Slot::Skipped))
+    }
+
     /// Every node has voted (or timed out).
     #[inline]
     pub(crate) fn is_complete(&self) -> bool {

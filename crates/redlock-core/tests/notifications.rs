@@ -380,3 +380,18 @@ fn a_release_that_another_client_waits_for_makes_the_next_hand_off_fair() {
     }
     assert!(h.client.held(third).is_some());
 }
+
+#[test]
+fn an_announcement_of_the_locks_own_cleanup_does_not_start_an_attempt() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let (_, out) = contended(&mut h);
+    assert!(sent(&out, 0).contains("EVALSHA"), "the cleanup release");
+    // The cleanup deleted something of ours on nodes 0 and 1 and announced it; the
+    // announcements come before the cleanup's replies, while it is still in flight there.
+    h.reply(0, MESSAGE);
+    let out = h.reply(1, MESSAGE);
+    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    // The cleanup's replies and the probe (the holder has 9 s left): still no attempt.
+    let out = probe_all(&mut h, b":1\r\n:9000\r\n");
+    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+}

@@ -75,6 +75,10 @@ pub struct OpRecord {
     pub token: Option<Token>,
     /// Whether the lock options asked for fencing (`None`: they left it to the config).
     pub fenced: Option<bool>,
+    /// When the client called `acquire`, in true time.
+    pub started_at: SimTime,
+    /// When `AcquireFailed` arrived (including after a cancel), in true time.
+    pub failed_at: Option<SimTime>,
     /// Attempts made when `Acquired` arrived.
     pub acquired_after: Option<u32>,
     /// Nodes a fenced acquisition raised to its token (the write-back), when it succeeded.
@@ -117,6 +121,11 @@ impl Checker {
             ops: Vec::new(),
             lingers: Vec::new(),
         }
+    }
+
+    /// The scenario seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// Every hold so far (open ones end at their current deadline).
@@ -196,8 +205,7 @@ impl Checker {
 
     pub(crate) fn started(
         &mut self,
-        client: usize,
-        op: OpId,
+        (client, op, at): (usize, OpId, SimTime),
         resource: Resource,
         (token, fenced): (Option<Token>, Option<bool>),
     ) {
@@ -207,6 +215,8 @@ impl Checker {
             resource,
             token,
             fenced,
+            started_at: at,
+            failed_at: None,
             acquired_after: None,
             written_back: 0,
             failed: None,
@@ -330,13 +340,13 @@ mod tests {
     fn overlaps_are_found_and_touching_holds_are_not() {
         let (r, op) = (Resource::from("r"), OpId::from_raw(0));
         let mut c = Checker::new(1);
-        c.started(0, op, r.clone(), (None, None));
-        c.started(1, op, r.clone(), (None, None));
+        c.started((0, op, ms(0)), r.clone(), (None, None));
+        c.started((1, op, ms(0)), r.clone(), (None, None));
         c.acquired(0, op, (ms(0), ms(100)), None);
         c.ended(0, op, ms(50));
         c.acquired(1, op, (ms(50), ms(150)), None);
         assert_eq!(c.violation(), None, "[0,50) and [50,150) only touch");
-        c.started(2, op, r.clone(), (None, None));
+        c.started((2, op, ms(0)), r.clone(), (None, None));
         c.acquired(2, op, (ms(140), ms(200)), None);
         let v = c.violation().expect("[50,150) and [140,200) overlap");
         assert_eq!((v.first.client, v.second.client), (1, 2));
@@ -347,9 +357,9 @@ mod tests {
     fn a_late_extension_keeps_the_hold_continuous() {
         let (r, op) = (Resource::from("r"), OpId::from_raw(3));
         let mut c = Checker::new(2);
-        c.started(0, op, r.clone(), (None, None));
+        c.started((0, op, ms(0)), r.clone(), (None, None));
         c.acquired(0, op, (ms(0), ms(100)), None);
-        c.started(1, op, r.clone(), (None, None));
+        c.started((1, op, ms(0)), r.clone(), (None, None));
         c.acquired(1, op, (ms(120), ms(200)), None);
         c.ended(1, op, ms(130));
         assert_eq!(c.violation(), None);
@@ -363,7 +373,7 @@ mod tests {
         let op = |n| OpId::from_raw(n);
         let mut c = Checker::new(3);
         for (client, fenced) in [(0, true), (1, true), (2, true), (3, false)] {
-            c.started(client, op(1), r.clone(), (None, Some(fenced)));
+            c.started((client, op(1), ms(0)), r.clone(), (None, Some(fenced)));
         }
         c.acquired(0, op(1), (ms(0), ms(100)), Some(5));
         c.ended(0, op(1), ms(50));
@@ -378,7 +388,7 @@ mod tests {
         let v = c.fencing_violation().expect("9 then 9");
         assert_eq!((v.earlier.client, v.later.map(|l| l.client)), (1, Some(2)));
         let mut c = Checker::new(4);
-        c.started(0, op(1), r.clone(), (None, Some(true)));
+        c.started((0, op(1), ms(0)), r.clone(), (None, Some(true)));
         c.acquired(0, op(1), (ms(0), ms(100)), None);
         let v = c
             .fencing_violation()

@@ -15,7 +15,9 @@ use crate::conditional::is_native;
 use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
-use crate::resp::{ServerReply, next_command};
+use crate::pubsub::Session;
+use crate::resp::{Frame, next_command};
+use crate::script::release_channel;
 use crate::sim::Sim;
 use crate::workload::Action;
 
@@ -59,6 +61,7 @@ impl Sim {
                 Output::Transmit(t) => self.send_to_node(c, t.node.index(), t.bytes),
                 Output::Connect(conn) => {
                     let n = conn.node().index();
+                    self.reset_link(c, n, LinkState::Connecting);
                     let (epoch, at) = self.net.start_connect(&mut self.dice, self.now, c, conn);
                     self.schedule(
                         at,
@@ -70,7 +73,7 @@ impl Sim {
                     );
                 }
                 Output::Disconnect(conn) => {
-                    (self.net.link(c, conn.node().index())).reset(LinkState::Closed);
+                    self.reset_link(c, conn.node().index(), LinkState::Closed);
                 }
                 Output::Event(event) => events.push_back(event),
                 Output::Timeout(at) => {
@@ -105,7 +108,10 @@ impl Sim {
             }
             Event::AcquireFailed { reason, .. } => {
                 let reason = reason.clone();
-                self.checker.record(c, op, |r| r.failed = Some(reason));
+                self.checker.record(c, op, |r| {
+                    r.failed = Some(reason);
+                    r.failed_at = Some(now);
+                });
                 2
             }
             Event::Extended { deadline, .. } => {
@@ -145,7 +151,7 @@ impl Sim {
                     .acquire_with(now, resource.clone(), &options)
                     .unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
                 client.workload.started(now, op);
-                self.checker.started(c, op, resource, token);
+                self.checker.started((c, op, self.now), resource, token);
                 self.trace.client(c, 10, op, self.now);
             }
             Action::Extend(op) => {
@@ -217,7 +223,7 @@ impl Sim {
         }
     }
 
-    fn send_to_node(&mut self, c: usize, n: usize, bytes: Bytes) {
+    pub(crate) fn send_to_node(&mut self, c: usize, n: usize, bytes: Bytes) {
         let link = self.net.link_ref(c, n);
         if link.state != LinkState::Open {
             // The core writes only to links it believes up; a write racing a cut is lost.
@@ -259,11 +265,11 @@ impl Sim {
     pub(crate) fn process_inbox(&mut self, c: usize, n: usize) {
         let link = self.net.link(c, n);
         let mut inbox = std::mem::take(&mut link.inbox);
-        let mut db = link.db;
-        let (out, broken) = self.execute_stream(n, c, None, &mut inbox, &mut db);
+        let mut session = std::mem::take(&mut link.session);
+        let (out, broken) = self.execute_stream(n, c, None, &mut inbox, &mut session);
         let link = self.net.link(c, n);
         link.inbox = inbox;
-        link.db = db;
+        link.session = session;
         let epoch = link.epoch;
         if !out.is_empty() {
             let plan = self.net.plan(
@@ -294,49 +300,70 @@ impl Sim {
     }
 
     /// Runs every complete command of `inbox` on node `n` for one connection of client `c`
-    /// (orphan `orphan`'s, if any) whose database is `db`. Returns the encoded replies and
-    /// whether a protocol error ends the connection.
+    /// (orphan `orphan`'s, if any) whose node side is `session`. Returns the encoded replies
+    /// (with the messages for this connection its own publications left, ahead of the reply
+    /// as a server writes them) and whether a protocol error ends the connection. Messages
+    /// for other connections go out on their links.
     pub(crate) fn execute_stream(
         &mut self,
         n: usize,
         c: usize,
         orphan: Option<usize>,
         inbox: &mut BytesMut,
-        db: &mut u32,
+        session: &mut Session,
     ) -> (BytesMut, bool) {
         let mut out = BytesMut::new();
         loop {
             match next_command(inbox) {
                 Ok(Some(args)) => {
                     let scripts = &self.scenario.scripts;
-                    let reply = self.nodes[n].execute(self.now, db, &args, scripts);
-                    self.count_reply(&args, &reply);
+                    let reply = self.nodes[n].run(self.now, session, &args, scripts);
+                    self.count_reply(&args, &reply, session);
                     self.note(|| {
                         let from = orphan.map_or(String::new(), |o| format!("orphan {o} of "));
                         format!("node {n} <- {from}client {c}: {} -> {reply:?}", show(&args))
                     });
-                    reply.encode(&mut out);
+                    let current = (orphan.is_none()).then_some(c);
+                    self.deliver(n, current, session, &mut out);
+                    reply.encode(&mut out, session.protocol);
                 }
                 Ok(None) => return (out, false),
                 Err(e) => {
-                    ServerReply::error(format!("ERR Protocol error: {}", e.0)).encode(&mut out);
+                    let reply = Frame::Error(format!("ERR Protocol error: {}", e.0));
+                    reply.encode(&mut out, session.protocol);
                     return (out, true);
                 }
             }
         }
     }
 
+    /// Resets the link between client `c` and node `n` to `state`; the node closes the old
+    /// connection (its subscriptions end).
+    pub(crate) fn reset_link(&mut self, c: usize, n: usize, state: LinkState) {
+        let old = self.net.link(c, n).reset(state);
+        self.nodes[n].close(&old);
+    }
+
     /// Counts the replies the statistics name: `-NOSCRIPT`, native commands run or
     /// refused, `HELLO`s answered or refused.
-    fn count_reply(&mut self, args: &[Bytes], reply: &ServerReply) {
+    fn count_reply(&mut self, args: &[Bytes], reply: &Frame, session: &Session) {
         let error = match reply {
-            ServerReply::Error(e) => Some(e.as_str()),
+            Frame::Error(e) => Some(e.as_str()),
             _ => None,
         };
         let refused = error.is_some_and(|e| {
             e.starts_with("ERR unknown command") || e.starts_with("ERR syntax error")
         });
         let s = &mut self.stats;
+        let named = |name: &[u8]| args.first().is_some_and(|a| a.eq_ignore_ascii_case(name));
+        if named(b"SUBSCRIBE") && error.is_none() {
+            s.subscribes += 1;
+        }
+        if let ([_, key], Frame::Int(-2)) = (args, reply) {
+            let channel = release_channel(key);
+            let watched = session.channels().any(|ch| *ch == channel);
+            s.released_before_subscribed += u32::from(named(b"PTTL") && watched);
+        }
         if error.is_some_and(|e| e.starts_with("NOSCRIPT")) {
             s.noscript += 1;
         } else if is_native(args) {
@@ -361,6 +388,8 @@ impl Sim {
         if !self.net.link_ref(c, n).accepts(epoch) {
             return self.stale_read(c, n, epoch, bytes);
         }
+        #[cfg(test)]
+        self.tap.push((c, n, Bytes::copy_from_slice(bytes)));
         let now = self.local_now(c);
         let Some(conn) = self.net.link_ref(c, n).conn else {
             return;
@@ -401,11 +430,12 @@ impl Sim {
         let now = self.local_now(c);
         if self.nodes[n].accepts_connections() {
             let at = self.now;
-            self.net.link(c, n).open(at);
+            let session = self.nodes[n].accept();
+            self.net.link(c, n).open(at, session);
             self.feed(c, Input::Connected { now, conn });
         } else {
             self.stats.refused += 1;
-            self.net.link(c, n).reset(LinkState::Closed);
+            self.reset_link(c, n, LinkState::Closed);
             let reason = ConnectionError::Refused;
             self.feed(c, Input::Disconnected { now, conn, reason });
         }
@@ -419,7 +449,7 @@ impl Sim {
         let Some(conn) = self.net.link_ref(c, n).conn else {
             return;
         };
-        self.net.link(c, n).reset(LinkState::Closed);
+        self.reset_link(c, n, LinkState::Closed);
         let now = self.local_now(c);
         let reason = ConnectionError::Closed;
         self.feed(c, Input::Disconnected { now, conn, reason });

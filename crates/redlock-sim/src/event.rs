@@ -52,6 +52,14 @@ pub(crate) enum Ev {
         /// The release's deadline, in true time.
         deadline: SimTime,
     },
+    /// A held-back pub/sub message is written to its connection now (if still open).
+    Push {
+        client: usize,
+        node: usize,
+        epoch: u64,
+        channel: Bytes,
+        bytes: Bytes,
+    },
 }
 
 impl Ev {
@@ -65,6 +73,7 @@ impl Ev {
                 | Self::ConnectDone { .. }
                 | Self::HalfClose { .. }
                 | Self::LateDelivery { .. }
+                | Self::Push { .. }
         )
     }
 }

@@ -3,7 +3,8 @@
 //! (the fencing counter F, whose member `n` carries the count) or a list (only so that tests
 //! can put a key of the wrong type in a lock's way).
 //!
-//! [`Keys`] is the view a command or script gets: one database at one local instant. Nothing
+//! [`Keys`] is the view a command or script gets: one database at one local instant, and
+//! the messages a script publishes from it (which the node delivers afterwards). Nothing
 //! here knows about connections, scripts caches or faults.
 
 use std::collections::BTreeMap;
@@ -60,6 +61,8 @@ impl Keyspace {
             db,
             now: now_nanos,
             wall: Some(wall_nanos),
+            channels: true,
+            published: Vec::new(),
         }
     }
 
@@ -107,7 +110,15 @@ pub struct Keys<'a> {
     now: u64,
     /// The wall clock in Unix nanoseconds; `None` where an ACL denies `TIME`.
     wall: Option<u64>,
+    /// Whether an ACL lets the script publish.
+    channels: bool,
+    /// `(channel, message)` a script published, in order.
+    published: Vec<(Bytes, Bytes)>,
 }
+
+/// An ACL denies pub/sub channels to the client, in a script as well as on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelDenied;
 
 /// What a node's wall clock reads at its local time zero: 2023-11-14, Unix seconds
 /// 1,700,000,000, so a fencing floor (seconds * 2^20) is about 1.8e15, as on a real server.
@@ -124,6 +135,26 @@ impl Keys<'_> {
     /// From now on `TIME` is denied in this view (the node's ACL says so).
     pub fn deny_time(&mut self) {
         self.wall = None;
+    }
+
+    /// From now on `PUBLISH` is denied in this view (the node's ACL says so).
+    pub fn deny_channels(&mut self) {
+        self.channels = false;
+    }
+
+    /// A script's `PUBLISH channel message`: recorded for the node to deliver once the
+    /// script is over; [`ChannelDenied`] where an ACL denies channels.
+    pub fn publish(&mut self, channel: Bytes, message: Bytes) -> Result<(), ChannelDenied> {
+        if !self.channels {
+            return Err(ChannelDenied);
+        }
+        self.published.push((channel, message));
+        Ok(())
+    }
+
+    /// What scripts published in this view so far, in order (taken: a second call is empty).
+    pub fn take_published(&mut self) -> Vec<(Bytes, Bytes)> {
+        std::mem::take(&mut self.published)
     }
 
     /// The string value of the key, if it exists and has not expired (an expired key is

@@ -21,14 +21,19 @@
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
 //! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
-//!   sorted-set commands), `resp`: a node executing the core's commands; [`profile`]: which server it behaves as (its `HELLO`, its native commands).
+//!   sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
+//!   (RESP2 and RESP3): a node executing the core's commands; [`profile`]: which server it
+//!   behaves as (its `HELLO`, its native commands, its ACL).
+//! - `push`: pub/sub messages on their way to subscribed connections, and their faults
+//!   ([`PushFaults`]: lost, doubled, held back; `SUBSCRIBE` ignored).
 //! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
-//! - `workload`, [`checker`]: what clients do, and what must never happen; `linger`: the
-//!   release property (a key outlives its release by at most the release timeout), and
+//! - `workload`, [`checker`]: what clients do, and what must never happen; `liveness`
+//!   ([`Starvation`]): what must eventually happen while the lock changes hands; `linger`:
+//!   the release property (a key outlives its release by at most the release timeout), and
 //!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
 
 #![forbid(unsafe_code)]
@@ -42,10 +47,13 @@ mod event;
 mod fault;
 mod keyspace;
 mod linger;
+mod liveness;
 mod network;
 pub mod node;
 mod orphan;
 pub mod profile;
+pub mod pubsub;
+mod push;
 mod random;
 mod refusal_watch;
 mod release_watch;
@@ -59,14 +67,18 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use keyspace::{Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
+pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use linger::Linger;
+pub use liveness::Starvation;
 pub use network::NetworkKnobs;
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};
+pub use pubsub::{Delivery, Session};
 pub use random::Dice;
 pub use report::{Report, Stats};
-pub use resp::ServerReply;
-pub use scenario::{ClockRates, FaultKnobs, Resources, Scenario, SuppliedToken, WorkloadKnobs};
+pub use resp::{Frame, Protocol, ServerReply};
+pub use scenario::{
+    ClockRates, FaultKnobs, PushFaults, Resources, Scenario, SuppliedToken, WorkloadKnobs,
+};
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use redlock_core::ConnId;
 
 use crate::clock::SimTime;
+use crate::pubsub::Session;
 use crate::random::Dice;
 
 /// Delay and splitting knobs of the network.
@@ -85,8 +86,8 @@ pub(crate) struct Link {
     pub(crate) state: LinkState,
     /// Bytes received by the node and not yet executed (the node may be paused).
     pub(crate) inbox: BytesMut,
-    /// The database the connection selected.
-    pub(crate) db: u32,
+    /// The node's side of the connection: database, protocol, channels.
+    pub(crate) session: Session,
     /// A middlebox in front of the node holds what the client writes (the first stage of a
     /// half-close): bytes arriving for the node go to `held`, not to `inbox`.
     pub(crate) holding: bool,
@@ -119,7 +120,7 @@ impl Network {
             opened: VecDeque::new(),
             state: LinkState::Closed,
             inbox: BytesMut::new(),
-            db: 0,
+            session: Session::default(),
             holding: false,
             held: BytesMut::new(),
             opened_at: SimTime::ZERO,
@@ -149,7 +150,8 @@ impl Network {
             .collect()
     }
 
-    /// Starts a connect: a new generation; returns it and when the outcome is known.
+    /// Starts a connect on a link the caller reset to `Connecting`: returns its generation
+    /// and when the outcome is known.
     pub(crate) fn start_connect(
         &mut self,
         dice: &mut Dice,
@@ -159,9 +161,15 @@ impl Network {
     ) -> (u64, SimTime) {
         let delay = dice.duration(self.knobs.connect_min, self.knobs.connect_max);
         let link = self.link(client, conn.node().index());
-        link.reset(LinkState::Connecting);
         link.conn = Some(conn);
         (link.epoch, now.saturating_add(delay))
+    }
+
+    /// Nothing more reaches client `client` from node `node` before `until`: what the node
+    /// writes from now on waits behind a stalled segment (FIFO, as TCP).
+    pub(crate) fn stall(&mut self, client: usize, node: usize, until: SimTime) {
+        let link = self.link(client, node);
+        link.last_to_client = link.last_to_client.max(until);
     }
 
     /// Plans the delivery of `bytes` written at `now`: possibly split, each chunk delayed at
@@ -201,20 +209,24 @@ impl Network {
 }
 
 impl Link {
-    /// A new generation in `state`: anything in flight on the old one is now stale.
-    pub(crate) fn reset(&mut self, state: LinkState) {
+    /// A new generation in `state`: anything in flight on the old one is now stale. Returns
+    /// the node side of the old connection, which the node must close (its subscriptions).
+    #[must_use = "the node must close the old session"]
+    pub(crate) fn reset(&mut self, state: LinkState) -> Session {
         self.epoch += 1;
         self.state = state;
         self.inbox.clear();
-        self.db = 0;
         self.holding = false;
         self.held.clear();
+        std::mem::take(&mut self.session)
     }
 
-    /// The link is open since `now`: remembers which connection this generation is.
-    pub(crate) fn open(&mut self, now: SimTime) {
+    /// The link is open since `now`, its node side `session`: remembers which connection
+    /// this generation is.
+    pub(crate) fn open(&mut self, now: SimTime, session: Session) {
         self.state = LinkState::Open;
         self.opened_at = now;
+        self.session = session;
         if let Some(conn) = self.conn {
             if self.opened.len() == OPENED_KEPT {
                 self.opened.pop_front();
@@ -262,8 +274,8 @@ pub(crate) struct Orphan {
     /// The generation of the link it was: deliveries of that generation still in flight
     /// come here instead of being dropped.
     pub(crate) epoch: u64,
-    /// The database the connection had selected.
-    pub(crate) db: u32,
+    /// The node's side of the connection (database, protocol, channels).
+    pub(crate) session: Session,
     /// Bytes the node has and has not run yet (it may be paused).
     pub(crate) inbox: BytesMut,
     /// Bytes the middlebox still holds; they reach the node at the orphan's late delivery.

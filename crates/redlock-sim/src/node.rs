@@ -1,8 +1,10 @@
-//! A simulated Redis/Valkey node: process state (up, paused, crashed), its keyspace and
-//! script cache, and the commands the core sends, executed on the node's own clock.
+//! A simulated Redis/Valkey node: process state (up, paused, crashed), its keyspace, script
+//! cache and pub/sub registry, and the commands the core sends, executed on the node's own
+//! clock.
 //!
 //! The node does not own connections or deliver bytes; the network hands it whole commands
-//! with the connection's selected database and takes back replies.
+//! with the connection's [`Session`] (database, protocol, channels) and takes back replies,
+//! and the messages publications left ([`Node::take_deliveries`]).
 
 use std::collections::BTreeSet;
 
@@ -12,7 +14,8 @@ use crate::clock::{Clock, SimTime};
 use crate::conditional;
 use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
 use crate::profile::{ServerProfile, unknown_command};
-use crate::resp::ServerReply;
+use crate::pubsub::{self, Delivery, Registry, Session};
+use crate::resp::{Frame, ServerReply};
 use crate::script::{NativeScript, Scripts, millis_arg};
 use crate::sorted;
 
@@ -27,8 +30,12 @@ pub struct Node {
     incarnation: u32,
     commands: u64,
     profile: ServerProfile,
-    /// `HELLO`s answered: the next one's connection id.
-    hellos: i64,
+    /// Connections accepted: the last one's id.
+    accepted: u64,
+    /// Who is subscribed to what, and the messages not yet taken for delivery.
+    pubsub: Registry,
+    /// A fault: `SUBSCRIBE` is confirmed and registers nothing.
+    ignores_subscribe: bool,
     /// How far the node's wall clock (`TIME`) is from [`WALL_EPOCH_NANOS`] plus its local
     /// clock, in nanoseconds: a constant offset, moved by steps.
     wall_offset: i64,
@@ -75,7 +82,9 @@ impl Node {
             incarnation: 0,
             commands: 0,
             profile,
-            hellos: 0,
+            accepted: 0,
+            pubsub: Registry::default(),
+            ignores_subscribe: false,
             wall_offset: 0,
             persisted: false,
         }
@@ -149,6 +158,28 @@ impl Node {
         self.keyspace.view(0, now).get(&key).is_err()
     }
 
+    /// A new connection: a fresh id, database 0, RESP2, no channels.
+    pub fn accept(&mut self) -> Session {
+        self.accepted += 1;
+        Session::accepted(self.accepted)
+    }
+
+    /// The connection closed: its subscriptions end.
+    pub fn close(&mut self, session: &Session) {
+        self.pubsub.close(session);
+    }
+
+    /// The messages publications left since the last call, one per receiving connection.
+    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
+        self.pubsub.take_deliveries()
+    }
+
+    /// From now on `SUBSCRIBE` is confirmed and registers nothing (a fault: the client is
+    /// never told of a release on this node).
+    pub fn ignore_subscribe(&mut self, ignore: bool) {
+        self.ignores_subscribe = ignore;
+    }
+
     /// The server this node behaves as.
     pub fn profile(&self) -> &ServerProfile {
         &self.profile
@@ -209,6 +240,8 @@ impl Node {
     pub fn crash_with(&mut self, persist: bool) {
         self.state = NodeState::Down;
         self.persisted = persist;
+        // Every connection dies with the process, and its subscriptions with it.
+        self.pubsub.clear();
         if !persist {
             self.keyspace = Keyspace::new();
         }
@@ -232,7 +265,10 @@ impl Node {
         self.keyspace.live(self.clock.local_nanos(t))
     }
 
-    /// Executes one command at true time `t` for a connection whose database is `db`.
+    /// Executes one command at true time `t` for a RESP2 connection without subscriptions
+    /// whose database is `db`, and returns the reply as that connection reads it (several
+    /// frames as an array of them, none as nil): what the command contract compares with a
+    /// real server. The simulation's connections use [`Node::run`].
     pub fn execute(
         &mut self,
         t: SimTime,
@@ -240,51 +276,90 @@ impl Node {
         args: &[Bytes],
         scripts: &Scripts,
     ) -> ServerReply {
+        let mut session = self.accept();
+        session.db = *db;
+        let frame = self.run(t, &mut session, args, scripts);
+        *db = session.db;
+        self.close(&session);
+        frame.into_resp2()
+    }
+
+    /// Executes one command at true time `t` for the connection `session` and returns what
+    /// the node writes back (in the session's protocol after the command). Messages it
+    /// publishes wait in [`Node::take_deliveries`].
+    pub fn run(
+        &mut self,
+        t: SimTime,
+        session: &mut Session,
+        args: &[Bytes],
+        scripts: &Scripts,
+    ) -> Frame {
         self.commands += 1;
         let now = self.clock.local_nanos(t);
         let wall = self.wall_nanos(t);
         let Some(name) = args.first() else {
-            return ServerReply::error("ERR empty command");
+            return ServerReply::error("ERR empty command").into();
         };
         let upper = name.to_ascii_uppercase();
         let rest = &args[1..];
-        let mut keys = self.keyspace.view_at(*db, now, wall);
+        if session.in_subscribed_context()
+            && KNOWN.contains(&&upper[..])
+            && !pubsub::allowed_in_subscribed_context(&upper)
+        {
+            return pubsub::not_in_subscribed_context(&upper).into();
+        }
+        let mut keys = self.keyspace.view_at(session.db, now, wall);
         if !self.profile.time {
             keys.deny_time();
         }
+        if !self.profile.channels {
+            keys.deny_channels();
+        }
         let profile = &self.profile;
-        let reply = match &upper[..] {
-            b"SET" => conditional::set(&mut keys, profile, rest),
-            b"DELIFEQ" => conditional::delifeq(&mut keys, profile, name, rest),
-            b"DELEX" => conditional::delex(&mut keys, profile, name, rest),
+        let reply: Option<Frame> = match &upper[..] {
+            b"SET" => conditional::set(&mut keys, profile, rest).map(Frame::from),
+            b"DELIFEQ" => conditional::delifeq(&mut keys, profile, name, rest).map(Frame::from),
+            b"DELEX" => conditional::delex(&mut keys, profile, name, rest).map(Frame::from),
             b"GET" | b"DEL" | b"PEXPIRE" | b"PTTL" | b"RPUSH" => {
-                key_command(&mut keys, &upper, rest)
+                key_command(&mut keys, &upper, rest).map(Frame::from)
             }
-            b"ZADD" => sorted::zadd(&mut keys, profile, rest),
-            b"ZINCRBY" => sorted::zincrby(&mut keys, rest),
-            b"ZSCORE" => sorted::zscore(&mut keys, rest),
+            // Every bulk string these answer is a score: a double in RESP3.
+            b"ZADD" => sorted::zadd(&mut keys, profile, rest).map(Frame::score),
+            b"ZINCRBY" => sorted::zincrby(&mut keys, rest).map(Frame::score),
+            b"ZSCORE" => sorted::zscore(&mut keys, rest).map(Frame::score),
             b"HELLO" => {
-                self.hellos += 1;
-                Some(self.profile.hello(rest, self.hellos))
+                let (reply, protocol) = profile.hello(rest, session.id, session.protocol);
+                session.protocol = protocol;
+                Some(reply)
             }
-            b"AUTH" | b"SELECT" => connection_command(db, &upper, rest),
+            b"AUTH" | b"SELECT" => {
+                connection_command(&mut session.db, &upper, rest).map(Frame::from)
+            }
             b"TIME" if rest.is_empty() => Some(match keys.time() {
                 Ok((secs, micros)) => {
-                    let bulk = |n: u64| ServerReply::Bulk(Bytes::from(n.to_string()));
-                    ServerReply::Array(vec![bulk(secs), bulk(micros)])
+                    let bulk = |n: u64| Frame::Bulk(Bytes::from(n.to_string()));
+                    Frame::Array(vec![bulk(secs), bulk(micros)])
                 }
-                Err(_) => ServerReply::error(TIME_DENIED),
+                Err(_) => ServerReply::error(TIME_DENIED).into(),
             }),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
-                script_command(&mut self.loaded, &mut keys, scripts, &upper, rest)
+                script_command(&mut self.loaded, &mut keys, scripts, &upper, rest).map(Frame::from)
             }
-            _ => return unknown_command(name, rest),
+            b"SUBSCRIBE" | b"UNSUBSCRIBE" | b"PUBLISH" => {
+                let ignore = self.ignores_subscribe;
+                self.pubsub.command(session, &upper, rest, profile, ignore)
+            }
+            _ => return unknown_command(name, rest).into(),
         };
+        for (channel, message) in keys.take_published() {
+            self.pubsub.publish(&channel, &message);
+        }
         reply.unwrap_or_else(|| {
+            let name = String::from_utf8_lossy(&upper).to_lowercase();
             ServerReply::error(format!(
-                "ERR wrong number of arguments for '{}' command",
-                String::from_utf8_lossy(&upper).to_lowercase()
+                "ERR wrong number of arguments for '{name}' command"
             ))
+            .into()
         })
     }
 }
@@ -400,6 +475,13 @@ fn run_script(
     }
 }
 
+/// Every command the node knows (the rest are unknown to it).
+const KNOWN: [&[u8]; 19] = [
+    b"PUBLISH", b"SET", b"DELIFEQ", b"DELEX", b"GET", b"DEL", b"PEXPIRE", b"PTTL", b"RPUSH",
+    b"ZADD", b"ZINCRBY", b"ZSCORE", b"HELLO", b"AUTH", b"SELECT", b"TIME", b"EVALSHA", b"EVAL",
+    b"SCRIPT",
+];
+
 /// Databases a node has (Redis default).
 const DATABASES: u32 = 16;
 /// Redis 7.0.15's reply to `TIME` where an ACL denies it.
@@ -411,10 +493,9 @@ const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 mod tests {
     use std::time::{Duration, Instant};
 
-    use redlock_core::RELEASE_SCRIPT;
-
     use super::*;
     use crate::profile::ServerProfile;
+    use crate::script::{RELEASE_SOURCE, sha1_hex};
 
     fn cmd(node: &mut Node, t_ms: u64, db: &mut u32, args: &[&str]) -> ServerReply {
         let args: Vec<Bytes> = args
@@ -439,10 +520,12 @@ mod tests {
             ServerReply::Nil
         );
         assert_eq!(cmd(&mut n, 1, db, &["PTTL", "k"]), ServerReply::Int(99));
-        let sha = RELEASE_SCRIPT.sha1;
+        // The model's own source: the tripwire in script.rs checks it is the core's.
+        let release_sha = sha1_hex(RELEASE_SOURCE);
+        let sha = release_sha.as_str();
         let noscript = cmd(&mut n, 2, db, &["EVALSHA", sha, "1", "k", "a"]);
         assert_eq!(noscript, ServerReply::error(NOSCRIPT));
-        let eval = cmd(&mut n, 2, db, &["EVAL", RELEASE_SCRIPT.body, "1", "k", "b"]);
+        let eval = cmd(&mut n, 2, db, &["EVAL", RELEASE_SOURCE, "1", "k", "b"]);
         assert_eq!(eval, ServerReply::Int(0));
         assert_eq!(
             cmd(&mut n, 3, db, &["EVALSHA", sha, "1", "k", "a"]),
@@ -475,8 +558,8 @@ mod tests {
             ServerReply::Nil,
             "NX sees a key of any type"
         );
-        let wrong = cmd(&mut n, 3, db, &["EVAL", RELEASE_SCRIPT.body, "1", "l", "a"]);
-        let suffix = format!("script: {}, on @user_script:1.", RELEASE_SCRIPT.sha1);
+        let wrong = cmd(&mut n, 3, db, &["EVAL", RELEASE_SOURCE, "1", "l", "a"]);
+        let suffix = format!("script: {}, on @user_script:1.", sha);
         assert!(wrongtype(&wrong, &suffix), "{wrong:?}");
         n.crash();
         n.restart();
@@ -618,5 +701,182 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Runs `args` on `session` and returns the reply's bytes in the session's protocol
+    /// after the command (`HELLO 3` is answered in RESP3).
+    fn wire(node: &mut Node, session: &mut Session, args: &[&str]) -> String {
+        let args: Vec<Bytes> = args
+            .iter()
+            .map(|s| Bytes::copy_from_slice(s.as_bytes()))
+            .collect();
+        let reply = node.run(SimTime::ZERO, session, &args, &Scripts::default());
+        let mut out = bytes::BytesMut::new();
+        reply.encode(&mut out, session.protocol);
+        String::from_utf8(out.to_vec()).expect("text")
+    }
+
+    fn message(delivery: &Delivery, protocol: crate::resp::Protocol) -> String {
+        let mut out = bytes::BytesMut::new();
+        delivery.frame().encode(&mut out, protocol);
+        String::from_utf8(out.to_vec()).expect("text")
+    }
+
+    /// Every byte string here is what redis-server 7.0.15 wrote to a raw socket for the same
+    /// commands (valkey-server 9.1.2 writes the same, bar its shorter doubles).
+    #[test]
+    fn pub_sub_and_resp3_follow_redis() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, true);
+        let (mut a, mut b) = (n.accept(), n.accept());
+        let hello = wire(&mut n, &mut a, &["HELLO", "3"]);
+        assert!(hello.starts_with("%7\r\n") && hello.contains("$2\r\nid\r\n:1\r\n"));
+        assert_eq!(wire(&mut n, &mut a, &["GET", "missing"]), "_\r\n");
+        assert_eq!(wire(&mut n, &mut a, &["ZINCRBY", "f", "1", "n"]), ",1\r\n");
+        assert_eq!(wire(&mut n, &mut a, &["ZSCORE", "f", "x"]), "_\r\n");
+        assert!(wire(&mut n, &mut a, &["TIME"]).starts_with("*2\r\n$10\r\n"));
+        let subscribed = ">3\r\n$9\r\nsubscribe\r\n$3\r\nch1\r\n:1\r\n";
+        assert_eq!(wire(&mut n, &mut a, &["SUBSCRIBE", "ch1"]), subscribed);
+        let two = format!("{subscribed}>3\r\n$9\r\nsubscribe\r\n$3\r\nch2\r\n:2\r\n");
+        assert_eq!(wire(&mut n, &mut a, &["SUBSCRIBE", "ch1", "ch2"]), two);
+        assert!(n.take_deliveries().is_empty());
+        let held = ["SET", "k", "t", "NX", "PX", "10000"];
+        assert_eq!(
+            wire(&mut n, &mut a, &held),
+            "+OK\r\n",
+            "RESP3 runs any command"
+        );
+        assert_eq!(wire(&mut n, &mut a, &["PTTL", "k"]), ":10000\r\n");
+        // Channels are global: a publisher in another database reaches the subscriber.
+        assert_eq!(wire(&mut n, &mut b, &["SELECT", "5"]), "+OK\r\n");
+        assert_eq!(wire(&mut n, &mut b, &["PUBLISH", "ch1", ""]), ":1\r\n");
+        let [got] = &n.take_deliveries()[..] else {
+            panic!("one receiver")
+        };
+        assert_eq!(got.session, a.id());
+        let want = ">3\r\n$7\r\nmessage\r\n$3\r\nch1\r\n$0\r\n\r\n";
+        assert_eq!(message(got, a.protocol), want);
+        assert_eq!(wire(&mut n, &mut b, &["PUBLISH", "none", "x"]), ":0\r\n");
+        // The release script announces a delete on the key's channel, and only a delete.
+        let channel = "redlock:released:k";
+        wire(&mut n, &mut a, &["SUBSCRIBE", channel]);
+        let release = ["EVAL", RELEASE_SOURCE, "1", "k", "t"];
+        assert_eq!(wire(&mut n, &mut b, &release), ":-1\r\n", "db 5 has no k");
+        assert!(n.take_deliveries().is_empty());
+        wire(&mut n, &mut b, &["SELECT", "0"]);
+        assert_eq!(wire(&mut n, &mut b, &release), ":1\r\n");
+        let [got] = &n.take_deliveries()[..] else {
+            panic!("one receiver")
+        };
+        assert_eq!(
+            (got.session, &got.channel[..]),
+            (a.id(), channel.as_bytes())
+        );
+        // A subscriber publishing to itself is a receiver too.
+        assert_eq!(wire(&mut n, &mut a, &["PUBLISH", "ch1", "self"]), ":1\r\n");
+        assert_eq!(n.take_deliveries()[0].session, a.id());
+        let gone = ">3\r\n$11\r\nunsubscribe\r\n$3\r\nch1\r\n:2\r\n";
+        assert_eq!(wire(&mut n, &mut a, &["UNSUBSCRIBE", "ch1"]), gone);
+        let never = ">3\r\n$11\r\nunsubscribe\r\n$6\r\nnosuch\r\n:2\r\n";
+        assert_eq!(wire(&mut n, &mut a, &["UNSUBSCRIBE", "nosuch"]), never);
+        let all = wire(&mut n, &mut a, &["UNSUBSCRIBE"]);
+        assert!(
+            all.ends_with("$18\r\nredlock:released:k\r\n:0\r\n"),
+            "{all}"
+        );
+        let none = ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n";
+        assert_eq!(wire(&mut n, &mut a, &["UNSUBSCRIBE"]), none);
+        assert_eq!(wire(&mut n, &mut b, &["PUBLISH", "ch1", ""]), ":0\r\n");
+        assert_eq!(
+            wire(&mut n, &mut a, &["SUBSCRIBE"]),
+            "-ERR wrong number of arguments for 'subscribe' command\r\n"
+        );
+    }
+
+    /// RESP2 pub/sub: confirmations are arrays and a subscribed connection may run the
+    /// pub/sub commands only; closing a connection or restarting the node ends its
+    /// subscriptions (redis-server 7.0.15's replies).
+    #[test]
+    fn a_resp2_subscriber_is_restricted_and_subscriptions_end_with_the_connection() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, true);
+        let (mut c, mut p) = (n.accept(), n.accept());
+        let confirmed = "*3\r\n$9\r\nsubscribe\r\n$3\r\nch9\r\n:1\r\n";
+        assert_eq!(wire(&mut n, &mut c, &["SUBSCRIBE", "ch9"]), confirmed);
+        let refused = "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / \
+                       PING / QUIT / RESET are allowed in this context\r\n";
+        assert_eq!(wire(&mut n, &mut c, &["GET", "k"]), refused);
+        assert!(wire(&mut n, &mut c, &["HELLO", "3"]).starts_with("-ERR Can't execute 'hello'"));
+        assert_eq!(c.protocol, crate::resp::Protocol::Resp2);
+        assert_eq!(wire(&mut n, &mut p, &["PUBLISH", "ch9", "z"]), ":1\r\n");
+        let [got] = &n.take_deliveries()[..] else {
+            panic!("one receiver")
+        };
+        let want = "*3\r\n$7\r\nmessage\r\n$3\r\nch9\r\n$1\r\nz\r\n";
+        assert_eq!(message(got, c.protocol), want);
+        let left = "*3\r\n$11\r\nunsubscribe\r\n$3\r\nch9\r\n:0\r\n";
+        assert_eq!(wire(&mut n, &mut c, &["UNSUBSCRIBE", "ch9"]), left);
+        assert_eq!(wire(&mut n, &mut c, &["GET", "k"]), "$-1\r\n");
+        // A RESP3 subscriber that goes back to RESP2 is restricted from then on.
+        let mut d = n.accept();
+        wire(&mut n, &mut d, &["HELLO", "3"]);
+        wire(&mut n, &mut d, &["SUBSCRIBE", "ch8"]);
+        assert!(wire(&mut n, &mut d, &["HELLO", "2"]).starts_with("*14\r\n"));
+        assert!(wire(&mut n, &mut d, &["GET", "k"]).starts_with("-ERR Can't execute 'get'"));
+        assert_eq!(wire(&mut n, &mut p, &["PUBLISH", "ch8", ""]), ":1\r\n");
+        n.close(&d);
+        assert_eq!(
+            wire(&mut n, &mut p, &["PUBLISH", "ch8", ""]),
+            ":0\r\n",
+            "closed"
+        );
+        wire(&mut n, &mut c, &["SUBSCRIBE", "ch9"]);
+        n.crash();
+        n.restart();
+        assert_eq!(
+            wire(&mut n, &mut p, &["PUBLISH", "ch9", ""]),
+            ":0\r\n",
+            "restarted"
+        );
+        n.take_deliveries();
+        assert!(n.take_deliveries().is_empty());
+    }
+
+    /// An ACL that denies channels refuses `SUBSCRIBE` with a normal reply, even in RESP3
+    /// (checked on both servers with `ACL SETUSER default resetchannels`), and the release
+    /// script still releases; a node that ignores `SUBSCRIBE` confirms it and never tells.
+    #[test]
+    fn denied_channels_and_an_ignored_subscribe() {
+        let scripts = Scripts::default();
+        for (profile, denied) in [
+            (
+                ServerProfile::REDIS_7_0,
+                "-NOPERM this user has no permissions to access one of the channels used as \
+                 arguments\r\n",
+            ),
+            (
+                ServerProfile::VALKEY_9_1,
+                "-NOPERM No permissions to access a channel\r\n",
+            ),
+        ] {
+            let clock = Clock::with_skew(Instant::now(), 0.0);
+            let mut n = Node::with_profile(clock, &scripts, true, profile.denying_channels());
+            let mut a = n.accept();
+            wire(&mut n, &mut a, &["HELLO", "3"]);
+            assert_eq!(wire(&mut n, &mut a, &["SUBSCRIBE", "ch"]), denied);
+            assert_eq!(wire(&mut n, &mut a, &["PUBLISH", "ch", ""]), denied);
+            wire(&mut n, &mut a, &["SET", "k", "t"]);
+            let release = ["EVAL", RELEASE_SOURCE, "1", "k", "t"];
+            assert_eq!(wire(&mut n, &mut a, &release), ":1\r\n");
+            assert_eq!(wire(&mut n, &mut a, &["GET", "k"]), "_\r\n");
+        }
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, true);
+        n.ignore_subscribe(true);
+        let (mut a, mut b) = (n.accept(), n.accept());
+        wire(&mut n, &mut a, &["HELLO", "3"]);
+        let confirmed = ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n";
+        assert_eq!(wire(&mut n, &mut a, &["SUBSCRIBE", "ch"]), confirmed);
+        assert_eq!(wire(&mut n, &mut b, &["PUBLISH", "ch", ""]), ":0\r\n");
+        assert!(n.take_deliveries().is_empty());
     }
 }

@@ -61,7 +61,7 @@ impl Sim {
             client: c,
             node: n,
             epoch,
-            db: link.db,
+            session: std::mem::take(&mut link.session),
             inbox: std::mem::take(&mut link.inbox),
             held: std::mem::take(&mut link.held),
             delivered: false,
@@ -123,7 +123,8 @@ impl Sim {
         }
     }
 
-    /// Node `n` crashed: its orphaned connections are gone with it.
+    /// Node `n` crashed: its orphaned connections are gone with it (and their
+    /// subscriptions, with the node's registry).
     pub(crate) fn kill_orphans(&mut self, n: usize) {
         for o in self.orphans.iter_mut().filter(|o| o.node == n) {
             o.dead = true;
@@ -135,28 +136,24 @@ impl Sim {
     /// Runs every complete command in the orphan's inbox, if its node runs; the replies are
     /// dropped, as nobody reads that connection any more.
     fn process_orphan(&mut self, id: usize) {
-        let Orphan {
-            client: c,
-            node: n,
-            db,
-            ..
-        } = self.orphans[id];
+        let (c, n) = (self.orphans[id].client, self.orphans[id].node);
         if self.nodes[n].state() != NodeState::Up {
             return;
         }
         let mut inbox = std::mem::take(&mut self.orphans[id].inbox);
-        let mut db = db;
+        let mut session = std::mem::take(&mut self.orphans[id].session);
         let before = self.nodes[n].commands();
-        let (_replies, broken) = self.execute_stream(n, c, Some(id), &mut inbox, &mut db);
+        let (_replies, broken) = self.execute_stream(n, c, Some(id), &mut inbox, &mut session);
         self.stats.orphan_commands += self.nodes[n].commands() - before;
-        let orphan = &mut self.orphans[id];
-        orphan.inbox = inbox;
-        orphan.db = db;
         if broken {
             // Redis closes the connection after a protocol error.
             self.stats.bad_requests += 1;
-            orphan.dead = true;
+            self.nodes[n].close(&session);
+            self.orphans[id].dead = true;
         }
+        let orphan = &mut self.orphans[id];
+        orphan.inbox = inbox;
+        orphan.session = session;
     }
 }
 

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 
 use crate::random::Dice;
-use crate::resp::ServerReply;
+use crate::resp::{Frame, Protocol, ServerReply};
 
 /// A server a simulated node behaves as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,11 @@ pub struct ServerProfile {
     /// `-NOPERM`, and so is a script's `redis.call('TIME')` (the fenced acquire script then
     /// fails after setting K), as Redis 7.0.15 does with `ACL SETUSER default -time`.
     pub time: bool,
+    /// Whether an ACL lets the client use pub/sub channels. Where it does not, `SUBSCRIBE`
+    /// and `PUBLISH` are refused with `-NOPERM` (a normal reply, also in RESP3), and a
+    /// script's `redis.pcall('PUBLISH', ..)` returns an error the script goes past, as Redis
+    /// 7.0.15 and Valkey 9.1.2 do with `ACL SETUSER default resetchannels`.
+    pub channels: bool,
     /// A deliberate bug in the node's native commands, for the negative controls only.
     #[doc(hidden)]
     pub mutant: Option<NodeMutant>,
@@ -39,7 +44,8 @@ pub struct ServerProfile {
 /// How a node answers `HELLO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HelloAnswer {
-    /// The RESP2 map-as-array: server, version, proto, id, mode, role, modules.
+    /// The server description (server, version, proto, id, mode, role, modules), a map,
+    /// and `HELLO 3` switches the connection to RESP3.
     Reply,
     /// `-NOPERM`: an ACL denies the command (the server has it).
     NoPerm,
@@ -104,6 +110,7 @@ impl ServerProfile {
             delex,
             set_ifeq,
             time: true,
+            channels: true,
             mutant: None,
         }
     }
@@ -117,6 +124,14 @@ impl ServerProfile {
     pub const fn denying_time(self) -> Self {
         Self {
             time: false,
+            ..self
+        }
+    }
+
+    /// The same server with an ACL that denies every pub/sub channel.
+    pub const fn denying_channels(self) -> Self {
+        Self {
+            channels: false,
             ..self
         }
     }
@@ -142,54 +157,62 @@ impl ServerProfile {
         (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
     }
 
-    /// The reply to `HELLO` with `args` (none, or a protocol version) on connection `id`.
-    pub fn hello(&self, args: &[Bytes], id: i64) -> ServerReply {
+    /// The reply to `HELLO` with `args` (none, or a protocol version first) on connection
+    /// `id` speaking `current`, and the protocol the connection speaks after it: the one
+    /// asked for, `current` without a version or on an error.
+    pub fn hello(&self, args: &[Bytes], id: u64, current: Protocol) -> (Frame, Protocol) {
         match self.hello {
             HelloAnswer::NoPerm => {
-                return ServerReply::error(
-                    "NOPERM User default has no permissions to run the 'hello' command",
-                );
+                let e = "NOPERM User default has no permissions to run the 'hello' command";
+                return (ServerReply::error(e).into(), current);
             }
-            HelloAnswer::Unknown => return unknown_command(b"HELLO", args),
+            HelloAnswer::Unknown => return (unknown_command(b"HELLO", args).into(), current),
             HelloAnswer::Reply => {}
         }
-        match args.first().map(|v| &v[..]) {
-            None | Some(b"2") => {}
-            // RESP3 and anything else: the model speaks RESP2 only.
-            Some(_) => return ServerReply::error("NOPROTO unsupported protocol version"),
-        }
-        let text = |s: &'static str| ServerReply::Bulk(Bytes::from_static(s.as_bytes()));
+        let protocol = match args
+            .first()
+            .map(|v| std::str::from_utf8(v).map(str::parse::<i64>))
+        {
+            None => current,
+            Some(Ok(Ok(2))) => Protocol::Resp2,
+            Some(Ok(Ok(3))) => Protocol::Resp3,
+            Some(Ok(Ok(_))) => {
+                return (
+                    ServerReply::error("NOPROTO unsupported protocol version").into(),
+                    current,
+                );
+            }
+            Some(_) => {
+                let e = "ERR Protocol version is not an integer or out of range";
+                return (ServerReply::error(e).into(), current);
+            }
+        };
+        let text = Frame::text;
         // Valkey lists its built-in Lua engine as a module; Redis lists none.
         let modules = if self.server == "valkey" && self.major_minor() >= (9, 0) {
-            vec![ServerReply::Array(vec![
-                text("name"),
-                text("lua"),
-                text("ver"),
-                ServerReply::Int(1),
-                text("path"),
-                text("lua"),
-                text("args"),
-                ServerReply::Array(Vec::new()),
+            vec![Frame::Map(vec![
+                (text("name"), text("lua")),
+                (text("ver"), Frame::Int(1)),
+                (text("path"), text("lua")),
+                (text("args"), Frame::Array(Vec::new())),
             ])]
         } else {
             Vec::new()
         };
-        ServerReply::Array(vec![
-            text("server"),
-            text(self.server),
-            text("version"),
-            text(self.version),
-            text("proto"),
-            ServerReply::Int(2),
-            text("id"),
-            ServerReply::Int(id),
-            text("mode"),
-            text("standalone"),
-            text("role"),
-            text("master"),
-            text("modules"),
-            ServerReply::Array(modules),
-        ])
+        let proto = match protocol {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        };
+        let map = Frame::Map(vec![
+            (text("server"), text(self.server)),
+            (text("version"), text(self.version)),
+            (text("proto"), Frame::Int(proto)),
+            (text("id"), Frame::Int(id as i64)),
+            (text("mode"), text("standalone")),
+            (text("role"), text("master")),
+            (text("modules"), Frame::Array(modules)),
+        ]);
+        (map, protocol)
     }
 
     /// Per-node profiles for a cluster of `nodes`, drawn from `d`: all scripts (Redis 7),
@@ -262,26 +285,59 @@ mod tests {
         assert_eq!(long, ServerReply::error(want));
     }
 
+    fn wire(reply: &Frame, protocol: Protocol) -> Vec<u8> {
+        let mut out = bytes::BytesMut::new();
+        reply.encode(&mut out, protocol);
+        out.to_vec()
+    }
+
+    /// The bytes are redis-server 7.0.15's and valkey-server 9.1.2's answers to `HELLO 3`
+    /// and `HELLO` on a new connection (ids as theirs), captured with a raw socket.
     #[test]
     fn hello_answers_by_profile() {
-        let reply = ServerProfile::VALKEY_9_1.hello(&[], 3);
-        let ServerReply::Array(fields) = &reply else {
-            panic!("{reply:?}")
-        };
-        assert_eq!(fields.len(), 14);
-        assert_eq!(fields[3], ServerReply::Bulk(b("9.1.2")));
-        assert!(matches!(
-            ServerProfile::REDIS_7_0_NO_HELLO.hello(&[], 1),
-            ServerReply::Error(e) if e.starts_with("NOPERM")
-        ));
-        assert!(matches!(
-            ServerProfile::REDIS_5_0.hello(&[], 1),
-            ServerReply::Error(e) if e.starts_with("ERR unknown command 'HELLO'")
-        ));
-        assert!(matches!(
-            ServerProfile::REDIS_7_0.hello(&[b("3")], 1),
-            ServerReply::Error(e) if e.starts_with("NOPROTO")
-        ));
+        let (reply, proto) = ServerProfile::REDIS_7_0.hello(&[b("3")], 3, Protocol::Resp2);
+        assert_eq!(proto, Protocol::Resp3);
+        let want = "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n\
+                    $5\r\nproto\r\n:3\r\n$2\r\nid\r\n:3\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n\
+                    $4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n";
+        assert_eq!(String::from_utf8(wire(&reply, proto)).unwrap(), want);
+        let (reply, proto) = ServerProfile::VALKEY_9_1.hello(&[], 3, Protocol::Resp2);
+        assert_eq!(proto, Protocol::Resp2, "no version keeps the protocol");
+        let wire2 = String::from_utf8(wire(&reply, proto)).unwrap();
+        assert!(
+            wire2.starts_with("*14\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n"),
+            "{wire2}"
+        );
+        assert!(wire2.contains("$5\r\nproto\r\n:2\r\n"));
+        let (reply, proto) = ServerProfile::VALKEY_9_1.hello(&[], 3, Protocol::Resp3);
+        assert_eq!(proto, Protocol::Resp3, "no version keeps RESP3 too");
+        let wire3 = String::from_utf8(wire(&reply, proto)).unwrap();
+        let modules = "$7\r\nmodules\r\n*1\r\n%4\r\n$4\r\nname\r\n$3\r\nlua\r\n$3\r\nver\r\n:1\r\n\
+                       $4\r\npath\r\n$3\r\nlua\r\n$4\r\nargs\r\n*0\r\n";
+        assert!(
+            wire3.starts_with("%7\r\n") && wire3.ends_with(modules),
+            "{wire3}"
+        );
+        let (_, proto) = ServerProfile::VALKEY_9_1.hello(&[b("2")], 3, Protocol::Resp3);
+        assert_eq!(proto, Protocol::Resp2);
+        let refused = |p: ServerProfile, arg: &str| p.hello(&[b(arg)], 1, Protocol::Resp2);
+        for (profile, arg, start) in [
+            (ServerProfile::REDIS_7_0_NO_HELLO, "3", "NOPERM"),
+            (ServerProfile::REDIS_5_0, "3", "ERR unknown command 'HELLO'"),
+            (ServerProfile::REDIS_7_0, "4", "NOPROTO"),
+            (
+                ServerProfile::REDIS_7_0,
+                "x",
+                "ERR Protocol version is not an integer",
+            ),
+        ] {
+            let (reply, proto) = refused(profile, arg);
+            assert!(
+                matches!(&reply, Frame::Error(e) if e.starts_with(start)),
+                "{reply:?}"
+            );
+            assert_eq!(proto, Protocol::Resp2, "a refusal keeps RESP2");
+        }
         assert_eq!(ServerProfile::REDIS_8_4.major_minor(), (8, 4));
         let mut d = Dice::new(1);
         for _ in 0..50 {

@@ -53,6 +53,24 @@ pub struct Stats {
     pub evictions: u32,
     /// Lock keys turned into lists (another program using the name).
     pub retypes: u32,
+    /// `SUBSCRIBE`s nodes confirmed.
+    pub subscribes: u32,
+    /// Pub/sub messages nodes left for subscribed connections (one per receiver).
+    pub messages: u32,
+    /// Messages lost on the way ([`PushFaults::drop`](crate::PushFaults)).
+    pub messages_dropped: u32,
+    /// Messages written twice ([`PushFaults::duplicate`](crate::PushFaults)).
+    pub messages_duplicated: u32,
+    /// Messages held back ([`PushFaults::delay`](crate::PushFaults)).
+    pub messages_delayed: u32,
+    /// Messages that stalled their connection ([`PushFaults::stall`](crate::PushFaults)).
+    pub messages_stalled: u32,
+    /// Held-back messages written to a connection no longer subscribed to their channel
+    /// (the waiter acquired, gave up or reconnected meanwhile).
+    pub messages_unwatched: u32,
+    /// `PTTL`s that found the key gone on a connection subscribed to its release channel:
+    /// the release came before the subscription was active.
+    pub released_before_subscribed: u32,
 }
 
 /// The outcome of a run.
@@ -140,6 +158,16 @@ impl Trace {
                 op,
                 deadline,
             } => self.words(&[10, *client as u64, op.as_raw(), deadline.as_nanos()]),
+            Ev::Push {
+                client,
+                node,
+                epoch,
+                bytes,
+                ..
+            } => {
+                self.words(&[11, *client as u64, *node as u64, *epoch]);
+                self.bytes(bytes);
+            }
         }
     }
 

@@ -31,6 +31,9 @@ pub struct Scenario {
     pub network: NetworkKnobs,
     /// Pauses, cuts, crashes, flushes, half-closes.
     pub faults: FaultKnobs,
+    /// Faults on each node's pub/sub messages: node `i` has `push_faults[i % len]`; empty
+    /// means none anywhere.
+    pub push_faults: Vec<PushFaults>,
     /// What clients do.
     pub workload: WorkloadKnobs,
     /// The scripts nodes can run.
@@ -144,6 +147,33 @@ impl Default for FaultKnobs {
     }
 }
 
+/// Faults on the way of one node's pub/sub messages (release notifications) to the
+/// connections subscribed there. Each applies to `message` pushes only, never to replies or
+/// to `subscribe`/`unsubscribe` confirmations, and draws dice only when above zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PushFaults {
+    /// Chance that a message is lost: a subscription lost without a disconnect.
+    pub drop: f64,
+    /// Chance that a message is written twice in a row.
+    pub duplicate: f64,
+    /// Chance that a message is held back by `delay_by` and only then written to its
+    /// connection: replies written meanwhile go first, so it can arrive after the waiter's
+    /// next attempt, or after it gave up and unsubscribed. ([`stall`](Self::stall) delays a
+    /// message and everything behind it alike instead.)
+    pub delay: f64,
+    /// How long a held-back message waits.
+    pub delay_by: (Duration, Duration),
+    /// Chance that a message is written at once but stalls its connection by `stall_by`:
+    /// it, and every reply behind it, arrive that much later (head-of-line blocking, as a
+    /// lost TCP segment does).
+    pub stall: f64,
+    /// How long a stall lasts.
+    pub stall_by: (Duration, Duration),
+    /// `SUBSCRIBE` is confirmed as usual and registers nothing: the node never tells the
+    /// client of a release.
+    pub ignore_subscribe: bool,
+}
+
 /// What each client does: a bounded number of lock operations.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkloadKnobs {
@@ -233,6 +263,7 @@ impl Scenario {
             clock_rates: ClockRates::Uniform,
             network: NetworkKnobs::default(),
             faults: FaultKnobs::default(),
+            push_faults: Vec::new(),
             workload: WorkloadKnobs::default(),
             scripts: Scripts::default(),
             preload_scripts: false,
@@ -246,6 +277,14 @@ impl Scenario {
     /// Number of nodes (from the configuration).
     pub fn nodes(&self) -> usize {
         self.config.nodes()
+    }
+
+    /// The pub/sub faults of node `i`.
+    pub fn push_faults(&self, i: usize) -> PushFaults {
+        match self.push_faults.len() {
+            0 => PushFaults::default(),
+            len => self.push_faults[i % len],
+        }
     }
 
     /// The server node `i` behaves as.

@@ -94,6 +94,17 @@ pub fn sha1_hex(body: &str) -> String {
 /// `RELEASE_SCRIPT.body` when the model was written. Change both together.
 pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then return 2 end return 1 elseif v == false then return -1 else return 0 end";
 
+/// The channel a release that deleted `key` publishes on: `redlock:released:<key>`.
+pub fn release_channel(key: &[u8]) -> Bytes {
+    let mut channel = Vec::with_capacity(RELEASE_CHANNEL_PREFIX.len() + key.len());
+    channel.extend_from_slice(RELEASE_CHANNEL_PREFIX);
+    channel.extend_from_slice(key);
+    Bytes::from(channel)
+}
+
+/// The prefix of [`release_channel`].
+pub const RELEASE_CHANNEL_PREFIX: &[u8] = b"redlock:released:";
+
 /// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
 /// `EXTEND_SCRIPT.body` when the model was written. Change both together.
 pub const EXTEND_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
@@ -245,7 +256,8 @@ pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
         .ok_or_else(|| ServerReply::error("ERR value is not an integer or out of range"))
 }
 
-/// `RELEASE_SCRIPT`: 1 if our key was deleted, -1 if missing, 0 if another token holds it.
+/// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
+/// [`release_channel`]), -1 if missing, 0 if another token holds it.
 fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let (Some(key), Some(token)) = (k.first(), argv.first()) else {
         return arity_error();
@@ -254,6 +266,8 @@ fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     match keys.get(key) {
         Ok(Some(v)) if v == token => {
             keys.del(key);
+            // `redis.pcall`: a denied channel returns an error the script ignores.
+            let _ = keys.publish(release_channel(key), Bytes::new());
             ServerReply::Int(1)
         }
         Ok(None) => ServerReply::Int(-1),
@@ -361,7 +375,7 @@ mod tests {
     fn release_and_extend_compare_tokens() {
         let scripts = Scripts::default();
         let rel = scripts
-            .by_sha(RELEASE_SCRIPT.sha1.to_uppercase().as_bytes())
+            .by_sha(sha1_hex(RELEASE_SOURCE).to_uppercase().as_bytes())
             .unwrap()
             .run;
         let ext = scripts.by_body(EXTEND_SCRIPT.body.as_bytes()).unwrap().run;
@@ -377,8 +391,21 @@ mod tests {
         keys.set(&b("k"), b("t"), ms);
         assert_eq!(ext(&mut keys, &k, &[b("t"), b("50")]), ServerReply::Int(1));
         assert_eq!(keys.pttl(&b("k")), Some(Some(Duration::from_millis(50))));
+        assert_eq!(
+            keys.take_published(),
+            Vec::new(),
+            "nothing deleted, nothing said"
+        );
         assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(1));
         assert!(!keys.exists(&b("k")));
+        let said = (b("redlock:released:k"), Bytes::new());
+        assert_eq!(keys.take_published(), vec![said], "a delete is announced");
+        // `pcall`: a channel the ACL denies does not fail the release.
+        keys.set(&b("k"), b("t"), ms);
+        keys.deny_channels();
+        assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(1));
+        assert!(!keys.exists(&b("k")));
+        assert_eq!(keys.take_published(), Vec::new());
         assert!(matches!(
             ext(&mut keys, &k, &[b("t"), b("x")]),
             ServerReply::Error(_)

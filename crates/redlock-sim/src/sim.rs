@@ -43,6 +43,10 @@ pub struct Sim {
     in_flight: usize,
     /// A readable log of commands, replies and lock events, when enabled.
     log: Option<Vec<String>>,
+    /// Every chunk a client's open link delivered, as `(client, node, bytes)` (tests read
+    /// what nodes wrote).
+    #[cfg(test)]
+    pub(crate) tap: Vec<(usize, usize, Bytes)>,
 }
 
 /// One simulated client: its core, clock and workload, and the timer the driver keeps.
@@ -133,8 +137,13 @@ impl Sim {
             stats: Stats::default(),
             in_flight: 0,
             log: None,
+            #[cfg(test)]
+            tap: Vec::new(),
         };
         sim.spread_wall_clocks();
+        for (i, node) in sim.nodes.iter_mut().enumerate() {
+            node.ignore_subscribe(sim.scenario.push_faults(i).ignore_subscribe);
+        }
         for i in 0..sim.scenario.faults.down_at_start.min(n) {
             sim.nodes[i].crash();
         }
@@ -348,6 +357,13 @@ impl Sim {
                 op,
                 deadline,
             } => self.on_release_check(client, op, deadline),
+            Ev::Push {
+                client,
+                node,
+                epoch,
+                channel,
+                bytes,
+            } => self.on_held_push((client, node, epoch), &channel, bytes),
         }
     }
 }

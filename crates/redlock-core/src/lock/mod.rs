@@ -260,7 +260,13 @@ impl Lock {
         node: NodeId,
         rng: &mut R,
     ) {
-        if let Phase::Acquiring(a) = &mut self.phase {
+        // The lock's own cleanup release, not answered yet on that node, may be what was
+        // announced (a release's announcement reaches its own connection before its reply):
+        // it says nothing of the holder.
+        let own = (self.ctx.cleanup.iter()).any(|r| r.awaits(node.index()));
+        if let Phase::Acquiring(a) = &mut self.phase
+            && !own
+        {
             a.on_notice(&mut self.ctx, now, node, rng);
         }
     }

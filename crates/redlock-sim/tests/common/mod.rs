@@ -13,11 +13,14 @@ use redlock_sim::{
 
 mod adversarial;
 mod evidence;
+mod notified;
 
 #[allow(unused_imports)] // not every test file uses the adversarial families or the evidence
 pub use adversarial::*;
 #[allow(unused_imports)]
 pub use evidence::*;
+#[allow(unused_imports)]
+pub use notified::*;
 
 /// Scenarios per run of the safety property; `REDLOCK_SIM_SCENARIOS` overrides.
 pub fn scenario_count() -> u64 {
@@ -166,6 +169,7 @@ pub fn safety(seed: u64) -> Scenario {
     } else {
         SuppliedToken::PerCall
     };
+    s.push_faults = mixed_push_faults(seed, nodes);
     s
 }
 
