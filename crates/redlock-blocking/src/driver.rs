@@ -242,6 +242,7 @@ impl Driver {
             let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
                 continue;
             };
+            conn.wire.seal(&mut conn.out);
             let mut failed = None;
             while !conn.out.is_empty() && failed.is_none() {
                 match stream.write(&conn.out) {

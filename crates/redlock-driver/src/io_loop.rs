@@ -297,6 +297,7 @@ impl<R: Runtime> IoLoop<R> {
                 conn.out.clear();
                 continue;
             };
+            conn.wire.seal(&mut conn.out);
             while !conn.out.is_empty() {
                 let reason = match R::try_write(stream, &conn.out) {
                     Ok(n) if n > 0 => {

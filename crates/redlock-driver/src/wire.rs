@@ -33,6 +33,8 @@ struct Tls {
     conn: ClientConnection,
     /// Plaintext decrypted by the last [`Wire::receive`].
     plain: Vec<u8>,
+    /// The core's bytes since the last [`Wire::seal`], encrypted together.
+    unsealed: Vec<u8>,
     client_cert: bool,
 }
 
@@ -51,13 +53,14 @@ impl Wire {
     ) -> Result<Self, ConnectionError> {
         let mut conn = ClientConnection::new(config, name)
             .map_err(|e| ConnectionError::Tls(format!("cannot start a TLS client: {e}")))?;
-        // The core's requests wait in rustls until the handshake is done; the core caps
-        // how many it sends, so rustls need not.
+        // `write_all` in `seal` must take every byte: what the socket has not taken waits in
+        // the driver's buffer, and the core caps how many requests it sends.
         conn.set_buffer_limit(None);
         let mut wire = Self {
             tls: Some(Box::new(Tls {
                 conn,
                 plain: Vec::new(),
+                unsealed: Vec::new(),
                 client_cert,
             })),
             heard: false,
@@ -88,13 +91,26 @@ impl Wire {
         ConnectionError::Tls("the node closed the connection during the TLS handshake".into())
     }
 
-    /// The core's bytes for the node: as they are, or encrypted, appended to `out`.
+    /// The core's bytes for the node: appended to `out` as they are, or for TLS kept until
+    /// [`seal`](Self::seal), which the driver MUST call before it writes `out`.
     pub fn send(&mut self, plain: &[u8], out: &mut BytesMut) {
-        let Some(tls) = &mut self.tls else {
-            return out.extend_from_slice(plain);
-        };
-        // Without a buffer limit rustls takes every byte (buffered until the handshake ends).
-        let _ = tls.conn.writer().write_all(plain);
+        match &mut self.tls {
+            None => out.extend_from_slice(plain),
+            Some(tls) => tls.unsealed.extend_from_slice(plain),
+        }
+    }
+
+    /// Encrypts every byte [`send`](Self::send) kept into `out`: one TLS record for a whole
+    /// turn's requests to the node (up to 16 KiB each), not one per request, which would
+    /// cost both sides a record's work per lock command. A no-op for a plain connection.
+    pub fn seal(&mut self, out: &mut BytesMut) {
+        let Some(tls) = &mut self.tls else { return };
+        if tls.unsealed.is_empty() {
+            return;
+        }
+        // Without a buffer limit rustls takes every byte.
+        let _ = tls.conn.writer().write_all(&tls.unsealed);
+        tls.unsealed.clear();
         self.queue_tls(out);
     }
 
