@@ -166,12 +166,13 @@ const PLAIN_TO_TLS: &str = "connection failed: Connection reset by peer (os erro
 /// [`Error::is_tls_unsupported`](redlock_testkit::Error::is_tls_unsupported)), so a Valkey
 /// run still checks every driver over TLS.
 fn tls_cluster(n: usize, client_cert: bool) -> Cluster {
-    let start = |b: ClusterBuilder| b.nodes(n).tls(client_cert).start();
-    match start(Cluster::builder()) {
+    let start = |b: ClusterBuilder| b.tls(client_cert).start();
+    match start(Cluster::builder().nodes(n)) {
         Ok(c) => c,
         Err(e) if e.is_tls_unsupported() => {
             eprintln!("the default server has no TLS support; TLS nodes run redis-server");
-            start(Cluster::builder().kinds([ServerKind::Redis])).expect("start TLS nodes")
+            let redis = Cluster::builder().kinds(vec![ServerKind::Redis; n]);
+            start(redis).expect("start TLS nodes")
         }
         Err(e) => panic!("start TLS nodes: {e:?}"),
     }
