@@ -258,3 +258,77 @@ fn refuses_client(alert: AlertDescription) -> bool {
             | AlertDescription::AccessDenied
     )
 }
+
+#[cfg(test)]
+mod tests {
+    //! The wire's own decisions, without a server: which first bytes betray the other
+    //! protocol, and when an ended connection asks whether it was a TLS port.
+
+    use redlock_core::{TlsOptions, TlsRoots};
+
+    use super::*;
+    use crate::tls::client_config;
+
+    fn tls_wire(out: &mut BytesMut) -> Wire {
+        let mut options = TlsOptions::default();
+        options.roots = TlsRoots::Mozilla;
+        let config = client_config(&options).expect("Mozilla's roots need no file");
+        let name = ServerName::try_from("node.example").expect("a DNS name");
+        Wire::tls(config, name, false, out).expect("a TLS client")
+    }
+
+    #[test]
+    fn a_plain_wire_passes_resp_and_names_a_tls_answer() {
+        let mut out = BytesMut::new();
+        let mut wire = Wire::plain();
+        assert_eq!(wire.receive(b"+OK\r\n", &mut out), Ok(&b"+OK\r\n"[..]));
+        // Only the first byte of a connection is judged.
+        assert_eq!(wire.receive(&[22, 3, 1], &mut out), Ok(&[22, 3, 1][..]));
+        let alert = [21, 3, 3, 0, 2, 2, 70];
+        assert_eq!(
+            Wire::plain().receive(&alert, &mut out),
+            Err(ConnectionError::Tls(
+                "the node answered in TLS: use rediss:// for it".into()
+            ))
+        );
+        wire.send(b"*1\r\n$4\r\nPING\r\n", &mut out);
+        assert_eq!(&out[..], b"*1\r\n$4\r\nPING\r\n");
+    }
+
+    #[test]
+    fn an_ended_plain_wire_asks_about_tls_only_before_any_answer() {
+        assert_eq!(
+            Wire::plain().ended(ConnectionError::Closed),
+            ConnectionError::Io(
+                "the server closed the connection before the node answered anything: is it a \
+                 TLS port (rediss://)?"
+                    .into()
+            )
+        );
+        let mut wire = Wire::plain();
+        let _ = wire.receive(b"+OK\r\n", &mut BytesMut::new());
+        assert_eq!(wire.ended(ConnectionError::Closed), ConnectionError::Closed);
+        assert_eq!(
+            Wire::plain().ended(ConnectionError::Refused),
+            ConnectionError::Refused
+        );
+    }
+
+    #[test]
+    fn a_tls_wire_says_hello_and_names_a_plain_answer() {
+        let mut out = BytesMut::new();
+        let mut wire = tls_wire(&mut out);
+        assert!(wire.is_tls() && wire.is_handshaking());
+        assert_eq!(out.first(), Some(&22), "a handshake record first");
+        // The core's bytes wait for `seal`.
+        let hello = out.len();
+        wire.send(b"*1\r\n$4\r\nPING\r\n", &mut out);
+        assert_eq!(out.len(), hello);
+        assert_eq!(
+            wire.receive(b"-ERR unknown command\r\n", &mut out),
+            Err(ConnectionError::Tls(
+                "the node answered in plain text, not TLS: use redis:// for it".into()
+            ))
+        );
+    }
+}
