@@ -1,9 +1,11 @@
 //! What async-io gives the shared driver loop (`redlock_driver::IoLoop`): `Async<TcpStream>`
+//! or `Async<UnixStream>` (TLS runs over either in the shared loop)
 //! and its timer, which counts in std's clock (`Start::now`). The loop runs under `async_io::block_on` on its own thread.
 
 use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -11,37 +13,67 @@ use std::time::{Duration, Instant};
 use async_io::{Async, Timer};
 use futures_lite::future;
 use redlock_core::ConnectionError;
-use redlock_driver::{Connecting, Runtime};
+use redlock_driver::{Connecting, Dial, Runtime};
 use tokio::sync::oneshot;
 
 use crate::AsyncIo;
 
+/// A node's socket: TCP or a unix socket.
+#[derive(Debug)]
+pub enum Stream {
+    /// `redis://` and `rediss://` nodes.
+    Tcp(Async<TcpStream>),
+    /// `unix://` nodes.
+    Unix(Async<UnixStream>),
+}
+
 impl Runtime for AsyncIo {
-    type Stream = Async<TcpStream>;
+    type Stream = Stream;
     type Timer = Timer;
 
-    fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Async<TcpStream>> {
+    fn connect(dial: Dial, timeout: Duration) -> Connecting<Stream> {
         let timed_out = async move {
             Timer::after(timeout).await;
             Err(ConnectionError::ConnectTimeout(timeout))
         };
-        Box::pin(future::or(open(host, port), timed_out))
+        let open = async move {
+            match dial {
+                Dial::Tcp { host, port } => open(host, port).await.map(Stream::Tcp),
+                Dial::Unix(path) => Async::<UnixStream>::connect(path)
+                    .await
+                    .map(Stream::Unix)
+                    .map_err(|e| ConnectionError::from_io(&e)),
+            }
+        };
+        Box::pin(future::or(open, timed_out))
     }
 
-    fn poll_readable(stream: &Async<TcpStream>, cx: &mut Context<'_>) -> Poll<()> {
-        stream.poll_readable(cx).map(drop)
+    fn poll_readable(stream: &Stream, cx: &mut Context<'_>) -> Poll<()> {
+        match stream {
+            Stream::Tcp(s) => s.poll_readable(cx).map(drop),
+            Stream::Unix(s) => s.poll_readable(cx).map(drop),
+        }
     }
 
-    fn poll_writable(stream: &Async<TcpStream>, cx: &mut Context<'_>) -> Poll<()> {
-        stream.poll_writable(cx).map(drop)
+    fn poll_writable(stream: &Stream, cx: &mut Context<'_>) -> Poll<()> {
+        match stream {
+            Stream::Tcp(s) => s.poll_writable(cx).map(drop),
+            Stream::Unix(s) => s.poll_writable(cx).map(drop),
+        }
     }
 
-    fn try_read(stream: &Async<TcpStream>, buf: &mut [u8]) -> io::Result<usize> {
-        stream.get_ref().read(buf)
+    fn try_read(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
+        match stream {
+            Stream::Tcp(s) => s.get_ref().read(buf),
+            Stream::Unix(s) => s.get_ref().read(buf),
+        }
     }
 
-    fn try_write(stream: &Async<TcpStream>, buf: &[u8]) -> io::Result<usize> {
-        stream.get_ref().write(buf)
+    fn try_write(stream: &Stream, buf: &[u8]) -> io::Result<usize> {
+        match stream {
+            Stream::Tcp(s) => s.get_ref().write(buf),
+            Stream::Unix(s) => s.get_ref().write(buf),
+        }
     }
 
     fn timer() -> Timer {

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 use std::{mem, vec};
 
 use bytes::{Buf, BytesMut};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
-use redlock_core::{Client, ConnId, ConnectionError, Input, NodeAddress, NodeId, Output};
-use redlock_driver::{Cmd, DriverParts, OsRng, Waiters};
+use redlock_core::{Client, ConnId, ConnectionError, Input, NodeId, Output};
+use redlock_driver::{
+    Cmd, Dial, DriverParts, Endpoint, HandshakeStep, OsRng, Waiters, Wire, handshake_step,
+};
 use tokio::sync::mpsc;
 
 use crate::resolve::{Lookup, Resolve, Resolver};
+use crate::stream::Stream;
 
 /// One node's socket. `serial` numbers the sockets opened and the name lookups started for the
 /// node, so that readiness reported for a socket already closed is never taken for its
@@ -26,7 +28,11 @@ use crate::resolve::{Lookup, Resolve, Resolver};
 struct Conn {
     /// The core's name for the node's current connection, which inputs about it carry.
     id: Option<ConnId>,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
+    /// Plain or TLS between the socket and the core; `out` holds its wire bytes.
+    wire: Wire,
+    /// Connected, and in the TLS handshake (`connecting` still bounds it).
+    handshaking: bool,
     /// While a connection attempt is in flight (a name lookup while `stream` is `None`, then a
     /// non-blocking connect): its deadline, and the addresses left.
     connecting: Option<Connecting>,
@@ -52,7 +58,7 @@ pub(crate) struct Driver {
     poll: Poll,
     /// Wakes `poll` when a handle sends a command (registered with the receiver).
     waker: TaskWaker,
-    addrs: Vec<NodeAddress>,
+    endpoints: Vec<Endpoint>,
     conns: Vec<Conn>,
     connect_timeout: Duration,
     waiters: Waiters,
@@ -88,7 +94,7 @@ impl Driver {
             resolver: Resolver::new(resolve, &parts.addrs, waker.clone()),
             waker,
             conns: parts.addrs.iter().map(|_| Conn::default()).collect(),
-            addrs: parts.addrs,
+            endpoints: parts.endpoints,
             connect_timeout: parts.connect_timeout,
             waiters: Waiters::new(),
             down: VecDeque::new(),
@@ -159,6 +165,7 @@ impl Driver {
                 // Any readiness of a connected socket may be bytes, an end or an error, so
                 // read; writability needs nothing here, as every turn starts with a flush.
                 match self.conns[i].connecting {
+                    Some(_) if self.conns[i].handshaking => self.handshake(NodeId::new(i)),
                     Some(connecting) => self.finish_connect(NodeId::new(i), connecting),
                     None => self.read(NodeId::new(i)),
                 }
@@ -187,7 +194,10 @@ impl Driver {
             match self.client.poll_output() {
                 // The core writes only to nodes it saw connect. Bytes for a socket that just
                 // failed are dropped with it: its `Disconnected` is queued.
-                Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
+                Output::Transmit(t) => {
+                    let conn = &mut self.conns[t.node.index()];
+                    conn.wire.send(&t.bytes, &mut conn.out);
+                }
                 Output::Connect(conn) => self.connect(conn),
                 Output::Disconnect(conn) => self.close(conn.node()),
                 Output::Event(event) => self.waiters.dispatch(event),
@@ -205,15 +215,18 @@ impl Driver {
                 return; // closed by the core while draining (a protocol fault)
             };
             match stream.read(&mut self.read_buf) {
-                Ok(0) => break (conn, ConnectionError::Closed),
-                Ok(len) => {
-                    let bytes = &self.read_buf[..len];
-                    let now = self.now();
-                    let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
-                    self.drain();
-                }
+                Ok(0) => break (conn, c.wire.ended(ConnectionError::Closed)),
+                Ok(len) => match c.wire.receive(&self.read_buf[..len], &mut c.out) {
+                    Ok([]) => {}
+                    Ok(bytes) => {
+                        let now = (self.clock)();
+                        let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
+                        self.drain();
+                    }
+                    Err(reason) => break (conn, reason),
+                },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) => break (conn, ConnectionError::from_io(&e)),
+                Err(e) => break (conn, c.wire.ended(ConnectionError::from_io(&e))),
             }
         };
         // End of stream or a socket error.
@@ -229,12 +242,16 @@ impl Driver {
             let (Some(stream), None) = (&mut conn.stream, conn.connecting) else {
                 continue;
             };
+            conn.wire.seal(&mut conn.out);
             let mut failed = None;
             while !conn.out.is_empty() && failed.is_none() {
                 match stream.write(&conn.out) {
                     Ok(len) if len > 0 => conn.out.advance(len),
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) => failed = Some(ConnectionError::from_io(&e)),
+                    Err(e) => {
+                        let read = |b: &mut [u8]| stream.read_ref(b);
+                        failed = Some(conn.wire.explain(read, ConnectionError::from_io(&e)));
+                    }
                     Ok(_) => failed = Some(ConnectionError::Closed),
                 }
             }
@@ -269,25 +286,32 @@ impl Driver {
         // a panic of the driver thread.
         let deadline = self.now().checked_add(self.connect_timeout);
         let attempt = Connecting { deadline };
-        let addr = &self.addrs[node.index()];
-        let failed = match addr.host.parse::<IpAddr>() {
-            Ok(ip) => {
-                let addrs = vec![SocketAddr::new(ip, addr.port)];
-                self.open(node, addrs.into_iter(), attempt)
-                    .map_err(|e| ConnectionError::from_io(&e))
-            }
-            Err(_) => {
-                let conn = &mut self.conns[node.index()];
-                conn.serial = conn.serial.wrapping_add(1);
-                self.resolver
-                    .start(node, conn.serial)
-                    .map(|()| conn.connecting = Some(attempt))
-                    .map_err(|e| ConnectionError::Resolve(format!("no lookup thread: {e}")))
-            }
+        let failed = match self.endpoints[node.index()].dial() {
+            Dial::Unix(path) => Stream::unix(path)
+                .and_then(|stream| self.register(node, stream, vec![].into_iter(), attempt))
+                .map_err(|e| ConnectionError::from_io(&e)),
+            Dial::Tcp { host, port } => match host.parse::<IpAddr>() {
+                Ok(ip) => {
+                    let addrs = vec![SocketAddr::new(ip, *port)];
+                    self.open(node, addrs.into_iter(), attempt)
+                        .map_err(|e| ConnectionError::from_io(&e))
+                }
+                Err(_) => self.lookup(node, attempt),
+            },
         };
         if let Err(cause) = failed {
             self.failed.push_back((node, cause));
         }
+    }
+
+    /// Starts a name lookup for the node's attempt, off this thread.
+    fn lookup(&mut self, node: NodeId, attempt: Connecting) -> Result<(), ConnectionError> {
+        let conn = &mut self.conns[node.index()];
+        conn.serial = conn.serial.wrapping_add(1);
+        self.resolver
+            .start(node, conn.serial)
+            .map(|()| conn.connecting = Some(attempt))
+            .map_err(|e| ConnectionError::Resolve(format!("no lookup thread: {e}")))
     }
 
     /// Takes the lookups that ended. An answer whose attempt is still current (no socket yet,
@@ -326,27 +350,35 @@ impl Driver {
         mut rest: vec::IntoIter<SocketAddr>,
         attempt: Connecting,
     ) -> io::Result<()> {
-        let conn = &mut self.conns[node.index()];
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address left to try");
         while let Some(addr) = rest.next() {
-            let mut stream = match TcpStream::connect(addr) {
-                Ok(stream) => stream,
-                Err(e) => {
-                    last = e;
-                    continue;
-                }
+            let Err(e) =
+                Stream::tcp(addr).and_then(|s| self.register(node, s, rest.clone(), attempt))
+            else {
+                return Ok(());
             };
-            conn.serial = conn.serial.wrapping_add(1);
-            let (token, interest) = (token(conn.serial, node.index()), Interest::WRITABLE);
-            match self.poll.registry().register(&mut stream, token, interest) {
-                Ok(()) => {
-                    (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(attempt), rest);
-                    return Ok(());
-                }
-                Err(e) => last = e,
-            }
+            last = e;
         }
         Err(last)
+    }
+
+    /// Registers a socket whose connect is in flight as the node's, with the addresses left
+    /// to try if it fails.
+    fn register(
+        &mut self,
+        node: NodeId,
+        mut stream: Stream,
+        rest: vec::IntoIter<SocketAddr>,
+        attempt: Connecting,
+    ) -> io::Result<()> {
+        let conn = &mut self.conns[node.index()];
+        conn.serial = conn.serial.wrapping_add(1);
+        let (token, interest) = (token(conn.serial, node.index()), Interest::WRITABLE);
+        self.poll
+            .registry()
+            .register(&mut stream, token, interest)?;
+        (conn.stream, conn.connecting, conn.rest) = (Some(stream), Some(attempt), rest);
+        Ok(())
     }
 
     /// The one way a connection attempt ends in failure: closes what is left of it and tells
@@ -370,27 +402,29 @@ impl Driver {
         let Some(stream) = &mut conn.stream else {
             return;
         };
-        // mio's recipe: `take_error`, then `peer_addr` tells connected from still pending.
-        let up = match stream.take_error() {
-            Ok(None) => match stream.peer_addr() {
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                result => result.map(drop),
-            },
-            Ok(Some(e)) | Err(e) => Err(e),
+        let up = match stream.connected() {
+            Ok(false) => return,
+            Ok(true) => Ok(()),
+            Err(e) => Err(e),
+        };
+        // A TLS handshake reads and writes; a plain connection only waits to read.
+        let tls = self.endpoints[node.index()].is_tls();
+        let interest = match tls {
+            true => Interest::READABLE | Interest::WRITABLE,
+            false => Interest::READABLE,
         };
         let registry = self.poll.registry();
-        let up = up.and_then(|()| registry.reregister(stream, token, Interest::READABLE));
+        let up = up.and_then(|()| registry.reregister(stream, token, interest));
         let Err(e) = up else {
             // Best effort: a lock round trip is a few small writes each way.
-            let _ = stream.set_nodelay(true);
-            conn.connecting = None;
-            if let Some(conn) = conn.id {
-                self.feed(Input::Connected {
-                    now: self.now(),
-                    conn,
-                });
+            stream.set_nodelay();
+            // A TLS wire queues its first handshake bytes.
+            match self.endpoints[node.index()].wire(&mut conn.out) {
+                Ok(wire) => conn.wire = wire,
+                Err(reason) => return self.connect_failed(node, reason),
             }
-            return;
+            conn.handshaking = tls;
+            return self.handshake(node);
         };
         let rest = mem::take(&mut conn.rest);
         self.close(node);
@@ -403,6 +437,43 @@ impl Driver {
         }
     }
 
+    /// Moves a TLS handshake on as far as the socket allows; once it is done (at once for a
+    /// plain connection), the core hears `Connected`.
+    fn handshake(&mut self, node: NodeId) {
+        let c = &mut self.conns[node.index()];
+        let Some(stream) = &c.stream else { return };
+        let done = loop {
+            let (read, write) = (
+                |b: &mut [u8]| stream.read_ref(b),
+                |b: &[u8]| stream.write_ref(b),
+            );
+            // Bounded: each `Progress` consumed bytes the socket had, until `WouldBlock`.
+            match handshake_step(read, write, &mut c.wire, &mut c.out, &mut self.read_buf) {
+                Ok(HandshakeStep::Progress) => {}
+                Ok(HandshakeStep::Wait) => return,
+                Ok(HandshakeStep::Done) => break Ok(()),
+                Err(reason) => break Err(reason),
+            }
+        };
+        if let Err(reason) = done {
+            return self.connect_failed(node, reason);
+        }
+        let token = token(c.serial, node.index());
+        let Some(stream) = &mut c.stream else { return };
+        if let Err(e) = self
+            .poll
+            .registry()
+            .reregister(stream, token, Interest::READABLE)
+        {
+            return self.connect_failed(node, ConnectionError::from_io(&e));
+        }
+        (c.connecting, c.handshaking, c.writing) = (None, false, false);
+        if let Some(conn) = c.id {
+            let now = self.now();
+            self.feed(Input::Connected { now, conn });
+        }
+    }
+
     /// Closes the node's socket, if any. Every connect starts with a close, so bytes queued
     /// for an old socket never reach a new one.
     fn close(&mut self, node: NodeId) {
@@ -410,8 +481,9 @@ impl Driver {
         if let Some(mut stream) = conn.stream.take() {
             let _ = self.poll.registry().deregister(&mut stream);
         }
-        (conn.connecting, conn.writing) = (None, false);
+        (conn.connecting, conn.writing, conn.handshaking) = (None, false, false);
         conn.out.clear();
+        conn.wire = Wire::plain();
     }
 
     /// Fails connects past their deadline, then feeds the core's timeout if it is due. The
@@ -420,7 +492,10 @@ impl Driver {
         for i in 0..self.conns.len() {
             let deadline = self.conns[i].connecting.and_then(|c| c.deadline);
             if deadline.is_some_and(|at| at <= self.now()) {
-                let reason = ConnectionError::ConnectTimeout(self.connect_timeout);
+                let reason = match self.conns[i].handshaking {
+                    true => Wire::handshake_timed_out(self.connect_timeout),
+                    false => ConnectionError::ConnectTimeout(self.connect_timeout),
+                };
                 self.connect_failed(NodeId::new(i), reason);
             }
         }

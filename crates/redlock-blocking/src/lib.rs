@@ -40,6 +40,7 @@ mod driver;
 mod guard;
 mod park;
 mod resolve;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Instant;

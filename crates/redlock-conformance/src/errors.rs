@@ -336,15 +336,6 @@ pub fn errors_readonly_replica<D: Driver>() {
 
 // ---- URL rows: `build` fails, naming the URL (password hidden) and the defect ----
 
-/// TLS is not supported: `rediss://` is refused when the driver is built.
-pub fn errors_tls_not_supported<D: Driver>() {
-    assert_url_error::<D>(
-        "rediss://app:hunter2@127.0.0.1:6380",
-        "invalid node URL `rediss://app:***@127.0.0.1:6380`: TLS (rediss://) is not supported \
-         yet",
-    );
-}
-
 /// A URL without a host.
 pub fn errors_url_without_host<D: Driver>() {
     assert_url_error::<D>(
@@ -381,7 +372,8 @@ pub fn errors_url_port_out_of_range<D: Driver>() {
 pub fn errors_url_unknown_scheme<D: Driver>() {
     assert_url_error::<D>(
         "http://127.0.0.1:6379",
-        "invalid node URL `http://127.0.0.1:6379`: unknown scheme `http://`: expected redis://",
+        "invalid node URL `http://127.0.0.1:6379`: unknown scheme `http://`: expected redis://, \
+         rediss:// or unix://",
     );
 }
 

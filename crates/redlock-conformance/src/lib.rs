@@ -32,6 +32,7 @@ pub mod release_quorum;
 pub mod rules;
 pub mod scenarios;
 pub mod servers;
+pub mod transport;
 
 /// A driver under test, seen through blocking calls.
 pub trait Driver: Clone + Send + Sync + Sized + 'static {
@@ -194,6 +195,14 @@ macro_rules! conformance_suite {
             mixed::mixed_cluster_3_redis_2_valkey,
             mixed::mixed_cluster_2_redis_3_valkey,
             acl::scripting_denied_by_acl,
+            transport::tls_lock_and_release,
+            transport::mtls_required_and_supplied,
+            transport::tls_untrusted_ca,
+            transport::tls_name_mismatch,
+            transport::tls_and_plain_mixed_up,
+            transport::tls_unreadable_ca_file,
+            transport::unix_socket_lock_and_release,
+            transport::unix_socket_missing,
             errors::errors_refused_connection,
             errors::errors_connect_timeout,
             errors::errors_dns_failure,
@@ -205,7 +214,6 @@ macro_rules! conformance_suite {
             errors::errors_wrongtype,
             errors::errors_oom,
             errors::errors_readonly_replica,
-            errors::errors_tls_not_supported,
             errors::errors_url_without_host,
             errors::errors_url_port_not_a_number,
             errors::errors_url_port_zero,

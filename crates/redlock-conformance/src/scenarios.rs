@@ -413,7 +413,9 @@ pub fn refused_connections_fail_fast<D: Driver>() {
 
 /// Bad URLs and configs are errors that name the problem.
 pub fn bad_urls_and_configs_are_named<D: Driver>() {
-    let err = D::build(&["rediss://h:1".into()], |b| b).err().unwrap();
+    let err = D::build(&["rediss://h:1?ca=/nonexistent/ca.pem".into()], |b| b)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("TLS"), "{err}");
     let err = D::build(&["nope".into()], |b| b).err().unwrap();
     assert!(matches!(err, LockError::Address(_)), "{err}");

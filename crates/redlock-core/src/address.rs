@@ -1,69 +1,115 @@
-//! Node addresses as users write them: `redis://[user:password@]host:port[/db]` or a bare
-//! `host:port`, parsed once here so that every driver accepts the same strings.
+//! Node addresses as users write them: `redis://[user:password@]host:port[/db]`, a bare
+//! `host:port`, `rediss://` for TLS (with its options after `?`), or `unix:///path` for a
+//! unix-domain socket, parsed once here so that every driver accepts the same strings.
 //!
-//! Parsing is pure; resolving the host and connecting is the driver's job.
+//! Parsing is pure: the address says where the node is and which transport reaches it
+//! ([`Transport`]). Reading certificate files, resolving the host and connecting are the
+//! driver's job.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use crate::policy::NodeSettings;
 
 /// Where a node is and how to open a session on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeAddress {
-    /// Host name or IP address (IPv6 without brackets).
+    /// Host name or IP address (IPv6 without brackets); for a unix socket, its path.
     pub host: String,
-    /// TCP port.
+    /// TCP port; 0 for a unix socket.
     pub port: u16,
     /// `AUTH` and `SELECT` settings taken from the URL.
     pub settings: NodeSettings,
+    /// Plain TCP, TLS or a unix socket.
+    pub transport: Transport,
+}
+
+/// How the driver reaches a node, as the URL's scheme says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Transport {
+    /// Plain TCP to `host:port` (`redis://` or a bare `host:port`).
+    #[default]
+    Tcp,
+    /// TLS over TCP to `host:port` (`rediss://`); the server's name for SNI and certificate
+    /// checks is `host`.
+    Tls(TlsOptions),
+    /// A unix-domain socket (`unix://` or `redis+unix://`) at this absolute path.
+    Unix(PathBuf),
+}
+
+/// What a `rediss://` URL's query asks of TLS: whom to trust, and the client's certificate.
+/// Only paths: the driver reads the files.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct TlsOptions {
+    /// `roots=system|mozilla|none`: the bundled roots trusted besides [`ca_file`](Self::ca_file).
+    /// The default is [`TlsRoots::System`] without a CA file, [`TlsRoots::None`] with one.
+    pub roots: TlsRoots,
+    /// `ca=PATH`: PEM file of CA certificates to trust.
+    pub ca_file: Option<PathBuf>,
+    /// `cert=PATH`: PEM file of the client's certificate chain (mTLS); needs `key`.
+    pub cert_file: Option<PathBuf>,
+    /// `key=PATH`: PEM file of the client certificate's private key; needs `cert`.
+    pub key_file: Option<PathBuf>,
+}
+
+/// Which bundled root certificates a TLS connection trusts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TlsRoots {
+    /// The operating system's store (`roots=system`).
+    #[default]
+    System,
+    /// Mozilla's roots as compiled into the driver (`roots=mozilla`).
+    Mozilla,
+    /// None: only the `ca` file (`roots=none`).
+    None,
 }
 
 impl NodeAddress {
-    /// Parses `redis://[user:password@]host[:port][/db]` (port default 6379) or `host:port`.
+    /// Parses a node URL:
     ///
-    /// `rediss://` (TLS) is refused with a clear error: it is not supported yet. User and
-    /// password may be percent-encoded; `redis://secret@host` is a password without a user.
-    /// Each defect has its own [`AddressError::reason`], which says what was expected; it
-    /// quotes the host, port or database it found, never the user info.
+    /// - `redis://[user:password@]host[:port][/db]` (port default 6379) or `host:port`;
+    /// - `rediss://[user:password@]host[:port][/db][?ca=PATH&cert=PATH&key=PATH&roots=R]`,
+    ///   TLS with the options of [`TlsOptions`] (values percent-encoded);
+    /// - `unix:///path/to/redis.sock[?db=N&user=U&password=P]`, or `redis+unix://` spelled
+    ///   the same way.
+    ///
+    /// User and password may be percent-encoded; `redis://secret@host` is a password
+    /// without a user. Each defect has its own [`AddressError::reason`], which says what was
+    /// expected; it quotes the host, port, path, option or database it found, never a
+    /// password.
     pub fn parse(url: &str) -> Result<Self, AddressError> {
         let err = |reason: String| AddressError {
             url: redact(url),
             reason,
         };
-        let rest = match split_scheme(url) {
-            Some(("redis", rest)) => rest,
-            Some(("rediss", _)) => return Err(err("TLS (rediss://) is not supported yet".into())),
+        let (rest, tls) = match split_scheme(url) {
+            Some(("redis", rest)) => (rest, false),
+            Some(("rediss", rest)) => (rest, true),
+            Some(("unix" | "redis+unix", rest)) => return parse_unix(rest).map_err(err),
             Some((scheme, _)) => {
                 return Err(err(format!(
-                    "unknown scheme `{scheme}://`: expected redis://"
+                    "unknown scheme `{scheme}://`: expected redis://, rediss:// or unix://"
                 )));
             }
             None => {
                 check_bare(url).map_err(|reason| err(reason.to_owned()))?;
-                url
+                (url, false)
             }
         };
         // The last `@` ends the user info: a host, port or database never holds one, so a
-        // password with a stray `/` or `@` is never mistaken for (and quoted as) a host.
+        // password with a stray `/`, `?` or `@` is never mistaken for (and quoted as) a host.
         let (userinfo, hostpath) = match rest.rsplit_once('@') {
             Some((u, h)) => (Some(u), h),
             None => (None, rest),
         };
+        let (hostpath, query) = hostpath.split_once('?').unwrap_or((hostpath, ""));
         let (hostport, path) = hostpath.split_once('/').unwrap_or((hostpath, ""));
         let mut settings = NodeSettings::default();
         if let Some(userinfo) = userinfo {
-            let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
-            let user = percent_decode(user)
-                .ok_or_else(|| err("bad percent-encoding in the user name".into()))?;
-            let password = percent_decode(password)
-                .ok_or_else(|| err("bad percent-encoding in the password".into()))?;
-            if password.is_empty() {
-                return Err(err(
-                    "a user name needs a password: expected redis://user:password@host:port".into(),
-                ));
-            }
-            settings.username = (!user.is_empty()).then_some(user);
-            settings.password = Some(password);
+            parse_userinfo(userinfo, &mut settings).map_err(|r| err(r.to_owned()))?;
         }
         let (host, port) = split_host_port(hostport).map_err(err)?;
         let db = path.trim_end_matches('/');
@@ -74,20 +120,148 @@ impl NodeAddress {
                 ))
             })?;
         }
+        let transport = match tls {
+            true => Transport::Tls(parse_tls_query(query).map_err(err)?),
+            false if query.is_empty() => Transport::Tcp,
+            false => {
+                return Err(err(
+                    "options after `?` need rediss:// (TLS) or unix://; redis:// takes none".into(),
+                ));
+            }
+        };
         Ok(Self {
             host,
             port,
             settings,
+            transport,
         })
     }
 }
 
+/// `user:password` or a password alone, percent-decoded, into `settings`.
+fn parse_userinfo(userinfo: &str, settings: &mut NodeSettings) -> Result<(), &'static str> {
+    let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
+    let user = percent_decode(user).ok_or("bad percent-encoding in the user name")?;
+    let password = percent_decode(password).ok_or("bad percent-encoding in the password")?;
+    if password.is_empty() {
+        return Err("a user name needs a password: expected redis://user:password@host:port");
+    }
+    settings.username = (!user.is_empty()).then_some(user);
+    settings.password = Some(password);
+    Ok(())
+}
+
+/// `/absolute/path[?db=N&user=U&password=P]` after `unix://`.
+fn parse_unix(rest: &str) -> Result<NodeAddress, String> {
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if !path.starts_with('/') {
+        return Err(
+            "a unix socket needs an absolute path: expected unix:///path/to/redis.sock".into(),
+        );
+    }
+    let path = percent_decode(path).ok_or("bad percent-encoding in the socket path")?;
+    let mut settings = NodeSettings::default();
+    for (name, value) in query_pairs(query)? {
+        match name {
+            "db" => {
+                settings.db = value.parse().map_err(|_| {
+                    format!("database `{value}` is not a number: expected unix:///path?db=0")
+                })?;
+            }
+            "user" => settings.username = Some(value),
+            "password" if value.is_empty() => return Err("the password is empty".into()),
+            "password" => settings.password = Some(value),
+            _ => {
+                return Err(format!(
+                    "unknown option `{name}` for unix://: expected db, user or password"
+                ));
+            }
+        }
+    }
+    if settings.username.is_some() && settings.password.is_none() {
+        return Err("a user name needs a password: expected unix:///path?user=U&password=P".into());
+    }
+    Ok(NodeAddress {
+        host: path.clone(),
+        port: 0,
+        settings,
+        transport: Transport::Unix(path.into()),
+    })
+}
+
+/// `ca=PATH&cert=PATH&key=PATH&roots=system|mozilla|none` after `rediss://...?`.
+fn parse_tls_query(query: &str) -> Result<TlsOptions, String> {
+    let mut options = TlsOptions::default();
+    let mut roots = None;
+    for (name, value) in query_pairs(query)? {
+        let file = || -> Result<Option<PathBuf>, String> {
+            match value.is_empty() {
+                true => Err(format!(
+                    "option `{name}` needs a file path: expected {name}=PATH"
+                )),
+                false => Ok(Some(PathBuf::from(&value))),
+            }
+        };
+        match name {
+            "ca" => options.ca_file = file()?,
+            "cert" => options.cert_file = file()?,
+            "key" => options.key_file = file()?,
+            "roots" => {
+                roots = Some(match value.as_str() {
+                    "system" => TlsRoots::System,
+                    "mozilla" => TlsRoots::Mozilla,
+                    "none" => TlsRoots::None,
+                    _ => {
+                        return Err(format!(
+                            "roots `{value}` is not known: expected roots=system, mozilla or none"
+                        ));
+                    }
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "unknown option `{name}` for rediss://: expected ca, cert, key or roots"
+                ));
+            }
+        }
+    }
+    if options.cert_file.is_some() != options.key_file.is_some() {
+        return Err("a client certificate needs both files: expected cert=PATH&key=PATH".into());
+    }
+    options.roots = match (roots, &options.ca_file) {
+        (Some(roots), _) => roots,
+        (None, Some(_)) => TlsRoots::None,
+        (None, None) => TlsRoots::System,
+    };
+    if options.roots == TlsRoots::None && options.ca_file.is_none() {
+        return Err("roots=none trusts nothing without a CA file: expected ca=PATH".into());
+    }
+    Ok(options)
+}
+
+/// `name=value` pairs split on `&`, values percent-decoded; each name at most once.
+fn query_pairs(query: &str) -> Result<Vec<(&str, String)>, String> {
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Err(format!("option `{pair}` has no value: expected name=value"));
+        };
+        let value = percent_decode(value)
+            .ok_or_else(|| format!("bad percent-encoding in option `{name}`"))?;
+        if pairs.iter().any(|(n, _)| *n == name) {
+            return Err(format!("option `{name}` is given twice"));
+        }
+        pairs.push((name, value));
+    }
+    Ok(pairs)
+}
+
 impl fmt::Display for NodeAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
+        match &self.transport {
+            Transport::Unix(path) => write!(f, "unix:{}", path.display()),
+            _ if self.host.contains(':') => write!(f, "[{}]:{}", self.host, self.port),
+            _ => write!(f, "{}:{}", self.host, self.port),
         }
     }
 }
@@ -207,18 +381,35 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The URL with the password part of its user info replaced. The user info is everything
-/// before the last `@` (after the scheme, if any), as [`NodeAddress::parse`] splits it, so a
-/// password with a stray `/`, `:` or `@` is hidden whole; a URL without `@` has none.
+/// The URL with the password part of its user info replaced, and any `password=` option's
+/// value. The user info is everything before the last `@` (after the scheme, if any), as
+/// [`NodeAddress::parse`] splits it, so a password with a stray `/`, `:` or `@` is hidden
+/// whole; a URL without `@` has none.
 fn redact(url: &str) -> String {
+    let url = redact_query(url);
     let Some(at) = url.rfind('@') else {
-        return url.to_owned();
+        return url;
     };
-    let start = split_scheme(url).map_or(0, |(scheme, _)| scheme.len() + "://".len());
+    let start = split_scheme(&url).map_or(0, |(scheme, _)| scheme.len() + "://".len());
     let (head, userinfo, host) = (&url[..start], &url[start..at], &url[at..]);
     // `user:password`, or a password alone: only a user name before a `:` is kept.
     let user = userinfo.split_once(':').map_or("", |(u, _)| u);
     format!("{head}{user}:***{host}")
+}
+
+/// `url` with the value of every `password=` after the first `?` replaced by `***`.
+fn redact_query(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("password", _)) => "password=***".to_owned(),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{head}?{}", pairs.join("&"))
 }
 
 /// The port of `redis://host` without one, Redis's default.
@@ -247,6 +438,46 @@ mod tests {
         assert_eq!(NodeAddress::parse("redis://h").unwrap().port, 6379);
     }
 
+    #[test]
+    fn parses_tls_and_unix_forms() {
+        let a = NodeAddress::parse("rediss://u:pw@db.example:6380/2").unwrap();
+        assert_eq!(
+            (a.host.as_str(), a.port, a.settings.db),
+            ("db.example", 6380, 2)
+        );
+        assert_eq!(a.transport, Transport::Tls(TlsOptions::default()));
+        let a = NodeAddress::parse(
+            "rediss://127.0.0.1:7000?ca=/etc/ca.pem&cert=/c%20d/cert.pem&key=/k.pem",
+        )
+        .unwrap();
+        let Transport::Tls(tls) = &a.transport else {
+            panic!("{a:?}")
+        };
+        assert_eq!(tls.roots, TlsRoots::None);
+        assert_eq!(tls.ca_file, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(tls.cert_file, Some(PathBuf::from("/c d/cert.pem")));
+        assert_eq!(tls.key_file, Some(PathBuf::from("/k.pem")));
+        let a = NodeAddress::parse("rediss://h?roots=mozilla&ca=/ca.pem").unwrap();
+        let Transport::Tls(tls) = &a.transport else {
+            panic!("{a:?}")
+        };
+        assert_eq!((tls.roots, a.port), (TlsRoots::Mozilla, 6379));
+        for url in ["unix:///tmp/r.sock", "redis+unix:///tmp/r.sock"] {
+            let a = NodeAddress::parse(url).unwrap();
+            assert_eq!(a.transport, Transport::Unix("/tmp/r.sock".into()));
+            assert_eq!(a.to_string(), "unix:/tmp/r.sock");
+            assert_eq!(a.settings, NodeSettings::default());
+        }
+        let a = NodeAddress::parse("unix:///s?db=3&user=app&password=p%26w").unwrap();
+        assert_eq!(a.settings.db, 3);
+        assert_eq!(a.settings.username.as_deref(), Some("app"));
+        assert_eq!(a.settings.password.as_deref(), Some("p&w"));
+        assert_eq!(
+            NodeAddress::parse("redis://h").unwrap().transport,
+            Transport::Tcp
+        );
+    }
+
     /// Each defect, with its exact message: what is wrong, and what was expected.
     #[test]
     fn each_defect_has_its_own_message() {
@@ -263,12 +494,10 @@ mod tests {
             ("redis://h:abc", "port `abc` is not a number"),
             ("redis://h:+1", "port `+1` is not a number"),
             ("redis://h:", "no port after `:`: expected host:port"),
-            ("http://h:1", "unknown scheme `http://`: expected redis://"),
             (
-                "unix:///tmp/redis.sock",
-                "unknown scheme `unix://`: expected redis://",
+                "http://h:1",
+                "unknown scheme `http://`: expected redis://, rediss:// or unix://",
             ),
-            ("rediss://h:1", "TLS (rediss://) is not supported yet"),
             (
                 "h",
                 "no port: expected host:port, or redis://host for port 6379",
@@ -300,6 +529,51 @@ mod tests {
                 "redis://u:@h:1",
                 "a user name needs a password: expected redis://user:password@host:port",
             ),
+            (
+                "redis://h:1?ca=/x",
+                "options after `?` need rediss:// (TLS) or unix://; redis:// takes none",
+            ),
+            (
+                "rediss://h:1?tls=1",
+                "unknown option `tls` for rediss://: expected ca, cert, key or roots",
+            ),
+            (
+                "rediss://h:1?cert=/c.pem",
+                "a client certificate needs both files: expected cert=PATH&key=PATH",
+            ),
+            (
+                "rediss://h:1?roots=all",
+                "roots `all` is not known: expected roots=system, mozilla or none",
+            ),
+            (
+                "rediss://h:1?roots=none",
+                "roots=none trusts nothing without a CA file: expected ca=PATH",
+            ),
+            (
+                "rediss://h:1?ca=",
+                "option `ca` needs a file path: expected ca=PATH",
+            ),
+            (
+                "rediss://h:1?ca",
+                "option `ca` has no value: expected name=value",
+            ),
+            ("rediss://h:1?ca=/a&ca=/b", "option `ca` is given twice"),
+            (
+                "unix://tmp/r.sock",
+                "a unix socket needs an absolute path: expected unix:///path/to/redis.sock",
+            ),
+            (
+                "unix:///r.sock?db=x",
+                "database `x` is not a number: expected unix:///path?db=0",
+            ),
+            (
+                "unix:///r.sock?host=h",
+                "unknown option `host` for unix://: expected db, user or password",
+            ),
+            (
+                "unix:///r.sock?user=u",
+                "a user name needs a password: expected unix:///path?user=U&password=P",
+            ),
         ] {
             let err = NodeAddress::parse(url).expect_err(url);
             assert_eq!(err.reason(), message, "{url}");
@@ -320,7 +594,7 @@ mod tests {
     #[test]
     fn errors_never_show_the_password() {
         for (url, shown) in [
-            ("rediss://u:hunter2@h:1", "rediss://u:***@h:1"),
+            ("rediss://u:hunter2@h:0", "rediss://u:***@h:0"),
             ("redis://u:hunter2@h:0", "redis://u:***@h:0"),
             ("redis://u:hunter2@:1", "redis://u:***@:1"),
             ("redis://hunter2@h:x", "redis://:***@h:x"),
@@ -330,6 +604,15 @@ mod tests {
             ("redis://u:hun/ter2@h:0", "redis://u:***@h:0"),
             ("redis://u:hun@ter2@h:0", "redis://u:***@h:0"),
             ("u:hunter2@h:1", "u:***@h:1"),
+            (
+                "unix:///s?password=hunter2&db=x",
+                "unix:///s?password=***&db=x",
+            ),
+            (
+                "unix:///s?db=x&password=hunter2",
+                "unix:///s?db=x&password=***",
+            ),
+            ("rediss://u:hunter2@h:1?tls=1", "rediss://u:***@h:1?tls=1"),
         ] {
             let err = NodeAddress::parse(url).expect_err(url);
             assert_eq!(err.url(), shown);

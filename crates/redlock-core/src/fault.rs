@@ -121,6 +121,10 @@ pub enum ConnectionError {
     Closed,
     /// Any other failure of the connection; the system's message.
     Io(String),
+    /// TLS failed: the handshake (a certificate not trusted or not for this host, a client
+    /// certificate refused), or the node speaks TLS to a plain `redis://` client or plain
+    /// text to a `rediss://` one; what went wrong, in words.
+    Tls(String),
 }
 
 impl ConnectionError {
@@ -144,6 +148,7 @@ impl fmt::Display for ConnectionError {
             Self::Resolve(msg) => write!(f, "could not resolve the host name: {msg}"),
             Self::Closed => f.write_str("the server closed the connection"),
             Self::Io(msg) => write!(f, "connection failed: {msg}"),
+            Self::Tls(msg) => write!(f, "TLS failed: {msg}"),
         }
     }
 }

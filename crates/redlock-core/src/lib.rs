@@ -128,7 +128,7 @@ pub mod docs {
     pub mod errors {}
 }
 
-pub use address::{AddressError, NodeAddress};
+pub use address::{AddressError, NodeAddress, TlsOptions, TlsRoots, Transport};
 pub use client::Client;
 pub use command::{
     Command, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Script,

@@ -47,7 +47,8 @@ fn address_errors_hide_the_password() {
     for url in [
         format!("redis://app:{SECRET}@127.0.0.1:99999"),
         format!("redis://app:{SECRET}@:6379"),
-        format!("rediss://app:{SECRET}@127.0.0.1:6379"),
+        format!("rediss://app:{SECRET}@127.0.0.1:6379?tls=1"),
+        format!("unix:///tmp/redis.sock?user=app&password={SECRET}&db=x"),
         format!("redis://app:{SECRET}@127.0.0.1:0"),
     ] {
         let err = NodeAddress::parse(&url).unwrap_err();

@@ -38,6 +38,14 @@ pub enum LockError {
     Usage(UsageError),
     /// The driver has shut down: its runtime, task or thread is gone.
     Shutdown,
+    /// A `rediss://` node's TLS settings are unusable: a certificate or key file cannot be
+    /// read or used, or the host is no TLS server name.
+    Tls {
+        /// The node, by address.
+        node: String,
+        /// What is wrong, naming the file; never a file's contents.
+        reason: String,
+    },
     /// The driver could not start; says why (no runtime to run on, or the system refused a
     /// thread or a poller).
     Start(String),
@@ -96,6 +104,7 @@ impl fmt::Display for LockError {
             Self::Usage(e) => write!(f, "API misuse: {e}"),
             Self::Shutdown => f.write_str("the lock driver has shut down"),
             Self::Start(why) => write!(f, "the lock driver could not start: {why}"),
+            Self::Tls { node, reason } => write!(f, "TLS settings of node {node}: {reason}"),
         }
     }
 }

@@ -4,71 +4,34 @@
 //! requests and events go through [`Waiters`], and every decision is the core's.
 
 use std::collections::VecDeque;
-use std::future::{Future, poll_fn};
+use std::future::poll_fn;
 use std::io;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
-use redlock_core::{Client, ConnId, ConnectionError, Input, NodeAddress, NodeId, Output};
+use redlock_core::{Client, ConnId, ConnectionError, Input, NodeId, Output};
 use tokio::sync::mpsc;
 
+use crate::endpoint::Endpoint;
+use crate::handshake::open_wire;
 use crate::request::Cmd;
+use crate::runtime::{Connecting, Runtime};
 use crate::setup::{DriverParts, OsRng};
 use crate::waiters::Waiters;
-
-/// A connection attempt in progress; a failure says why (refused, timed out, not resolved).
-pub type Connecting<S> = Pin<Box<dyn Future<Output = Result<S, ConnectionError>> + Send>>;
-
-/// What an async runtime gives [`IoLoop`]. Every method is a thin call into the runtime.
-///
-/// Its timer MUST count in the clock the loop is built with
-/// ([`DriverParts::clock`](crate::DriverParts::clock), the driver's
-/// [`Start::now`](crate::Start::now)): the loop sets it to the core's deadlines.
-pub trait Runtime: 'static {
-    /// A connected non-blocking TCP stream.
-    type Stream: Send;
-    /// A timer that can be set to an instant again and again.
-    type Timer: Send;
-
-    /// Connects to `host:port` (resolving the name without blocking the loop), failing with
-    /// [`ConnectionError::ConnectTimeout`] after `timeout`, [`ConnectionError::Resolve`] if
-    /// the name does not resolve, and [`ConnectionError::from_io`] of the last address's
-    /// error otherwise. Nagle's algorithm off, on a best-effort basis.
-    fn connect(host: String, port: u16, timeout: Duration) -> Connecting<Self::Stream>;
-    /// Ready when the stream may have bytes, an end of stream or an error to read.
-    fn poll_readable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
-    /// Ready when the stream may take bytes.
-    fn poll_writable(stream: &Self::Stream, cx: &mut Context<'_>) -> Poll<()>;
-    /// One non-blocking read; `WouldBlock` when there is nothing.
-    fn try_read(stream: &Self::Stream, buf: &mut [u8]) -> io::Result<usize>;
-    /// The loop's read after a readiness wake: [`Runtime::try_read`] unless the runtime can
-    /// do better, e.g. take a read that did not fill `buf` as proof that the socket is
-    /// drained, so the next wait needs no `WouldBlock` read to learn it. Any waker it
-    /// registers is replaced, as the loop polls every stream's readiness before it sleeps.
-    fn read_now(stream: &mut Self::Stream, buf: &mut [u8]) -> io::Result<usize> {
-        Self::try_read(stream, buf)
-    }
-    /// One non-blocking write; `WouldBlock` when the socket takes nothing now.
-    fn try_write(stream: &Self::Stream, buf: &[u8]) -> io::Result<usize>;
-    /// A timer that is not set.
-    fn timer() -> Self::Timer;
-    /// Sets the timer to fire at `at`.
-    fn set_timer(timer: &mut Self::Timer, at: Instant);
-    /// Ready once the instant the timer was set to has passed.
-    fn poll_timer(timer: &mut Self::Timer, cx: &mut Context<'_>) -> Poll<()>;
-    /// Lets the runtime's other tasks run once.
-    fn yield_now() -> impl Future<Output = ()> + Send;
-}
+use crate::wire::Wire;
 
 /// One node's socket, unsent bytes, and connection attempt in progress.
 struct Conn<S> {
     /// The core's name for this connection, which every input about it carries.
     id: Option<ConnId>,
     stream: Option<S>,
+    /// Plain or TLS between the stream and the core.
+    wire: Wire,
+    /// Bytes for the stream, as they go on the wire.
     out: BytesMut,
-    connecting: Option<Connecting<S>>,
+    /// The socket's connect and, for TLS, its handshake.
+    connecting: Option<Connecting<(S, Wire)>>,
 }
 
 impl<S> Default for Conn<S> {
@@ -76,6 +39,7 @@ impl<S> Default for Conn<S> {
         Self {
             id: None,
             stream: None,
+            wire: Wire::plain(),
             out: BytesMut::new(),
             connecting: None,
         }
@@ -85,7 +49,7 @@ impl<S> Default for Conn<S> {
 /// The one thing a loop turn handles.
 enum Wake<S> {
     Cmd(Option<Cmd>),
-    Connected(NodeId, Result<S, ConnectionError>),
+    Connected(NodeId, Result<(S, Wire), ConnectionError>),
     Readable(NodeId),
     Writable,
     Timer,
@@ -95,7 +59,7 @@ enum Wake<S> {
 pub struct IoLoop<R: Runtime> {
     client: Client<OsRng>,
     rx: mpsc::UnboundedReceiver<Cmd>,
-    addrs: Vec<NodeAddress>,
+    endpoints: Vec<Endpoint>,
     conns: Vec<Conn<R::Stream>>,
     connect_timeout: Duration,
     waiters: Waiters,
@@ -118,8 +82,8 @@ impl<R: Runtime> IoLoop<R> {
         Self {
             client: parts.client,
             rx: parts.commands,
-            conns: parts.addrs.iter().map(|_| Conn::default()).collect(),
-            addrs: parts.addrs,
+            conns: parts.endpoints.iter().map(|_| Conn::default()).collect(),
+            endpoints: parts.endpoints,
             connect_timeout: parts.connect_timeout,
             waiters: Waiters::new(),
             pending: VecDeque::new(),
@@ -257,13 +221,13 @@ impl<R: Runtime> IoLoop<R> {
         &mut self,
         now: Instant,
         node: NodeId,
-        result: Result<R::Stream, ConnectionError>,
+        result: Result<(R::Stream, Wire), ConnectionError>,
     ) {
         let conn = &mut self.conns[node.index()];
         let Some(id) = conn.id else { return };
         match result {
-            Ok(stream) => {
-                conn.stream = Some(stream);
+            Ok((stream, wire)) => {
+                (conn.stream, conn.wire) = (Some(stream), wire);
                 self.feed(Input::Connected { now, conn: id });
             }
             Err(reason) => {
@@ -290,17 +254,21 @@ impl<R: Runtime> IoLoop<R> {
         };
         let reason = match R::read_now(stream, &mut self.read_buf) {
             Ok(0) => ConnectionError::Closed,
-            Ok(len) => {
-                let bytes = &self.read_buf[..len];
-                // Drained before this input (see `run`).
-                let _ = self
-                    .client
-                    .handle_input(Input::Received { now, conn, bytes });
-                return;
-            }
+            Ok(len) => match c.wire.receive(&self.read_buf[..len], &mut c.out) {
+                Ok([]) => return,
+                Ok(bytes) => {
+                    // Drained before this input (see `run`).
+                    let _ = self
+                        .client
+                        .handle_input(Input::Received { now, conn, bytes });
+                    return;
+                }
+                Err(reason) => reason,
+            },
             Err(e) if is_retry(&e) => return,
             Err(e) => ConnectionError::from_io(&e),
         };
+        let reason = c.wire.ended(reason);
         self.conns[node.index()] = Conn::default();
         self.feed(Input::Disconnected { now, conn, reason });
     }
@@ -309,7 +277,10 @@ impl<R: Runtime> IoLoop<R> {
     fn drain(&mut self) -> Option<Instant> {
         loop {
             match self.client.poll_output() {
-                Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
+                Output::Transmit(t) => {
+                    let conn = &mut self.conns[t.node.index()];
+                    conn.wire.send(&t.bytes, &mut conn.out);
+                }
                 Output::Connect(conn) => self.connect(conn),
                 Output::Disconnect(conn) => self.conns[conn.node().index()] = Conn::default(),
                 Output::Event(event) => self.waiters.dispatch(event),
@@ -326,6 +297,7 @@ impl<R: Runtime> IoLoop<R> {
                 conn.out.clear();
                 continue;
             };
+            conn.wire.seal(&mut conn.out);
             while !conn.out.is_empty() {
                 let reason = match R::try_write(stream, &conn.out) {
                     Ok(n) if n > 0 => {
@@ -333,7 +305,10 @@ impl<R: Runtime> IoLoop<R> {
                         continue;
                     }
                     Err(e) if is_retry(&e) => break,
-                    Err(e) => ConnectionError::from_io(&e),
+                    Err(e) => {
+                        let read = |b: &mut [u8]| R::try_read(stream, b);
+                        conn.wire.explain(read, ConnectionError::from_io(&e))
+                    }
                     // A stream that takes no bytes.
                     Ok(_) => ConnectionError::Closed,
                 };
@@ -344,12 +319,19 @@ impl<R: Runtime> IoLoop<R> {
         }
     }
 
-    /// Starts a connection attempt, bounded by the connect timeout; its outcome is one wake.
-    /// A new attempt replaces the node's old socket, so queued bytes never reach it.
+    /// Starts a connection attempt (connect, then any TLS handshake), bounded by the connect
+    /// timeout; its outcome is one wake. A new attempt replaces the node's old socket, so
+    /// queued bytes never reach it.
     fn connect(&mut self, conn: ConnId) {
         let node = conn.node().index();
-        let addr = &self.addrs[node];
-        let attempt = R::connect(addr.host.clone(), addr.port, self.connect_timeout);
+        let endpoint = self.endpoints[node].clone();
+        let timeout = self.connect_timeout;
+        let deadline = (self.clock)().checked_add(timeout);
+        let socket = R::connect(endpoint.dial().clone(), timeout);
+        let attempt: Connecting<_> = Box::pin(async move {
+            let stream = socket.await?;
+            open_wire::<R>(stream, &endpoint, deadline, timeout).await
+        });
         self.conns[node] = Conn {
             id: Some(conn),
             connecting: Some(attempt),

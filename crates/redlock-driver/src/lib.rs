@@ -64,20 +64,29 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod endpoint;
 mod error;
 mod guard;
 mod handle;
+mod handshake;
 mod io_loop;
 mod redlock;
 mod request;
+mod runtime;
 mod setup;
+mod tls;
 mod waiters;
+mod wire;
 
+pub use endpoint::{Dial, Endpoint};
 pub use error::{LockError, WithLockError};
 pub use guard::{LockGuard, LockRef};
 pub use handle::Handle;
-pub use io_loop::{Connecting, IoLoop, Runtime};
+pub use handshake::{HandshakeStep, handshake_step};
+pub use io_loop::IoLoop;
 pub use redlock::{Builder, Redlock, Start};
 pub use request::Cmd;
+pub use runtime::{Connecting, Runtime};
 pub use setup::{DriverParts, OsRng, Setup};
 pub use waiters::Waiters;
+pub use wire::Wire;

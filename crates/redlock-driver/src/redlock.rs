@@ -40,8 +40,10 @@ pub struct Redlock<S: Start> {
 }
 
 impl<S: Start> Redlock<S> {
-    /// Starts building from node URLs: `redis://[user:password@]host:port[/db]` or
-    /// `host:port`. A bad URL is an error naming it; `rediss://` is refused (no TLS yet).
+    /// Starts building from node URLs: `redis://[user:password@]host:port[/db]`,
+    /// `rediss://...` (TLS, options after `?`), `unix:///path[?db=N]` or `host:port`, as
+    /// [`NodeAddress::parse`](redlock_core::NodeAddress::parse) reads them. A bad URL is an
+    /// error naming it.
     pub fn builder<I, U>(urls: I) -> Result<Builder<S>, LockError>
     where
         I: IntoIterator<Item = U>,
@@ -90,8 +92,7 @@ pub struct Builder<S> {
 }
 
 impl<S: Start> Builder<S> {
-    /// Parses node URLs: `redis://[user:password@]host:port[/db]` or `host:port`. A bad URL
-    /// is an error naming it; `rediss://` is refused (no TLS yet).
+    /// Parses node URLs (see [`Redlock::builder`]). A bad URL is an error naming it.
     pub fn new<I, U>(urls: I) -> Result<Self, LockError>
     where
         I: IntoIterator<Item = U>,
@@ -119,7 +120,8 @@ impl<S: Start> Builder<S> {
     /// Validates the configuration and starts the driver's loop. Succeeds while nodes are
     /// down: they are connected in the background.
     ///
-    /// Fails with [`LockError::Config`] on a bad configuration, and with
+    /// Fails with [`LockError::Config`] on a bad configuration, [`LockError::Tls`] on an
+    /// unusable TLS file, and with
     /// [`LockError::Start`] if the loop cannot start: no tokio runtime for
     /// `redlock-tokio`, or the system refuses a thread or a poller.
     pub fn build(self) -> Result<Redlock<S>, LockError> {

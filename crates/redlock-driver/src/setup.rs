@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use redlock_core::{Client, Config, ConfigBuilder, NodeAddress};
 use tokio::sync::mpsc;
 
+use crate::endpoint::Endpoint;
 use crate::error::LockError;
 use crate::handle::Handle;
 use crate::request::Cmd;
@@ -33,6 +34,9 @@ pub struct DriverParts {
     pub commands: mpsc::UnboundedReceiver<Cmd>,
     /// Where each node is, indexed by `NodeId`.
     pub addrs: Vec<NodeAddress>,
+    /// How each node is reached (TCP, TLS, unix socket), indexed by `NodeId`; TLS files
+    /// already read.
+    pub endpoints: Vec<Endpoint>,
     /// How long a connection attempt (name resolution included) may take.
     pub connect_timeout: Duration,
     /// The loop's clock, given to [`Setup::build`]: the loop MUST stamp every core input
@@ -41,9 +45,9 @@ pub struct DriverParts {
 }
 
 impl Setup {
-    /// Parses node URLs: `redis://[user:password@]host:port[/db]` or `host:port`. A bad URL
-    /// is an error naming it; `rediss://` is refused (no TLS yet). Each node's credentials
-    /// and database go into the core configuration.
+    /// Parses node URLs (the forms of [`NodeAddress::parse`]: `redis://`, `rediss://` for
+    /// TLS, `unix://` or a bare `host:port`). A bad URL is an error naming it. Each node's
+    /// credentials and database go into the core configuration.
     pub fn from_urls<I, S>(urls: I) -> Result<Self, LockError>
     where
         I: IntoIterator<Item = S>,
@@ -82,14 +86,17 @@ impl Setup {
     /// handle and its guards read it, and the loop stamps its inputs with it
     /// ([`DriverParts::clock`]), so the core's deadlines and `validity()` agree. Dropping the
     /// parts instead of running them makes every request fail with [`LockError::Shutdown`].
+    /// TLS files are read here: an unusable one is [`LockError::Tls`].
     pub fn build(self, clock: fn() -> Instant) -> Result<(Handle, DriverParts), LockError> {
         let config = self.config.build()?;
+        let endpoints = Endpoint::for_nodes(&self.addrs)?;
         let client = Client::new(config.clone(), rand_core::UnwrapErr(getrandom::SysRng));
         let (tx, commands) = mpsc::unbounded_channel();
         let parts = DriverParts {
             client,
             commands,
             addrs: self.addrs,
+            endpoints,
             connect_timeout: self.connect_timeout,
             clock,
         };

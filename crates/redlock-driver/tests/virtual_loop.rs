@@ -16,7 +16,7 @@ use redlock_core::{
     AcquireFailure, ConfigBuilder, ConnectionError, EXTEND_SCRIPT, NodeFault, NodeId,
     RELEASE_SCRIPT, ReleaseOutcome, RetryPolicy,
 };
-use redlock_driver::{Connecting, Handle, IoLoop, LockError, LockGuard, Runtime, Setup};
+use redlock_driver::{Connecting, Dial, Handle, IoLoop, LockError, LockGuard, Runtime, Setup};
 
 /// The virtual runtime: its state is the test thread's [`World`].
 enum Virtual {}
@@ -78,8 +78,11 @@ impl Runtime for Virtual {
     type Stream = Stream;
     type Timer = Timer;
 
-    fn connect(host: String, _port: u16, timeout: Duration) -> Connecting<Stream> {
+    fn connect(dial: Dial, timeout: Duration) -> Connecting<Stream> {
         // Node i is host `n<i>`.
+        let Dial::Tcp { host, .. } = dial else {
+            panic!("only TCP nodes here: {dial:?}")
+        };
         let node: usize = host[1..].parse().expect("host n<i>");
         let (accept, started) = world(|w| {
             w.connects.push((node, w.now));

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{ADMIN_USER, Auth, NodeConfig};
-use crate::{Error, Node, Proxy, ServerBin, ServerKind};
+use crate::config::{ADMIN_USER, Auth, NodeConfig, NodeTls};
+use crate::{Error, Node, Proxy, ServerBin, ServerKind, TlsCerts};
 
 /// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
 /// proxies first, then kills every node and removes its temp dir, also when a test panics.
@@ -17,6 +17,8 @@ pub struct Cluster {
     proxies: Vec<Proxy>,
     nodes: Vec<Node>,
     server: ServerBin,
+    /// A TLS cluster's certificates; after the nodes, which read them.
+    certs: Option<Arc<TlsCerts>>,
 }
 
 impl Cluster {
@@ -76,6 +78,16 @@ impl Cluster {
     pub fn server(&self) -> &ServerBin {
         &self.server
     }
+
+    /// The certificates of a [`tls`](ClusterBuilder::tls) cluster, else `None`.
+    pub fn tls_certs(&self) -> Option<&TlsCerts> {
+        self.certs.as_deref()
+    }
+
+    /// Each node's [`Node::tls_url`] (empty without TLS).
+    pub fn tls_urls(&self) -> Vec<String> {
+        self.nodes.iter().filter_map(Node::tls_url).collect()
+    }
 }
 
 /// Options for starting a [`Cluster`]: node count, server binary, AOF, credentials, denied
@@ -90,6 +102,10 @@ pub struct ClusterBuilder {
     deny: Vec<String>,
     start_timeout: Duration,
     command_timeout: Duration,
+    /// `Some(client_cert)`: a TLS port on each node, requiring a client certificate or not.
+    tls: Option<bool>,
+    unix: bool,
+    unix_too: bool,
 }
 
 impl Default for ClusterBuilder {
@@ -103,6 +119,9 @@ impl Default for ClusterBuilder {
             deny: Vec::new(),
             start_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(2),
+            tls: None,
+            unix: false,
+            unix_too: false,
         }
     }
 }
@@ -187,6 +206,30 @@ impl ClusterBuilder {
         self
     }
 
+    /// Gives each node a TLS port besides its plain one, with certificates the kit makes for
+    /// the cluster ([`Cluster::tls_certs`]); with `client_cert`, the TLS port requires a
+    /// client certificate signed by the cluster's CA (mTLS). Clients reach it at
+    /// [`Node::tls_url`]; the kit itself keeps to the plain port.
+    pub fn tls(mut self, client_cert: bool) -> Self {
+        self.tls = Some(client_cert);
+        self
+    }
+
+    /// Makes each node listen on a unix socket only ([`Node::socket_path`], no TCP port):
+    /// [`Node::url`] is then `unix:///path`, and the kit talks to it over the socket too.
+    /// The proxies of such a cluster reach nothing.
+    pub fn unix_socket(mut self) -> Self {
+        self.unix = true;
+        self
+    }
+
+    /// Makes each node listen on a unix socket ([`Node::unix_url`]) besides its TCP port,
+    /// so one run can reach the same servers both ways (the cluster bench does).
+    pub fn unix_socket_too(mut self) -> Self {
+        self.unix_too = true;
+        self
+    }
+
     /// Finds the binary, then starts the nodes one by one and a proxy in front of each. On
     /// error, whatever was already started is stopped again.
     pub fn start(self) -> Result<Cluster, Error> {
@@ -213,6 +256,17 @@ impl ClusterBuilder {
             )));
         }
         let bins = self.binaries()?;
+        let certs = match self.tls {
+            Some(_) => Some(Arc::new(TlsCerts::generate()?)),
+            None => None,
+        };
+        let tls = certs
+            .as_ref()
+            .zip(self.tls)
+            .map(|(certs, client_cert)| NodeTls {
+                certs: Arc::clone(certs),
+                client_cert,
+            });
         let configs: Vec<Arc<NodeConfig>> = bins
             .iter()
             .map(|bin| {
@@ -223,6 +277,9 @@ impl ClusterBuilder {
                     deny: self.deny.iter().map(|c| c.to_ascii_lowercase()).collect(),
                     start_timeout: self.start_timeout,
                     command_timeout: self.command_timeout,
+                    tls: tls.clone(),
+                    unix: self.unix,
+                    unix_too: self.unix_too,
                 })
             })
             .collect();
@@ -238,6 +295,7 @@ impl ClusterBuilder {
         Ok(Cluster {
             proxies,
             nodes,
+            certs,
             server,
         })
     }

@@ -4,9 +4,10 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ServerBin;
+use crate::{ServerBin, TlsCerts};
 
 /// Settings shared by all nodes of a cluster; built by [`ClusterBuilder`](crate::ClusterBuilder).
 #[derive(Debug, Clone)]
@@ -18,21 +19,59 @@ pub(crate) struct NodeConfig {
     pub(crate) deny: Vec<String>,
     pub(crate) start_timeout: Duration,
     pub(crate) command_timeout: Duration,
+    /// A TLS port besides the plain one (which the kit itself uses).
+    pub(crate) tls: Option<NodeTls>,
+    /// A unix socket instead of any TCP port.
+    pub(crate) unix: bool,
+    /// A unix socket besides the TCP port.
+    pub(crate) unix_too: bool,
+}
+
+/// A TLS listener's certificates, and whether clients must present one of their own.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeTls {
+    pub(crate) certs: Arc<TlsCerts>,
+    pub(crate) client_cert: bool,
 }
 
 impl NodeConfig {
-    /// The config file for a node on `port` keeping its data in `data_dir`.
-    pub(crate) fn render(&self, port: u16, data_dir: &Path) -> String {
-        render(
+    /// The config file for a node on `port` (and `tls_port` if TLS, or only the unix socket
+    /// `socket` if asked) keeping its data in `data_dir`.
+    pub(crate) fn render(
+        &self,
+        port: u16,
+        tls_port: u16,
+        socket: &Path,
+        data_dir: &Path,
+    ) -> String {
+        let mut out = render(
             &Access {
                 auth: &self.auth,
                 deny: &self.deny,
             },
             self.aof,
             self.bin.major(),
-            port,
+            if self.unix { 0 } else { port },
             data_dir,
-        )
+        );
+        let mut line = |l: String| {
+            out.push_str(&l);
+            out.push('\n');
+        };
+        if let Some(tls) = &self.tls {
+            let path = |p: &Path| quote(&p.to_string_lossy());
+            line(format!("tls-port {tls_port}"));
+            line(format!("tls-cert-file {}", path(&tls.certs.server_cert())));
+            line(format!("tls-key-file {}", path(&tls.certs.server_key())));
+            line(format!("tls-ca-cert-file {}", path(&tls.certs.ca())));
+            let auth = if tls.client_cert { "yes" } else { "no" };
+            line(format!("tls-auth-clients {auth}"));
+        }
+        if self.unix || self.unix_too {
+            line(format!("unixsocket {}", quote(&socket.to_string_lossy())));
+            line("unixsocketperm 700".to_owned());
+        }
+        out
     }
 
     /// The credentials the kit itself logs in with: its admin user when commands are

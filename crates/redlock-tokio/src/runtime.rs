@@ -1,5 +1,5 @@
-//! What tokio gives the shared driver loop (`redlock_driver::IoLoop`): its sockets and its
-//! timer, which counts in tokio's clock (`Start::now`). The loop runs as one task on the runtime that built the `Redlock`.
+//! What tokio gives the shared driver loop (`redlock_driver::IoLoop`): its sockets (TCP or
+//! unix; TLS runs over either in the shared loop) and its timer, which counts in tokio's clock (`Start::now`). The loop runs as one task on the runtime that built the `Redlock`.
 
 use std::io;
 use std::pin::Pin;
@@ -7,38 +7,62 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use redlock_core::ConnectionError;
-use redlock_driver::{Connecting, Runtime};
+use redlock_driver::{Connecting, Dial, Runtime};
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::time::Sleep;
 
 use crate::Tokio;
 
+/// A node's socket: TCP or a unix socket.
+#[derive(Debug)]
+pub enum Stream {
+    /// `redis://` and `rediss://` nodes.
+    Tcp(TcpStream),
+    /// `unix://` nodes.
+    Unix(UnixStream),
+}
+
 impl Runtime for Tokio {
-    type Stream = TcpStream;
+    type Stream = Stream;
     type Timer = Pin<Box<Sleep>>;
 
-    fn connect(host: String, port: u16, timeout: Duration) -> Connecting<TcpStream> {
+    fn connect(dial: Dial, timeout: Duration) -> Connecting<Stream> {
         Box::pin(async move {
-            let stream = tokio::time::timeout(timeout, open(host, port))
+            let open = async {
+                match dial {
+                    Dial::Tcp { host, port } => open(host, port).await.map(Stream::Tcp),
+                    Dial::Unix(path) => UnixStream::connect(path)
+                        .await
+                        .map(Stream::Unix)
+                        .map_err(|e| ConnectionError::from_io(&e)),
+                }
+            };
+            tokio::time::timeout(timeout, open)
                 .await
-                .map_err(|_| ConnectionError::ConnectTimeout(timeout))??;
-            // Best effort: a lock round trip is a few bytes each way.
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
+                .map_err(|_| ConnectionError::ConnectTimeout(timeout))?
         })
     }
 
-    fn poll_readable(stream: &TcpStream, cx: &mut Context<'_>) -> Poll<()> {
-        stream.poll_read_ready(cx).map(drop)
+    fn poll_readable(stream: &Stream, cx: &mut Context<'_>) -> Poll<()> {
+        match stream {
+            Stream::Tcp(s) => s.poll_read_ready(cx).map(drop),
+            Stream::Unix(s) => s.poll_read_ready(cx).map(drop),
+        }
     }
 
-    fn poll_writable(stream: &TcpStream, cx: &mut Context<'_>) -> Poll<()> {
-        stream.poll_write_ready(cx).map(drop)
+    fn poll_writable(stream: &Stream, cx: &mut Context<'_>) -> Poll<()> {
+        match stream {
+            Stream::Tcp(s) => s.poll_write_ready(cx).map(drop),
+            Stream::Unix(s) => s.poll_write_ready(cx).map(drop),
+        }
     }
 
-    fn try_read(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-        stream.try_read(buf)
+    fn try_read(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
+        match stream {
+            Stream::Tcp(s) => s.try_read(buf),
+            Stream::Unix(s) => s.try_read(buf),
+        }
     }
 
     /// tokio's own `poll_read`, which (on epoll and kqueue) clears the stream's readiness
@@ -46,18 +70,25 @@ impl Runtime for Tokio {
     /// `poll_readable` waits at once instead of costing a `recvfrom` that answers
     /// `WouldBlock` (about one per reply in a serial lock cycle). Polled with a no-op waker:
     /// the loop's `poll_readable` registers its own before the task sleeps.
-    fn read_now(stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_now(stream: &mut Stream, buf: &mut [u8]) -> io::Result<usize> {
         let mut cx = Context::from_waker(Waker::noop());
         let mut read = ReadBuf::new(buf);
-        match Pin::new(stream).poll_read(&mut cx, &mut read) {
+        let polled = match stream {
+            Stream::Tcp(s) => Pin::new(s).poll_read(&mut cx, &mut read),
+            Stream::Unix(s) => Pin::new(s).poll_read(&mut cx, &mut read),
+        };
+        match polled {
             Poll::Ready(Ok(())) => Ok(read.filled().len()),
             Poll::Ready(Err(e)) => Err(e),
             Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 
-    fn try_write(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
-        stream.try_write(buf)
+    fn try_write(stream: &Stream, buf: &[u8]) -> io::Result<usize> {
+        match stream {
+            Stream::Tcp(s) => s.try_write(buf),
+            Stream::Unix(s) => s.try_write(buf),
+        }
     }
 
     fn timer() -> Self::Timer {
@@ -86,7 +117,11 @@ async fn open(host: String, port: u16) -> Result<TcpStream, ConnectionError> {
     let mut last = ConnectionError::Resolve("the host has no address".into());
     for addr in addrs {
         match TcpStream::connect(addr).await {
-            Ok(stream) => return Ok(stream),
+            Ok(stream) => {
+                // Best effort: a lock round trip is a few bytes each way.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
             Err(e) => last = ConnectionError::from_io(&e),
         }
     }

@@ -18,6 +18,7 @@ mod release_paused;
 mod report;
 mod scenario;
 mod stats;
+mod transport;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ use redlock_testkit::Cluster;
 use crate::raw::{RawClient, Release};
 use crate::report::{ContendedRow, Machine, Row};
 use crate::scenario::{Peer, PeerSpec, Plan, Subject};
+use crate::transport::{TRANSPORT_SUBJECTS, TransportUrls};
 
 fn main() -> ExitCode {
     match run() {
@@ -63,6 +65,8 @@ struct Args {
     contended_child: Option<String>,
     contended_key: String,
     contended_workers: (u32, u32),
+    /// The TLS and unix-socket URLs of the passes' nodes, for the transport subjects.
+    transport: TransportUrls,
 }
 
 impl Args {
@@ -110,7 +114,7 @@ impl Args {
 }
 
 fn run() -> Result<(), String> {
-    let args = parse_args()?;
+    let mut args = parse_args()?;
     let plan = if args.quick { Plan::QUICK } else { Plan::FULL };
     if let Some(locks) = args.held_child {
         return held::child(locks, &args.child_nodes, plan);
@@ -126,7 +130,10 @@ fn run() -> Result<(), String> {
         return scenario::child(&spec, plan);
     }
     // Dropped on every return below (and on panic), which kills the nodes.
-    let cluster = Cluster::start(NODES).map_err(|e| format!("starting {NODES} nodes: {e}"))?;
+    let cluster = transport::listeners(Cluster::builder().nodes(NODES), &args)
+        .start()
+        .map_err(|e| format!("starting {NODES} nodes: {e}"))?;
+    args.transport = TransportUrls::of(&cluster);
     let server = format!("{} {}", cluster.server().kind(), cluster.server().version());
     let urls = cluster.urls();
     let addrs: Vec<SocketAddr> = cluster.nodes().iter().map(|n| n.addr()).collect();
@@ -277,6 +284,8 @@ async fn subjects(
             name,
         ));
     }
+    let over = transport::subjects(flavour, &args.transport, args)?;
+    subjects.extend(over);
     if flavour.hosts_own_thread() {
         if args.wants_subject("async-std", OWN_THREAD) {
             let redlock = redlock_async_std::Redlock::builder(urls)
@@ -545,6 +554,7 @@ fn parse_args() -> Result<Args, String> {
         contended_child: None,
         contended_key: String::new(),
         contended_workers: (0, 0),
+        transport: TransportUrls::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -614,10 +624,10 @@ fn parse_args() -> Result<Args, String> {
 const NODES: usize = 5;
 
 /// The lock ttl for every subject.
-const TTL: Duration = Duration::from_secs(10);
+pub(crate) const TTL: Duration = Duration::from_secs(10);
 
 /// The runtime label of the drivers that run their own thread (async-std, blocking).
-const OWN_THREAD: &str = "own-thread";
+pub(crate) const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
 const SCENARIOS: [&str; 7] = [
@@ -651,16 +661,21 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 5] = [
+pub(crate) const OPT_IN_SUBJECTS: [&str; 9] = [
     "raw-del",
     "raw-delifeq",
     "tokio-scripts",
     "tokio-fenced",
     "tokio-fenced-scripts",
+    TRANSPORT_SUBJECTS[0],
+    TRANSPORT_SUBJECTS[1],
+    TRANSPORT_SUBJECTS[2],
+    TRANSPORT_SUBJECTS[3],
 ];
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|contended8|contended2x4|nodes|release|held] \
                      [--subject raw,tokio,rslock,async-std,blocking,\
-                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts]";
+                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
+                     tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

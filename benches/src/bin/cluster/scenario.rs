@@ -140,6 +140,24 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), "tokio", flavour, flavour)
     }
 
+    /// redlock-tokio over another transport (`tokio-tls`, `tokio-unix`).
+    pub(crate) fn tokio_over(
+        redlock: redlock_tokio::Redlock,
+        name: &'static str,
+        flavour: &'static str,
+    ) -> Self {
+        Self::new(Driver::Tokio(redlock), name, flavour, flavour)
+    }
+
+    /// redlock-blocking over another transport (`blocking-tls`, `blocking-unix`).
+    pub(crate) fn blocking_over(
+        redlock: redlock_blocking::Redlock,
+        name: &'static str,
+        flavour: &'static str,
+    ) -> Self {
+        Self::new(Driver::Blocking(redlock), name, crate::OWN_THREAD, flavour)
+    }
+
     /// redlock-tokio built with `native_commands(false)`: releases by script on every server.
     pub(crate) fn tokio_scripts(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
         Self::new(Driver::Tokio(redlock), "tokio-scripts", flavour, flavour)
