@@ -177,6 +177,7 @@ impl Driver {
     /// Feeds one input, then drains. The loop drains after every input and mutation, so the
     /// core never refuses one as undrained.
     fn feed(&mut self, input: Input<'_>) {
+        self.waiters.observer().input(&self.client, &input);
         let _ = self.client.handle_input(input);
         self.drain();
     }
@@ -184,7 +185,9 @@ impl Driver {
     /// 4. Acts on every output until the core returns `Timeout` or `Idle`.
     fn drain(&mut self) {
         loop {
-            match self.client.poll_output() {
+            let output = self.client.poll_output();
+            self.waiters.observer().output(&self.client, &output);
+            match output {
                 // The core writes only to nodes it saw connect. Bytes for a socket that just
                 // failed are dropped with it: its `Disconnected` is queued.
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
@@ -207,9 +210,10 @@ impl Driver {
             match stream.read(&mut self.read_buf) {
                 Ok(0) => break (conn, ConnectionError::Closed),
                 Ok(len) => {
-                    let bytes = &self.read_buf[..len];
-                    let now = self.now();
-                    let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
+                    let (now, bytes) = (self.now(), &self.read_buf[..len]);
+                    let input = Input::Received { now, conn, bytes };
+                    self.waiters.observer().input(&self.client, &input);
+                    let _ = self.client.handle_input(input);
                     self.drain();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,

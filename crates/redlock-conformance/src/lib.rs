@@ -25,6 +25,7 @@ pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
 pub mod node_faults;
+pub mod observe;
 pub mod queueing;
 pub mod readme;
 pub mod rules;

@@ -278,6 +278,7 @@ impl<R: Runtime> IoLoop<R> {
     }
 
     fn feed(&mut self, input: Input<'_>) {
+        self.waiters.observer().input(&self.client, &input);
         // The loop drains before every input, so the core cannot refuse it.
         let _ = self.client.handle_input(input);
     }
@@ -291,11 +292,14 @@ impl<R: Runtime> IoLoop<R> {
         let reason = match R::read_now(stream, &mut self.read_buf) {
             Ok(0) => ConnectionError::Closed,
             Ok(len) => {
-                let bytes = &self.read_buf[..len];
+                let input = Input::Received {
+                    now,
+                    conn,
+                    bytes: &self.read_buf[..len],
+                };
+                self.waiters.observer().input(&self.client, &input);
                 // Drained before this input (see `run`).
-                let _ = self
-                    .client
-                    .handle_input(Input::Received { now, conn, bytes });
+                let _ = self.client.handle_input(input);
                 return;
             }
             Err(e) if is_retry(&e) => return,
@@ -308,7 +312,9 @@ impl<R: Runtime> IoLoop<R> {
     /// Acts on every output until the core is drained; returns its next deadline.
     fn drain(&mut self) -> Option<Instant> {
         loop {
-            match self.client.poll_output() {
+            let output = self.client.poll_output();
+            self.waiters.observer().output(&self.client, &output);
+            match output {
                 Output::Transmit(t) => self.conns[t.node.index()].out.extend_from_slice(&t.bytes),
                 Output::Connect(conn) => self.connect(conn),
                 Output::Disconnect(conn) => self.conns[conn.node().index()] = Conn::default(),
