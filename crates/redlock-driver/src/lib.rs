@@ -24,6 +24,11 @@
 //!   runtime's sockets, timer and yield. `redlock-tokio` and `redlock-async-std` are a
 //!   [`Runtime`] and a [`Start`] each. The blocking driver has its own `mio` loop and uses
 //!   [`Waiters`] directly, as below.
+//! - [`Observer`] is the loop's telemetry, behind two features each driver forwards:
+//!   `tracing` (a span per lock call and step, events for connections, refused handshakes,
+//!   command fallbacks and losses) and `metrics` (counters, histograms and gauges through
+//!   the `metrics` facade). Its docs list every span, event and metric. Neither shows a
+//!   token or a password.
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};

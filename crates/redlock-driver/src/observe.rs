@@ -22,14 +22,70 @@ use std::time::Instant;
 use rand_core::CryptoRng;
 use redlock_core::{Client, Event, Input, OpId, Output, Resource};
 
-/// What a driver loop tells its telemetry. [`Waiters`](crate::Waiters) owns one and feeds it
-/// the user's requests and the core's events; the loop MUST feed it the rest through
-/// [`Waiters::observer`](crate::Waiters::observer): every [`Input`] before the core gets it
-/// ([`Observer::input`]) and every [`Output`] it drains ([`Observer::output`]).
+/// What a driver loop tells its telemetry: spans and events with the `tracing` feature,
+/// metrics with the `metrics` feature (both off by default; each driver crate forwards
+/// them, e.g. `redlock-tokio = { features = ["tracing", "metrics"] }`).
 ///
-/// With neither the `tracing` nor the `metrics` feature it holds nothing and does nothing.
-/// With `metrics`, the handles are registered when the loop starts (`Builder::build`), so
-/// the recorder MUST be installed before.
+/// # Tracing
+/// Spans, at `INFO` level, whose fields are filled in as the operation goes:
+///
+/// | span | parent | fields |
+/// |---|---|---|
+/// | `redlock.lock` | none | `op`, `resource`: one lock call, from `lock()` to its release (or failure) |
+/// | `redlock.acquire` | `redlock.lock` | `attempts`, `outcome` (`acquired`, `failed`), `votes`, `validity_ms`, `elapsed_ms` (first attempt to decision), `waited_ms` (in line behind this client's earlier call for the resource), `fencing_token` |
+/// | `redlock.extend` | `redlock.lock` | `outcome` (`extended`, `lost`, superseded), `validity_ms` |
+/// | `redlock.release` | `redlock.lock` | `outcome` (`released on 3 of 3`), `votes` |
+/// | `redlock.inspect` | none | `op`, `resource`, `outcome` (`held`, `free`), `agreeing`, `validity_ms` |
+/// | `redlock.release_token` | none | `op`, `resource`, `outcome`, `votes` |
+///
+/// `votes` is each node's answer by address, with the node's last round trip where the
+/// vote is an answer: `127.0.0.1:7001: locked (rtt 312µs), 127.0.0.1:7002: held by another
+/// client (rtt 290µs), 127.0.0.1:7003: connection refused`. A round trip is from the first
+/// write to a node since its last reply to the next bytes it sends: one request's round
+/// trip when the node has one at a time, less under pipelining.
+///
+/// Events (target `redlock_driver::observe::trace`): `node connected` (`INFO`), `node
+/// disconnected` and `connection attempt failed` (`WARN`; a repeated failure at `DEBUG`),
+/// `connection closed: protocol violation or refused handshake` (`WARN`), `node refused the
+/// handshake` (`WARN`, with the command and the server's reply, once per connection, as
+/// soon as a lock event names the fault), `node refused a native command; using the script
+/// instead` (`INFO`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`),
+/// and at `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock extended` (an
+/// automatic extension), `lock released`. The `EVALSHA` to `EVAL` resend after `NOSCRIPT`
+/// happens inside the core and is not seen here.
+///
+/// No token (not even the holder an inspection finds) and no password appears in any
+/// span or event, at any level: nodes are named by `host:port`.
+///
+/// The loop traces to the global default subscriber (it runs on a task or thread of its
+/// own, outside the caller's scoped subscriber and span).
+///
+/// # Metrics
+/// Through the `metrics` facade, to whatever recorder the application installs (e.g.
+/// `metrics-exporter-prometheus`; `redlock-tokio`'s `examples/prometheus.rs`):
+///
+/// | name | kind | labels | what |
+/// |---|---|---|---|
+/// | `redlock_acquired_total` | counter | | locks acquired |
+/// | `redlock_acquire_failed_total` | counter | `reason` | acquisitions that failed: `contended`, `quorum_unreachable`, `validity_exhausted`, `wait_deadline`, `cancelled`, `held_locally`, `other` |
+/// | `redlock_extended_total` | counter | | extensions, called or automatic |
+/// | `redlock_lost_total` | counter | `reason` | held locks lost: `deadline_passed`, `not_owned`, `quorum_unreachable`, `refused`, `other` |
+/// | `redlock_released_total` | counter | | releases of lock calls finished (after a loss too) |
+/// | `redlock_acquire_seconds` | histogram | | from the lock call to the lock |
+/// | `redlock_handoff_wait_seconds` | histogram | | how long a call waited in line behind this client's earlier call for the same resource (only calls that waited) |
+/// | `redlock_node_round_trip_seconds` | histogram | `node` | each node's round trips, as above |
+/// | `redlock_held_locks` | gauge | | locks held now |
+/// | `redlock_nodes_up` | gauge | | node connections up now (over every handle of the process) |
+///
+/// The handles are registered when the loop starts (`Builder::build`), so the recorder
+/// MUST be installed before. When a loop ends it takes back what it added to the gauges.
+///
+/// # Driver duties
+/// [`Waiters`](crate::Waiters) owns the observer and feeds it the user's requests and the
+/// core's events; a loop MUST feed it the rest through
+/// [`Waiters::observer`](crate::Waiters::observer): every [`Input`] before the core gets
+/// it ([`Observer::input`]) and every [`Output`] it drains ([`Observer::output`]). With
+/// neither feature it holds nothing and every call is an empty inline function.
 #[derive(Default)]
 pub struct Observer {
     #[cfg(any(feature = "tracing", feature = "metrics"))]

@@ -17,7 +17,10 @@
 
 use std::time::Duration;
 
-use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use metrics::{
+    Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
+    gauge, histogram,
+};
 use redlock_core::{AcquireFailure, LostReason, NodeId, NodeName};
 
 /// Every handle the observer updates, and what it added to the gauges (taken back when the
@@ -40,6 +43,7 @@ pub(super) struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
+        describe();
         Self {
             acquired: counter!("redlock_acquired_total"),
             acquire_failed: FAILURES
@@ -152,6 +156,38 @@ impl Drop for Metrics {
         self.held_locks.decrement(self.held as f64);
         self.nodes_up.decrement(self.up as f64);
     }
+}
+
+/// Says what each metric is (the recorder may show it, e.g. as Prometheus `# HELP`).
+fn describe() {
+    describe_counter!("redlock_acquired_total", "Locks acquired");
+    describe_counter!(
+        "redlock_acquire_failed_total",
+        "Acquisitions that failed, by reason"
+    );
+    describe_counter!(
+        "redlock_extended_total",
+        "Lock extensions, called or automatic"
+    );
+    describe_counter!("redlock_lost_total", "Held locks lost, by reason");
+    describe_counter!("redlock_released_total", "Lock releases finished");
+    describe_histogram!(
+        "redlock_acquire_seconds",
+        Unit::Seconds,
+        "From a lock call to the lock"
+    );
+    describe_histogram!(
+        "redlock_handoff_wait_seconds",
+        Unit::Seconds,
+        "Time a lock call waited behind an earlier call of this client for its resource"
+    );
+    describe_histogram!(
+        "redlock_node_round_trip_seconds",
+        Unit::Seconds,
+        "From a write to a node to its next reply"
+    );
+    describe_gauge!("redlock_held_locks", "Locks held now");
+    describe_gauge!("redlock_nodes_up", "Node connections up now");
 }
 
 /// The `reason` label of each acquisition failure.

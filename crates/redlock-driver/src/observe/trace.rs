@@ -308,7 +308,7 @@ pub(super) fn commands(
     if let Some(command) = now.fell_back
         && before.and_then(|b| b.fell_back) != Some(command)
     {
-        warn!(%node, command, "node refused a native command; using the script instead");
+        info!(%node, command, "node refused a native command; using the script instead");
     }
     if before.map(|b| b.source) != Some(now.source) {
         let (release, extend, fence, source) = (now.release, now.extend, now.fence, now.source);
