@@ -52,6 +52,11 @@ fn traced_lock() {
 }
 
 #[test]
+fn traced_fallback() {
+    observe::traced_fallback::<AsyncStd>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<AsyncStd>();
 }

@@ -50,6 +50,11 @@ fn traced_lock() {
 }
 
 #[test]
+fn traced_fallback() {
+    observe::traced_fallback::<Blocking>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<Blocking>();
 }

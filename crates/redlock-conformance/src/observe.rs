@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_testkit::Cluster;
+use redlock_testkit::{Cluster, ServerKind};
 
 pub use capture::{Capture, EventSeen, Seen};
 pub use recorder::Recorded;
@@ -100,6 +100,37 @@ pub fn traced_lock<S: Subject>() {
             "{secret:?} in the captured output:\n{dump}"
         );
     }
+}
+
+/// A native-command fallback traced: on 3 Redis 7 nodes, node 2 behind a proxy that delays
+/// each way by 200 ms, the lock is decided by nodes 0 and 1 and extended at once, before
+/// node 2's `HELLO` reply is read, so its extension goes out as `SET … IFEQ` (the node is
+/// still probed); Redis 7 refuses that, and the node falls back to the script: an event
+/// names the node and `SET`.
+pub fn traced_fallback<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = (Cluster::builder().kinds([ServerKind::Redis; 3]).start())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let slow = cluster.proxy(2);
+    slow.set_latency(Duration::from_millis(200));
+    let mut urls = cluster.urls();
+    urls[2] = slow.url();
+    let node2 = format!("127.0.0.1:{}", slow.addr().port());
+    let d = S::start(&urls).expect("build");
+    let guard = d
+        .lock("observe:fallback")
+        .expect("a quorum of nodes 0 and 1");
+    S::extend(&guard).expect("extended by nodes 0 and 1");
+    wait_for(|| {
+        let seen = capture.seen();
+        let fell_back = seen.events("node refused a native command; using the script instead");
+        fell_back
+            .iter()
+            .any(|e| field(e, "node") == node2 && field(e, "command") == "SET")
+            .then_some(())
+    });
+    S::release(guard).expect("release");
 }
 
 /// The spans of `observe:traced` and `observe:lost`.

@@ -103,7 +103,9 @@ impl Observer {
     #[inline]
     pub fn input<R: CryptoRng>(&mut self, client: &Client<R>, input: &Input<'_>) {
         #[cfg(any(feature = "tracing", feature = "metrics"))]
-        self.active.input(client, input);
+        if active::on() {
+            self.active.input(client, input);
+        }
         #[cfg(not(any(feature = "tracing", feature = "metrics")))]
         let _ = (client, input);
     }
@@ -114,7 +116,9 @@ impl Observer {
     #[inline]
     pub fn output<R: CryptoRng>(&mut self, client: &Client<R>, output: &Output) {
         #[cfg(any(feature = "tracing", feature = "metrics"))]
-        self.active.output(client, output);
+        if active::on() {
+            self.active.output(client, output);
+        }
         #[cfg(not(any(feature = "tracing", feature = "metrics")))]
         let _ = (client, output);
     }
@@ -150,7 +154,9 @@ impl Observer {
     #[inline]
     pub(crate) fn requested(&mut self, now: Instant, op: OpId, step: Step<'_>) {
         #[cfg(any(feature = "tracing", feature = "metrics"))]
-        self.active.requested(now, op, step);
+        if active::on() {
+            self.active.requested(now, op, step);
+        }
         #[cfg(not(any(feature = "tracing", feature = "metrics")))]
         let _ = (now, op, step);
     }
@@ -159,7 +165,9 @@ impl Observer {
     #[inline]
     pub(crate) fn event(&mut self, event: &Event) {
         #[cfg(any(feature = "tracing", feature = "metrics"))]
-        self.active.event(event);
+        if active::on() {
+            self.active.event(event);
+        }
         #[cfg(not(any(feature = "tracing", feature = "metrics")))]
         let _ = event;
     }

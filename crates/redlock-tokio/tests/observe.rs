@@ -77,6 +77,11 @@ fn traced_lock() {
 }
 
 #[test]
+fn traced_fallback() {
+    observe::traced_fallback::<Tokio>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<Tokio>();
 }

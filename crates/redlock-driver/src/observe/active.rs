@@ -3,6 +3,7 @@
 //! what happened; `trace` and `metric` say it.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use rand_core::CryptoRng;
@@ -24,7 +25,7 @@ pub(super) struct Active {
     /// Each node's name, from the configuration (no password).
     names: Vec<NodeName>,
     nodes: Vec<NodeState>,
-    ops: HashMap<OpId, OpState>,
+    ops: HashMap<OpId, OpState, BuildHasherDefault<OpHasher>>,
     /// The node whose bytes the core read last: its commands are compared once drained.
     #[cfg(feature = "tracing")]
     received: Option<redlock_core::NodeId>,
@@ -50,6 +51,17 @@ pub(super) struct Starting {
     since: Instant,
     #[cfg(feature = "tracing")]
     spans: OpSpans,
+}
+
+/// Whether the observer has anything to do: always for the metrics (their handles are
+/// already registered), and for the spans and events only while a subscriber may record
+/// them, so that `tracing` compiled in costs one relaxed load per hook when nobody listens.
+#[inline]
+pub(super) fn on() -> bool {
+    #[cfg(feature = "metrics")]
+    return true;
+    #[cfg(not(feature = "metrics"))]
+    return trace::listening();
 }
 
 impl Active {
@@ -135,6 +147,7 @@ impl Active {
                 // Drained: the last input's effects on the node's commands are visible.
                 #[cfg(feature = "tracing")]
                 if let Some(id) = self.received.take()
+                    && trace::listening()
                     && let Some(commands) = client.node_commands(id)
                 {
                     let before = node(&mut self.nodes, id).commands.replace(commands);
@@ -288,5 +301,26 @@ impl Active {
         if self.names.is_empty() {
             self.names = client.config().node_names().to_vec();
         }
+    }
+}
+
+/// Hashes an [`OpId`] (one `u64`, counted up from 0 by the core) by one multiplication:
+/// SipHash would cost more than the rest of the map, and nobody hostile picks the ids.
+#[derive(Default)]
+struct OpHasher(u64);
+
+impl Hasher for OpHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }

@@ -20,6 +20,13 @@ use tracing::{Span, debug, info, info_span, warn};
 use super::Step;
 use super::node::NodeState;
 
+/// Whether a subscriber may record anything: one relaxed load (the level filter is `OFF`
+/// until a subscriber is set).
+#[inline]
+pub(super) fn listening() -> bool {
+    tracing::level_filters::LevelFilter::current() != tracing::level_filters::LevelFilter::OFF
+}
+
 /// One operation's spans: the whole call's (or the query's), and its step in flight.
 pub(super) struct OpSpans {
     lock: Span,
