@@ -46,9 +46,12 @@
 //!     let DriverParts { mut client, mut commands, clock, .. } = parts;
 //!     let mut waiters = Waiters::new();
 //!     loop {
-//!         // Drain: events go to their waiters; the rest is the driver's IO.
+//!         // Drain: events go to their waiters; the rest is the driver's IO. The loop's
+//!         // telemetry sees every output (and every input, before the core does).
 //!         loop {
-//!             match client.poll_output() {
+//!             let output = client.poll_output();
+//!             waiters.observer().output(&client, &output);
+//!             match output {
 //!                 Output::Event(event) => waiters.dispatch(event),
 //!                 Output::Timeout(_) | Output::Idle => break,
 //!                 _ => { /* write, connect, disconnect */ }
