@@ -44,6 +44,18 @@
 //! })?;
 //! # Ok::<(), LockError>(())
 //! ```
+//!
+//! # Features
+//! - `tracing`: a span for each lock call and its steps (acquire, extend, release) with
+//!   each node's vote and round trip, and events for connections, refused handshakes,
+//!   command fallbacks and losses, through the `tracing` crate.
+//! - `metrics`: counters, histograms and gauges (acquired, failed, extended, lost,
+//!   released; acquire latency, hand-off wait, node round trips; held locks, nodes up)
+//!   through the `metrics` facade; install the recorder before `build()`.
+//!
+//! Every span, event and metric is listed on [`redlock_driver::Observer`]; neither feature
+//! ever shows a token or a password. `redlock-tokio`'s `examples/tracing.rs` and
+//! `examples/prometheus.rs` show both (the same calls work here).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -184,6 +184,7 @@ impl Driver {
     /// Feeds one input, then drains. The loop drains after every input and mutation, so the
     /// core never refuses one as undrained.
     fn feed(&mut self, input: Input<'_>) {
+        self.waiters.observer().input(&self.client, &input);
         let _ = self.client.handle_input(input);
         self.drain();
     }
@@ -191,7 +192,9 @@ impl Driver {
     /// 4. Acts on every output until the core returns `Timeout` or `Idle`.
     fn drain(&mut self) {
         loop {
-            match self.client.poll_output() {
+            let output = self.client.poll_output();
+            self.waiters.observer().output(&self.client, &output);
+            match output {
                 // The core writes only to nodes it saw connect. Bytes for a socket that just
                 // failed are dropped with it: its `Disconnected` is queued.
                 Output::Transmit(t) => {
@@ -220,7 +223,9 @@ impl Driver {
                     Ok([]) => {}
                     Ok(bytes) => {
                         let now = (self.clock)();
-                        let _ = (self.client).handle_input(Input::Received { now, conn, bytes });
+                        let input = Input::Received { now, conn, bytes };
+                        self.waiters.observer().input(&self.client, &input);
+                        let _ = self.client.handle_input(input);
                         self.drain();
                     }
                     Err(reason) => break (conn, reason),

@@ -26,6 +26,7 @@ pub mod late_delivery;
 pub mod mixed;
 pub mod node_faults;
 pub mod notification;
+pub mod observe;
 pub mod queueing;
 pub mod readme;
 pub mod release_quorum;

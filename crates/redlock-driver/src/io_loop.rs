@@ -242,6 +242,7 @@ impl<R: Runtime> IoLoop<R> {
     }
 
     fn feed(&mut self, input: Input<'_>) {
+        self.waiters.observer().input(&self.client, &input);
         // The loop drains before every input, so the core cannot refuse it.
         let _ = self.client.handle_input(input);
     }
@@ -257,10 +258,10 @@ impl<R: Runtime> IoLoop<R> {
             Ok(len) => match c.wire.receive(&self.read_buf[..len], &mut c.out) {
                 Ok([]) => return,
                 Ok(bytes) => {
+                    let input = Input::Received { now, conn, bytes };
+                    self.waiters.observer().input(&self.client, &input);
                     // Drained before this input (see `run`).
-                    let _ = self
-                        .client
-                        .handle_input(Input::Received { now, conn, bytes });
+                    let _ = self.client.handle_input(input);
                     return;
                 }
                 Err(reason) => reason,
@@ -276,7 +277,9 @@ impl<R: Runtime> IoLoop<R> {
     /// Acts on every output until the core is drained; returns its next deadline.
     fn drain(&mut self) -> Option<Instant> {
         loop {
-            match self.client.poll_output() {
+            let output = self.client.poll_output();
+            self.waiters.observer().output(&self.client, &output);
+            match output {
                 Output::Transmit(t) => {
                     let conn = &mut self.conns[t.node.index()];
                     conn.wire.send(&t.bytes, &mut conn.out);

@@ -24,6 +24,11 @@
 //!   runtime's sockets, timer and yield. `redlock-tokio` and `redlock-async-std` are a
 //!   [`Runtime`] and a [`Start`] each. The blocking driver has its own `mio` loop and uses
 //!   [`Waiters`] directly, as below.
+//! - [`Observer`] is the loop's telemetry, behind two features each driver forwards:
+//!   `tracing` (a span per lock call and step, events for connections, refused handshakes,
+//!   command fallbacks and losses) and `metrics` (counters, histograms and gauges through
+//!   the `metrics` facade). Its docs list every span, event and metric. Neither shows a
+//!   token or a password.
 //!
 //! ```no_run
 //! use std::time::{Duration, Instant};
@@ -41,9 +46,12 @@
 //!     let DriverParts { mut client, mut commands, clock, .. } = parts;
 //!     let mut waiters = Waiters::new();
 //!     loop {
-//!         // Drain: events go to their waiters; the rest is the driver's IO.
+//!         // Drain: events go to their waiters; the rest is the driver's IO. The loop's
+//!         // telemetry sees every output (and every input, before the core does).
 //!         loop {
-//!             match client.poll_output() {
+//!             let output = client.poll_output();
+//!             waiters.observer().output(&client, &output);
+//!             match output {
 //!                 Output::Event(event) => waiters.dispatch(event),
 //!                 Output::Timeout(_) | Output::Idle => break,
 //!                 _ => { /* write, connect, disconnect */ }
@@ -70,6 +78,7 @@ mod guard;
 mod handle;
 mod handshake;
 mod io_loop;
+mod observe;
 mod redlock;
 mod request;
 mod runtime;
@@ -84,6 +93,7 @@ pub use guard::{LockGuard, LockRef};
 pub use handle::Handle;
 pub use handshake::{HandshakeStep, handshake_step};
 pub use io_loop::IoLoop;
+pub use observe::Observer;
 pub use redlock::{Builder, Redlock, Start};
 pub use request::Cmd;
 pub use runtime::{Connecting, Runtime};

@@ -10,6 +10,7 @@ use redlock_core::{Acquired, Client, Event, Inspection, OpId, ReleaseOutcome};
 use tokio::sync::watch;
 
 use crate::error::LockError;
+use crate::observe::{Observer, Step};
 use crate::request::{Cmd, LockState, Reply, Request};
 
 /// Who waits for what on each operation in flight, and which acquired locks nobody holds.
@@ -26,6 +27,8 @@ pub struct Waiters {
     orphans: Vec<OpId>,
     /// Inspections and releases by token: one answer each, no lock state.
     queries: HashMap<OpId, Query>,
+    /// Telemetry: requests and events from here, inputs and outputs from the loop.
+    observer: Observer,
 }
 
 /// Who waits for an operation on a lock this process does not hold.
@@ -49,6 +52,12 @@ impl Waiters {
         Self::default()
     }
 
+    /// The loop's telemetry, which the loop MUST feed every input and output (see
+    /// [`Observer`]); empty without the `tracing` and `metrics` features.
+    pub fn observer(&mut self) -> &mut Observer {
+        &mut self.observer
+    }
+
     /// Feeds a request to the core: acquire, cancel, extend, release, inspect or release by
     /// token. Like every core input, the loop MUST drain the core before calling this.
     pub fn command<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, cmd: Cmd) {
@@ -59,43 +68,32 @@ impl Waiters {
                 options,
                 reply,
                 state,
-            } => match client.acquire_with(now, resource, &options) {
-                Ok(op) => {
-                    self.tickets.insert(ticket, op);
-                    let waiters = OpWaiters {
-                        ticket,
-                        acquire: Some(reply),
-                        state,
-                        extend: Vec::new(),
-                        release: Vec::new(),
-                    };
-                    self.ops.insert(op, waiters);
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e.into()));
-                }
-            },
+            } => {
+                let starting = self.observer.acquiring(now, client, &resource);
+                let op = match client.acquire_with(now, resource, &options) {
+                    Ok(op) => op,
+                    Err(e) => return drop(reply.send(Err(e.into()))),
+                };
+                self.observer.started(op, starting);
+                self.tickets.insert(ticket, op);
+                let waiters = OpWaiters {
+                    ticket,
+                    acquire: Some(reply),
+                    state,
+                    extend: Vec::new(),
+                    release: Vec::new(),
+                };
+                self.ops.insert(op, waiters);
+            }
             Request::Cancel { ticket } => {
                 // The `lock()` future was dropped before it made a guard: cancel the
                 // acquisition, or release a lock nobody holds a guard for.
                 if let Some(&op) = self.tickets.get(&ticket) {
+                    self.observer.requested(now, op, Step::Cancel);
                     let _ = client.cancel(now, op);
                 }
             }
-            Request::Extend { op, reply } => match client.extend(now, op) {
-                Ok(()) => match self.ops.get_mut(&op) {
-                    Some(w) => w.extend.push(reply),
-                    None => drop(reply.send(Err(LockError::NotHeld))),
-                },
-                Err(_) => {
-                    let lost = self
-                        .ops
-                        .get(&op)
-                        .and_then(|w| w.state.borrow().lost.clone());
-                    let err = lost.map_or(LockError::NotHeld, LockError::Lost);
-                    let _ = reply.send(Err(err));
-                }
-            },
+            Request::Extend { op, reply } => self.extend(now, client, op, reply),
             Request::Release { op, reply } => {
                 // Refused when already releasing (after a loss): wait for that release.
                 let accepted = client.release(now, op).is_ok();
@@ -105,28 +103,57 @@ impl Waiters {
                     (_, None) => {}
                 }
                 if accepted && let Some(w) = self.ops.get_mut(&op) {
+                    self.observer.requested(now, op, Step::Release);
                     // The release round replaces an extension in flight, whose answer will
                     // never come: the lock is no longer held for it.
                     w.answer_extensions(|| LockError::NotHeld);
                 }
             }
-            Request::Inspect { resource, reply } => match client.inspect(now, resource) {
-                Ok(op) => drop(self.queries.insert(op, Query::Inspect(reply))),
+            Request::Inspect { resource, reply } => match client.inspect(now, resource.clone()) {
+                Ok(op) => {
+                    self.observer.requested(now, op, Step::Inspect(&resource));
+                    self.queries.insert(op, Query::Inspect(reply));
+                }
                 Err(e) => drop(reply.send(Err(e.into()))),
             },
             Request::ReleaseToken {
                 resource,
                 token,
                 reply,
-            } => match client.release_token(now, resource, &token) {
-                Ok(op) => drop(self.queries.insert(op, Query::ReleaseToken(reply))),
+            } => match client.release_token(now, resource.clone(), &token) {
+                Ok(op) => {
+                    self.observer
+                        .requested(now, op, Step::ReleaseToken(&resource));
+                    self.queries.insert(op, Query::ReleaseToken(reply));
+                }
                 Err(e) => drop(reply.send(Err(e.into()))),
             },
         }
     }
 
+    /// Extends a held lock; the answer comes with the core's event, or now if refused.
+    fn extend<R: CryptoRng>(
+        &mut self,
+        now: Instant,
+        client: &mut Client<R>,
+        op: OpId,
+        reply: Reply<Instant>,
+    ) {
+        if client.extend(now, op).is_err() {
+            let lost = (self.ops.get(&op)).and_then(|w| w.state.borrow().lost.clone());
+            let err = lost.map_or(LockError::NotHeld, LockError::Lost);
+            return drop(reply.send(Err(err)));
+        }
+        self.observer.requested(now, op, Step::Extend);
+        match self.ops.get_mut(&op) {
+            Some(w) => w.extend.push(reply),
+            None => drop(reply.send(Err(LockError::NotHeld))),
+        }
+    }
+
     /// Hands a core event to whoever waits on its operation.
     pub fn dispatch(&mut self, event: Event) {
+        self.observer.event(&event);
         let op = event.op();
         if let Some(query) = self.queries.remove(&op) {
             return query.answer(event);
@@ -182,7 +209,9 @@ impl Waiters {
         let Some(op) = self.orphans.pop() else {
             return false;
         };
-        let _ = client.release(now, op);
+        if client.release(now, op).is_ok() {
+            self.observer.requested(now, op, Step::Release);
+        }
         true
     }
 

@@ -1,0 +1,62 @@
+//! The `tracing` and `metrics` features of this driver, seen by a capturing subscriber and
+//! recorder while it locks on real nodes (`redlock_conformance::observe`), every call under
+//! `async_std::task::block_on`. A binary of its own: the subscriber and the recorder are the
+//! process's global ones.
+
+use std::time::{Duration, Instant};
+
+use async_std::task::block_on;
+use redlock_async_std::{LockGuard, Redlock};
+use redlock_conformance::observe::{self, Subject};
+use redlock_conformance::{Inspection, LockError, ReleaseOutcome};
+
+#[derive(Clone)]
+struct AsyncStd(Redlock);
+
+impl Subject for AsyncStd {
+    type Guard = LockGuard;
+
+    fn start(urls: &[String]) -> Result<Self, LockError> {
+        let builder = Redlock::builder(urls)?.config(|c| c.ttl(Duration::from_secs(10)));
+        builder.build().map(Self)
+    }
+
+    fn lock(&self, resource: &str) -> Result<LockGuard, LockError> {
+        block_on(self.0.lock(resource))
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<LockGuard, LockError> {
+        block_on(self.0.try_lock(resource))
+    }
+
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError> {
+        block_on(self.0.inspect(resource))
+    }
+
+    fn token(guard: &LockGuard) -> String {
+        guard.token().to_string()
+    }
+
+    fn extend(guard: &LockGuard) -> Result<Instant, LockError> {
+        block_on(guard.extend())
+    }
+
+    fn release(guard: LockGuard) -> Result<Vec<ReleaseOutcome>, LockError> {
+        block_on(guard.release())
+    }
+}
+
+#[test]
+fn traced_lock() {
+    observe::traced_lock::<AsyncStd>();
+}
+
+#[test]
+fn traced_fallback() {
+    observe::traced_fallback::<AsyncStd>();
+}
+
+#[test]
+fn counted_lock() {
+    observe::counted_lock::<AsyncStd>();
+}

@@ -1,0 +1,359 @@
+//! Observability (issue 15): a driver built with its `tracing` and `metrics` features,
+//! watched through a capturing subscriber ([`Capture`]) and recorder ([`Recorded`]) while
+//! it locks on real nodes. Both are the process's global ones (the driver loops run on
+//! threads of their own), so a driver runs these scenarios in a test binary of its own, and
+//! they take turns ([`serial`]).
+
+pub mod capture;
+pub mod recorder;
+
+use std::sync::{Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_testkit::{Cluster, ServerKind};
+
+pub use capture::{Capture, EventSeen, Seen};
+pub use recorder::Recorded;
+
+use crate::{Inspection, LockError, ReleaseOutcome};
+
+/// A driver as these scenarios use it: fewer calls than [`Driver`](crate::Driver), so that
+/// each driver's adapter stays a few lines.
+pub trait Subject: Clone + Send + Sync + Sized + 'static {
+    /// The driver's guard.
+    type Guard: Send + 'static;
+
+    /// A handle on `urls` with a ttl of 10 s and the default retry policy.
+    fn start(urls: &[String]) -> Result<Self, LockError>;
+    /// Acquires, waiting per the retry policy.
+    fn lock(&self, resource: &str) -> Result<Self::Guard, LockError>;
+    /// One attempt.
+    fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError>;
+    /// Looks at `resource` on every node.
+    fn inspect(&self, resource: &str) -> Result<Inspection, LockError>;
+    /// The guard's token, as text.
+    fn token(guard: &Self::Guard) -> String;
+    /// Extends the guard's lock.
+    fn extend(guard: &Self::Guard) -> Result<Instant, LockError>;
+    /// Releases the guard's lock.
+    fn release(guard: Self::Guard) -> Result<Vec<ReleaseOutcome>, LockError>;
+}
+
+/// One scenario at a time: they share the process's subscriber and recorder.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One lock's life traced on 3 nodes with a password, where node 2's URL has a wrong one:
+/// the `redlock.lock` span and its `redlock.acquire` (attempts, outcome, each node's vote
+/// with its round trip, validity), `redlock.extend` and `redlock.release` spans; events
+/// for connections, node 2's refused handshake, a loss and a disconnect. Neither token nor
+/// either password appears anywhere in what was captured, at any level.
+pub fn traced_lock<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = Cluster::builder()
+        .password(PASSWORD)
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut urls: Vec<String> = cluster.nodes().iter().map(|n| n.client_url()).collect();
+    urls[2] = format!(
+        "redis://:{WRONG_PASSWORD}@127.0.0.1:{}",
+        cluster.node(2).port()
+    );
+    let names: Vec<String> = (cluster.nodes().iter())
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let d = S::start(&urls).expect("build");
+    // Every node answers an inspection or fails it, so node 2's handshake is over first.
+    d.inspect("observe:warm-up")
+        .expect("an inspection on 2 of 3 nodes");
+    let guard = d.lock("observe:traced").expect("a quorum of 2 of 3");
+    let token = S::token(&guard);
+    S::extend(&guard).expect("extend");
+    S::release(guard).expect("release");
+    // A loss: the key disappears behind the lock's back; the next extension finds it gone.
+    let lost = d.lock("observe:lost").expect("lock");
+    let lost_token = S::token(&lost);
+    for node in cluster.nodes() {
+        node.command(&["DEL", "observe:lost"]).expect("DEL");
+    }
+    assert!(matches!(S::extend(&lost), Err(LockError::Lost(_))));
+    drop(lost);
+    cluster.node(1).kill().expect("kill node 1");
+    let seen = wait_for(|| {
+        let seen = capture.seen();
+        let down = seen
+            .events("node disconnected")
+            .iter()
+            .any(|e| field(e, "node") == names[1]);
+        down.then_some(seen)
+    });
+    assert_lock_spans(&seen, &names);
+    assert_events(&seen, &names);
+    let dump = seen.dump();
+    for secret in [&token, &lost_token, PASSWORD, WRONG_PASSWORD] {
+        assert!(
+            !dump.contains(secret),
+            "{secret:?} in the captured output:\n{dump}"
+        );
+    }
+}
+
+/// A native-command fallback traced: on 3 Redis 7 nodes, node 2 behind a proxy that delays
+/// each way by 200 ms, the lock is decided by nodes 0 and 1 and extended at once, before
+/// node 2's `HELLO` reply is read, so its extension goes out as `SET … IFEQ` (the node is
+/// still probed); Redis 7 refuses that, and the node falls back to the script: an event
+/// names the node and `SET`.
+pub fn traced_fallback<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = (Cluster::builder().kinds([ServerKind::Redis; 3]).start())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let slow = cluster.proxy(2);
+    slow.set_latency(Duration::from_millis(200));
+    let mut urls = cluster.urls();
+    urls[2] = slow.url();
+    let node2 = format!("127.0.0.1:{}", slow.addr().port());
+    let d = S::start(&urls).expect("build");
+    let guard = d
+        .lock("observe:fallback")
+        .expect("a quorum of nodes 0 and 1");
+    S::extend(&guard).expect("extended by nodes 0 and 1");
+    wait_for(|| {
+        let seen = capture.seen();
+        let fell_back = seen.events("node refused a native command; using the script instead");
+        fell_back
+            .iter()
+            .any(|e| field(e, "node") == node2 && field(e, "command") == "SET")
+            .then_some(())
+    });
+    S::release(guard).expect("release");
+}
+
+/// The spans of `observe:traced` and `observe:lost`.
+fn assert_lock_spans(seen: &Seen, names: &[String]) {
+    let acquire = one(seen.spans_with("redlock.acquire", "resource", "observe:traced"));
+    let lock = seen
+        .spans
+        .get(&acquire.parent.expect("a parent"))
+        .expect("the lock span");
+    assert_eq!(lock.name, "redlock.lock");
+    assert!(lock.fields["op"].parse::<u64>().is_ok(), "{lock:?}");
+    let f = &acquire.fields;
+    assert_eq!(
+        (f["attempts"].as_str(), f["outcome"].as_str()),
+        ("1", "acquired"),
+        "{f:?}"
+    );
+    assert!(
+        f["validity_ms"].parse::<f64>().is_ok_and(|v| v > 0.0),
+        "{f:?}"
+    );
+    assert!(f["elapsed_ms"].parse::<f64>().is_ok(), "{f:?}");
+    let votes = &f["votes"];
+    for name in &names[..2] {
+        assert!(votes.contains(&format!("{name}: locked (rtt ")), "{votes}");
+    }
+    // Node 2 refused its session; its vote is that fault, without a round trip (or, had it
+    // been reconnecting while the quorum was reached, no answer yet).
+    let node2 = &names[2];
+    let refused = "AUTH was refused: WRONGPASS invalid username-password pair or user is disabled.";
+    assert!(
+        votes.ends_with(&format!("{node2}: {refused}"))
+            || votes.ends_with(&format!("{node2}: no answer yet")),
+        "{votes}"
+    );
+    let extend = one(seen.spans_with("redlock.extend", "resource", "observe:traced"));
+    assert_eq!(extend.fields["outcome"], "extended", "{extend:?}");
+    assert!(
+        extend.fields["validity_ms"].parse::<f64>().is_ok(),
+        "{extend:?}"
+    );
+    let release = one(seen.spans_with("redlock.release", "resource", "observe:traced"));
+    assert_eq!(
+        release.fields["outcome"], "released on 2 of 3",
+        "{release:?}"
+    );
+    assert!(
+        release.fields["votes"].contains(&format!("{}: released (rtt ", names[0])),
+        "{release:?}"
+    );
+    let extend = one(seen.spans_with("redlock.extend", "resource", "observe:lost"));
+    assert_eq!(extend.fields["outcome"], "lost", "{extend:?}");
+}
+
+/// Connections, the refused handshake, the loss and the disconnect.
+fn assert_events(seen: &Seen, names: &[String]) {
+    for name in &names[..2] {
+        let up = seen.events("node connected");
+        assert!(
+            up.iter()
+                .any(|e| field(e, "node") == name && e.level == tracing::Level::INFO),
+            "{up:?}"
+        );
+    }
+    let refused = seen.events("node refused the handshake");
+    let refused = (refused.iter())
+        .find(|e| field(e, "node") == names[2])
+        .unwrap_or_else(|| panic!("no refused handshake of node 2:\n{}", seen.dump()));
+    assert_eq!(field(refused, "command"), "AUTH");
+    assert!(
+        field(refused, "reply").starts_with("WRONGPASS"),
+        "{refused:?}"
+    );
+    let lost = seen.events("lock lost");
+    let lost = (lost.iter())
+        .find(|e| {
+            e.parent
+                .and_then(|p| seen.spans.get(&p))
+                .is_some_and(|s| seen.inherited(s, "resource") == Some("observe:lost"))
+        })
+        .expect("a loss in the span of observe:lost");
+    assert_eq!(lost.level, tracing::Level::WARN);
+    assert!(
+        field(lost, "reason").contains("our token is gone from"),
+        "{lost:?}"
+    );
+}
+
+/// A lock's counters, histograms and gauges moving: acquired, failed (contended), extended,
+/// lost (not owned), released; acquire latency, hand-off wait (a second call of the same
+/// client waiting in line), each node's round trips; held locks and nodes up, back to
+/// where they were once the handles are gone.
+pub fn counted_lock<S: Subject>() {
+    let _one = serial();
+    let m = Recorded::global();
+    let cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let urls = cluster.urls();
+    let before = Snapshot::take(m, &cluster);
+    let (d, other) = (
+        S::start(&urls).expect("build"),
+        S::start(&urls).expect("build"),
+    );
+    let g = d.lock("observe:counted").expect("lock");
+    assert_eq!(m.gauge("redlock_held_locks") - before.held, 1.0);
+    S::extend(&g).expect("extend");
+    assert!(
+        other.try_lock("observe:counted").is_err(),
+        "another client's try"
+    );
+    // A second call of the same client waits in line until the first lets go.
+    let waiting = thread::spawn({
+        let d = d.clone();
+        move || d.lock("observe:counted").map(S::release)
+    });
+    thread::sleep(HANDOFF);
+    S::release(g).expect("release");
+    waiting
+        .join()
+        .expect("the waiting call")
+        .expect("its lock")
+        .expect("its release");
+    let lost = d.lock("observe:counted-lost").expect("lock");
+    for node in cluster.nodes() {
+        node.command(&["DEL", "observe:counted-lost"]).expect("DEL");
+    }
+    assert!(matches!(S::extend(&lost), Err(LockError::Lost(_))));
+    drop(lost);
+    // The loss's own release, and every node of both clients up.
+    wait_for(|| (m.counter("redlock_released_total") == before.released + 3).then_some(()));
+    wait_for(|| (m.gauge("redlock_nodes_up") - before.up == 6.0).then_some(()));
+    let delta = |key: &str| m.counter(key) - before.counters.get(key).copied().unwrap_or(0);
+    assert_eq!(delta("redlock_acquired_total"), 3);
+    assert_eq!(delta("redlock_acquire_failed_total{reason=contended}"), 1);
+    assert_eq!(delta("redlock_extended_total"), 1);
+    assert_eq!(delta("redlock_lost_total{reason=not_owned}"), 1);
+    assert_eq!(m.gauge("redlock_held_locks"), before.held);
+    let acquire = m.samples("redlock_acquire_seconds");
+    assert_eq!(acquire.len() - before.acquire, 3);
+    let handoff = m.samples("redlock_handoff_wait_seconds");
+    assert_eq!(handoff.len() - before.handoff, 1, "{handoff:?}");
+    assert!(
+        handoff
+            .last()
+            .is_some_and(|w| *w >= HANDOFF.as_secs_f64() / 2.0),
+        "{handoff:?}"
+    );
+    for (key, n) in &before.round_trips {
+        assert!(
+            m.samples(key).len() > *n,
+            "no round trip in {key}: {:?}",
+            m.keys()
+        );
+    }
+    drop((d, other));
+    // The loops end with their handles and take back what they added to the gauges.
+    wait_for(|| (m.gauge("redlock_nodes_up") == before.up).then_some(()));
+}
+
+/// What the recorder held before a scenario.
+struct Snapshot {
+    counters: std::collections::BTreeMap<String, u64>,
+    released: u64,
+    held: f64,
+    up: f64,
+    acquire: usize,
+    handoff: usize,
+    round_trips: Vec<(String, usize)>,
+}
+
+impl Snapshot {
+    fn take(m: &Recorded, cluster: &Cluster) -> Self {
+        let counters = (COUNTERS.iter())
+            .map(|k| (k.to_string(), m.counter(k)))
+            .collect();
+        let round_trips = (cluster.nodes().iter())
+            .map(|n| {
+                format!(
+                    "redlock_node_round_trip_seconds{{node=127.0.0.1:{}}}",
+                    n.port()
+                )
+            })
+            .map(|k| (k.clone(), m.samples(&k).len()))
+            .collect();
+        Self {
+            counters,
+            released: m.counter("redlock_released_total"),
+            held: m.gauge("redlock_held_locks"),
+            up: m.gauge("redlock_nodes_up"),
+            acquire: m.samples("redlock_acquire_seconds").len(),
+            handoff: m.samples("redlock_handoff_wait_seconds").len(),
+            round_trips,
+        }
+    }
+}
+
+/// Polls `f` every 10 ms until it returns something, for at most 10 s.
+fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(found) = f() {
+            return found;
+        }
+        assert!(Instant::now() < until, "not seen within 10 s");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn one<T: std::fmt::Debug>(mut found: Vec<T>) -> T {
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+fn field<'a>(event: &'a EventSeen, name: &str) -> &'a str {
+    event.fields.get(name).map_or("", String::as_str)
+}
+
+const PASSWORD: &str = "observe-pw-5f1c0d";
+const WRONG_PASSWORD: &str = "wrong-pw-93ab7e";
+/// How long the second call waits in line before the first releases.
+const HANDOFF: Duration = Duration::from_millis(100);
+const COUNTERS: [&str; 4] = [
+    "redlock_acquired_total",
+    "redlock_acquire_failed_total{reason=contended}",
+    "redlock_extended_total",
+    "redlock_lost_total{reason=not_owned}",
+];
