@@ -21,10 +21,16 @@ use redlock_driver::{DriverParts, Handle, OsRng, Setup, Waiters};
 fn main() {
     let mut bench = Bench::connected();
     let lock = bench.cycle(RESOURCES[0]);
-    assert_eq!(
-        lock,
-        vec![ReleaseOutcome::Released; NODES],
-        "one whole cycle"
+    // A release reports at its quorum: later nodes may still be pending.
+    let released = lock
+        .iter()
+        .filter(|o| **o == ReleaseOutcome::Released)
+        .count();
+    assert!(
+        released > NODES / 2
+            && (lock.iter())
+                .all(|o| matches!(o, ReleaseOutcome::Released | ReleaseOutcome::Pending)),
+        "one whole cycle: {lock:?}"
     );
     if let Some(n) = std::env::var_os("REDLOCK_DRIVER_BENCH_CYCLES") {
         let n: usize = n.to_string_lossy().parse().expect("a cycle count");
