@@ -340,6 +340,10 @@ fn decode_blob(
     }
     let payload = &buf[start..start + len];
     let reply = if buf[0] == b'!' {
+        // An error is one line, as RESP2 sends it: a line break inside is not a message.
+        if payload.iter().any(|b| matches!(b, b'\r' | b'\n')) {
+            return Err(ProtocolError("malformed blob error".into()));
+        }
         Reply::Error(Bytes::copy_from_slice(payload))
     } else {
         // `txt:` or `mkd:`: three letters and a colon, then the text.
@@ -477,7 +481,7 @@ mod tests {
 
     #[test]
     fn resp3_scalars_read_as_their_resp2_forms() {
-        let got = decode_all(&[b"_\r\n,5\r\n,inf\r\n(123456789012345678901234567890\r\n#t\r\n#f\r\n=8\r\ntxt:a\r\nb\r\n!8\r\nERR x\r\ny\r\n"]).unwrap();
+        let got = decode_all(&[b"_\r\n,5\r\n,inf\r\n(123456789012345678901234567890\r\n#t\r\n#f\r\n=8\r\ntxt:a\r\nb\r\n!7\r\nERR x y\r\n"]).unwrap();
         assert_eq!(
             got,
             vec![
@@ -488,7 +492,7 @@ mod tests {
                 Reply::Integer(1),
                 Reply::Nil,
                 Reply::Bulk(Bytes::from_static(b"a\r\nb")),
-                Reply::Error(Bytes::from_static(b"ERR x\r\ny")),
+                Reply::Error(Bytes::from_static(b"ERR x y")),
             ]
         );
         // Split anywhere, each waits for the rest.
@@ -507,6 +511,7 @@ mod tests {
             b"=3\r\nabc\r\n",
             b"=x\r\n",
             b"!2\r\nabcd",
+            b"!8\r\nERR x\r\ny\r\n",
             b"=99999\r\n",
             b"%1\r\n:1\r\n:1\r\n",
             b">1\r\n:1\r\n",
