@@ -174,6 +174,7 @@ macro_rules! conformance_suite {
             queueing::a_hundred_calls_of_one_client_take_turns_without_retrying,
             notification::a_waiter_gets_the_lock_as_soon_as_it_is_released,
             notification::a_dropped_subscription_falls_back_to_the_timer_and_is_made_again,
+            notification::a_node_denying_the_channel_keeps_its_connection,
             node_faults::a_release_after_client_kill_leaves_no_key,
             node_faults::an_extension_refused_for_good_is_lost_at_once,
             defects::extreme_durations_keep_the_driver_alive,

@@ -1,12 +1,13 @@
 //! Release notifications (issue 14): a waiter of another client learns of a release from
 //! the nodes (RESP3 pushes on its one connection per node) and tries at once, instead of a
 //! retry delay later; a subscription that a node drops falls back to the timer and is made
-//! again on the new connection.
+//! again on the new connection; a node whose ACL denies the channel refuses the
+//! subscription, and its connection stays.
 
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_testkit::{Cluster, Node, Reply};
+use redlock_testkit::{Cluster, Conn, Node, Reply};
 
 use crate::scenarios::{cluster, eventually};
 use crate::{Driver, Guard, RetryPolicy};
@@ -124,4 +125,61 @@ pub fn a_dropped_subscription_falls_back_to_the_timer_and_is_made_again<D: Drive
         "took {wait:?}: the subscription was not made again"
     );
     guard.release().unwrap();
+}
+
+/// How many connections a node accepted since it started (`INFO stats`), asked on `conn`.
+fn connections_received(conn: &mut Conn) -> u64 {
+    let info = conn.command(&["INFO", "stats"]).expect("INFO");
+    let info = info.as_str().expect("INFO is text");
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("total_connections_received")
+}
+
+/// Node 0's ACL denies every channel (`resetchannels`): it answers the waiter's
+/// `SUBSCRIBE` with `-NOPERM`, an ordinary reply where RESP3 confirms with a push. The
+/// refusal is read as that answer: node 0's connections stay (no reconnection), its votes
+/// count, and the two other nodes' announcements still start the waiter at once.
+pub fn a_node_denying_the_channel_keeps_its_connection<D: Driver>() {
+    let c = cluster(3);
+    let denying = c.node(0);
+    let reply = denying
+        .command(&["ACL", "SETUSER", "default", "resetchannels"])
+        .unwrap();
+    assert!(!matches!(reply, Reply::Error(_)), "{reply}");
+    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
+    let waiting = waiter(&b);
+    let others = || c.nodes()[1..].iter().all(|n| subscribers(n) >= 1);
+    assert!(
+        eventually(Duration::from_secs(5), others),
+        "never subscribed"
+    );
+    // One connection for the checks, so that they count no connection but the drivers'.
+    let mut admin = denying.connect().expect("connect");
+    let connections = connections_received(&mut admin);
+    // Long enough for a reconnection storm to show (the backoff starts at milliseconds).
+    thread::sleep(Duration::from_millis(300));
+    let numsub = admin.command(&["PUBSUB", "NUMSUB", CHANNEL]).unwrap();
+    assert_eq!(
+        numsub,
+        Reply::Array(vec![Reply::bulk(CHANNEL), Reply::Int(0)]),
+        "the ACL let the subscription through"
+    );
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = waiting.join().expect("waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "took {wait:?}: the two other nodes' announcements were not heard"
+    );
+    guard.release().unwrap();
+    assert_eq!(
+        connections_received(&mut admin),
+        connections,
+        "node 0 was reconnected after refusing the subscription"
+    );
 }

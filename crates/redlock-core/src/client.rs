@@ -465,6 +465,12 @@ impl<R: CryptoRng> Client<R> {
                     return Err(NodeFault::Handshake { command, message });
                 }
             }
+            Some(Pending::Subscription { channel, subscribe }) => {
+                // Not a push: a refusal (an ACL that denies the channel answers `-NOPERM`).
+                if subscribe && reply.error_message().is_some() {
+                    n.subscription_refused(&channel);
+                }
+            }
             Some(Pending::Request { op, id, native }) => {
                 if let Some(used) = native
                     && is_unsupported(&reply)
@@ -645,19 +651,13 @@ impl<R: CryptoRng> Client<R> {
         }
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
-            if node.link != Link::Up || !node.resp3 {
+            if node.link != Link::Up {
                 continue;
             }
             let had = node.subscribed.iter().position(|c| *c == channel);
             match (wants, had) {
-                (true, None) => {
-                    node.send_unmatched(|b| notify::encode_subscribe(b, &channel));
-                    node.subscribed.push(channel.clone());
-                }
-                (false, Some(at)) => {
-                    node.send_unmatched(|b| notify::encode_unsubscribe(b, &channel));
-                    node.subscribed.swap_remove(at);
-                }
+                (true, None) if node.may_subscribe() => node.subscribe(&channel),
+                (false, Some(at)) => node.unsubscribe(at),
                 _ => continue,
             }
             self.mark_dirty(NodeId::new(i));
@@ -670,8 +670,7 @@ impl<R: CryptoRng> Client<R> {
         let n = &mut self.nodes[node.index()];
         for channel in self.watching.keys() {
             if !n.subscribed.contains(channel) {
-                n.send_unmatched(|b| notify::encode_subscribe(b, channel));
-                n.subscribed.push(channel.clone());
+                n.subscribe(channel);
             }
         }
         if !self.watching.is_empty() {
@@ -682,8 +681,18 @@ impl<R: CryptoRng> Client<R> {
     /// A push frame from `node`: a release announced on a channel a lock waits on is
     /// handed to it; anything else is dropped.
     fn on_push(&mut self, now: Instant, node: NodeId, push: Push) {
-        let Push::Message(channel) = push else {
-            return;
+        let channel = match push {
+            Push::Message(channel) => channel,
+            Push::Confirmation => {
+                // The answer to the subscription at the front, if it is one (a confirmation
+                // nobody asked for is dropped).
+                let n = &mut self.nodes[node.index()];
+                if let Some(Pending::Subscription { .. }) = n.in_flight.front() {
+                    n.in_flight.pop_front();
+                }
+                return;
+            }
+            Push::Other => return,
         };
         let Some(&op) = self.watching.get(&channel) else {
             return;

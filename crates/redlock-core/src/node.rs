@@ -34,6 +34,7 @@ use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::NodeFault;
+use crate::notify;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder, ProtocolError, Reply};
 use crate::server::{
@@ -55,7 +56,7 @@ pub(crate) enum Link {
 }
 
 /// What the next reply on the connection answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Pending {
     /// `AUTH` or `SELECT` (named): an error reply means the session is unusable.
     Handshake(&'static str),
@@ -68,6 +69,10 @@ pub(crate) enum Pending {
     Preload,
     /// `PUBLISH` of a release notification (notify.rs): its reply is not needed.
     Publish,
+    /// `SUBSCRIBE channel` (or `UNSUBSCRIBE`), answered by a push frame confirming it, or
+    /// by an error (an ACL that denies the channel answers `-NOPERM`), which stops
+    /// subscriptions on this connection.
+    Subscription { channel: Bytes, subscribe: bool },
     /// A lock request, and what it uses a native command for (if it does): a refusal of
     /// that command turns the node over to the script for it.
     Request {
@@ -99,6 +104,8 @@ pub(crate) struct Node {
     pub(crate) resp3: bool,
     /// The release channels subscribed on the current connection (notify.rs).
     pub(crate) subscribed: Vec<Bytes>,
+    /// Whether the current connection refused a `SUBSCRIBE`: no more are sent on it.
+    subscriptions_refused: bool,
     /// The commands the node is sent for release and extension.
     pub(crate) commands: NodeCommands,
     pub(crate) link: Link,
@@ -135,6 +142,7 @@ impl Node {
             ask_resp3: config.release_notifications,
             resp3: false,
             subscribed: Vec::new(),
+            subscriptions_refused: false,
             // Before any `HELLO` reply: probed, so that a request sent before the reply is
             // read (a cleanup release to a slow node) works where scripting is denied.
             commands: if config.native_commands {
@@ -383,6 +391,7 @@ impl Node {
         self.gathered.clear();
         self.resp3 = false;
         self.subscribed.clear();
+        self.subscriptions_refused = false;
         // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
         // still never overflow here (a panic at a disconnect would take every lock with it).
         let delay = time::uniform(
@@ -396,11 +405,43 @@ impl Node {
         (retry_at, std::mem::take(&mut self.in_flight))
     }
 
-    /// Queues bytes that no reply answers (`SUBSCRIBE`, `UNSUBSCRIBE`: RESP3 answers them
-    /// with push frames).
-    pub(crate) fn send_unmatched(&mut self, encode: impl FnOnce(&mut BytesMut)) {
+    /// Whether a channel may be subscribed to on the current connection: it speaks RESP3,
+    /// and refused no subscription yet.
+    pub(crate) fn may_subscribe(&self) -> bool {
+        self.resp3 && !self.subscriptions_refused
+    }
+
+    /// Queues `SUBSCRIBE channel` and counts the channel as subscribed.
+    pub(crate) fn subscribe(&mut self, channel: &Bytes) {
+        self.send_subscription(channel, true);
+        self.subscribed.push(channel.clone());
+    }
+
+    /// Queues `UNSUBSCRIBE` for the subscribed channel at `at` in `subscribed`.
+    pub(crate) fn unsubscribe(&mut self, at: usize) {
+        let channel = self.subscribed.swap_remove(at);
+        self.send_subscription(&channel, false);
+    }
+
+    fn send_subscription(&mut self, channel: &Bytes, subscribe: bool) {
         self.unshare();
-        encode(&mut self.out);
+        if subscribe {
+            notify::encode_subscribe(&mut self.out, channel);
+        } else {
+            notify::encode_unsubscribe(&mut self.out, channel);
+        }
+        self.in_flight.push_back(Pending::Subscription {
+            channel: channel.clone(),
+            subscribe,
+        });
+    }
+
+    /// The node answered `SUBSCRIBE channel` with an error (an ACL that denies the
+    /// channel): the channel is not subscribed, and no other is tried on this connection
+    /// (the retry timer and the expiry probe stand in for its notices).
+    pub(crate) fn subscription_refused(&mut self, channel: &Bytes) {
+        self.subscribed.retain(|c| c != channel);
+        self.subscriptions_refused = true;
     }
 
     /// Moves a shared command into `out`, so that more bytes can follow it.

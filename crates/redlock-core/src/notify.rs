@@ -74,8 +74,11 @@ pub(crate) fn encode_publish(buf: &mut BytesMut, key: &[u8]) {
 pub(crate) enum Push {
     /// `message channel payload`: something was published on `channel`.
     Message(Bytes),
-    /// Anything else: the confirmations of `SUBSCRIBE` and `UNSUBSCRIBE`, and pushes the
-    /// client never asked for.
+    /// `subscribe channel count` or `unsubscribe channel count`: the answer to a
+    /// `SUBSCRIBE` or `UNSUBSCRIBE` (RESP3 answers them with a push, in the order of
+    /// replies).
+    Confirmation,
+    /// Anything else: pushes the client never asked for.
     Other,
 }
 
@@ -115,6 +118,11 @@ pub(crate) fn decode_push(
         [Some(kind), Some(channel)] if count == 3 && &kind[..] == b"message" => {
             Push::Message(channel)
         }
+        [Some(kind), _]
+            if count == 3 && (&kind[..] == b"subscribe" || &kind[..] == b"unsubscribe") =>
+        {
+            Push::Confirmation
+        }
         _ => Push::Other,
     };
     Ok(Some((push, pos)))
@@ -129,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn a_message_names_its_channel_and_confirmations_are_other() {
+    fn a_message_names_its_channel_and_confirmations_are_told_apart() {
         let message = b">3\r\n$7\r\nmessage\r\n$19\r\nredlock:released:ab\r\n$0\r\n\r\n";
         assert_eq!(
             push(message).unwrap(),
@@ -139,7 +147,13 @@ mod tests {
             ))
         );
         let confirm = b">3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n";
-        assert_eq!(push(confirm).unwrap(), Some((Push::Other, confirm.len())));
+        assert_eq!(
+            push(confirm).unwrap(),
+            Some((Push::Confirmation, confirm.len()))
+        );
+        // Unsubscribing from every channel while subscribed to none names no channel.
+        let none = b">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n";
+        assert_eq!(push(none).unwrap(), Some((Push::Confirmation, none.len())));
         // pmessage has four elements: not ours.
         let pmessage = b">4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$1\r\nc\r\n$0\r\n\r\n";
         assert_eq!(push(pmessage).unwrap(), Some((Push::Other, pmessage.len())));

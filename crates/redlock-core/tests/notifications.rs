@@ -16,6 +16,15 @@ const SUBSCRIBE: &str = "*2\r\n$9\r\nSUBSCRIBE\r\n$20\r\nredlock:released:res\r\
 const UNSUBSCRIBE: &str = "*2\r\n$11\r\nUNSUBSCRIBE\r\n$20\r\nredlock:released:res\r\n";
 const PTTL: &str = "*2\r\n$4\r\nPTTL\r\n$3\r\nres\r\n";
 const MESSAGE: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+/// RESP3's answers to `SUBSCRIBE` and `UNSUBSCRIBE`: push frames, in the order of replies.
+const CONFIRM: &str = ">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
+const UNCONFIRM: &str = ">3\r\n$11\r\nunsubscribe\r\n$20\r\nredlock:released:res\r\n:0\r\n";
+
+/// What a RESP3 node answers after a contended attempt: the subscription's confirmation,
+/// the cleanup release's reply, the probe's reply.
+fn cleanup_then_probe(cleanup: &str, probe: &str) -> Vec<u8> {
+    format!("{CONFIRM}{cleanup}\r\n{probe}\r\n").into_bytes()
+}
 
 /// Three nodes, a retry delay of one second (so an attempt within milliseconds can only
 /// come from a notification or the probe), no jitter (so its timing is exact).
@@ -111,15 +120,12 @@ fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at
         let (sub, probe) = (s.find(SUBSCRIBE), s.find(PTTL));
         assert!(sub.is_some() && sub < probe, "node {i}: {s}");
     }
-    // Cleanup releases (-1: nothing there), then the probe: the holder has 9 s left.
+    // The subscription's confirmation (a push; nothing answers to it), the cleanup
+    // releases (-1: nothing there), then the probe: the holder has 9 s left.
     for i in 0..3 {
-        h.reply(i, b":-1\r\n:9000\r\n");
-    }
-    // RESP3's confirmation of the subscription is a push; nothing answers to it.
-    for i in 0..3 {
-        let confirm = b">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
-        let out = h.reply(i, confirm);
+        let out = h.reply(i, CONFIRM.as_bytes());
         assert!(out.transmits.is_empty() && out.disconnects.is_empty());
+        h.reply(i, b":-1\r\n:9000\r\n");
     }
     h.ms(3);
     // One node's notice is not enough (a cleanup of a split vote, say) ...
@@ -149,7 +155,7 @@ fn holding_unsubscribes_and_a_notice_after_that_is_ignored() {
     let (op, _) = contended(&mut h);
     // Every key is gone already (the release came before the subscription was active):
     // the attempt starts as soon as the probe is read.
-    let out = probe_all(&mut h, b":-1\r\n:-2\r\n");
+    let out = probe_all(&mut h, &cleanup_then_probe(":-1", ":-2"));
     assert!(sent(&out, 0).contains("SET"));
     h.reply(0, b"+OK\r\n");
     let decided = h.reply(1, b"+OK\r\n");
@@ -172,9 +178,9 @@ fn the_holders_expiry_read_by_the_probe_brings_the_attempt_forward() {
     let probed_at = h.now;
     // The keys expire in 50, 80 and 900 ms: a quorum is free after 80 ms, plus the drift
     // allowance of an 80 ms lock (2 ms floor + 1%: 2.8 ms).
-    h.reply(0, b":-1\r\n:900\r\n");
-    h.reply(1, b":-1\r\n:50\r\n");
-    let out = h.reply(2, b":-1\r\n:80\r\n");
+    h.reply(0, &cleanup_then_probe(":-1", ":900"));
+    h.reply(1, &cleanup_then_probe(":-1", ":50"));
+    let out = h.reply(2, &cleanup_then_probe(":-1", ":80"));
     let due = probed_at + 80 * MS + Duration::from_micros(2800);
     assert_eq!(out.timeout, Some(due));
     let out = h.timeout_at(due);
@@ -204,7 +210,7 @@ fn a_reconnected_node_subscribes_again_while_the_lock_waits() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     contended(&mut h);
     for i in 0..3 {
-        h.reply(i, b":-1\r\n:9000\r\n");
+        h.reply(i, &cleanup_then_probe(":-1", ":9000"));
     }
     h.disconnect(2, ConnectionError::Closed);
     // Reconnect: the backoff fires, the node comes back and speaks RESP3 again.
@@ -227,7 +233,9 @@ fn early_attempts_do_not_use_up_the_attempts_but_the_wait_stays_bounded() {
     let give_up = h.now + Duration::from_secs(2);
     loop {
         for i in 0..3 {
-            h.reply(i, b":-1\r\n:9000\r\n");
+            // Subscribed once, for the whole wait.
+            let confirm = if early == 0 { CONFIRM } else { "" };
+            h.reply(i, format!("{confirm}:-1\r\n:9000\r\n").as_bytes());
         }
         h.ms(400);
         h.reply(0, MESSAGE);
@@ -257,7 +265,7 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     // The first call meets another client's lock, then gets it.
     let (first, _) = contended(&mut h);
-    let out = probe_all(&mut h, b":-1\r\n:-2\r\n");
+    let out = probe_all(&mut h, &cleanup_then_probe(":-1", ":-2"));
     assert!(sent(&out, 0).contains("SET"));
     for i in 0..3 {
         h.reply(i, b"+OK\r\n");
@@ -280,14 +288,15 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
             sent(&out, i)
         );
     }
-    // The release script answers 2: another client is subscribed, waiting.
-    h.reply(0, b":2\r\n");
-    let out = h.reply(1, b":2\r\n");
+    // The release script answers 2: another client is subscribed, waiting (after the
+    // confirmation of the unsubscription that followed the acquisition).
+    h.reply(0, format!("{UNCONFIRM}:2\r\n").as_bytes());
+    let out = h.reply(1, format!("{UNCONFIRM}:2\r\n").as_bytes());
     // Decided at the quorum: the next call starts a millisecond later, letting the other
     // client's waiter, told of the release now, go first.
     assert!(matches!(&out.events[..], [Event::Released { op, .. }] if *op == first));
     assert!(!sent(&out, 0).contains("SET"));
-    h.reply(2, b":2\r\n");
+    h.reply(2, format!("{UNCONFIRM}:2\r\n").as_bytes());
     let out = h.timeout_at(h.now + MS);
     assert!(sent(&out, 0).contains("SET"));
     for i in 0..3 {
@@ -392,6 +401,48 @@ fn an_announcement_of_the_locks_own_cleanup_does_not_start_an_attempt() {
     let out = h.reply(1, MESSAGE);
     assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
     // The cleanup's replies and the probe (the holder has 9 s left): still no attempt.
-    let out = probe_all(&mut h, b":1\r\n:9000\r\n");
+    let out = probe_all(&mut h, &cleanup_then_probe(":1", ":9000"));
     assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+}
+
+#[test]
+fn a_node_that_refuses_the_subscription_stays_up_and_is_not_asked_again() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    contended(&mut h);
+    // Node 0's ACL denies the channel: `-NOPERM`, an ordinary reply where RESP3 confirms
+    // with a push. It answers the subscription; the cleanup and probe replies follow in step.
+    let refusal = "-NOPERM this user has no permissions to access one of the channels used \
+                   as arguments\r\n:-1\r\n:9000\r\n";
+    let out = h.reply(0, refusal.as_bytes());
+    assert!(out.disconnects.is_empty(), "{out:?}");
+    for i in 1..3 {
+        h.reply(i, &cleanup_then_probe(":-1", ":9000"));
+    }
+    // Another lock that waits subscribes on the two other nodes only.
+    let (_, _) = h.acquire("two");
+    let mut out = Drained::default();
+    for i in 0..3 {
+        out.transmits.extend(h.reply(i, NIL).transmits);
+    }
+    assert!(sent(&out, 0).contains("PTTL"), "{}", sent(&out, 0));
+    assert!(!sent(&out, 0).contains("SUBSCRIBE"), "{}", sent(&out, 0));
+    for i in 1..3 {
+        assert!(
+            sent(&out, i).contains("SUBSCRIBE"),
+            "node {i}: {}",
+            sent(&out, i)
+        );
+    }
+    // Node 0 still answers in step: its cleanup and probe replies are read as theirs.
+    let out = h.reply(0, b":-1\r\n:9000\r\n");
+    assert!(out.disconnects.is_empty(), "{out:?}");
+    // The other nodes' notices still make a quorum for "res".
+    h.reply(1, MESSAGE);
+    let out = h.reply(2, MESSAGE);
+    assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    // A new connection may subscribe again (the ACL may have changed).
+    h.disconnect(0, ConnectionError::Closed);
+    support::fire_until_connect(&mut h);
+    let out = up(&mut h, 0, true);
+    assert!(sent(&out, 0).contains("SUBSCRIBE"), "{}", sent(&out, 0));
 }

@@ -73,6 +73,7 @@ impl Sim {
                     );
                 }
                 Output::Disconnect(conn) => {
+                    self.stats.client_disconnects += 1;
                     self.reset_link(c, conn.node().index(), LinkState::Closed);
                 }
                 Output::Event(event) => events.push_back(event),

@@ -71,6 +71,10 @@ pub struct Stats {
     /// `PTTL`s that found the key gone on a connection subscribed to its release channel:
     /// the release came before the subscription was active.
     pub released_before_subscribed: u32,
+    /// Connections the client closed itself (`Output::Disconnect`): a reply it could not
+    /// read, or a refused handshake. A fault the simulation injects never causes one, so a
+    /// family with none of those has none.
+    pub client_disconnects: u32,
 }
 
 /// The outcome of a run.

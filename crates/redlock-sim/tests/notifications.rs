@@ -40,6 +40,7 @@ fn add(sum: &mut Stats, report: &Report) {
     sum.messages_unwatched += s.messages_unwatched;
     sum.released_before_subscribed += s.released_before_subscribed;
     sum.cuts += s.cuts;
+    sum.client_disconnects += s.client_disconnects;
     sum.crashes += s.crashes;
 }
 
@@ -55,6 +56,7 @@ fn waiters_are_told_of_releases() {
         sum.cuts > 0 && sum.released_before_subscribed > 0,
         "{sum:?}"
     );
+    assert_eq!(sum.client_disconnects, 0, "{sum:?}");
 }
 
 #[test]
@@ -121,7 +123,8 @@ fn without_the_fallback_lost_notifications_starve_waiters() {
 
 /// A node whose ACL denies channels refuses `SUBSCRIBE` with `-NOPERM`, a normal reply
 /// where the client expects only a push (Redis 7.0.15 and Valkey 9.1.2 both do): safety and
-/// liveness hold with one such node among RESP3 nodes.
+/// liveness hold with one such node among RESP3 nodes, and the refusal is read as the
+/// answer to `SUBSCRIBE`: the node's connection is never dropped for it.
 #[test]
 fn a_node_denying_channels_leaves_every_waiter_live() {
     let sum = assert_live(seeds(), |seed| {
@@ -130,4 +133,5 @@ fn a_node_denying_channels_leaves_every_waiter_live() {
         s
     });
     assert!(sum.subscribes > 0, "{sum:?}");
+    assert_eq!(sum.client_disconnects, 0, "{sum:?}");
 }
