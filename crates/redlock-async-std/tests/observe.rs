@@ -57,6 +57,11 @@ fn traced_fallback() {
 }
 
 #[test]
+fn traced_refusal_and_noscript() {
+    observe::traced_refusal_and_noscript::<AsyncStd>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<AsyncStd>();
 }

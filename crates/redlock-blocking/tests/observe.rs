@@ -55,6 +55,11 @@ fn traced_fallback() {
 }
 
 #[test]
+fn traced_refusal_and_noscript() {
+    observe::traced_refusal_and_noscript::<Blocking>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<Blocking>();
 }

@@ -133,6 +133,76 @@ pub fn traced_fallback<S: Subject>() {
     S::release(guard).expect("release");
 }
 
+/// Said as it happens, not with a later lock event: node 2's refused handshake (a wrong
+/// password), before any lock call; and the `-NOSCRIPT` of a Redis 7 node (which releases by
+/// script) whose script cache was flushed behind the client's back, resent in full.
+pub fn traced_refusal_and_noscript<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = (Cluster::builder().kinds([ServerKind::Redis; 3]))
+        .password(PASSWORD)
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut urls: Vec<String> = cluster.nodes().iter().map(|n| n.client_url()).collect();
+    urls[2] = format!(
+        "redis://:{WRONG_PASSWORD}@127.0.0.1:{}",
+        cluster.node(2).port()
+    );
+    let names: Vec<String> = (cluster.nodes().iter())
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let d = S::start(&urls).expect("build");
+    // No lock call yet: only the connection being closed for the refusal can say it.
+    let refused = wait_for(|| {
+        let seen = capture.seen();
+        let refused = seen.events("node refused the handshake");
+        refused
+            .into_iter()
+            .find(|e| field(e, "node") == names[2])
+            .cloned()
+    });
+    assert_eq!(field(&refused, "command"), "AUTH");
+    assert!(
+        field(&refused, "reply").starts_with("WRONGPASS"),
+        "{refused:?}"
+    );
+    assert_eq!(refused.level, tracing::Level::WARN);
+
+    let guard = d.lock("observe:noscript").expect("a quorum of 2 of 3");
+    let flushed = cluster
+        .node(0)
+        .command(&["SCRIPT", "FLUSH"])
+        .expect("SCRIPT FLUSH");
+    assert_eq!(flushed, redlock_testkit::Reply::simple("OK"));
+    S::release(guard).expect("released by EVAL on node 0");
+    let noscript = wait_for(|| {
+        let seen = capture.seen();
+        let noscript = seen.events("node had no script cached (NOSCRIPT); sent it in full");
+        noscript
+            .into_iter()
+            .find(|e| field(e, "node") == names[0])
+            .cloned()
+    });
+    assert_eq!(
+        (field(&noscript, "count"), field(&noscript, "total")),
+        ("1", "1"),
+        "{noscript:?}"
+    );
+    let seen = capture.seen();
+    let others = seen.events("node had no script cached (NOSCRIPT); sent it in full");
+    assert!(
+        others.iter().all(|e| field(e, "node") == names[0]),
+        "{others:?}"
+    );
+    let dump = seen.dump();
+    for secret in [PASSWORD, WRONG_PASSWORD] {
+        assert!(
+            !dump.contains(secret),
+            "{secret:?} in the captured output:\n{dump}"
+        );
+    }
+}
+
 /// The spans of `observe:traced` and `observe:lost`.
 fn assert_lock_spans(seen: &Seen, names: &[String]) {
     let acquire = one(seen.spans_with("redlock.acquire", "resource", "observe:traced"));

@@ -156,6 +156,30 @@ impl<R: CryptoRng> Client<R> {
             .is_some_and(|n| n.link == Link::Up)
     }
 
+    /// Why the node's last connection ended, while no connection is up: a refused
+    /// handshake (`NodeFault::Handshake`, with the command and the server's reply) or a
+    /// broken protocol the client closed it for, a disconnection, a failed connection
+    /// attempt. `None` while the node is up, and before its first connection ends. A
+    /// driver's telemetry reads it right after an [`Output::Disconnect`], to say why at
+    /// once rather than with the next lock event that names the node.
+    pub fn down_cause(&self, node: NodeId) -> Option<&NodeFault> {
+        let n = self.nodes.get(node.index())?;
+        match n.link {
+            Link::Up | Link::Connecting { first: true } => None,
+            Link::Down { .. } | Link::Connecting { first: false } => Some(&n.down_cause),
+        }
+    }
+
+    /// How many times the node answered a script's `EVALSHA` with `-NOSCRIPT` since the
+    /// client began: its script cache was empty (a restart, `SCRIPT FLUSH`, a failover),
+    /// and the request went again in full as `EVAL`, once. A count that keeps growing
+    /// means the node loses its cache often (or `preload_scripts` is off).
+    pub fn noscript_replies(&self, node: NodeId) -> u64 {
+        self.nodes
+            .get(node.index())
+            .map_or(0, |n| n.noscript_replies)
+    }
+
     /// The commands the node is sent for release and extension, and how they were chosen
     /// (its `HELLO` reply, a fallback after a refusal): see [`NodeCommands`].
     pub fn node_commands(&self, node: NodeId) -> Option<NodeCommands> {
@@ -472,6 +496,9 @@ impl<R: CryptoRng> Client<R> {
                 }
             }
             Some(Pending::Request { op, id, native }) => {
+                if reply.is_error_with(b"NOSCRIPT") {
+                    n.noscript_replies += 1;
+                }
                 if let Some(used) = native
                     && is_unsupported(&reply)
                 {

@@ -106,6 +106,8 @@ pub(crate) struct Node {
     pub(crate) subscribed: Vec<Bytes>,
     /// Whether the current connection refused a `SUBSCRIBE`: no more are sent on it.
     subscriptions_refused: bool,
+    /// `-NOSCRIPT` replies to requests, over every connection (`Client::noscript_replies`).
+    pub(crate) noscript_replies: u64,
     /// The commands the node is sent for release and extension.
     pub(crate) commands: NodeCommands,
     pub(crate) link: Link,
@@ -143,6 +145,7 @@ impl Node {
             resp3: false,
             subscribed: Vec::new(),
             subscriptions_refused: false,
+            noscript_replies: 0,
             // Before any `HELLO` reply: probed, so that a request sent before the reply is
             // read (a cleanup release to a slow node) works where scripting is denied.
             commands: if config.native_commands {

@@ -46,13 +46,15 @@ use redlock_core::{Client, Event, Input, OpId, Output, Resource};
 ///
 /// Events (target `redlock_driver::observe::trace`): `node connected` (`INFO`), `node
 /// disconnected` and `connection attempt failed` (`WARN`; a repeated failure at `DEBUG`),
-/// `connection closed: protocol violation or refused handshake` (`WARN`), `node refused the
-/// handshake` (`WARN`, with the command and the server's reply, once per connection, as
-/// soon as a lock event names the fault), `node refused a native command; using the script
-/// instead` (`INFO`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`),
-/// and at `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock extended` (an
-/// automatic extension), `lock released`. The `EVALSHA` to `EVAL` resend after `NOSCRIPT`
-/// happens inside the core and is not seen here.
+/// `node refused the handshake` (`WARN`, with the command and the server's reply, as soon
+/// as the client closes the connection for it; the same refusal at each reconnection after
+/// that is `node refused the handshake again`, at `DEBUG`), `connection closed:
+/// protocol violation` (`WARN`, with the fault), `node refused a native command; using the
+/// script instead` (`INFO`), `node had no script cached (NOSCRIPT); sent it in full`
+/// (`INFO`, with `count` and `total`: the `EVALSHA` was answered `-NOSCRIPT` and resent as
+/// `EVAL`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`), and at
+/// `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock extended` (an automatic
+/// extension), `lock released`.
 ///
 /// No token (not even the holder an inspection finds) and no password appears in any
 /// span or event, at any level: nodes are named by `host:port`.

@@ -82,6 +82,11 @@ fn traced_fallback() {
 }
 
 #[test]
+fn traced_refusal_and_noscript() {
+    observe::traced_refusal_and_noscript::<Tokio>();
+}
+
+#[test]
 fn counted_lock() {
     observe::counted_lock::<Tokio>();
 }

@@ -99,10 +99,7 @@ impl Active {
                 }
                 (node.up, node.failing, node.sent) = (true, false, None);
                 #[cfg(feature = "tracing")]
-                {
-                    node.handshake_reported = false;
-                    trace::connected(&self.names, conn);
-                }
+                trace::connected(&self.names, conn);
             }
             Input::Disconnected { reason, .. } => {
                 let (was_up, repeated) = (node.up, node.failing);
@@ -139,7 +136,10 @@ impl Active {
                 #[cfg(feature = "tracing")]
                 match output {
                     Output::Connect(_) => trace::connecting(&self.names, *conn),
-                    _ => trace::closed_by_client(&self.names, *conn),
+                    _ => {
+                        let cause = client.down_cause(conn.node());
+                        trace::closed_by_client(&self.names, *conn, cause, node);
+                    }
                 }
                 let _ = was_up;
             }
@@ -150,8 +150,12 @@ impl Active {
                     && trace::listening()
                     && let Some(commands) = client.node_commands(id)
                 {
-                    let before = node(&mut self.nodes, id).commands.replace(commands);
+                    let state = node(&mut self.nodes, id);
+                    let before = state.commands.replace(commands);
                     trace::commands(&self.names, id, before, commands);
+                    let noscript = client.noscript_replies(id);
+                    let seen = std::mem::replace(&mut state.noscript_replies, noscript);
+                    trace::noscript(&self.names, id, noscript.saturating_sub(seen), noscript);
                 }
             }
             Output::Event(_) => {}
@@ -221,8 +225,6 @@ impl Active {
     }
 
     pub(super) fn event(&mut self, event: &Event) {
-        #[cfg(feature = "tracing")]
-        trace::handshake_faults(event, &self.names, &mut self.nodes);
         let op = event.op();
         let Some(state) = self.ops.get_mut(&op) else {
             return;

@@ -19,9 +19,12 @@ pub(super) struct NodeState {
     /// The node's commands, as last seen.
     #[cfg(feature = "tracing")]
     pub(super) commands: Option<redlock_core::NodeCommands>,
-    /// A refused handshake was reported for the node's current connection.
+    /// The node's last refused handshake reported (the command and the server's reply).
     #[cfg(feature = "tracing")]
-    pub(super) handshake_reported: bool,
+    pub(super) refusal: Option<(&'static str, String)>,
+    /// The node's `-NOSCRIPT` replies, as last reported.
+    #[cfg(feature = "tracing")]
+    pub(super) noscript_replies: u64,
 }
 
 /// The node's state, made on first sight.

@@ -10,9 +10,8 @@ use std::fmt::{self, Write};
 use std::time::Duration;
 
 use redlock_core::{
-    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnId, ConnectionError, Event,
-    Inspection, LostReason, NodeCommands, NodeFault, NodeId, NodeName, OpId, ReleaseOutcome,
-    Resource,
+    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnId, ConnectionError, Inspection,
+    LostReason, NodeCommands, NodeFault, NodeId, NodeName, OpId, ReleaseOutcome, Resource,
 };
 use tracing::field::Empty;
 use tracing::{Span, debug, info, info_span, warn};
@@ -293,11 +292,38 @@ pub(super) fn disconnected(
     }
 }
 
-/// The core closed a connection: the node broke the protocol or refused the handshake (the
-/// fault comes with the next lock event that names the node).
-pub(super) fn closed_by_client(names: &[NodeName], conn: ConnId) {
+/// The core closed a connection, for `cause`: the node refused the handshake, or broke the
+/// protocol. A refusal is a warning the first time and whenever its reply changes; the same
+/// refusal again, at each reconnection, is said at debug level.
+pub(super) fn closed_by_client(
+    names: &[NodeName],
+    conn: ConnId,
+    cause: Option<&NodeFault>,
+    state: &mut NodeState,
+) {
     let node = Named(names, conn.node());
-    warn!(%node, %conn, "connection closed: protocol violation or refused handshake");
+    match cause {
+        Some(NodeFault::Handshake { command, message }) => {
+            let refusal = (*command, message.clone());
+            if state.refusal.as_ref() == Some(&refusal) {
+                debug!(%node, %conn, command, reply = %message, "node refused the handshake again");
+            } else {
+                warn!(%node, %conn, command, reply = %message, "node refused the handshake");
+                state.refusal = Some(refusal);
+            }
+        }
+        Some(fault) => warn!(%node, %conn, %fault, "connection closed: protocol violation"),
+        None => warn!(%node, %conn, "connection closed: protocol violation"),
+    }
+}
+
+/// The node answered `count` more scripts with `-NOSCRIPT` (its script cache was empty), and
+/// the core sent each again in full as `EVAL`; `total` since the client began.
+pub(super) fn noscript(names: &[NodeName], id: NodeId, count: u64, total: u64) {
+    if count > 0 {
+        let node = Named(names, id);
+        info!(%node, count, total, "node had no script cached (NOSCRIPT); sent it in full");
+    }
 }
 
 /// The node's commands after a reply: a fallback from a native command to its script, or
@@ -320,53 +346,6 @@ pub(super) fn commands(
     if before.map(|b| b.source) != Some(now.source) {
         let (release, extend, fence, source) = (now.release, now.extend, now.fence, now.source);
         debug!(%node, ?release, ?extend, ?fence, ?source, "node commands");
-    }
-}
-
-/// Reports each refused handshake an event names, once per connection.
-pub(super) fn handshake_faults(event: &Event, names: &[NodeName], nodes: &mut [NodeState]) {
-    if !tracing::enabled!(tracing::Level::WARN) {
-        return;
-    }
-    let mut report = |id: NodeId, fault: &NodeFault| {
-        if let (NodeFault::Handshake { command, message }, Some(state)) =
-            (fault, nodes.get_mut(id.index()))
-            && !std::mem::replace(&mut state.handshake_reported, true)
-        {
-            let node = Named(names, id);
-            warn!(%node, command, reply = %message, "node refused the handshake");
-        }
-    };
-    match event {
-        Event::Acquired(a) => acquire_faults(&a.stats, &mut report),
-        Event::AcquireFailed { stats, reason, .. } => {
-            acquire_faults(stats, &mut report);
-            if let AcquireFailure::QuorumUnreachable { errors } = reason {
-                errors.iter().for_each(|(n, f)| report(n.id(), f));
-            }
-        }
-        Event::Lost {
-            reason: LostReason::QuorumUnreachable { errors } | LostReason::Refused { errors, .. },
-            ..
-        } => {
-            errors.iter().for_each(|(n, f)| report(n.id(), f));
-        }
-        Event::Released { nodes, .. } => {
-            for (i, outcome) in nodes.iter().enumerate() {
-                if let ReleaseOutcome::Failed(f) = outcome {
-                    report(NodeId::new(i), f);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-fn acquire_faults(stats: &AcquireStats, report: &mut impl FnMut(NodeId, &NodeFault)) {
-    for n in &stats.nodes {
-        if let AcquireOutcome::Failed(f) = &n.outcome {
-            report(n.node.id(), f);
-        }
     }
 }
 
