@@ -150,6 +150,11 @@ struct ContendedJson {
     handoff_p50_us: Option<f64>,
     handoff_p99_us: Option<f64>,
     handoffs_before_release_returned: u64,
+    /// Attempts per section entered, where the client says (not rslock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts_p99: Option<u32>,
 }
 
 impl ContendedJson {
@@ -162,6 +167,8 @@ impl ContendedJson {
             handoff_p50_us: us(c.handoff.p50),
             handoff_p99_us: us(c.handoff.p99),
             handoffs_before_release_returned: c.handoffs_early,
+            attempts_mean: c.attempts.and_then(|(mean, _)| rounded(mean, 3)),
+            attempts_p99: c.attempts.map(|(_, p99)| p99),
         }
     }
 }

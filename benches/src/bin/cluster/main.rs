@@ -87,8 +87,9 @@ impl Args {
     /// Whether the two passes run at all: not when `--scenario` names a scenario that runs on
     /// clusters of its own (`nodes`, `held`).
     fn wants_passes(&self) -> bool {
-        ["serial", "concurrent32", "contended8", "contended2x4"]
+        ["serial", "concurrent32"]
             .iter()
+            .chain(CONTENDED.iter().map(|(name, _)| name))
             .any(|s| self.wants_scenario(s))
     }
 
@@ -218,10 +219,10 @@ async fn run_flavour(
         let samples = scenario::concurrent(&subjects, plan).await?;
         rows.extend(scenario_rows("concurrent32", flavour, &subjects, samples));
     }
-    for scenario in ["contended8", "contended2x4"] {
+    for (scenario, processes) in CONTENDED {
         if flavour.hosts_own_thread() && args.wants_scenario(scenario) {
-            let two = scenario == "contended2x4";
-            rows.extend(contended_scenario(scenario, two, &urls, &addrs, plan, &args).await?);
+            let c = contended_scenario(scenario, processes, &urls, &addrs, plan, &args);
+            rows.extend(c.await?);
         }
     }
     for subject in &subjects {
@@ -303,10 +304,11 @@ async fn subjects(
     Ok(subjects.into_iter().map(Arc::new).collect())
 }
 
-/// A subject of the contended scenarios (`tokio`, `blocking` or `rslock`), with the issue's
-/// retry: 20 attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with
-/// `delay_min` 0 and `delay_max` 10 ms (the core never waits under 1 ms); rslock:
-/// `set_retry(20, 10 ms)`, 20 attempts in all, delay uniform in whole ms 0..10.
+/// A subject of the contended scenarios (`tokio`, `blocking`, `rslock`, or `tokio-j1` and
+/// `blocking-j1`: ours with a `notification_jitter` of 1 ms), with the issue's retry: 20
+/// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
+/// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
+/// attempts in all, delay uniform in whole ms 0..10.
 fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
     let flavour = Flavour::CurrentThread.name();
     let retry = redlock_core::RetryPolicy {
@@ -315,15 +317,22 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
         delay_min: Duration::ZERO,
         delay_max: CONTENDED_DELAY_MAX,
     };
+    let jitter = if name.ends_with("-j1") {
+        Duration::from_millis(1)
+    } else {
+        redlock_core::DEFAULT_NOTIFICATION_JITTER
+    };
+    let config =
+        |c: redlock_core::ConfigBuilder| c.ttl(TTL).retry(retry).notification_jitter(jitter);
     match name {
-        "tokio" => redlock_tokio::Redlock::builder(urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
-            .map(|r| Subject::tokio(r, flavour))
-            .map_err(|e| format!("tokio: build: {e}")),
-        "blocking" => redlock_blocking::Redlock::builder(urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).retry(retry)).build())
-            .map(|r| Subject::blocking(r, flavour))
-            .map_err(|e| format!("blocking: build: {e}")),
+        "tokio" | "tokio-j1" => redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(config).build())
+            .map(|r| Subject::tokio_over(r, contended_name(name), flavour))
+            .map_err(|e| format!("{name}: build: {e}")),
+        "blocking" | "blocking-j1" => redlock_blocking::Redlock::builder(urls)
+            .and_then(|b| b.config(config).build())
+            .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
+            .map_err(|e| format!("{name}: build: {e}")),
         "rslock" => {
             let mut manager = rslock::LockManager::new(urls.to_vec());
             manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
@@ -333,12 +342,22 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
     }
 }
 
-/// `contended8` (8 workers here) or `contended2x4` (`two`: 4 here and 4 in a second process
-/// per subject) for tokio, blocking and rslock (raw has no retry and is left out), on the
-/// `current_thread` pass.
+/// The name of one of our contended subjects, as its rows carry it.
+fn contended_name(name: &str) -> &'static str {
+    match name {
+        "tokio-j1" => "tokio-j1",
+        "blocking" => "blocking",
+        "blocking-j1" => "blocking-j1",
+        _ => "tokio",
+    }
+}
+
+/// A contended scenario (`processes` of them on one key, [`CONTENDED`]) for tokio, blocking
+/// and rslock (raw has no retry and is left out), and the jitter subjects when named, on
+/// the `current_thread` pass.
 async fn contended_scenario(
     scenario: &'static str,
-    two: bool,
+    processes: u32,
     urls: &[String],
     addrs: &[SocketAddr],
     plan: &Plan,
@@ -346,7 +365,14 @@ async fn contended_scenario(
 ) -> Result<Vec<Row>, String> {
     let name = Flavour::CurrentThread.name();
     let mut subjects = Vec::new();
-    for (subject, runtime) in [("tokio", name), ("blocking", OWN_THREAD), ("rslock", name)] {
+    let candidates = [
+        ("tokio", name),
+        ("tokio-j1", name),
+        ("blocking", OWN_THREAD),
+        ("blocking-j1", OWN_THREAD),
+        ("rslock", name),
+    ];
+    for (subject, runtime) in candidates {
         if args.wants_subject(subject, runtime) {
             subjects.push(Arc::new(contended_subject(subject, urls)?));
         }
@@ -358,19 +384,23 @@ async fn contended_scenario(
             .map_err(|e| format!("{} on {name}: {e}", subject.name()))?;
     }
     let workers = u32::try_from(plan.contended_workers).unwrap_or(8);
-    let here = if two { workers / 2 } else { workers };
+    let each = workers / processes.max(1);
     let mut peers = Vec::new();
-    for subject in subjects.iter().filter(|_| two) {
-        let spec = PeerSpec {
-            subject: subject.name().to_owned(),
-            nodes: addrs.to_vec(),
-            key: scenario::key(subject),
-            first: here,
-            workers: workers - here,
-        };
-        peers.push(Some(Peer::spawn(&spec, args.quick).await?));
+    for subject in &subjects {
+        let mut others = Vec::new();
+        for p in 1..processes {
+            let spec = PeerSpec {
+                subject: subject.name().to_owned(),
+                nodes: addrs.to_vec(),
+                key: scenario::key(subject),
+                first: p * each,
+                workers: each,
+            };
+            others.push(Peer::spawn(&spec, args.quick).await?);
+        }
+        peers.push(others);
     }
-    let results = scenario::contended(&subjects, &mut peers, here, plan).await?;
+    let results = scenario::contended(&subjects, &mut peers, each, plan).await?;
     drop(peers);
     let counts: Vec<String> = subjects
         .iter()
@@ -630,15 +660,19 @@ pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "serial",
     "concurrent32",
     "contended8",
     "contended2x4",
+    "contended4x2",
     "nodes",
     "release",
     "held",
 ];
+
+/// The contended scenarios, each with how many processes share its 8 workers.
+const CONTENDED: [(&str, u32); 3] = [("contended8", 1), ("contended2x4", 2), ("contended4x2", 4)];
 
 /// The contended scenarios: attempts per acquire and the longest delay between them.
 const CONTENDED_ATTEMPTS: u32 = 20;
@@ -660,8 +694,12 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// Subjects that run only when `--subject` names them, in the `serial` and `concurrent32`
 /// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
-/// native commands turned off (scripts on every server), to set against `tokio`.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 9] = [
+/// native commands turned off (scripts on every server), to set against `tokio`; and, in the
+/// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
+/// `notification_jitter` of 1 ms, to set against the default of none (the herd of issue 14).
+pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
+    "tokio-j1",
+    "blocking-j1",
     "raw-del",
     "raw-delifeq",
     "tokio-scripts",
@@ -675,7 +713,7 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 9] = [
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|contended2x4|nodes|release|held] \
-                     [--subject raw,tokio,rslock,async-std,blocking,\
+                     [--scenario serial|concurrent32|contended8|contended2x4|contended4x2|nodes|release|held] \
+                     [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

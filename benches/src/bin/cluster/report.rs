@@ -24,10 +24,12 @@ pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
 
 /// Our drivers: the subjects the targets apply to.
-const OURS: [&str; 6] = [
+const OURS: [&str; 8] = [
     "tokio",
+    "tokio-j1",
     "async-std",
     "blocking",
+    "blocking-j1",
     "tokio-scripts",
     "tokio-fenced",
     "tokio-fenced-scripts",
@@ -70,11 +72,21 @@ pub(crate) struct ContendedRow {
     pub(crate) handoff: Summary,
     /// Hand-offs where the next holder had the lock before the releaser's call returned.
     pub(crate) handoffs_early: u64,
+    /// Attempts per section entered: mean and p99 (`None` where the client does not say).
+    /// Above 1 under contention; how far above shows waiters colliding (the herd).
+    pub(crate) attempts: Option<(f64, u32)>,
 }
 
 impl ContendedRow {
-    pub(crate) fn new(c: Contended) -> Self {
+    pub(crate) fn new(mut c: Contended) -> Self {
+        c.attempts.sort_unstable();
+        let attempts = (!c.attempts.is_empty()).then(|| {
+            let sum: u64 = c.attempts.iter().map(|&a| u64::from(a)).sum();
+            let p99 = c.attempts[(c.attempts.len() - 1) * 99 / 100];
+            (sum as f64 / c.attempts.len() as f64, p99)
+        });
         Self {
+            attempts,
             violations: c.violations,
             gave_up: c.gave_up,
             held_locally: c.held_locally,
@@ -501,14 +513,15 @@ fn contended_table(s: &mut String, rows: &[Row]) {
          holder's returned first, an early hand-off):\n\n\
          | scenario | runtime | subject | sections/s | wait p50 | wait p99 | hand-off p50 | \
          hand-off p99 | early hand-offs | sections per worker | busiest / least | violations \
-         | gave up (held locally) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | gave up (held locally) | attempts per section, mean / p99 |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let Some(c) = &r.contended else { continue };
         let per_worker: Vec<String> = c.per_worker.iter().map(u64::to_string).collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) |",
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) | {} |",
             r.scenario,
             r.runtime,
             r.subject,
@@ -524,6 +537,8 @@ fn contended_table(s: &mut String, rows: &[Row]) {
             c.violations,
             c.gave_up,
             c.held_locally,
+            c.attempts
+                .map_or("–".to_owned(), |(mean, p99)| format!("{mean:.2} / {p99}")),
         );
     }
     let peers = ContendedPeer::from_rows(rows);

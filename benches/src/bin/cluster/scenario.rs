@@ -140,7 +140,8 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), "tokio", flavour, flavour)
     }
 
-    /// redlock-tokio over another transport (`tokio-tls`, `tokio-unix`).
+    /// redlock-tokio under another name: over another transport (`tokio-tls`, `tokio-unix`),
+    /// or configured otherwise (`tokio-j1`).
     pub(crate) fn tokio_over(
         redlock: redlock_tokio::Redlock,
         name: &'static str,
@@ -149,7 +150,8 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), name, flavour, flavour)
     }
 
-    /// redlock-blocking over another transport (`blocking-tls`, `blocking-unix`).
+    /// redlock-blocking under a name: `blocking`, over another transport (`blocking-tls`,
+    /// `blocking-unix`), or configured otherwise (`blocking-j1`).
     pub(crate) fn blocking_over(
         redlock: redlock_blocking::Redlock,
         name: &'static str,

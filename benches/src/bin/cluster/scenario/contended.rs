@@ -1,8 +1,9 @@
 //! The contended scenarios: workers on **one** key per subject, running critical sections
 //! back to back. `contended8` runs 8 workers in this process; `contended2x4` runs 4 here and
-//! 4 in a second process ([`super::peer`]), on the same key, in the same time slice.
-//! Each section is recorded ([`SectionRecord`]); once a round is over the records of both
-//! processes give the hand-off latencies, overlapping sections and sections per worker.
+//! 4 in a second process ([`super::peer`]), and `contended4x2` 2 here and 2 in each of three
+//! more, on the same key, in the same time slice. Each section is recorded
+//! ([`SectionRecord`]); once a round is over the records of every process give the hand-off
+//! latencies, overlapping sections, sections per worker and attempts per section.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +38,8 @@ pub(crate) struct Contended {
     pub(crate) held_locally: u64,
     /// Sections per worker, workers numbered across processes.
     pub(crate) per_worker: Vec<u64>,
+    /// Attempts per section, where the client says (see [`SectionRecord::attempts`]).
+    pub(crate) attempts: Vec<u32>,
 }
 
 /// Shared state of one process's workers on one subject's key in one round.
@@ -110,18 +113,19 @@ impl Subject {
     async fn section(&self, key: &str, worker: u32, shared: &Shared) -> Result<Outcome, String> {
         let t0 = Instant::now();
         let run = async {
-            let (wait, acquired, entered, left) = match &self.driver {
+            let (wait, acquired, entered, left, attempts) = match &self.driver {
                 Driver::Tokio(redlock) => {
                     let guard = match redlock.lock(key.to_owned()).await {
                         Ok(guard) => guard,
                         Err(e) => return refused(e),
                     };
                     let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+                    let attempts = guard.stats().attempts;
                     tokio::time::sleep(CRITICAL).await;
                     let left = shared.leave();
                     let nodes = guard.release().await.map_err(|e| format!("release: {e}"))?;
                     quorum_released(self.name, &nodes)?;
-                    (wait, acquired, entered, left)
+                    (wait, acquired, entered, left, attempts)
                 }
                 Driver::Rslock(manager) => {
                     let Ok(lock) = manager.lock(key.as_bytes(), crate::TTL).await else {
@@ -131,7 +135,7 @@ impl Subject {
                     tokio::time::sleep(CRITICAL).await;
                     let left = shared.leave();
                     manager.unlock(&lock).await;
-                    (wait, acquired, entered, left)
+                    (wait, acquired, entered, left, 0)
                 }
                 _ => return Err("not an async subject of the contended scenarios".to_owned()),
             };
@@ -143,6 +147,7 @@ impl Subject {
                 entered,
                 left,
                 released,
+                attempts,
             }))
         };
         tokio::time::timeout(CYCLE_TIMEOUT, run)
@@ -166,6 +171,7 @@ impl Subject {
             Err(e) => return refused(e).map_err(|e| format!("blocking: {e}")),
         };
         let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+        let attempts = guard.stats().attempts;
         std::thread::sleep(CRITICAL);
         let left = shared.leave();
         let nodes = guard
@@ -183,6 +189,7 @@ impl Subject {
             entered,
             left,
             released,
+            attempts,
         }))
     }
 
@@ -260,11 +267,11 @@ pub(crate) fn key(subject: &Subject) -> String {
     format!("{}contended", subject.prefix)
 }
 
-/// A contended scenario: per subject, `plan.contended_workers` workers in this process, plus
-/// as many in the second process when `peers` has one for it; subjects take turns in rounds.
+/// A contended scenario: per subject, `workers` workers in this process, plus those of the
+/// other processes `peers` has for it; subjects take turns in rounds.
 pub(crate) async fn contended(
     subjects: &[Arc<Subject>],
-    peers: &mut [Option<Peer>],
+    peers: &mut [Vec<Peer>],
     workers: u32,
     plan: &Plan,
 ) -> Result<Vec<Contended>, String> {
@@ -274,13 +281,14 @@ pub(crate) async fn contended(
         for i in order(round, subjects.len()) {
             let key = Arc::new(key(&subjects[i]));
             let start = Stopwatch::start();
-            if let Some(peer) = peers.get_mut(i).and_then(Option::as_mut) {
+            let others = peers.get_mut(i).map_or(&mut [][..], Vec::as_mut_slice);
+            for peer in others.iter_mut() {
                 peer.go(slice)?;
             }
             let until = start.started() + slice;
             let mut part = run_part(&subjects[i], &key, 0, workers, until).await?;
             let mut all = workers as usize;
-            if let Some(peer) = peers.get_mut(i).and_then(Option::as_mut) {
+            for peer in others.iter_mut() {
                 part.merge(peer.part(slice + CYCLE_TIMEOUT).await?);
                 all += peer.workers() as usize;
             }
@@ -309,6 +317,8 @@ fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: us
         total.per_worker.resize(workers, 0);
     }
     record::count_workers(&mut total.per_worker, &part.records);
+    let said = part.records.iter().filter(|r| r.attempts > 0);
+    total.attempts.extend(said.map(|r| r.attempts));
 }
 
 /// The child side: builds the subject on a fresh `current_thread` runtime, warms it up,

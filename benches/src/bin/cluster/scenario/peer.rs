@@ -1,4 +1,5 @@
-//! `contended2x4`'s second process: this binary re-run with `--contended-child SUBJECT`.
+//! Another process of `contended2x4` or `contended4x2`: this binary re-run with
+//! `--contended-child SUBJECT`.
 //! The parent ([`Peer`]) starts it, waits for `ready` (client built, warmed up), then per
 //! round writes `go MICROS` on its stdin and reads back one `part JSON` line
 //! ([`RoundPart`]) on its stdout. The child (`contended::child`) ends at the end of its stdin; the
@@ -14,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::record::RoundPart;
 
-/// The parent's handle on one second process (one subject's 4 workers).
+/// The parent's handle on one other process (its share of one subject's 8 workers).
 pub(crate) struct Peer {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -32,7 +33,7 @@ pub(crate) struct PeerSpec {
     pub(crate) subject: String,
     pub(crate) nodes: Vec<SocketAddr>,
     pub(crate) key: String,
-    /// The first worker's number (workers are numbered across both processes).
+    /// The first worker's number (workers are numbered across the processes).
     pub(crate) first: u32,
     pub(crate) workers: u32,
 }

@@ -26,6 +26,10 @@ pub(crate) struct SectionRecord {
     pub(crate) left: u64,
     /// When the release call returned (its reply).
     pub(crate) released: u64,
+    /// Attempts the lock call made (its `AcquireStats`); 0 where the client does not say
+    /// (rslock).
+    #[serde(default)]
+    pub(crate) attempts: u32,
 }
 
 /// What one round showed, from the records of every process that ran it.
@@ -132,6 +136,7 @@ mod tests {
             entered: acquired + 1,
             left: released - 1,
             released,
+            attempts: 1,
         }
     }
 
