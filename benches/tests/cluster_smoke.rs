@@ -1,8 +1,8 @@
 //! Runs `cluster --quick` end to end against real local nodes, so CI keeps the cluster bench
 //! working. Asserts that it finishes within a bound, reports every scenario for every subject
 //! (raw, tokio and rslock on both runtime flavours; async-std and blocking once, as
-//! `own-thread`; contended8 and contended2x4 for tokio, blocking and rslock with no
-//! violations, with fairness and hand-off latency; nodes for raw and tokio
+//! `own-thread`; contended8, contended2x4 and contended4x2 for tokio, blocking and rslock
+//! with no violations, with fairness, hand-off latency and attempts per section; nodes for raw and tokio
 //! at every cluster size; held for both lock counts with none lost, every key renewed and
 //! released), and stops its nodes; never how fast anything was.
 
@@ -30,9 +30,9 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
             );
         }
     }
-    // contended8 and contended2x4: tokio, blocking and rslock, sections done, no
-    // violations, fairness and hand-off reported, ours set against rslock.
-    for scenario in ["contended8", "contended2x4"] {
+    // contended8, contended2x4 and contended4x2: tokio, blocking and rslock, sections done,
+    // no violations, fairness and hand-off reported, ours set against rslock.
+    for scenario in ["contended8", "contended2x4", "contended4x2"] {
         for (runtime, subject) in CONTENDED {
             let prefix = format!("| {scenario} | {runtime} | {subject} | ");
             let rows = stdout.lines().filter(|l| l.starts_with(&prefix)).count();
@@ -100,24 +100,27 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
         );
     }
     assert!(json.trim_start().starts_with('{') && json.trim_end().ends_with('}'));
-    // serial and concurrent32: every row; both contended scenarios: tokio, blocking, rslock,
-    // and tokio and blocking against rslock; nodes: raw, tokio × 5; release: healthy and
-    // paused for each driver.
+    // serial and concurrent32: every row; the three contended scenarios: tokio, blocking,
+    // rslock, and tokio and blocking against rslock; nodes: raw, tokio × 5; release: healthy
+    // and paused for each driver.
     assert_eq!(
         json.matches("\"scenario\":").count(),
-        2 * ROWS.len() + 2 * 3 + 2 * 2 + 10 + 2 * 3,
+        2 * ROWS.len() + 3 * 3 + 3 * 2 + 10 + 2 * 3,
         "{json}"
     );
-    assert_eq!(json.matches("\"violations\": 0,").count(), 6, "{json}");
-    assert_eq!(json.matches("\"handoff_p99_us\":").count(), 6, "{json}");
+    assert_eq!(json.matches("\"violations\": 0,").count(), 9, "{json}");
+    assert_eq!(json.matches("\"handoff_p99_us\":").count(), 9, "{json}");
+    assert_eq!(json.matches("\"section_p50_us\":").count(), 9, "{json}");
+    // Attempts per section: ours say, rslock does not.
+    assert_eq!(json.matches("\"attempts_mean\":").count(), 6, "{json}");
     // The 10 nodes rows, plus the machine's node count.
     assert_eq!(json.matches("\"nodes\": ").count(), 11, "{json}");
     assert_eq!(json.matches("\"tokio_ops_per_s\":").count(), 2, "{json}");
     assert_eq!(json.matches("\"cycles\": 0,").count(), 0, "{json}");
-    // Only the contended scenarios' six rows and release's six have no raw baseline: 4 null
+    // Only the contended scenarios' nine rows and release's six have no raw baseline: 4 null
     // ratios each (p50, ops/s, CPU, server CPU).
     assert!(!json.contains("NaN"), "{json}");
-    assert_eq!(json.matches("ratio\": null").count(), 48, "{json}");
+    assert_eq!(json.matches("ratio\": null").count(), 60, "{json}");
     // held: two runs, each clean.
     for check in [
         "\"none_lost\": true",

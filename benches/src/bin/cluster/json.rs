@@ -155,6 +155,8 @@ struct ContendedJson {
     attempts_mean: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     attempts_p99: Option<u32>,
+    /// The critical sections' own length, p50 (their 1 ms sleep on the subject's runtime).
+    section_p50_us: Option<f64>,
 }
 
 impl ContendedJson {
@@ -169,6 +171,7 @@ impl ContendedJson {
             handoffs_before_release_returned: c.handoffs_early,
             attempts_mean: c.attempts.and_then(|(mean, _)| rounded(mean, 3)),
             attempts_p99: c.attempts.map(|(_, p99)| p99),
+            section_p50_us: us(c.section.p50),
         }
     }
 }

@@ -75,6 +75,8 @@ pub(crate) struct ContendedRow {
     /// Attempts per section entered: mean and p99 (`None` where the client does not say).
     /// Above 1 under contention; how far above shows waiters colliding (the herd).
     pub(crate) attempts: Option<(f64, u32)>,
+    /// The critical sections' own length (their 1 ms sleep on the subject's runtime).
+    pub(crate) section: Summary,
 }
 
 impl ContendedRow {
@@ -87,6 +89,7 @@ impl ContendedRow {
         });
         Self {
             attempts,
+            section: c.sections.clone().summary(),
             violations: c.violations,
             gave_up: c.gave_up,
             held_locally: c.held_locally,
@@ -513,15 +516,15 @@ fn contended_table(s: &mut String, rows: &[Row]) {
          holder's returned first, an early hand-off):\n\n\
          | scenario | runtime | subject | sections/s | wait p50 | wait p99 | hand-off p50 | \
          hand-off p99 | early hand-offs | sections per worker | busiest / least | violations \
-         | gave up (held locally) | attempts per section, mean / p99 |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | gave up (held locally) | attempts per section, mean / p99 | section p50 |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let Some(c) = &r.contended else { continue };
         let per_worker: Vec<String> = c.per_worker.iter().map(u64::to_string).collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) | {} | {} |",
             r.scenario,
             r.runtime,
             r.subject,
@@ -539,6 +542,7 @@ fn contended_table(s: &mut String, rows: &[Row]) {
             c.held_locally,
             c.attempts
                 .map_or("–".to_owned(), |(mean, p99)| format!("{mean:.2} / {p99}")),
+            micros(c.section.p50),
         );
     }
     let peers = ContendedPeer::from_rows(rows);

@@ -40,6 +40,10 @@ pub(crate) struct Contended {
     pub(crate) per_worker: Vec<u64>,
     /// Attempts per section, where the client says (see [`SectionRecord::attempts`]).
     pub(crate) attempts: Vec<u32>,
+    /// How long each critical section took (entered to left): its 1 ms sleep as the
+    /// subject's runtime keeps it. No lock can hand over more sections per second than one
+    /// over this.
+    pub(crate) sections: Samples,
 }
 
 /// Shared state of one process's workers on one subject's key in one round.
@@ -107,6 +111,20 @@ fn quorum_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
 /// The critical section's 1 ms.
 const CRITICAL: Duration = Duration::from_millis(1);
 
+/// The critical section of the async subjects: 1 ms of wall time, slept on a thread of the
+/// blocking pool, as the blocking subject's own thread sleeps it. Not `tokio::time::sleep`:
+/// tokio's timer counts whole milliseconds and rounds a deadline up, so a 1 ms sleep takes
+/// 1 to 2 ms, and one that starts just after a tick takes nearly 2. A lock handed over at
+/// once starts its section just after the tick that ended the previous one, so every section
+/// would take nearly 2 ms, while a polling client's sections start at random phases and take
+/// 1.5 on average: the harness, not the lock, would set the sections per second
+/// (benches/README.md, "Scenarios" and "Hand-off").
+async fn critical_section() -> Result<(), String> {
+    tokio::task::spawn_blocking(|| std::thread::sleep(CRITICAL))
+        .await
+        .map_err(|e| format!("critical section: {e}"))
+}
+
 impl Subject {
     /// One critical section on `key`: acquire (with the subject's own retry), enter (holder
     /// flag), sleep 1 ms, leave, release; recorded with its times.
@@ -121,7 +139,7 @@ impl Subject {
                     };
                     let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
                     let attempts = guard.stats().attempts;
-                    tokio::time::sleep(CRITICAL).await;
+                    critical_section().await?;
                     let left = shared.leave();
                     let nodes = guard.release().await.map_err(|e| format!("release: {e}"))?;
                     quorum_released(self.name, &nodes)?;
@@ -132,7 +150,7 @@ impl Subject {
                         return Ok(Outcome::GaveUp);
                     };
                     let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
-                    tokio::time::sleep(CRITICAL).await;
+                    critical_section().await?;
                     let left = shared.leave();
                     manager.unlock(&lock).await;
                     (wait, acquired, entered, left, 0)
@@ -319,6 +337,11 @@ fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: us
     record::count_workers(&mut total.per_worker, &part.records);
     let said = part.records.iter().filter(|r| r.attempts > 0);
     total.attempts.extend(said.map(|r| r.attempts));
+    for r in &part.records {
+        total
+            .sections
+            .push(Duration::from_nanos(r.left.saturating_sub(r.entered)));
+    }
 }
 
 /// The child side: builds the subject on a fresh `current_thread` runtime, warms it up,
