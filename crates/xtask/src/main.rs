@@ -88,10 +88,19 @@ fn test(args: &[String]) -> Result<(), String> {
         &[("RUSTDOCFLAGS", "-D warnings")],
     )?;
     if let Some(bin) = &valkey {
-        let env = [
+        let mut env = vec![
             ("REDLOCK_SERVER_BIN", bin.as_str()),
             ("REDLOCK_VALKEY_BIN", bin.as_str()),
         ];
+        // TLS nodes need a Valkey built with TLS, which the wheel's is not.
+        let tls = valkey_with_tls();
+        match &tls {
+            Some(tls) => env.push(("REDLOCK_VALKEY_TLS_BIN", tls.as_str())),
+            None => eprintln!(
+                "xtask: no valkey-server on PATH: the Valkey pass runs its TLS scenarios on \
+                 redis-server (.ci/install-servers.sh installs Debian's valkey-server)"
+            ),
+        }
         for package in SERVER_SUITES {
             cargo(&["test", "-p", package, "--tests"], &env)?;
         }
@@ -273,6 +282,15 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     } else {
         Err(format!("{cmd:?} failed: {status}"))
     }
+}
+
+/// Debian's `valkey-server` on `PATH` (built with TLS, unlike the wheel's), if any.
+fn valkey_with_tls() -> Option<String> {
+    let paths = env::var_os("PATH")?;
+    env::split_paths(&paths)
+        .map(|dir| dir.join("valkey-server"))
+        .find(|bin| bin.is_file())
+        .map(|bin| bin.to_string_lossy().into_owned())
 }
 
 fn on_path(bin: &str) -> bool {
