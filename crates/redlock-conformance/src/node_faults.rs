@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use redlock_testkit::Reply;
+
 use crate::scenarios::{cluster, eventually, keys_on};
 use crate::{Driver, Guard, LockError, LostReason, RetryPolicy};
 
@@ -41,9 +43,21 @@ pub fn an_extension_refused_for_good_is_lost_at_once<D: Driver>() {
     let c = cluster(3);
     let d = D::build(&c.urls(), |b| b.ttl(Duration::from_secs(10))).unwrap();
     let g = d.lock("overwritten").unwrap();
+    // A quorum decided the lock: the last node's `SET` may land after the call returned,
+    // and one landing between the `DEL` and the `RPUSH` below would keep that node's key
+    // a string. Wait until every node has it.
+    let token = Reply::bulk(&g.token());
+    let everywhere = || {
+        (c.nodes().iter()).all(|n| n.command(&["GET", "overwritten"]).ok() == Some(token.clone()))
+    };
+    assert!(
+        eventually(Duration::from_secs(5), everywhere),
+        "never on every node"
+    );
     for node in &c.nodes()[..2] {
         node.command(&["DEL", "overwritten"]).expect("DEL");
-        node.command(&["RPUSH", "overwritten", "x"]).expect("RPUSH");
+        let pushed = node.command(&["RPUSH", "overwritten", "x"]).expect("RPUSH");
+        assert_eq!(pushed, Reply::Int(1), "the key was not a fresh list");
     }
     let err = g.extend().expect_err("refused");
     let LockError::Lost(LostReason::Refused { errors, not_ours }) = &err else {
