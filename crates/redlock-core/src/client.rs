@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rand_core::CryptoRng;
 
 use crate::command::Encoder;
@@ -746,9 +746,7 @@ impl<R: CryptoRng> Client<R> {
         let bytes = match &self.publish {
             Some((last, bytes)) if *last == op => bytes.clone(),
             _ => {
-                let mut buf = BytesMut::new();
-                notify::encode_publish(&mut buf, lock.resource().as_bytes());
-                let bytes = buf.freeze();
+                let bytes = notify::publish(lock.resource().as_bytes());
                 self.publish = Some((op, bytes.clone()));
                 bytes
             }
