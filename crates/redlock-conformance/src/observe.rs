@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_testkit::{Cluster, ServerKind};
+use redlock_testkit::{Cluster, ClusterBuilder, ServerKind};
 
 pub use capture::{Capture, EventSeen, Seen};
 pub use recorder::Recorded;
@@ -54,18 +54,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 pub fn traced_lock<S: Subject>() {
     let _one = serial();
     let capture = Capture::global();
-    let cluster = Cluster::builder()
-        .password(PASSWORD)
-        .start()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut urls: Vec<String> = cluster.nodes().iter().map(|n| n.client_url()).collect();
-    urls[2] = format!(
-        "redis://:{WRONG_PASSWORD}@127.0.0.1:{}",
-        cluster.node(2).port()
-    );
-    let names: Vec<String> = (cluster.nodes().iter())
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
+    let (cluster, urls, names) = wrong_password_on_node_2(Cluster::builder());
     let d = S::start(&urls).expect("build");
     // Every node answers an inspection or fails it, so node 2's handshake is over first.
     d.inspect("observe:warm-up")
@@ -139,18 +128,8 @@ pub fn traced_fallback<S: Subject>() {
 pub fn traced_refusal_and_noscript<S: Subject>() {
     let _one = serial();
     let capture = Capture::global();
-    let cluster = (Cluster::builder().kinds([ServerKind::Redis; 3]))
-        .password(PASSWORD)
-        .start()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut urls: Vec<String> = cluster.nodes().iter().map(|n| n.client_url()).collect();
-    urls[2] = format!(
-        "redis://:{WRONG_PASSWORD}@127.0.0.1:{}",
-        cluster.node(2).port()
-    );
-    let names: Vec<String> = (cluster.nodes().iter())
-        .map(|n| format!("127.0.0.1:{}", n.port()))
-        .collect();
+    let builder = Cluster::builder().kinds([ServerKind::Redis; 3]);
+    let (cluster, urls, names) = wrong_password_on_node_2(builder);
     let d = S::start(&urls).expect("build");
     // No lock call yet: only the connection being closed for the refusal can say it.
     let refused = wait_for(|| {
@@ -201,6 +180,21 @@ pub fn traced_refusal_and_noscript<S: Subject>() {
             "{secret:?} in the captured output:\n{dump}"
         );
     }
+}
+
+/// Three nodes of `builder` that require [`PASSWORD`], the client's URLs (node 2's with
+/// [`WRONG_PASSWORD`]) and the nodes' names as spans and events give them.
+fn wrong_password_on_node_2(builder: ClusterBuilder) -> (Cluster, Vec<String>, Vec<String>) {
+    let cluster = (builder.password(PASSWORD).start()).unwrap_or_else(|e| panic!("{e}"));
+    let mut urls: Vec<String> = cluster.nodes().iter().map(|n| n.client_url()).collect();
+    urls[2] = format!(
+        "redis://:{WRONG_PASSWORD}@127.0.0.1:{}",
+        cluster.node(2).port()
+    );
+    let names: Vec<String> = (cluster.nodes().iter())
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    (cluster, urls, names)
 }
 
 /// The spans of `observe:traced` and `observe:lost`.
