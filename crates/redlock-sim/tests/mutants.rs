@@ -86,25 +86,29 @@ fn correct_core_is_safe_with_delayed_restarts() {
 
 /// The restart quarantine (issue 16 item 1) turns the restart delay from an assumption into
 /// a property: the family whose negative control above is caught within the mutant budget
-/// is safe over that whole budget with the quarantine on (the default).
+/// is safe over that whole budget with the quarantine on.
 #[test]
 fn correct_core_quarantines_restarts_without_delay() {
     for seed in 0..MUTANT_BUDGET {
-        assert_safe(crashy(seed, Some(Duration::ZERO), |b| b));
+        assert_safe(crashy(seed, Some(Duration::ZERO), |b| {
+            b.restart_quarantine(true)
+        }));
     }
 }
 
 #[test]
 fn mutant_forget_run_id_is_caught() {
     assert_caught("ForgetRunId", |seed| {
-        crashy_stepped(seed, |b| b.mutant(Mutant::ForgetRunId))
+        crashy_stepped(seed, |b| {
+            b.restart_quarantine(true).mutant(Mutant::ForgetRunId)
+        })
     });
 }
 
 #[test]
 fn correct_core_quarantines_restarts_whose_uptime_was_stepped() {
     for seed in 0..MUTANT_BUDGET {
-        assert_safe(crashy_stepped(seed, |b| b));
+        assert_safe(crashy_stepped(seed, |b| b.restart_quarantine(true)));
     }
 }
 
