@@ -238,3 +238,58 @@ fn a_node_that_refuses_info_is_told_and_votes_as_without_quarantine() {
     let (events, _) = acquire_all_grant(&mut h);
     assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
 }
+
+#[test]
+fn the_quarantine_ttl_must_be_a_ttl() {
+    for ttl in [Duration::ZERO, Duration::from_millis((1 << 50) + 1)] {
+        let e = Config::builder(3)
+            .restart_quarantine_ttl(ttl)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid `restart_quarantine_ttl`: must be above zero and at most \
+             1125899906842624 ms"
+        );
+    }
+    let config = Config::builder(3)
+        .restart_quarantine_ttl(Duration::from_secs(30))
+        .build()
+        .expect("a ttl");
+    assert!(!config.restart_quarantine(), "off by default");
+}
+
+/// Other clients' longer ttls are set with `restart_quarantine_ttl`; this client's own
+/// longer per-lock ttls widen the window by themselves.
+#[test]
+fn the_window_is_the_longest_ttl_known_plus_its_drift() {
+    let build = |b: redlock_core::ConfigBuilder| {
+        (b.release_notifications(false).native_commands(false))
+            .preload_scripts(false)
+            .restart_quarantine(true)
+            .ttl(Duration::from_secs(1))
+            .build()
+            .expect("valid config")
+    };
+    let mut h = Harness::new(build(
+        Config::builder(1).restart_quarantine_ttl(Duration::from_secs(30)),
+    ));
+    h.drain();
+    let (until, _) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
+    // 30 s + 1% + 2 ms.
+    assert_eq!(until, h.now + Duration::from_millis(30_302));
+
+    let mut h = Harness::new(build(Config::builder(1)));
+    h.drain();
+    let options = redlock_core::LockOptions::default().ttl(Duration::from_secs(5));
+    h.client
+        .acquire_with(h.now, "res".into(), &options)
+        .expect("acquire");
+    h.drain();
+    // The lock's SET waits behind the handshake; the decision comes first.
+    h.connect(0);
+    let out = h.reply(0, format!("{}{NO_AOF}", info("a0", 0)).as_bytes());
+    let (until, _) = quarantined(&out.events);
+    // 5 s + 1% + 2 ms.
+    assert_eq!(until, h.now + Duration::from_millis(5_052));
+}

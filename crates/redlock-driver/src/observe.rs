@@ -50,6 +50,9 @@ use redlock_core::{Client, Event, Input, OpId, Output, Resource};
 /// handshake` (`WARN`, with the command and the server's reply, once per connection, as
 /// soon as a lock event names the fault), `node refused a native command; using the script
 /// instead` (`INFO`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`),
+/// with the restart quarantine on (docs/safety.md): `node quarantined: its votes for
+/// acquisitions do not count` (`WARN`, with `cause` and `for_ms`) and `node not quarantined`
+/// (`INFO`, with the reason),
 /// and at `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock extended` (an
 /// automatic extension), `lock released`. The `EVALSHA` to `EVAL` resend after `NOSCRIPT`
 /// happens inside the core and is not seen here.
