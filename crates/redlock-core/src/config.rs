@@ -721,6 +721,16 @@ impl ConfigBuilder {
                 format!("max must be at most {MAX_RECONNECT_BACKOFF:?}"),
             ));
         }
+        if self.restart_quarantine && self.max_read_buffer < crate::identity::MIN_READ_BUFFER {
+            // A node's `INFO server` reply (about 1.5 KB) that arrives in parts must fit.
+            return Err(ConfigError::new(
+                "max_read_buffer",
+                format!(
+                    "must be at least {} bytes with restart_quarantine on",
+                    crate::identity::MIN_READ_BUFFER
+                ),
+            ));
+        }
         if let Some(ttl) = self.quarantine_ttl
             && (ttl.is_zero() || ttl.as_millis() > u128::from(MAX_TTL_MS))
         {

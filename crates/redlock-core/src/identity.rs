@@ -19,6 +19,10 @@ use crate::server;
 /// buffer cap still applies.
 pub(crate) const MAX_IDENTITY_REPLY: usize = 64 * 1024;
 
+/// The smallest [`max_read_buffer`](crate::ConfigBuilder::max_read_buffer) the restart
+/// quarantine accepts: an `INFO server` reply that arrives in parts is buffered whole.
+pub(crate) const MIN_READ_BUFFER: usize = 16 * 1024;
+
 /// A `run_id` longer than this is not one (Redis and Valkey send 40 hex digits).
 const MAX_RUN_ID: usize = 64;
 

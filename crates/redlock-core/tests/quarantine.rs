@@ -257,6 +257,17 @@ fn the_quarantine_ttl_must_be_a_ttl() {
         .build()
         .expect("a ttl");
     assert!(!config.restart_quarantine(), "off by default");
+    // A node's INFO reply in parts must fit the read buffer.
+    let e = Config::builder(3)
+        .restart_quarantine(true)
+        .max_reply_size(1024)
+        .max_read_buffer(4096)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid `max_read_buffer`: must be at least 16384 bytes with restart_quarantine on"
+    );
 }
 
 /// Other clients' longer ttls are set with `restart_quarantine_ttl`; this client's own

@@ -1,7 +1,8 @@
-//! Negative controls: seven deliberate bugs in the core and one in the node model's native
-//! commands, each of which the checker must catch within a fixed seed budget, and the
-//! correct core on the very same scenario families, which must pass. The mutants are
-//! reachable only here (dev-dependency feature `_mutants`).
+//! Negative controls: deliberate bugs in the core, one in the node model's native commands
+//! and the operator's (a restart without delay, with the restart quarantine off), each of
+//! which the checker must catch within a fixed seed budget, and the correct core on the very
+//! same scenario families, which must pass. The mutants are reachable only here
+//! (dev-dependency feature `_mutants`).
 //!
 //! The node mutant is a `DELIFEQ` that does not compare. Its twin, a `SET IFEQ` that creates
 //! a missing key, hurts only an extension that reaches a node after the key expired and is
