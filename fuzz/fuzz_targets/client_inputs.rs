@@ -778,7 +778,10 @@ impl Driver {
 
     fn check_event(&mut self, event: &Event) {
         let now = self.now;
-        let op = event.op();
+        let Some(op) = event.op() else {
+            // News of a node (the restart quarantine), not of an operation.
+            return;
+        };
         let info = self
             .info
             .get_mut(&op)

@@ -30,6 +30,7 @@ pub mod observe;
 pub mod queueing;
 pub mod readme;
 pub mod release_quorum;
+pub mod restart_quarantine;
 pub mod rules;
 pub mod scenarios;
 pub mod servers;
@@ -177,6 +178,8 @@ macro_rules! conformance_suite {
             notification::a_node_denying_the_channel_keeps_its_connection,
             node_faults::a_release_after_client_kill_leaves_no_key,
             node_faults::an_extension_refused_for_good_is_lost_at_once,
+            restart_quarantine::a_node_restarted_empty_votes_no_until_its_window_passes,
+            restart_quarantine::a_node_that_syncs_every_write_is_not_quarantined,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

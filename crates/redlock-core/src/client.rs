@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rand_core::CryptoRng;
@@ -21,6 +21,7 @@ use crate::node::{Link, Node, Pending, SessionReply};
 use crate::notify::{self, Push, decode_push, release_channel};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
+use crate::quarantine::{QuarantineSkip, Verdict};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{NativeUse, NodeCommands, is_unsupported};
@@ -90,6 +91,8 @@ pub struct Client<R> {
     /// The last release announcement encoded (notify.rs), and for which lock: each node
     /// that deleted gets the same bytes.
     publish: Option<(OpId, Bytes)>,
+    /// The largest ttl of any lock started, for the restart quarantine's window.
+    largest_ttl: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -136,6 +139,7 @@ impl<R: CryptoRng> Client<R> {
             lines: Lines::default(),
             watching: BTreeMap::new(),
             publish: None,
+            largest_ttl: Duration::ZERO,
         }
     }
 
@@ -288,6 +292,7 @@ impl<R: CryptoRng> Client<R> {
         let mut lock =
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
+        self.largest_ttl = self.largest_ttl.max(lock.ttl());
         if in_line {
             lock.in_line = true;
             self.lines.join(lock.resource(), op);
@@ -457,23 +462,30 @@ impl<R: CryptoRng> Client<R> {
         // Checked here first: almost every reply answers a lock's request.
         if !matches!(
             n.in_flight.front(),
-            Some(Pending::Hello { .. } | Pending::Time)
+            Some(Pending::Hello { .. } | Pending::Time | Pending::Info | Pending::Config)
         ) {
             return Ok(Unmatched::NotNext);
         }
-        Ok(match n.read_session_reply(now, bytes).map_err(protocol)? {
-            SessionReply::Read => Unmatched::Read,
-            SessionReply::Resp3 => {
-                self.subscribe_all(node);
-                Unmatched::Read
-            }
-            SessionReply::AskedAgain => {
-                self.mark_dirty(node);
-                Unmatched::Read
-            }
-            SessionReply::Incomplete => Unmatched::Incomplete,
-            SessionReply::NotNext => Unmatched::NotNext,
-        })
+        let window = self.config.quarantine_window(self.largest_ttl);
+        Ok(
+            match n.read_session_reply(now, bytes, window).map_err(protocol)? {
+                SessionReply::Read => Unmatched::Read,
+                SessionReply::Decided(verdict) => {
+                    self.on_verdict(node, verdict);
+                    Unmatched::Read
+                }
+                SessionReply::Resp3 => {
+                    self.subscribe_all(node);
+                    Unmatched::Read
+                }
+                SessionReply::AskedAgain => {
+                    self.mark_dirty(node);
+                    Unmatched::Read
+                }
+                SessionReply::Incomplete => Unmatched::Incomplete,
+                SessionReply::NotNext => Unmatched::NotNext,
+            },
+        )
     }
 
     /// Hands a reply from `node` to what waits for it: the request at the front of its
@@ -483,7 +495,14 @@ impl<R: CryptoRng> Client<R> {
         let n = &mut self.nodes[node.index()];
         match n.in_flight.pop_front() {
             None => return Err(NodeFault::Protocol("reply without a request".into())),
-            Some(Pending::Preload | Pending::Publish | Pending::Hello { .. } | Pending::Time) => {}
+            Some(
+                Pending::Preload
+                | Pending::Publish
+                | Pending::Hello { .. }
+                | Pending::Time
+                | Pending::Info
+                | Pending::Config,
+            ) => {}
             Some(Pending::Handshake(command)) => {
                 if let Some(message) = reply.error_message() {
                     return Err(NodeFault::Handshake { command, message });
@@ -509,7 +528,11 @@ impl<R: CryptoRng> Client<R> {
                     // A native release deleted: announce it, as the script does.
                     self.announce_release(node, op);
                 }
-                self.deliver(now, op, id, Ok(&reply));
+                let veto = self.nodes[node.index()].quarantined(now);
+                if let Some(lock) = self.locks.get_mut(&op) {
+                    lock.handle_vote(now, id, Ok(&reply), veto, &mut self.rng);
+                    self.pump(now, op);
+                }
             }
         }
         Ok(())
@@ -753,6 +776,33 @@ impl<R: CryptoRng> Client<R> {
         };
         self.nodes[node.index()].send_pending(&bytes, Pending::Publish);
         self.mark_dirty(node);
+    }
+
+    /// The restart quarantine's decision for `node` (quarantine.rs), told to the
+    /// application.
+    fn on_verdict(&mut self, node: NodeId, verdict: Verdict) {
+        let node = crate::round::name(&self.config.names, node.index());
+        let event = match verdict {
+            Verdict::Quarantine(q) => Event::NodeQuarantined {
+                node,
+                until: q.until,
+                cause: q.cause,
+            },
+            Verdict::Durable(cause) => Event::QuarantineSkipped {
+                node,
+                reason: QuarantineSkip::Durable(cause),
+            },
+            Verdict::Unknown(Some(message)) => Event::QuarantineSkipped {
+                node,
+                reason: QuarantineSkip::InfoRefused(message),
+            },
+            Verdict::Unknown(None) => Event::QuarantineSkipped {
+                node,
+                reason: QuarantineSkip::InfoUnreadable,
+            },
+            Verdict::Clear => return,
+        };
+        self.events.push_back(event);
     }
 
     fn mark_dirty(&mut self, node: NodeId) {

@@ -44,6 +44,11 @@ pub struct Config {
     pub(crate) fenced: bool,
     /// Appended to a lock's key to name its fencing counter key.
     pub(crate) fence_suffix: Bytes,
+    /// Whether a restarted or young node's acquisition votes count as "no" for a while
+    /// (quarantine.rs).
+    pub(crate) restart_quarantine: bool,
+    /// The longest ttl of any lock on the nodes, if set; otherwise the ttl.
+    pub(crate) quarantine_ttl: Option<Duration>,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<Mutant>,
 }
@@ -289,6 +294,24 @@ impl Config {
         self.release_notifications
     }
 
+    /// Whether restarted or young nodes are quarantined; see
+    /// [`ConfigBuilder::restart_quarantine`].
+    pub fn restart_quarantine(&self) -> bool {
+        self.restart_quarantine
+    }
+
+    /// The restart quarantine's window for locks of at most `ttl` (the largest this client
+    /// asked for): the longest ttl on the nodes plus its drift allowance.
+    pub(crate) fn quarantine_window(&self, ttl: Duration) -> Duration {
+        let ttl = self.quarantine_ttl.unwrap_or(self.ttl()).max(ttl);
+        let timing = &self.timing;
+        ttl.saturating_add(crate::quorum::drift(
+            ttl,
+            timing.drift_factor,
+            timing.drift_floor,
+        ))
+    }
+
     /// Whether nodes are released and extended with their own commands where they have
     /// them; see [`ConfigBuilder::native_commands`].
     pub fn native_commands(&self) -> bool {
@@ -324,6 +347,8 @@ pub struct ConfigBuilder {
     fence_suffix: Bytes,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
+    restart_quarantine: bool,
+    quarantine_ttl: Option<Duration>,
     #[cfg(feature = "_mutants")]
     mutant: Option<Mutant>,
 }
@@ -355,6 +380,8 @@ impl ConfigBuilder {
             fenced: false,
             fence_suffix: Bytes::from_static(DEFAULT_FENCE_SUFFIX.as_bytes()),
             node_out_of_range: None,
+            restart_quarantine: false,
+            quarantine_ttl: None,
             #[cfg(feature = "_mutants")]
             mutant: None,
         }
@@ -554,6 +581,39 @@ impl ConfigBuilder {
         self
     }
 
+    /// Restart quarantine (default off for now: see below): at each connection the client asks the node who it
+    /// is (`INFO server`: `run_id`, `uptime_in_seconds`) and how it persists (`CONFIG GET
+    /// append*`), pipelined with the rest of the handshake. A node that restarted since this
+    /// client last saw it, or that started less than the window ago, may have lost keys of
+    /// locks still held elsewhere: its votes for acquisitions count as "no" until the window
+    /// has passed since it started ([`Event::NodeQuarantined`](crate::Event::NodeQuarantined)).
+    /// Extensions and releases still go to it. A node that syncs every write
+    /// (`appendonly yes`, `appendfsync always`) is not quarantined
+    /// ([`Event::QuarantineSkipped`](crate::Event::QuarantineSkipped)). The window is the
+    /// longest ttl ([`restart_quarantine_ttl`](Self::restart_quarantine_ttl)) plus its
+    /// drift allowance. See docs/safety.md, "Node restarts".
+    ///
+    /// Off: no `INFO`, no `CONFIG`; the operator must delay restarts by the longest ttl or
+    /// sync every write, as docs/safety.md says. Off by default until the tests, examples
+    /// and tools that start fresh servers and lock at once opt out: a node started less
+    /// than the window ago is quarantined on first sight (it may have just restarted
+    /// empty), so a cluster started a moment ago grants no lock until the window has
+    /// passed.
+    pub fn restart_quarantine(mut self, on: bool) -> Self {
+        self.restart_quarantine = on;
+        self
+    }
+
+    /// The longest ttl of any lock any client may hold on these nodes (default: this
+    /// configuration's [`ttl`](Self::ttl)), for the restart quarantine's window. A lock of
+    /// this client with a longer ttl (per lock, [`LockOptions`](crate::LockOptions)) widens
+    /// the window from then on. Set it if other clients use longer ttls: a node that lost
+    /// their keys must not vote until those locks have expired.
+    pub fn restart_quarantine_ttl(mut self, ttl: Duration) -> Self {
+        self.quarantine_ttl = Some(ttl);
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -568,7 +628,7 @@ impl ConfigBuilder {
         if n == 0 || n > MAX_NODES {
             return Err(ConfigError::new(
                 "nodes",
-                format!("need 1 to {} nodes", MAX_NODES),
+                format!("need 1 to {MAX_NODES} nodes"),
             ));
         }
         if let Some(index) = self.node_out_of_range {
@@ -613,15 +673,9 @@ impl ConfigBuilder {
                 "empty, but the fencing counter needs a key of its own",
             ));
         }
-        let names = (self.names.into_iter().enumerate())
-            .map(|(i, name)| match name {
-                Some(name) => NodeName::new(NodeId::new(i), name),
-                None => NodeName::unnamed(NodeId::new(i)),
-            })
-            .collect();
         Ok(Config {
             nodes: self.nodes,
-            names,
+            names: node_names(self.names),
             quorum,
             timing,
             retry: self.retry,
@@ -639,13 +693,15 @@ impl ConfigBuilder {
             notification_jitter: self.notification_jitter,
             fenced: self.fenced,
             fence_suffix: self.fence_suffix,
+            restart_quarantine: self.restart_quarantine,
+            quarantine_ttl: self.quarantine_ttl,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })
     }
 
     /// The rules of the per-node connection settings: buffer caps, reconnect backoff,
-    /// requests in flight, AUTH.
+    /// the restart quarantine's ttl, requests in flight, AUTH.
     fn check_connections(&self) -> Result<(), ConfigError> {
         if self.max_reply_size < MIN_BUFFER || self.max_read_buffer < self.max_reply_size {
             return Err(ConfigError::new(
@@ -665,6 +721,24 @@ impl ConfigBuilder {
                 format!("max must be at most {MAX_RECONNECT_BACKOFF:?}"),
             ));
         }
+        if self.restart_quarantine && self.max_read_buffer < crate::identity::MIN_READ_BUFFER {
+            // A node's `INFO server` reply (about 1.5 KB) that arrives in parts must fit.
+            return Err(ConfigError::new(
+                "max_read_buffer",
+                format!(
+                    "must be at least {} bytes with restart_quarantine on",
+                    crate::identity::MIN_READ_BUFFER
+                ),
+            ));
+        }
+        if let Some(ttl) = self.quarantine_ttl
+            && (ttl.is_zero() || ttl.as_millis() > u128::from(MAX_TTL_MS))
+        {
+            return Err(ConfigError::new(
+                "restart_quarantine_ttl",
+                format!("must be above zero and at most {MAX_TTL_MS} ms"),
+            ));
+        }
         if self.max_in_flight == 0 {
             return Err(ConfigError::new(
                 "max_in_flight",
@@ -676,6 +750,16 @@ impl ConfigBuilder {
         }
         Ok(())
     }
+}
+
+/// Each node's name: the one given, else `node#i`.
+fn node_names(names: Vec<Option<String>>) -> Arc<[NodeName]> {
+    (names.into_iter().enumerate())
+        .map(|(i, name)| match name {
+            Some(name) => NodeName::new(NodeId::new(i), name),
+            None => NodeName::unnamed(NodeId::new(i)),
+        })
+        .collect()
 }
 
 /// 5% of the ttl, at most 1 s (algorithm.md §2), at least 1 µs.

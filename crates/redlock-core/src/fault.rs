@@ -1,8 +1,11 @@
 //! Why a node failed a request: [`NodeFault`], and for a connection, [`ConnectionError`].
-//! A leaf of the module map: events (io.rs) and inspections (inspection.rs) carry them.
+//! Near a leaf of the module map (it names a quarantine's cause): events (io.rs) and
+//! inspections (inspection.rs) carry them.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::quarantine::QuarantineCause;
 
 /// Why one node's vote failed. Reported inside events; never a panic.
 ///
@@ -41,6 +44,15 @@ pub enum NodeFault {
         /// The cap that was reached.
         max_in_flight: usize,
     },
+    /// The node granted an acquisition while quarantined after a restart: its vote counts
+    /// as "no" until `until` ([`Event::NodeQuarantined`](crate::Event::NodeQuarantined)).
+    /// The key it set is released with the attempt's others.
+    Quarantined {
+        /// When the node's votes count again, on the driver's clock.
+        until: Instant,
+        /// Why it is quarantined.
+        cause: QuarantineCause,
+    },
 }
 
 impl NodeFault {
@@ -62,6 +74,7 @@ impl NodeFault {
     /// | a refused handshake (`AUTH`, `SELECT`) | yes | the session is unusable |
     /// | any other server error (`BUSY`, `LOADING`, `OOM`, `MASTERDOWN`, …) | no | the node may recover |
     /// | connection, timeout, backlog, protocol | no | a new connection or a later try may succeed |
+    /// | quarantined | no | the quarantine ends |
     ///
     /// An extension stops retrying once these and "not ours" answers leave no quorum able
     /// to say yes ([`LostReason::Refused`](crate::LostReason::Refused)).
@@ -73,9 +86,11 @@ impl NodeFault {
                 FOR_GOOD.contains(&code)
             }
             Self::Handshake { .. } => true,
-            Self::Connection(_) | Self::Timeout | Self::Protocol(_) | Self::Backlogged { .. } => {
-                false
-            }
+            Self::Connection(_)
+            | Self::Timeout
+            | Self::Protocol(_)
+            | Self::Backlogged { .. }
+            | Self::Quarantined { .. } => false,
         }
     }
 }
@@ -93,6 +108,9 @@ impl fmt::Display for NodeFault {
                 f,
                 "not sent: the node has {max_in_flight} requests unanswered (max_in_flight)"
             ),
+            Self::Quarantined { cause, .. } => {
+                write!(f, "granted, but not counted: quarantined ({cause})")
+            }
         }
     }
 }

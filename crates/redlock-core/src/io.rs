@@ -12,6 +12,7 @@ use bytes::Bytes;
 pub use crate::fault::{ConnectionError, NodeFault};
 use crate::id::{ConnId, NodeId, NodeName, OpId};
 use crate::inspection::Inspection;
+use crate::quarantine::{QuarantineCause, QuarantineSkip};
 use crate::token::{Resource, Token};
 
 /// One thing that happened outside the core, stamped with the driver's monotonic `now`.
@@ -95,7 +96,9 @@ pub struct Transmit {
     pub bytes: Bytes,
 }
 
-/// An outcome the user is waiting for. Every variant carries the [`OpId`] it belongs to.
+/// An outcome the user is waiting for, carrying the [`OpId`] it belongs to; or news of a
+/// node that concerns every lock (the restart quarantine: [`NodeQuarantined`](Self::NodeQuarantined),
+/// [`QuarantineSkipped`](Self::QuarantineSkipped)), which belongs to no operation.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
@@ -148,18 +151,40 @@ pub enum Event {
         /// What each node holds, and what a quorum agrees on.
         inspection: Inspection,
     },
+    /// A node's votes for acquisitions count as "no" until `until`: it restarted, or
+    /// started less than the quarantine window ago, and may have lost keys of locks that
+    /// are still held ([`ConfigBuilder::restart_quarantine`](crate::ConfigBuilder::restart_quarantine);
+    /// docs/safety.md, "Node restarts"). Extensions and releases still go to it. Sent at
+    /// each connection that finds the node so.
+    NodeQuarantined {
+        /// The node.
+        node: NodeName,
+        /// When its votes count again, on the driver's clock.
+        until: Instant,
+        /// Why.
+        cause: QuarantineCause,
+    },
+    /// A node was not quarantined although a connection's check ran: it persists every
+    /// write, or it did not say who it is (docs/safety.md, "Node restarts").
+    QuarantineSkipped {
+        /// The node.
+        node: NodeName,
+        /// Why no quarantine.
+        reason: QuarantineSkip,
+    },
 }
 
 impl Event {
-    /// The operation this event belongs to.
-    pub fn op(&self) -> OpId {
+    /// The operation this event belongs to; `None` for news of a node.
+    pub fn op(&self) -> Option<OpId> {
         match self {
-            Self::Acquired(a) => a.op,
+            Self::Acquired(a) => Some(a.op),
             Self::AcquireFailed { op, .. }
             | Self::Extended { op, .. }
             | Self::Lost { op, .. }
             | Self::Released { op, .. }
-            | Self::Inspected { op, .. } => *op,
+            | Self::Inspected { op, .. } => Some(*op),
+            Self::NodeQuarantined { .. } | Self::QuarantineSkipped { .. } => None,
         }
     }
 }

@@ -94,6 +94,7 @@ mod config;
 mod error;
 mod fault;
 mod id;
+mod identity;
 mod inspection;
 mod io;
 mod lock;
@@ -102,6 +103,7 @@ mod node;
 mod notify;
 mod options;
 mod policy;
+mod quarantine;
 mod queue;
 mod quorum;
 mod resp;
@@ -152,6 +154,7 @@ pub use policy::{
     AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DelayInput,
     NodeSettings, RetryDelay, RetryPolicy,
 };
+pub use quarantine::{QuarantineCause, QuarantineSkip};
 pub use resp::{Decoder, ProtocolError, Reply};
 pub use server::{
     CommandSource, ExtendCommand, FenceCommand, NodeCommands, ReleaseCommand, ServerFamily,

@@ -1,6 +1,7 @@
-//! Deliberate bugs for the simulation's negative controls. Only option resolution
+//! Deliberate bugs for the simulation's negative controls. Option resolution
 //! ([`LockOptions::resolve`](crate::LockOptions)) reads them: each one changes a resolved
-//! parameter of the lock, never the lock's code.
+//! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] alone is read
+//! where a node's connection is set up (node.rs), as a setting of the node.
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,4 +36,7 @@ pub enum Mutant {
     /// The fenced pipeline with a floor of 0 (`ZADD fence GT 0 n`): the pipeline's own
     /// no-floor bug, where the script is correct.
     FencePipelineNoFloor,
+    /// The restart quarantine forgets each node's run id at every reconnection, so a
+    /// restart shows only through the node's uptime (which its wall clock can fool).
+    ForgetRunId,
 }

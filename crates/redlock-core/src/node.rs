@@ -33,9 +33,11 @@ use rand_core::Rng;
 use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
+use crate::identity::{self, CONFIG_GET_APPEND, INFO_SERVER, Identity};
 use crate::io::NodeFault;
 use crate::notify;
 use crate::policy::NodeSettings;
+use crate::quarantine::{self, Quarantine, Seen, Verdict};
 use crate::resp::{self, Decoder, ProtocolError, Reply};
 use crate::server::{
     CLOCK_READING_MAX_AGE, Hello, NativeUse, NodeClock, NodeCommands, Offer, decode_hello,
@@ -73,6 +75,12 @@ pub(crate) enum Pending {
     /// by an error (an ACL that denies the channel answers `-NOPERM`), which stops
     /// subscriptions on this connection.
     Subscription { channel: Bytes, subscribe: bool },
+    /// `INFO server`: the node's run id and uptime, for the restart quarantine
+    /// (identity.rs).
+    Info,
+    /// `CONFIG GET append*`: whether the node syncs every write; with the `INFO` reply
+    /// before it, the quarantine is decided (quarantine.rs).
+    Config,
     /// A lock request, and what it uses a native command for (if it does): a refusal of
     /// that command turns the node over to the script for it.
     Request {
@@ -129,6 +137,18 @@ pub(crate) struct Node {
     /// The replies read so far of the pipelined request at the front of `in_flight` (a
     /// fenced pipeline's `SET` and `ZADD`, until its `ZINCRBY` comes).
     pub(crate) gathered: Vec<Reply>,
+    /// Whether each new connection asks `INFO server` and `CONFIG GET` (the restart
+    /// quarantine is on).
+    ask_identity: bool,
+    /// Negative control: the run id is forgotten at each reconnection.
+    forget_run_id: bool,
+    /// What the current connection's `INFO` said, until its `CONFIG GET` reply is read.
+    said: Option<Identity>,
+    /// The node process last seen (its run id), across connections.
+    seen: Option<Seen>,
+    /// The node's acquisition votes count as "no" until this ends (kept across
+    /// connections).
+    pub(crate) quarantine: Option<Quarantine>,
 }
 
 impl Node {
@@ -165,6 +185,26 @@ impl Node {
             backoff_max: config.reconnect_max,
             clock: None,
             gathered: Vec::new(),
+            ask_identity: config.restart_quarantine,
+            #[cfg(feature = "_mutants")]
+            forget_run_id: config.mutant == Some(crate::mutant::Mutant::ForgetRunId),
+            #[cfg(not(feature = "_mutants"))]
+            forget_run_id: false,
+            said: None,
+            seen: None,
+            quarantine: None,
+        }
+    }
+
+    /// Why the node's vote for an acquisition does not count at `now`, if it is quarantined.
+    #[inline]
+    pub(crate) fn quarantined(&self, now: Instant) -> Option<NodeFault> {
+        match self.quarantine {
+            Some(q) if q.until > now => Some(NodeFault::Quarantined {
+                until: q.until,
+                cause: q.cause,
+            }),
+            _ => None,
         }
     }
 
@@ -249,6 +289,14 @@ impl Node {
             resp::encode(&mut hello, &[b"TIME"]);
             steps.push(Pending::Time);
         }
+        if self.ask_identity {
+            // Who the node is, for the restart quarantine (quarantine.rs): read before any
+            // reply to a request queued behind.
+            resp::encode(&mut hello, &INFO_SERVER);
+            steps.push(Pending::Info);
+            resp::encode(&mut hello, &CONFIG_GET_APPEND);
+            steps.push(Pending::Config);
+        }
         if self.preload_scripts {
             for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
                 resp::encode(&mut hello, &[b"SCRIPT", b"LOAD", script.body.as_bytes()]);
@@ -265,6 +313,7 @@ impl Node {
         self.decoder.clear();
         self.resp3 = false;
         self.subscribed.clear();
+        self.said = None;
         self.link = Link::Up;
     }
 
@@ -314,16 +363,31 @@ impl Node {
         }
     }
 
-    /// Whether input from `conn` is about the current connection; anything else is from a
-    /// connection the client gave up on, and is ignored.
-    /// Reads the `HELLO` or `TIME` reply that is next, if one is: what the node offers, and
-    /// its clock (read at `now`). Neither is matched to a lock's request.
+    /// Reads the `HELLO`, `TIME`, `INFO` or `CONFIG GET` reply that is next, if one is: what
+    /// the node offers, its clock (read at `now`), who it is. None is matched to a lock's
+    /// request. `window` is the restart quarantine's (quarantine.rs).
     pub(crate) fn read_session_reply(
         &mut self,
         now: Instant,
         bytes: &mut &[u8],
+        window: Duration,
     ) -> Result<SessionReply, ProtocolError> {
         match self.in_flight.front() {
+            Some(Pending::Info) => {
+                let Some(said) = self.decoder.next_in_with(bytes, identity::decode_info)? else {
+                    return Ok(SessionReply::Incomplete);
+                };
+                self.said = Some(said);
+            }
+            Some(Pending::Config) => {
+                let Some(persistence) =
+                    self.decoder.next_in_with(bytes, identity::decode_config)?
+                else {
+                    return Ok(SessionReply::Incomplete);
+                };
+                self.in_flight.pop_front();
+                return Ok(SessionReply::Decided(self.decide(now, window, persistence)));
+            }
             Some(&Pending::Hello { resp3 }) => {
                 let Some(hello) = self.decoder.next_in_with(bytes, decode_hello)? else {
                     return Ok(SessionReply::Incomplete);
@@ -359,6 +423,34 @@ impl Node {
         Ok(SessionReply::Read)
     }
 
+    /// The restart quarantine's decision at `now`, from the `INFO` reply read before
+    /// (quarantine.rs); remembers the node's run id and starts a quarantine.
+    fn decide(
+        &mut self,
+        now: Instant,
+        window: Duration,
+        persistence: identity::Persistence,
+    ) -> Verdict {
+        let Some(said) = self.said.take() else {
+            return Verdict::Unknown(None);
+        };
+        let seen = if self.forget_run_id {
+            None
+        } else {
+            self.seen.take()
+        };
+        let verdict = quarantine::decide(now, window, seen.as_ref(), &said, persistence);
+        self.seen = quarantine::remember(now, seen, &said);
+        match verdict {
+            Verdict::Quarantine(q) => {
+                let q = quarantine::merge(self.quarantine.take(), q);
+                self.quarantine = Some(q);
+                Verdict::Quarantine(q)
+            }
+            other => other,
+        }
+    }
+
     /// What a request to this node may use at `now`: its commands, and the floor of a
     /// fenced pipeline if its clock is known (see [`NodeClock::floor`]).
     #[inline]
@@ -370,6 +462,8 @@ impl Node {
         }
     }
 
+    /// Whether input from `conn` is about the current connection; anything else is from a
+    /// connection the client gave up on, and is ignored.
     #[inline]
     pub(crate) fn is_current(&self, conn: ConnId) -> bool {
         self.current() == Some(conn)
@@ -395,6 +489,7 @@ impl Node {
         self.resp3 = false;
         self.subscribed.clear();
         self.subscriptions_refused = false;
+        self.said = None;
         // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
         // still never overflow here (a panic at a disconnect would take every lock with it).
         let delay = time::uniform(
@@ -473,10 +568,12 @@ fn encode_hello(buf: &mut BytesMut, resp3: bool) {
 }
 
 /// What [`Node::read_session_reply`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SessionReply {
-    /// Read a whole `HELLO` or `TIME` reply.
+    /// Read a whole `HELLO`, `TIME` or `INFO` reply.
     Read,
+    /// Read the `CONFIG GET` reply: the restart quarantine's decision.
+    Decided(Verdict),
     /// Read a `HELLO` reply that switched the connection to RESP3: subscriptions can go out.
     Resp3,
     /// Read a `HELLO 3` refused for its protocol version: a plain `HELLO` was queued.

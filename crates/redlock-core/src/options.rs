@@ -191,6 +191,8 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             pipeline_floor: false,
             ..params
         },
+        // Not a lock parameter: read by the node (node.rs).
+        Mutant::ForgetRunId => params,
     }
 }
 

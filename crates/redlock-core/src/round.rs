@@ -286,8 +286,20 @@ impl Round {
 
     /// Records a node's reply (or failure), read as the form it was sent in. Late or
     /// duplicate replies are ignored.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn handle_reply(&mut self, node: NodeId, reply: Result<&Reply, NodeFault>) {
+        self.handle_reply_vetoed(node, reply, None);
+    }
+
+    /// [`handle_reply`](Self::handle_reply), recording a "yes" as `veto` if there is one (a
+    /// quarantined node's grant: quarantine.rs).
+    #[inline]
+    pub(crate) fn handle_reply_vetoed(
+        &mut self,
+        node: NodeId,
+        reply: Result<&Reply, NodeFault>,
+        veto: Option<NodeFault>,
+    ) {
         let i = node.index();
         let Some(&Slot::Sent(form)) = self.slots.get(i) else {
             // A reply for a slot not waiting (already timed out, or a stray): swallowed.
@@ -300,6 +312,10 @@ impl Round {
                 return;
             }
             Err(fault) => Vote::Fault(fault),
+        };
+        let vote = match (vote, veto) {
+            (Vote::Yes | Vote::Counter(_), Some(fault)) => Vote::Fault(fault),
+            (vote, _) => vote,
         };
         match (form, vote) {
             (Form::Plain, Vote::NoScript) => self.resend(i, Form::Eval),

@@ -470,7 +470,7 @@ fn decode_array(buf: &[u8], max_reply: usize) -> Result<Option<(Hello, usize)>, 
 /// anything else, and where the next element starts. A nested aggregate (an array, or in
 /// RESP3 a map or a set: each module of a RESP3 `HELLO` is a map) is skipped whole.
 #[allow(clippy::type_complexity)]
-fn element(
+pub(crate) fn element(
     buf: &[u8],
     pos: usize,
     max_reply: usize,

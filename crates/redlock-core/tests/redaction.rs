@@ -36,7 +36,9 @@ fn node_address_debug_hides_the_password() {
 
 #[test]
 fn config_and_its_builder_hide_the_password() {
-    let builder = Config::builder(3).node(1, settings());
+    let builder = Config::builder(3)
+        .restart_quarantine(false)
+        .node(1, settings());
     assert_hidden("ConfigBuilder", &format!("{builder:?}"));
     let config = builder.build().unwrap();
     assert_hidden("Config", &format!("{config:?}"));

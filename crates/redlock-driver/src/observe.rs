@@ -52,9 +52,11 @@ use redlock_core::{Client, Event, Input, OpId, Output, Resource};
 /// protocol violation` (`WARN`, with the fault), `node refused a native command; using the
 /// script instead` (`INFO`), `node had no script cached (NOSCRIPT); sent it in full`
 /// (`INFO`, with `count` and `total`: the `EVALSHA` was answered `-NOSCRIPT` and resent as
-/// `EVAL`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`), and at
-/// `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock extended` (an automatic
-/// extension), `lock released`.
+/// `EVAL`), `lock lost` (`WARN`, with the reason), `lock not acquired` (`INFO`), with the
+/// restart quarantine on (docs/safety.md): `node quarantined: its votes for acquisitions do
+/// not count` (`WARN`, with `cause` and `for_ms`) and `node not quarantined` (`INFO`, with
+/// the reason), and at `DEBUG`: `connecting`, `node commands`, `lock acquired`, `lock
+/// extended` (an automatic extension), `lock released`.
 ///
 /// No token (not even the holder an inspection finds) and no password appears in any
 /// span or event, at any level: nodes are named by `host:port`.

@@ -154,7 +154,11 @@ impl Waiters {
     /// Hands a core event to whoever waits on its operation.
     pub fn dispatch(&mut self, event: Event) {
         self.observer.event(&event);
-        let op = event.op();
+        let Some(op) = event.op() else {
+            // News of a node (the restart quarantine): for the observer only; an acquisition
+            // it changes says so in its own outcome (`NodeFault::Quarantined`).
+            return;
+        };
         if let Some(query) = self.queries.remove(&op) {
             return query.answer(event);
         }

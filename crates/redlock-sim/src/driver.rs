@@ -92,7 +92,11 @@ impl Sim {
     fn on_event(&mut self, c: usize, event: &Event) {
         let now = self.now;
         let clock = self.clients[c].clock;
-        let op = event.op();
+        let Some(op) = event.op() else {
+            // News of a node (the restart quarantine): in the notes only.
+            self.note(|| format!("client {c}: {event:?}"));
+            return;
+        };
         let tag = match event {
             Event::Acquired(a) => {
                 let deadline = clock.true_time_of(a.deadline);

@@ -100,8 +100,14 @@ impl Sim {
     /// then with its wall clock stepped back by the scenario's `restart_clock_back`.
     pub(crate) fn on_restart(&mut self, node: usize) {
         let back = self.scenario.faults.restart_clock_back;
+        let ahead = self.scenario.faults.restart_clock_ahead;
         let empty = !self.nodes[node].persisted();
-        self.nodes[node].restart();
+        self.nodes[node].restart(self.now);
+        if !ahead.is_zero() {
+            // After the process started: its uptime (wall clock) jumps with it.
+            let nanos = i64::try_from(ahead.as_nanos()).unwrap_or(i64::MAX);
+            self.nodes[node].step_wall(nanos);
+        }
         if empty && !back.is_zero() {
             let nanos = i64::try_from(back.as_nanos()).unwrap_or(i64::MAX);
             self.nodes[node].step_wall(-nanos);

@@ -41,6 +41,10 @@ pub struct Node {
     wall_offset: i64,
     /// The last crash kept the data (persistence): the restart loads it back.
     persisted: bool,
+    /// The wall clock (Unix nanoseconds) when the process started: `INFO`'s
+    /// `uptime_in_seconds` counts from it on the wall clock, as Redis does, so a step of
+    /// the wall clock moves the uptime.
+    started_wall: u64,
 }
 
 /// Whether the node process runs.
@@ -87,6 +91,8 @@ impl Node {
             ignores_subscribe: false,
             wall_offset: 0,
             persisted: false,
+            // Up for a day when the simulation starts: no quarantine at first sight.
+            started_wall: WALL_EPOCH_NANOS.saturating_sub(DAY_NANOS),
         }
     }
 
@@ -248,9 +254,11 @@ impl Node {
         self.loaded.clear();
     }
 
-    /// Starts a fresh incarnation: the data the last crash kept (none without persistence),
-    /// an empty script cache. Keys expire on the node's clock, which ran on while it was down.
-    pub fn restart(&mut self) {
+    /// Starts a fresh incarnation at true time `t`: the data the last crash kept (none
+    /// without persistence), an empty script cache, a new run id, an uptime from `t`. Keys
+    /// expire on the node's clock, which ran on while it was down.
+    pub fn restart(&mut self, t: SimTime) {
+        self.started_wall = self.wall_nanos(t);
         self.state = NodeState::Up;
         if !self.persisted {
             self.keyspace = Keyspace::new();
@@ -342,6 +350,8 @@ impl Node {
                 }
                 Err(_) => ServerReply::error(TIME_DENIED).into(),
             }),
+            b"INFO" => Some(info(self.incarnation, self.started_wall, wall)),
+            b"CONFIG" => config_get(rest).map(Frame::from),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest).map(Frame::from)
             }
@@ -363,6 +373,48 @@ impl Node {
         })
     }
 }
+
+/// `INFO` (any section) of the process `incarnation`, started at wall time `started`: its
+/// run id (new at each restart) and its uptime in whole seconds on the wall clock `wall`
+/// (0 if the clock was stepped back past its start), as Redis's `INFO server` says them.
+fn info(incarnation: u32, started: u64, wall: u64) -> Frame {
+    let uptime = wall.saturating_sub(started) / 1_000_000_000;
+    let run_id = u64::from(incarnation).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let text = format!(
+        "# Server\r\nredis_version:7.0.15\r\nrun_id:{run_id:040x}\r\nuptime_in_seconds:{uptime}\r\n"
+    );
+    Frame::Bulk(Bytes::from(text))
+}
+
+/// `CONFIG GET` of a pattern: the simulated node has no append-only file (`appendonly no`,
+/// `appendfsync everysec`; a crash that keeps the data is a fault of its own, which the
+/// node does not announce). `None` for anything but `GET pattern`.
+fn config_get(rest: &[Bytes]) -> Option<ServerReply> {
+    let [sub, pattern] = rest else {
+        return None;
+    };
+    if !sub.eq_ignore_ascii_case(b"GET") {
+        return None;
+    }
+    let all = [("appendonly", "no"), ("appendfsync", "everysec")];
+    let mut out = Vec::new();
+    for (name, value) in all {
+        let prefix = pattern.strip_suffix(b"*").unwrap_or(pattern);
+        let matches = if pattern.ends_with(b"*") {
+            name.as_bytes().starts_with(prefix)
+        } else {
+            name.as_bytes() == &pattern[..]
+        };
+        if matches {
+            out.push(ServerReply::Bulk(Bytes::from_static(name.as_bytes())));
+            out.push(ServerReply::Bulk(Bytes::from_static(value.as_bytes())));
+        }
+    }
+    Some(ServerReply::Array(out))
+}
+
+/// A day, in nanoseconds.
+const DAY_NANOS: u64 = 86_400 * 1_000_000_000;
 
 /// `GET`, `DEL`, `PEXPIRE`, `PTTL`, `RPUSH` on one database; `None` for a wrong arity.
 fn key_command(keys: &mut Keys<'_>, name: &[u8], rest: &[Bytes]) -> Option<ServerReply> {
@@ -476,10 +528,10 @@ fn run_script(
 }
 
 /// Every command the node knows (the rest are unknown to it).
-const KNOWN: [&[u8]; 19] = [
+const KNOWN: [&[u8]; 21] = [
     b"PUBLISH", b"SET", b"DELIFEQ", b"DELEX", b"GET", b"DEL", b"PEXPIRE", b"PTTL", b"RPUSH",
     b"ZADD", b"ZINCRBY", b"ZSCORE", b"HELLO", b"AUTH", b"SELECT", b"TIME", b"EVALSHA", b"EVAL",
-    b"SCRIPT",
+    b"SCRIPT", b"INFO", b"CONFIG",
 ];
 
 /// Databases a node has (Redis default).
@@ -562,7 +614,7 @@ mod tests {
         let suffix = format!("script: {}, on @user_script:1.", sha);
         assert!(wrongtype(&wrong, &suffix), "{wrong:?}");
         n.crash();
-        n.restart();
+        n.restart(SimTime::ZERO);
         let after = cmd(&mut n, 4, db, &["EVALSHA", sha, "1", "k", "a"]);
         assert_eq!(
             after,
@@ -832,7 +884,7 @@ mod tests {
         );
         wire(&mut n, &mut c, &["SUBSCRIBE", "ch9"]);
         n.crash();
-        n.restart();
+        n.restart(SimTime::ZERO);
         assert_eq!(
             wire(&mut n, &mut p, &["PUBLISH", "ch9", ""]),
             ":0\r\n",

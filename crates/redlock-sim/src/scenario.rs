@@ -112,6 +112,10 @@ pub struct FaultKnobs {
     /// by this much (zero: not stepped). Past the restart delay, a fencing floor taken from
     /// it no longer exceeds the numbers issued before the crash: a negative control.
     pub restart_clock_back: Duration,
+    /// A node that restarts has its wall clock stepped forward by this much once its
+    /// process has started (zero: not stepped), as NTP corrects a clock that booted behind:
+    /// its `INFO` uptime then claims it started long ago. Only its run id shows the restart.
+    pub restart_clock_ahead: Duration,
     /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
     /// fencing counter), as under a `volatile-*` eviction policy.
     pub evict_weight: u32,
@@ -141,6 +145,7 @@ impl Default for FaultKnobs {
             down_at_start: 0,
             persist_chance: 0.0,
             restart_clock_back: Duration::ZERO,
+            restart_clock_ahead: Duration::ZERO,
             evict_weight: 0,
             retype_weight: 0,
         }

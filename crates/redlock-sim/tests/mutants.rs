@@ -1,7 +1,8 @@
-//! Negative controls: seven deliberate bugs in the core and one in the node model's native
-//! commands, each of which the checker must catch within a fixed seed budget, and the
-//! correct core on the very same scenario families, which must pass. The mutants are
-//! reachable only here (dev-dependency feature `_mutants`).
+//! Negative controls: deliberate bugs in the core, one in the node model's native commands
+//! and the operator's (a restart without delay, with the restart quarantine off), each of
+//! which the checker must catch within a fixed seed budget, and the correct core on the very
+//! same scenario families, which must pass. The mutants are reachable only here
+//! (dev-dependency feature `_mutants`).
 //!
 //! The node mutant is a `DELIFEQ` that does not compare. Its twin, a `SET IFEQ` that creates
 //! a missing key, hurts only an extension that reaches a node after the key expired and is
@@ -12,8 +13,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    MUTANT_BUDGET, assert_safe, clock_edge, contention, crashy, family_count, first_violation,
-    late_delivery, late_extend, late_releases, skewed, slow_network,
+    MUTANT_BUDGET, assert_safe, clock_edge, contention, crashy, crashy_stepped, family_count,
+    first_violation, late_delivery, late_extend, late_releases, skewed, slow_network,
 };
 use redlock_core::Mutant;
 use redlock_sim::profile::NodeMutant;
@@ -74,14 +75,42 @@ fn mutant_drift_allowance_half_the_clock_edge_is_caught() {
 
 #[test]
 fn mutant_restart_without_delay_is_caught() {
-    assert_caught("restart without delay", |seed| {
-        crashy(seed, Some(Duration::ZERO))
+    assert_caught("restart without delay, quarantine off", |seed| {
+        crashy(seed, Some(Duration::ZERO), |b| b.restart_quarantine(false))
     });
 }
 
 #[test]
 fn correct_core_is_safe_with_delayed_restarts() {
-    assert_family_safe(|seed| crashy(seed, None));
+    assert_family_safe(|seed| crashy(seed, None, |b| b));
+}
+
+/// The restart quarantine (issue 16 item 1) turns the restart delay from an assumption into
+/// a property: the family whose negative control above is caught within the mutant budget
+/// is safe over that whole budget with the quarantine on.
+#[test]
+fn correct_core_quarantines_restarts_without_delay() {
+    for seed in 0..MUTANT_BUDGET {
+        assert_safe(crashy(seed, Some(Duration::ZERO), |b| {
+            b.restart_quarantine(true)
+        }));
+    }
+}
+
+#[test]
+fn mutant_forget_run_id_is_caught() {
+    assert_caught("ForgetRunId", |seed| {
+        crashy_stepped(seed, |b| {
+            b.restart_quarantine(true).mutant(Mutant::ForgetRunId)
+        })
+    });
+}
+
+#[test]
+fn correct_core_quarantines_restarts_whose_uptime_was_stepped() {
+    for seed in 0..MUTANT_BUDGET {
+        assert_safe(crashy_stepped(seed, |b| b.restart_quarantine(true)));
+    }
 }
 
 #[test]

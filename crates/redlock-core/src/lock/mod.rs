@@ -336,6 +336,11 @@ impl Lock {
         &self.ctx.resource
     }
 
+    /// The lock's ttl.
+    pub(crate) fn ttl(&self) -> std::time::Duration {
+        self.ctx.params.timing.ttl()
+    }
+
     /// The token and deadline while the lock is held.
     pub fn held(&self) -> Option<(&Token, Instant)> {
         match &self.phase {
@@ -461,6 +466,22 @@ impl Lock {
         reply: Result<&Reply, NodeFault>,
         rng: &mut R,
     ) {
+        self.handle_vote(now, id, reply, None, rng);
+    }
+
+    /// [`handle_reply`](Self::handle_reply) from a node whose grant of an acquisition does
+    /// not count if `veto` (a quarantined node: quarantine.rs): a "yes" to the attempt in
+    /// flight is recorded as this fault. Its key is released with the attempt's others if
+    /// the attempt fails, with the lock's if it holds. Other rounds (extensions, releases,
+    /// cleanups, probes) take the reply as it is.
+    pub(crate) fn handle_vote<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        reply: Result<&Reply, NodeFault>,
+        veto: Option<NodeFault>,
+        rng: &mut R,
+    ) {
         // A reply read late must not count past a deadline the driver has not fed us yet:
         // a vote after the round's deadline is a timeout, an extension after the lock's
         // deadline cannot save it.
@@ -474,6 +495,10 @@ impl Lock {
             self.ctx.awaited = true;
         }
         let seq = id.round();
+        let veto = veto.filter(|_| match &self.phase {
+            Phase::Acquiring(a) => a.round().is_some_and(|r| r.seq == seq),
+            _ => false,
+        });
         let cleanup = self.ctx.cleanup.iter().position(|r| r.seq == seq);
         let round = match cleanup {
             Some(i) => &mut self.ctx.cleanup[i],
@@ -483,7 +508,7 @@ impl Lock {
                 None => return,
             },
         };
-        round.handle_reply(id.node(), reply);
+        round.handle_reply_vetoed(id.node(), reply, veto);
         if cleanup.is_some() {
             round.arm_resend(now);
             self.ctx.cleanup.retain(|r| !r.is_complete());

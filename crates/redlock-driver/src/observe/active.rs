@@ -225,7 +225,12 @@ impl Active {
     }
 
     pub(super) fn event(&mut self, event: &Event) {
-        let op = event.op();
+        let Some(op) = event.op() else {
+            // News of a node (the restart quarantine).
+            #[cfg(feature = "tracing")]
+            trace::node_news(event, self.now);
+            return;
+        };
         let Some(state) = self.ops.get_mut(&op) else {
             return;
         };

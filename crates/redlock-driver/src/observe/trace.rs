@@ -7,11 +7,12 @@
 //! configuration's names, which are `host:port`.
 
 use std::fmt::{self, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redlock_core::{
-    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnId, ConnectionError, Inspection,
-    LostReason, NodeCommands, NodeFault, NodeId, NodeName, OpId, ReleaseOutcome, Resource,
+    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnId, ConnectionError, Event,
+    Inspection, LostReason, NodeCommands, NodeFault, NodeId, NodeName, OpId, ReleaseOutcome,
+    Resource,
 };
 use tracing::field::Empty;
 use tracing::{Span, debug, info, info_span, warn};
@@ -346,6 +347,21 @@ pub(super) fn commands(
     if before.map(|b| b.source) != Some(now.source) {
         let (release, extend, fence, source) = (now.release, now.extend, now.fence, now.source);
         debug!(%node, ?release, ?extend, ?fence, ?source, "node commands");
+    }
+}
+
+/// The restart quarantine's news of a node: quarantined (`WARN`, with how long from `now`),
+/// or not although it was checked (`INFO`).
+pub(super) fn node_news(event: &Event, now: Option<Instant>) {
+    match event {
+        Event::NodeQuarantined { node, until, cause } => {
+            let for_ms = now.map_or(0.0, |now| ms(until.saturating_duration_since(now)));
+            warn!(%node, %cause, for_ms, "node quarantined: its votes for acquisitions do not count");
+        }
+        Event::QuarantineSkipped { node, reason } => {
+            info!(%node, %reason, "node not quarantined");
+        }
+        _ => {}
     }
 }
 

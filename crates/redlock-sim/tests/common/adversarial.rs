@@ -106,17 +106,21 @@ pub fn clock_edge(seed: u64, drift_factor: f64) -> Scenario {
 }
 
 /// Frequent node crashes on a contended resource; `restart_delay` is the fault knob under
-/// test (zero: the node rejoins empty at once).
-pub fn crashy(seed: u64, restart_delay: Option<Duration>) -> Scenario {
+/// test (zero: the node rejoins empty at once), `tweak` sets the core configuration (the
+/// restart quarantine off, a mutant, or nothing).
+pub fn crashy(
+    seed: u64,
+    restart_delay: Option<Duration>,
+    tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Scenario {
     let mut d = Dice::new(seed ^ 0xc2a5);
     let nodes = [3, 5][d.index(2)];
-    let config = Config::builder(nodes)
+    let builder = Config::builder(nodes)
         .ttl(ms(300))
         .attempt_timeout(ms(15))
         .reconnect_backoff(ms(2), ms(20))
-        .retry(retry(&mut d, 20, 3, 15))
-        .build()
-        .expect("valid crashy config");
+        .retry(retry(&mut d, 20, 3, 15));
+    let config = tweak(builder).build().expect("valid crashy config");
     let mut s = Scenario::new(seed, config);
     s.clients = d.range(3, 5) as usize;
     s.resources = Resources::Shared(1);
@@ -138,6 +142,15 @@ pub fn crashy(seed: u64, restart_delay: Option<Duration>) -> Scenario {
         ..FaultKnobs::default()
     };
     s.time_limit = ms(5_000);
+    s
+}
+
+/// [`crashy`] with restarts without delay, after each of which the node's wall clock is
+/// stepped an hour forward: its `INFO` uptime says it has run for an hour, and only its new
+/// run id shows that it restarted empty.
+pub fn crashy_stepped(seed: u64, tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Scenario {
+    let mut s = crashy(seed, Some(Duration::ZERO), tweak);
+    s.faults.restart_clock_ahead = Duration::from_secs(3600);
     s
 }
 

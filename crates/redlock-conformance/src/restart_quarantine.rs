@@ -1,0 +1,133 @@
+//! The restart quarantine (issue 16 item 1) on real servers: a node killed with `kill -9`
+//! and started again empty on the same port comes back with a new `run_id`; its votes for
+//! acquisitions count as "no" (the failure names it, with the deadline) until the window has
+//! passed since it started, and count again after. A node with AOF and `appendfsync always`
+//! is not quarantined: it lost nothing.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{NodeFault, QuarantineCause};
+use redlock_testkit::Cluster;
+
+use crate::scenarios::eventually;
+use crate::{AcquireFailure, ConfigBuilder, Driver, Guard, LockError, RetryPolicy};
+
+/// The ttl, and so the window: 2 s plus the drift allowance (22 ms).
+const TTL: Duration = Duration::from_secs(2);
+/// Longer than any wait here can take on a loaded machine, far shorter than a hang.
+const BOUND: Duration = Duration::from_secs(15);
+
+fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
+    b.restart_quarantine(true)
+        .ttl(TTL)
+        // Back within tens of milliseconds of the restart, well inside the window.
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
+        .retry(RetryPolicy::once())
+}
+
+/// Locks and releases `resource` once every node counts: freshly started test nodes are
+/// themselves young, so the first window after their start is waited out.
+fn wait_until_all_count<D: Driver>(d: &D, resource: &str) {
+    let mut last = None;
+    let counted = eventually(BOUND, || match d.try_lock(resource) {
+        Ok(g) => {
+            g.release().expect("a release report");
+            true
+        }
+        Err(e) => {
+            last = Some(e);
+            false
+        }
+    });
+    assert!(counted, "the young cluster never granted a lock: {last:?}");
+}
+
+/// The quarantine fault for node `i` in a failed acquisition, if that is how it failed.
+fn quarantined(e: &LockError, i: usize) -> Option<(Instant, QuarantineCause)> {
+    let LockError::Acquire {
+        reason: AcquireFailure::QuorumUnreachable { errors },
+        ..
+    } = e
+    else {
+        return None;
+    };
+    errors.iter().find_map(|(node, fault)| match fault {
+        NodeFault::Quarantined { until, cause } if node.id().index() == i => Some((*until, *cause)),
+        _ => None,
+    })
+}
+
+/// 3 nodes; node 0 is killed and restarted empty on its port, node 1 is killed, so node 0's
+/// vote decides: every acquisition fails naming node 0 as quarantined after a restart,
+/// until the deadline it names; after it, the lock is granted.
+pub fn a_node_restarted_empty_votes_no_until_its_window_passes<D: Driver>() {
+    let c = Cluster::start(3).expect("start test nodes");
+    let d = D::build(&c.urls(), quarantine_on).unwrap();
+    wait_until_all_count(&d, "quarantine");
+    c.node(0).restart_empty().expect("restart node 0 empty");
+    c.node(1).kill().expect("kill node 1");
+    let mut seen = None;
+    let mut last = None;
+    let found = eventually(BOUND, || match d.try_lock("quarantine") {
+        Err(e) => {
+            seen = quarantined(&e, 0);
+            last = Some(e);
+            seen.is_some()
+        }
+        Ok(g) => panic!(
+            "granted with node 0's vote in quarantine: {:?}",
+            g.release()
+        ),
+    });
+    assert!(found, "node 0 was never reported quarantined: {last:?}");
+    let (until, cause) = seen.expect("found");
+    assert_eq!(cause, QuarantineCause::Restarted);
+    // Every attempt before the deadline fails; the first one after it succeeds.
+    let mut granted_at = None;
+    let granted = eventually(BOUND, || match d.try_lock("quarantine") {
+        Ok(g) => {
+            granted_at = Some(Instant::now());
+            g.release().expect("a release report");
+            true
+        }
+        Err(e) => {
+            let attempt_end = Instant::now();
+            assert!(
+                quarantined(&e, 0).is_some() || attempt_end >= until,
+                "failed for another reason during the quarantine: {e}"
+            );
+            false
+        }
+    });
+    assert!(granted, "node 0's vote never counted again");
+    assert!(
+        granted_at.expect("granted") >= until,
+        "granted before {until:?}"
+    );
+}
+
+/// The same restart with AOF and `appendfsync always`: the node kept its keys, so it is not
+/// quarantined, and its vote decides at once.
+pub fn a_node_that_syncs_every_write_is_not_quarantined<D: Driver>() {
+    let c = Cluster::builder()
+        .aof(true)
+        .start()
+        .expect("start AOF nodes");
+    let d = D::build(&c.urls(), quarantine_on).unwrap();
+    wait_until_all_count(&d, "durable");
+    c.node(0).restart().expect("restart node 0 with its data");
+    c.node(1).kill().expect("kill node 1");
+    let mut last = None;
+    let granted = eventually(BOUND, || match d.try_lock("durable") {
+        Ok(g) => {
+            g.release().expect("a release report");
+            true
+        }
+        Err(e) => {
+            assert!(quarantined(&e, 0).is_none(), "quarantined: {e}");
+            last = Some(e);
+            false
+        }
+    });
+    assert!(granted, "never granted with node 0's vote: {last:?}");
+}

@@ -1,0 +1,306 @@
+//! The restart quarantine (quarantine.rs, identity.rs), scripted byte for byte: the
+//! handshake's `INFO server` and `CONFIG GET append*`, a node that comes back with a new run
+//! id voting "no" for acquisitions until the window has passed since it started (its key
+//! still released), a young node on first sight, an uptime the run id shows impossible, a
+//! node that syncs every write, and one that refuses `INFO`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock_core::{
+    AcquireFailure, Config, ConnectionError, Event, NodeFault, QuarantineCause, QuarantineSkip,
+    RetryPolicy,
+};
+use support::{Drained, Harness, fire_until_connect, name};
+
+const INFO_AND_CONFIG: &str =
+    "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$7\r\nappend*\r\n";
+const NO_AOF: &str =
+    "*4\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$11\r\nappendfsync\r\n$8\r\neverysec\r\n";
+const AOF_ALWAYS: &str =
+    "*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n";
+const DAY: u64 = 86_400;
+
+/// 3 nodes, ttl 1 s, one attempt per lock; no `HELLO`, `TIME` or preloads, so that the
+/// handshake is `INFO` and `CONFIG GET` alone.
+fn config(quarantine: bool) -> Config {
+    Config::builder(3)
+        .release_notifications(false)
+        .native_commands(false)
+        .preload_scripts(false)
+        .restart_quarantine(quarantine)
+        .ttl(Duration::from_secs(1))
+        .retry(RetryPolicy {
+            max_attempts: Some(1),
+            ..RetryPolicy::default()
+        })
+        .build()
+        .expect("valid config")
+}
+
+/// The window for a ttl of 1 s: the ttl and its drift (1% and 2 ms).
+const WINDOW: Duration = Duration::from_millis(1_012);
+
+fn info(run_id: &str, uptime_secs: u64) -> String {
+    let text = format!("# Server\r\nrun_id:{run_id}\r\nuptime_in_seconds:{uptime_secs}\r\n");
+    format!("${}\r\n{text}\r\n", text.len())
+}
+
+/// Brings node `i`'s current connection up, checks that its handshake is `INFO` and
+/// `CONFIG GET`, and answers them with `info` and `config`; the events that came of it.
+fn up(h: &mut Harness, i: usize, info: &str, config: &str) -> Vec<Event> {
+    let out = h.connect(i);
+    assert_eq!(String::from_utf8_lossy(&out.sent_to(i)), INFO_AND_CONFIG);
+    let out = h.reply(i, format!("{info}{config}").as_bytes());
+    assert!(out.disconnects.is_empty(), "{out:?}");
+    out.events
+}
+
+/// A client whose three nodes are up, each an old process (`a0`, `a1`, `a2`, up for a day).
+fn old_cluster() -> Harness {
+    let mut h = Harness::new(config(true));
+    assert_eq!(h.drain().connects.len(), 3);
+    for i in 0..3 {
+        let events = up(&mut h, i, &info(&format!("a{i}"), DAY), NO_AOF);
+        assert!(
+            events.is_empty(),
+            "an old node is not quarantined: {events:?}"
+        );
+    }
+    h
+}
+
+/// Drops node `i` and brings it back on a new connection (answered by the caller).
+fn reconnect(h: &mut Harness, i: usize) {
+    h.disconnect(i, ConnectionError::Closed);
+    fire_until_connect(h);
+}
+
+/// Acquires `res` with every node answering the `SET` with `+OK` (node 1 is down); the
+/// outcome's events and what was sent.
+fn acquire_all_grant(h: &mut Harness) -> (Vec<Event>, Drained) {
+    let (_, out) = h.acquire("res");
+    let mut events = out.events.clone();
+    for i in out.nodes_sent() {
+        events.extend(h.reply(i, b"+OK\r\n").events);
+    }
+    let cleanup = h.drain();
+    (events, cleanup)
+}
+
+fn quarantined(events: &[Event]) -> (Instant, QuarantineCause) {
+    match events {
+        [Event::NodeQuarantined { node, until, cause }] => {
+            assert_eq!(*node, name(0));
+            (*until, *cause)
+        }
+        other => panic!("expected one NodeQuarantined for node 0, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_restarted_node_votes_no_for_acquisitions_until_the_window_has_passed() {
+    let mut h = old_cluster();
+    h.ms(500);
+    reconnect(&mut h, 0);
+    h.ms(5);
+    // Back empty, 0 s up, with a new run id.
+    let events = up(&mut h, 0, &info("b0", 0), NO_AOF);
+    let (until, cause) = quarantined(&events);
+    assert_eq!((until, cause), (h.now + WINDOW, QuarantineCause::Restarted));
+    // Node 1 down: node 0's vote would decide.
+    h.disconnect(1, ConnectionError::Closed);
+    let (_, out) = h.acquire("res");
+    assert_eq!(out.nodes_sent(), [0, 2]);
+    // Its grant does not count: with node 1 down, no quorum is left, and the attempt fails
+    // at once.
+    let after = h.reply(0, b"+OK\r\n");
+    let events = after.events.clone();
+    let [Event::AcquireFailed { reason, .. }] = &events[..] else {
+        panic!("expected the acquisition to fail: {events:?}");
+    };
+    let AcquireFailure::QuorumUnreachable { errors } = reason else {
+        panic!("{reason:?}");
+    };
+    let fault = NodeFault::Quarantined { until, cause };
+    assert!(errors.contains(&(name(0), fault)), "{errors:?}");
+    // The key the quarantined node set is released with the attempt's others.
+    let cleanup = String::from_utf8_lossy(&after.sent_to(0)).into_owned();
+    assert!(
+        cleanup.contains("EVALSHA"),
+        "no release to node 0: {cleanup:?}"
+    );
+    h.reply(2, b"+OK\r\n");
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":1\r\n");
+
+    // Just before the end, still no; once it has passed, its vote counts.
+    h.now = until - Duration::from_millis(1);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(
+        matches!(&events[..], [Event::AcquireFailed { .. }]),
+        "{events:?}"
+    );
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":1\r\n");
+    h.now = until;
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
+#[test]
+fn with_the_quarantine_off_the_handshake_asks_nothing_and_a_restart_votes_at_once() {
+    let mut h = Harness::new(config(false));
+    h.drain();
+    for i in 0..3 {
+        let out = h.connect(i);
+        assert!(out.transmits.is_empty(), "{out:?}");
+    }
+    reconnect(&mut h, 0);
+    assert!(h.connect(0).transmits.is_empty());
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
+#[test]
+fn a_young_node_is_quarantined_on_first_sight_and_again_on_reconnection() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    // Up for 0 s (the server rounds down): quarantined from now.
+    let (until, cause) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
+    assert_eq!((until, cause), (h.now + WINDOW, QuarantineCause::Young));
+    for i in 1..3 {
+        assert!(up(&mut h, i, &info(&format!("a{i}"), DAY), NO_AOF).is_empty());
+    }
+    // The same process after 300 ms, still saying 0 s: the same end (never shortened, and
+    // the uptime's rounding only lengthens it).
+    h.ms(300);
+    reconnect(&mut h, 0);
+    let (again, cause) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
+    assert_eq!(cause, QuarantineCause::Young);
+    assert!(again >= until, "{again:?} < {until:?}");
+}
+
+#[test]
+fn a_new_run_id_with_an_uptime_from_before_the_last_sighting_counts_from_now() {
+    let mut h = old_cluster();
+    h.ms(200);
+    reconnect(&mut h, 0);
+    // Its wall clock was stepped: it claims a day up, but it is a new process.
+    let (until, cause) = quarantined(&up(&mut h, 0, &info("b0", DAY + 1), NO_AOF));
+    assert_eq!((until, cause), (h.now + WINDOW, QuarantineCause::Restarted));
+}
+
+#[test]
+fn a_node_that_syncs_every_write_is_not_quarantined_and_says_why() {
+    let mut h = old_cluster();
+    reconnect(&mut h, 0);
+    let events = up(&mut h, 0, &info("b0", 0), AOF_ALWAYS);
+    let [Event::QuarantineSkipped { node, reason }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(*node, name(0));
+    assert_eq!(*reason, QuarantineSkip::Durable(QuarantineCause::Restarted));
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
+#[test]
+fn a_node_that_refuses_info_is_told_and_votes_as_without_quarantine() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    let refused = "-NOPERM User locker has no permissions to run the 'info' command\r\n";
+    let events = up(&mut h, 0, refused, "-NOPERM no config\r\n");
+    let [Event::QuarantineSkipped { node, reason }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(*node, name(0));
+    assert!(
+        matches!(reason, QuarantineSkip::InfoRefused(m) if m.starts_with("NOPERM")),
+        "{reason:?}"
+    );
+    // Unreadable: neither field.
+    let events = up(&mut h, 1, "$5\r\nhello\r\n", "*0\r\n");
+    assert!(
+        matches!(
+            &events[..],
+            [Event::QuarantineSkipped {
+                reason: QuarantineSkip::InfoUnreadable,
+                ..
+            }]
+        ),
+        "{events:?}"
+    );
+    assert!(up(&mut h, 2, &info("a2", DAY), NO_AOF).is_empty());
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
+#[test]
+fn the_quarantine_ttl_must_be_a_ttl() {
+    for ttl in [Duration::ZERO, Duration::from_millis((1 << 50) + 1)] {
+        let e = Config::builder(3)
+            .restart_quarantine_ttl(ttl)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid `restart_quarantine_ttl`: must be above zero and at most \
+             1125899906842624 ms"
+        );
+    }
+    let config = Config::builder(3)
+        .restart_quarantine_ttl(Duration::from_secs(30))
+        .build()
+        .expect("a ttl");
+    assert!(!config.restart_quarantine(), "off by default");
+    // A node's INFO reply in parts must fit the read buffer.
+    let e = Config::builder(3)
+        .restart_quarantine(true)
+        .max_reply_size(1024)
+        .max_read_buffer(4096)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid `max_read_buffer`: must be at least 16384 bytes with restart_quarantine on"
+    );
+}
+
+/// Other clients' longer ttls are set with `restart_quarantine_ttl`; this client's own
+/// longer per-lock ttls widen the window by themselves.
+#[test]
+fn the_window_is_the_longest_ttl_known_plus_its_drift() {
+    let build = |b: redlock_core::ConfigBuilder| {
+        (b.release_notifications(false).native_commands(false))
+            .preload_scripts(false)
+            .restart_quarantine(true)
+            .ttl(Duration::from_secs(1))
+            .build()
+            .expect("valid config")
+    };
+    let mut h = Harness::new(build(
+        Config::builder(1).restart_quarantine_ttl(Duration::from_secs(30)),
+    ));
+    h.drain();
+    let (until, _) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
+    // 30 s + 1% + 2 ms.
+    assert_eq!(until, h.now + Duration::from_millis(30_302));
+
+    let mut h = Harness::new(build(Config::builder(1)));
+    h.drain();
+    let options = redlock_core::LockOptions::default().ttl(Duration::from_secs(5));
+    h.client
+        .acquire_with(h.now, "res".into(), &options)
+        .expect("acquire");
+    h.drain();
+    // The lock's SET waits behind the handshake; the decision comes first.
+    h.connect(0);
+    let out = h.reply(0, format!("{}{NO_AOF}", info("a0", 0)).as_bytes());
+    let (until, _) = quarantined(&out.events);
+    // 5 s + 1% + 2 ms.
+    assert_eq!(until, h.now + Duration::from_millis(5_052));
+}
