@@ -778,7 +778,10 @@ impl Driver {
 
     fn check_event(&mut self, event: &Event) {
         let now = self.now;
-        let op = event.op();
+        // A clock event is about a node (any `TIME` reply may raise one), not an operation.
+        let Some(op) = event.op() else {
+            return;
+        };
         let info = self
             .info
             .get_mut(&op)

@@ -11,6 +11,7 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
+use crate::clock_rate::Finding;
 use crate::command::Encoder;
 use crate::config::Config;
 use crate::error::UsageError;
@@ -438,7 +439,10 @@ impl<R: CryptoRng> Client<R> {
             return Ok(Unmatched::NotNext);
         }
         Ok(match n.read_session_reply(now, bytes).map_err(protocol)? {
-            SessionReply::Read => Unmatched::Read,
+            SessionReply::Read => {
+                self.report_clock(node);
+                Unmatched::Read
+            }
             SessionReply::Resp3 => {
                 self.subscribe_all(node);
                 Unmatched::Read
@@ -450,6 +454,21 @@ impl<R: CryptoRng> Client<R> {
             SessionReply::Incomplete => Unmatched::Incomplete,
             SessionReply::NotNext => Unmatched::NotNext,
         })
+    }
+
+    /// Reports what the node's last `TIME` reply showed about its clock, if anything.
+    fn report_clock(&mut self, node: NodeId) {
+        let event = match self.nodes[node.index()].clock_finding.take() {
+            None => return,
+            Some(Finding::Rate { low, high, over }) => Event::ClockRate {
+                node,
+                low,
+                high,
+                over,
+            },
+            Some(Finding::Step { forward, by }) => Event::ClockStep { node, forward, by },
+        };
+        self.events.push_back(event);
     }
 
     /// Hands a reply from `node` to what waits for it: the request at the front of its
@@ -578,6 +597,7 @@ impl<R: CryptoRng> Client<R> {
                 if native == Some(NativeUse::Fence) {
                     node.refresh_clock(now);
                 }
+                node.sample_clock(now);
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }

@@ -95,7 +95,9 @@ pub struct Transmit {
     pub bytes: Bytes,
 }
 
-/// An outcome the user is waiting for. Every variant carries the [`OpId`] it belongs to.
+/// An outcome the user is waiting for, or news about a node. Every lock event carries the
+/// [`OpId`] it belongs to ([`Event::op`]); the clock events ([`Event::ClockRate`],
+/// [`Event::ClockStep`]) are about a node, and carry none.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
@@ -148,18 +150,47 @@ pub enum Event {
         /// What each node holds, and what a quorum agrees on.
         inspection: Inspection,
     },
+    /// A node's clock ran at a rate outside `1 ± drift_factor` of the client's monotonic
+    /// clock, over a window of `over`: a key on that node may expire earlier (a fast clock)
+    /// or later (a slow one) than the lock's validity allows for (docs/safety.md, "Checking
+    /// the clock rates"). Reported once per window (every five seconds or so) while it
+    /// lasts. Only with [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
+    ClockRate {
+        /// The node.
+        node: NodeId,
+        /// The least rate the readings allow, in node seconds per client second.
+        low: f64,
+        /// The most rate the readings allow; the whole of `[low, high]` lies outside the
+        /// allowance.
+        high: f64,
+        /// The time between the window's first and last readings, on the client's clock.
+        over: Duration,
+    },
+    /// A node's clock jumped, between two readings about a second apart, by more than its
+    /// allowed rate and the readings' round trips explain: a key on it may have expired
+    /// early (forward) or live on (back). Only with
+    /// [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
+    ClockStep {
+        /// The node.
+        node: NodeId,
+        /// Whether the clock jumped forward (ahead of where it should be) or back.
+        forward: bool,
+        /// The least the clock jumped by: the jump beyond the error bars.
+        by: Duration,
+    },
 }
 
 impl Event {
-    /// The operation this event belongs to.
-    pub fn op(&self) -> OpId {
+    /// The operation this event belongs to; `None` for an event about a node.
+    pub fn op(&self) -> Option<OpId> {
         match self {
-            Self::Acquired(a) => a.op,
+            Self::Acquired(a) => Some(a.op),
             Self::AcquireFailed { op, .. }
             | Self::Extended { op, .. }
             | Self::Lost { op, .. }
             | Self::Released { op, .. }
-            | Self::Inspected { op, .. } => *op,
+            | Self::Inspected { op, .. } => Some(*op),
+            Self::ClockRate { .. } | Self::ClockStep { .. } => None,
         }
     }
 }

@@ -21,6 +21,7 @@ const MESSAGE: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$
 /// come from a notification or the probe), no jitter (so its timing is exact).
 fn config(jitter: Duration) -> Config {
     Config::builder(3)
+        .clock_check(false)
         .ttl(Duration::from_secs(10))
         .retry(RetryPolicy {
             max_attempts: Some(3),
@@ -299,6 +300,7 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
 #[test]
 fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     let config = Config::builder(3)
+        .clock_check(false)
         .release_notifications(false)
         .build()
         .unwrap();
@@ -308,6 +310,7 @@ fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     assert!(String::from_utf8_lossy(&out.sent_to(0)).starts_with("*1\r\n$5\r\nHELLO\r\n"));
     let mut h = Harness::connected(
         Config::builder(3)
+            .clock_check(false)
             .release_notifications(false)
             .build()
             .unwrap(),

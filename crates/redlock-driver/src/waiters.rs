@@ -154,7 +154,10 @@ impl Waiters {
     /// Hands a core event to whoever waits on its operation.
     pub fn dispatch(&mut self, event: Event) {
         self.observer.event(&event);
-        let op = event.op();
+        // A clock event is about a node, not an operation: the observer has it.
+        let Some(op) = event.op() else {
+            return;
+        };
         if let Some(query) = self.queries.remove(&op) {
             return query.answer(event);
         }

@@ -16,6 +16,7 @@ use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
 use crate::pubsub::Session;
+use crate::report::ClockEvent;
 use crate::resp::{Frame, next_command};
 use crate::script::release_channel;
 use crate::sim::Sim;
@@ -91,7 +92,17 @@ impl Sim {
     fn on_event(&mut self, c: usize, event: &Event) {
         let now = self.now;
         let clock = self.clients[c].clock;
-        let op = event.op();
+        let Some(op) = event.op() else {
+            self.note(|| format!("client {c}: {event:?}"));
+            let at = now;
+            let event = event.clone();
+            self.clock_events.push(ClockEvent {
+                client: c,
+                at,
+                event,
+            });
+            return;
+        };
         let tag = match event {
             Event::Acquired(a) => {
                 let deadline = clock.true_time_of(a.deadline);

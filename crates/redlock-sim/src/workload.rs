@@ -146,7 +146,7 @@ impl Workload {
             Phase::Acquiring { op, .. } | Phase::Held { op, .. } | Phase::Ending { op } => *op,
             _ => return,
         };
-        if event.op() != current {
+        if event.op() != Some(current) {
             return;
         }
         match (event, &mut self.phase) {

@@ -313,10 +313,14 @@ pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
     }
 }
 
-/// A configuration builder with release notifications off. These transcripts script every
-/// byte a client sends and reads; notifications add their own (`HELLO 3`, the `PTTL` probe
-/// after a contended attempt, `SUBSCRIBE`), which tests/notifications.rs scripts.
+/// A configuration builder with release notifications and the clock-rate check off. These
+/// transcripts script every byte a client sends and reads; notifications add their own
+/// (`HELLO 3`, the `PTTL` probe after a contended attempt, `SUBSCRIBE`), which
+/// tests/notifications.rs scripts, and the check its `TIME` samples, which
+/// tests/clock_check.rs scripts.
 #[allow(dead_code)]
 pub(crate) fn builder(nodes: usize) -> redlock_core::ConfigBuilder {
-    Config::builder(nodes).release_notifications(false)
+    Config::builder(nodes)
+        .release_notifications(false)
+        .clock_check(false)
 }

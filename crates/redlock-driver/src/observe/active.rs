@@ -223,7 +223,11 @@ impl Active {
     pub(super) fn event(&mut self, event: &Event) {
         #[cfg(feature = "tracing")]
         trace::handshake_faults(event, &self.names, &mut self.nodes);
-        let op = event.op();
+        #[cfg(feature = "tracing")]
+        trace::clock(event, &self.names);
+        let Some(op) = event.op() else {
+            return;
+        };
         let Some(state) = self.ops.get_mut(&op) else {
             return;
         };

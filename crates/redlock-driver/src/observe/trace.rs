@@ -323,6 +323,27 @@ pub(super) fn commands(
     }
 }
 
+/// A node's clock ran at a rate outside the drift allowance, or stepped (the core's clock
+/// check): the lock's safety assumption about that node's clock does not hold.
+pub(super) fn clock(event: &Event, names: &[NodeName]) {
+    match *event {
+        Event::ClockRate {
+            node,
+            low,
+            high,
+            over,
+        } => {
+            let node = Named(names, node);
+            warn!(%node, low, high, ?over, "node clock rate outside the drift allowance");
+        }
+        Event::ClockStep { node, forward, by } => {
+            let node = Named(names, node);
+            warn!(%node, forward, ?by, "node clock stepped");
+        }
+        _ => {}
+    }
+}
+
 /// Reports each refused handshake an event names, once per connection.
 pub(super) fn handshake_faults(event: &Event, names: &[NodeName], nodes: &mut [NodeState]) {
     if !tracing::enabled!(tracing::Level::WARN) {
