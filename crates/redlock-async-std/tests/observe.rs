@@ -60,3 +60,8 @@ fn traced_fallback() {
 fn counted_lock() {
     observe::counted_lock::<AsyncStd>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<AsyncStd>();
+}

@@ -58,3 +58,8 @@ fn traced_fallback() {
 fn counted_lock() {
     observe::counted_lock::<Blocking>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<Blocking>();
+}

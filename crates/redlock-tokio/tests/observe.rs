@@ -85,3 +85,8 @@ fn traced_fallback() {
 fn counted_lock() {
     observe::counted_lock::<Tokio>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<Tokio>();
+}
