@@ -9,6 +9,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -99,15 +100,51 @@ impl Server {
     }
 }
 
+/// Whether the client checks the nodes' clock rates, and how often its `TIME` samples go
+/// out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sampling {
+    /// The check is off (the baseline, and the numbers of earlier runs).
+    Off,
+    /// On, with the bench's clock moving a few µs per input: one `TIME` per node per
+    /// second of that clock, about one cycle in 28,000.
+    Natural,
+    /// On, with the clock moving a second per cycle: every acquisition carries a `TIME` to
+    /// every node (the worst case, a client doing one lock a second).
+    EveryCycle,
+}
+
+impl Sampling {
+    /// The benchmark's name on Redis 7 nodes.
+    fn bench_name(self) -> &'static str {
+        match self {
+            Self::Off => "acquire_release",
+            Self::Natural => "acquire_release_clock_check",
+            Self::EveryCycle => "acquire_release_clock_sampled",
+        }
+    }
+}
+
 /// `cycle_5_nodes`: acquire then release one lock, every node answering at once; on Redis 7
-/// nodes (scripts) and on Valkey 9 nodes (native release).
+/// nodes (scripts) and on Valkey 9 nodes (native release); on Redis 7 also with the
+/// clock-rate check on, its samples as rare as a busy client sends them or with every cycle.
 fn bench_cycle(c: &mut Criterion) {
     let mut group = c.benchmark_group("cycle_5_nodes");
     group.throughput(Throughput::Elements(1));
-    for server in [Server::Redis7, Server::Valkey9] {
-        let (mut client, mut clock, conns) = connected_client(server);
+    let runs = [
+        (Server::Redis7, Sampling::Off),
+        (Server::Valkey9, Sampling::Off),
+        (Server::Redis7, Sampling::Natural),
+        (Server::Redis7, Sampling::EveryCycle),
+    ];
+    for (server, sampling) in runs {
+        let (mut client, mut clock, conns) = connected_client(server, sampling);
+        let name = match sampling {
+            Sampling::Off => server.bench_name(),
+            _ => sampling.bench_name(),
+        };
         let mut k = 0;
-        group.bench_function(server.bench_name(), |b| {
+        group.bench_function(name, |b| {
             b.iter(|| {
                 k = (k + 1) % RESOURCES.len();
                 let mut trace = Trace::default();
@@ -144,8 +181,12 @@ fn bench_decode(c: &mut Criterion) {
 fn report_allocations() {
     const RUNS: u64 = 1_000;
 
-    for server in [Server::Redis7, Server::Valkey9] {
-        let (mut client, mut clock, conns) = connected_client(server);
+    for (server, sampling) in [
+        (Server::Redis7, Sampling::Off),
+        (Server::Valkey9, Sampling::Off),
+        (Server::Redis7, Sampling::EveryCycle),
+    ] {
+        let (mut client, mut clock, conns) = connected_client(server, sampling);
         check_one_cycle(server, &mut client, &mut clock, &conns);
         // Warm up so buffers that are kept across cycles have grown.
         let mut trace = Trace::default();
@@ -171,7 +212,8 @@ fn report_allocations() {
             }
         });
         println!(
-            "allocations per cycle (5 nodes, acquire + release, {server:?}): {:.2} ({:.0} bytes)",
+            "allocations per cycle (5 nodes, acquire + release, {server:?}, clock check \
+             {sampling:?}): {:.2} ({:.0} bytes)",
             allocs as f64 / RUNS as f64,
             bytes as f64 / RUNS as f64
         );
@@ -223,8 +265,11 @@ fn check_one_cycle(
     assert_eq!(
         trace.transmits,
         per_node * NODES,
-        "one SET and one release per node (and a PUBLISH after a native release)"
+        "one SET and one release per node (and a PUBLISH after a native release); a clock \
+         sample rides in the SET's write"
     );
+    let expected = if clock.per_cycle.is_zero() { 0 } else { NODES };
+    assert_eq!(trace.samples, expected, "clock samples: {trace:?}");
     assert!(trace.acquired.is_some(), "no Acquired event: {trace:?}");
     assert_eq!(
         trace.acquired, trace.released,
@@ -265,15 +310,38 @@ struct Trace {
     locked: usize,
     /// Nodes reported `Released` in `Released`.
     unlocked: usize,
+    /// `TIME`s sent (clock-rate samples).
+    samples: usize,
+    /// Whether each node's last write ended with a `TIME`, not yet answered.
+    timed: [bool; NODES],
 }
 
-/// The bench's stand-in for the driver's clock: strictly increasing, a few µs per step.
-struct Clock(Instant);
+/// The bench's stand-in for the driver's clock: strictly increasing, a few µs per step
+/// (and `per_cycle` more at the start of each cycle). The nodes' clocks read
+/// [`NODE_SECS`] at `origin` and run at the same rate.
+struct Clock {
+    now: Instant,
+    origin: Instant,
+    per_cycle: Duration,
+    /// A reply followed by a `TIME` reply, reused.
+    buf: Vec<u8>,
+}
 
 impl Clock {
     fn tick(&mut self) -> Instant {
-        self.0 += STEP;
-        self.0
+        self.now += STEP;
+        self.now
+    }
+
+    /// Appends a node's reply to `TIME` at `now` to `out` (no allocation once `out` has
+    /// grown: the bench's own cost stays out of the allocation count).
+    fn time_reply(&self, now: Instant, out: &mut Vec<u8>) {
+        let since = now - self.origin;
+        let secs = NODE_SECS + since.as_secs();
+        let micros = since.subsec_micros();
+        let digits = |n: u64| n.checked_ilog10().unwrap_or(0) + 1;
+        let (s, m) = (digits(secs), digits(u64::from(micros)));
+        write!(out, "*2\r\n${s}\r\n{secs}\r\n${m}\r\n{micros}\r\n").expect("a Vec");
     }
 }
 
@@ -283,12 +351,26 @@ impl Clock {
 /// Each new connection opens with `HELLO` and `SCRIPT LOAD` of the release and extend scripts
 /// (defaults of the core); the nodes answer them here, as `server`, so the timed cycle starts
 /// on idle connections.
-fn connected_client(server: Server) -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
+fn connected_client(
+    server: Server,
+    sampling: Sampling,
+) -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
     let config = Config::builder(NODES)
+        .clock_check(sampling != Sampling::Off)
         .build()
         .expect("default config is valid");
     let mut client = Client::new(config, ChaCha20Rng::seed_from_u64(42));
-    let mut clock = Clock(Instant::now());
+    let origin = Instant::now();
+    let per_cycle = match sampling {
+        Sampling::EveryCycle => Duration::from_secs(1),
+        Sampling::Off | Sampling::Natural => Duration::ZERO,
+    };
+    let mut clock = Clock {
+        now: origin,
+        origin,
+        per_cycle,
+        buf: Vec::new(),
+    };
     let mut conns = Vec::with_capacity(NODES);
     for i in 0..NODES {
         match client.poll_output() {
@@ -353,6 +435,7 @@ fn cycle(
     resource: Resource,
     t: &mut Trace,
 ) {
+    clock.now += clock.per_cycle;
     let op = client.acquire(clock.tick(), resource).expect("drained");
     drain(client, t);
     reply_from_all(client, clock, conns, b"+OK\r\n", t);
@@ -376,12 +459,20 @@ fn reply_from_all(
     t: &mut Trace,
 ) {
     for &conn in conns {
-        let input = Input::Received {
-            now: clock.tick(),
-            conn,
-            bytes: reply,
+        let now = clock.tick();
+        let mut buf = std::mem::take(&mut clock.buf);
+        let bytes = if std::mem::take(&mut t.timed[conn.node().index()]) {
+            // The node answers the request, then the `TIME` that rode with it.
+            buf.clear();
+            buf.extend_from_slice(reply);
+            clock.time_reply(now, &mut buf);
+            &buf[..]
+        } else {
+            reply
         };
+        let input = Input::Received { now, conn, bytes };
         client.handle_input(input).expect("drained");
+        clock.buf = buf;
         drain(client, t);
     }
 }
@@ -393,6 +484,10 @@ fn drain(client: &mut Client<ChaCha20Rng>, t: &mut Trace) {
             Output::Transmit(transmit) => {
                 t.transmits += 1;
                 t.bytes += black_box(&transmit.bytes).len();
+                if transmit.bytes.ends_with(TIME) {
+                    t.samples += 1;
+                    t.timed[transmit.node.index()] = true;
+                }
             }
             Output::Event(Event::Acquired(a)) => {
                 t.acquired = Some(a.op);
@@ -498,6 +593,12 @@ const RESOURCES: [&str; 8] = [
 /// (`HELLO 3` with release notifications on, the default; this server answers in RESP2, so
 /// the connection stays RESP2, as it would on a RESP2-only proxy.)
 const HELLO: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+
+/// `TIME`, as the client writes it.
+const TIME: &[u8] = b"*1\r\n$4\r\nTIME\r\n";
+
+/// The nodes' clocks at the bench's origin, in seconds since the epoch.
+const NODE_SECS: u64 = 1_795_190_400;
 
 /// How `SCRIPT LOAD` appears in the RESP the client writes.
 const LOAD: &[u8] = b"$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n";

@@ -778,8 +778,9 @@ impl Driver {
 
     fn check_event(&mut self, event: &Event) {
         let now = self.now;
+        // News of a node (the restart quarantine, the clock check: any `TIME` reply may
+        // raise one), not of an operation.
         let Some(op) = event.op() else {
-            // News of a node (the restart quarantine), not of an operation.
             return;
         };
         let info = self

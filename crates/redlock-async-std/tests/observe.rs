@@ -65,3 +65,8 @@ fn traced_refusal_and_noscript() {
 fn counted_lock() {
     observe::counted_lock::<AsyncStd>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<AsyncStd>();
+}

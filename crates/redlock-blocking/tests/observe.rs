@@ -63,3 +63,8 @@ fn traced_refusal_and_noscript() {
 fn counted_lock() {
     observe::counted_lock::<Blocking>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<Blocking>();
+}

@@ -197,6 +197,40 @@ fn wrong_password_on_node_2(builder: ClusterBuilder) -> (Cluster, Vec<String>, V
     (cluster, urls, names)
 }
 
+/// No false alarm from the clock-rate check (docs/safety.md, "Checking the clock rates"):
+/// on 3 healthy local nodes, whose clocks are the host's, 7.5 s of locking (a sample per
+/// node per second, so at least one 5 s window closes on each) raise neither a clock-rate
+/// nor a clock-step warning.
+pub fn healthy_clocks<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = Cluster::builder().start().unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<String> = (cluster.nodes().iter())
+        .map(|n| format!("127.0.0.1:{}", n.port()))
+        .collect();
+    let d = S::start(&cluster.urls()).expect("build");
+    let start = Instant::now();
+    let mut cycles = 0;
+    // Bounded by time and by count.
+    while start.elapsed() < Duration::from_millis(7_500) && cycles < 100_000 {
+        let guard = d.lock("observe:clocks").expect("lock");
+        S::release(guard).expect("release");
+        cycles += 1;
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert!(cycles > 0);
+    let seen = capture.seen();
+    for message in [
+        "node clock rate outside the drift allowance",
+        "node clock stepped",
+    ] {
+        let ours: Vec<&EventSeen> = (seen.events(message).into_iter())
+            .filter(|e| names.iter().any(|n| field(e, "node") == n))
+            .collect();
+        assert!(ours.is_empty(), "after {cycles} cycles: {ours:?}");
+    }
+}
+
 /// The spans of `observe:traced` and `observe:lost`.
 fn assert_lock_spans(seen: &Seen, names: &[String]) {
     let acquire = one(seen.spans_with("redlock.acquire", "resource", "observe:traced"));

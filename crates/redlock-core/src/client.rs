@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use rand_core::CryptoRng;
 
+use crate::clock_rate::Finding;
 use crate::command::Encoder;
 use crate::config::Config;
 use crate::error::UsageError;
@@ -469,7 +470,10 @@ impl<R: CryptoRng> Client<R> {
         let window = self.config.quarantine_window(self.largest_ttl);
         Ok(
             match n.read_session_reply(now, bytes, window).map_err(protocol)? {
-                SessionReply::Read => Unmatched::Read,
+                SessionReply::Read => {
+                    self.report_clock(node);
+                    Unmatched::Read
+                }
                 SessionReply::Decided(verdict) => {
                     self.on_verdict(node, verdict);
                     Unmatched::Read
@@ -486,6 +490,21 @@ impl<R: CryptoRng> Client<R> {
                 SessionReply::NotNext => Unmatched::NotNext,
             },
         )
+    }
+
+    /// Reports what the node's last `TIME` reply showed about its clock, if anything.
+    fn report_clock(&mut self, node: NodeId) {
+        let event = match self.nodes[node.index()].clock_finding.take() {
+            None => return,
+            Some(Finding::Rate { low, high, over }) => Event::ClockRate {
+                node,
+                low,
+                high,
+                over,
+            },
+            Some(Finding::Step { forward, by }) => Event::ClockStep { node, forward, by },
+        };
+        self.events.push_back(event);
     }
 
     /// Hands a reply from `node` to what waits for it: the request at the front of its
@@ -634,6 +653,7 @@ impl<R: CryptoRng> Client<R> {
                 if native == Some(NativeUse::Fence) {
                     node.refresh_clock(now);
                 }
+                node.sample_clock(now);
                 if node.mark_dirty() {
                     self.dirty.push_back(to);
                 }

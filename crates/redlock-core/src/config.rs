@@ -49,6 +49,8 @@ pub struct Config {
     pub(crate) restart_quarantine: bool,
     /// The longest ttl of any lock on the nodes, if set; otherwise the ttl.
     pub(crate) quarantine_ttl: Option<Duration>,
+    /// Whether each node's clock rate is checked against the drift factor (clock_rate.rs).
+    pub(crate) clock_check: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<Mutant>,
 }
@@ -317,6 +319,11 @@ impl Config {
     pub fn native_commands(&self) -> bool {
         self.native_commands
     }
+
+    /// Whether the nodes' clock rates are checked; see [`ConfigBuilder::clock_check`].
+    pub fn clock_check(&self) -> bool {
+        self.clock_check
+    }
 }
 
 /// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
@@ -345,6 +352,7 @@ pub struct ConfigBuilder {
     notification_jitter: Duration,
     fenced: bool,
     fence_suffix: Bytes,
+    clock_check: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     restart_quarantine: bool,
@@ -379,6 +387,7 @@ impl ConfigBuilder {
             notification_jitter: DEFAULT_NOTIFICATION_JITTER,
             fenced: false,
             fence_suffix: Bytes::from_static(DEFAULT_FENCE_SUFFIX.as_bytes()),
+            clock_check: true,
             node_out_of_range: None,
             restart_quarantine: false,
             quarantine_ttl: None,
@@ -614,6 +623,24 @@ impl ConfigBuilder {
         self
     }
 
+    /// Check that each node's clock runs at the client's rate within the drift factor
+    /// (default on). Now and then (at most once a second per node) a `TIME` goes out in the
+    /// same write as a request the node gets anyway, so an idle client sends nothing and a
+    /// busy one no extra round trip. From these readings, each bounded by its round trip,
+    /// the client measures the node's clock rate against its own monotonic clock over
+    /// windows of at least five seconds and reports
+    /// [`Event::ClockRate`](crate::Event::ClockRate) when the whole measured interval lies
+    /// outside `1 ± drift_factor`, and [`Event::ClockStep`](crate::Event::ClockStep) when
+    /// the clock jumped by more than the round trips and the allowance explain. See
+    /// docs/safety.md, "Checking the clock rates".
+    ///
+    /// Off: no `TIME` beyond the one of each connection's handshake (and a fenced
+    /// pipeline's), and no clock events.
+    pub fn clock_check(mut self, on: bool) -> Self {
+        self.clock_check = on;
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -695,6 +722,7 @@ impl ConfigBuilder {
             fence_suffix: self.fence_suffix,
             restart_quarantine: self.restart_quarantine,
             quarantine_ttl: self.quarantine_ttl,
+            clock_check: self.clock_check,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })

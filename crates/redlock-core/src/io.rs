@@ -96,9 +96,11 @@ pub struct Transmit {
     pub bytes: Bytes,
 }
 
-/// An outcome the user is waiting for, carrying the [`OpId`] it belongs to; or news of a
-/// node that concerns every lock (the restart quarantine: [`NodeQuarantined`](Self::NodeQuarantined),
-/// [`QuarantineSkipped`](Self::QuarantineSkipped)), which belongs to no operation.
+/// An outcome the user is waiting for, carrying the [`OpId`] it belongs to ([`Event::op`]);
+/// or news of a node that concerns every lock, which belongs to no operation: the restart
+/// quarantine ([`NodeQuarantined`](Self::NodeQuarantined),
+/// [`QuarantineSkipped`](Self::QuarantineSkipped)) and the clock check
+/// ([`ClockRate`](Self::ClockRate), [`ClockStep`](Self::ClockStep)).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Event {
@@ -172,6 +174,34 @@ pub enum Event {
         /// Why no quarantine.
         reason: QuarantineSkip,
     },
+    /// A node's clock ran at a rate outside `1 ± drift_factor` of the client's monotonic
+    /// clock, over a window of `over`: a key on that node may expire earlier (a fast clock)
+    /// or later (a slow one) than the lock's validity allows for (docs/safety.md, "Checking
+    /// the clock rates"). Reported once per window (every five seconds or so) while it
+    /// lasts. Only with [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
+    ClockRate {
+        /// The node.
+        node: NodeId,
+        /// The least rate the readings allow, in node seconds per client second.
+        low: f64,
+        /// The most rate the readings allow; the whole of `[low, high]` lies outside the
+        /// allowance.
+        high: f64,
+        /// The time between the window's first and last readings, on the client's clock.
+        over: Duration,
+    },
+    /// A node's clock jumped, between two readings about a second apart, by more than its
+    /// allowed rate and the readings' round trips explain: a key on it may have expired
+    /// early (forward) or live on (back). Only with
+    /// [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
+    ClockStep {
+        /// The node.
+        node: NodeId,
+        /// Whether the clock jumped forward (ahead of where it should be) or back.
+        forward: bool,
+        /// The least the clock jumped by: the jump beyond the error bars.
+        by: Duration,
+    },
 }
 
 impl Event {
@@ -184,7 +214,10 @@ impl Event {
             | Self::Lost { op, .. }
             | Self::Released { op, .. }
             | Self::Inspected { op, .. } => Some(*op),
-            Self::NodeQuarantined { .. } | Self::QuarantineSkipped { .. } => None,
+            Self::NodeQuarantined { .. }
+            | Self::QuarantineSkipped { .. }
+            | Self::ClockRate { .. }
+            | Self::ClockStep { .. } => None,
         }
     }
 }

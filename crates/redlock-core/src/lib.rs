@@ -89,6 +89,7 @@
 
 mod address;
 mod client;
+mod clock_rate;
 mod command;
 mod config;
 mod error;

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use rand_core::Rng;
 
+use crate::clock_rate::{Finding, RateCheck};
 use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
 use crate::id::{ConnId, NodeId, OpId, RequestId};
@@ -149,6 +150,11 @@ pub(crate) struct Node {
     /// The node's acquisition votes count as "no" until this ends (kept across
     /// connections).
     pub(crate) quarantine: Option<Quarantine>,
+    /// The check of the node's clock rate, if it is on (clock_rate.rs).
+    rate_check: Option<RateCheck>,
+    /// What the last `TIME` reply showed about the node's clock, until the client reports
+    /// it.
+    pub(crate) clock_finding: Option<Finding>,
 }
 
 impl Node {
@@ -193,6 +199,8 @@ impl Node {
             said: None,
             seen: None,
             quarantine: None,
+            rate_check: (config.clock_check).then(|| RateCheck::new(config.timing.drift_factor)),
+            clock_finding: None,
         }
     }
 
@@ -253,9 +261,32 @@ impl Node {
         let stale = (self.clock)
             .is_some_and(|c| now.saturating_duration_since(c.read_at) > CLOCK_READING_MAX_AGE);
         if stale && !self.in_flight.contains(&Pending::Time) {
-            self.unshare();
-            resp::encode(&mut self.out, &[b"TIME"]);
-            self.in_flight.push_back(Pending::Time);
+            self.ask_time(now);
+        }
+    }
+
+    /// After a request: if the clock-rate check wants a sample, a `TIME` goes out in the
+    /// same write (piggy-backed: no round trip of its own, and none when idle). Its reply
+    /// also serves as the clock reading of a fenced pipeline. A backlogged node is not
+    /// sampled: the `TIME` would count against its cap.
+    #[inline]
+    pub(crate) fn sample_clock(&mut self, now: Instant) {
+        if (self.rate_check.as_ref()).is_some_and(|c| c.wants_sample(now))
+            && self.link == Link::Up
+            && self.has_room()
+            && !self.in_flight.contains(&Pending::Time)
+        {
+            self.ask_time(now);
+        }
+    }
+
+    /// Queues `TIME` behind everything written; the rate check, if on, samples its reply.
+    fn ask_time(&mut self, now: Instant) {
+        self.unshare();
+        resp::encode(&mut self.out, &[b"TIME"]);
+        self.in_flight.push_back(Pending::Time);
+        if let Some(check) = &mut self.rate_check {
+            check.asked(now);
         }
     }
 
@@ -416,6 +447,9 @@ impl Node {
                     since_epoch,
                     read_at: now,
                 });
+                if let Some(check) = &mut self.rate_check {
+                    self.clock_finding = check.answered(now, clock);
+                }
             }
             _ => return Ok(SessionReply::NotNext),
         }
@@ -485,6 +519,9 @@ impl Node {
         // A restarted server may have lost its counters: the next floor comes from a clock
         // read on the next connection.
         self.clock = None;
+        if let Some(check) = &mut self.rate_check {
+            check.disconnected();
+        }
         self.gathered.clear();
         self.resp3 = false;
         self.subscribed.clear();

@@ -31,6 +31,7 @@ fn cleanup_then_probe(cleanup: &str, probe: &str) -> Vec<u8> {
 fn config(jitter: Duration) -> Config {
     Config::builder(3)
         .restart_quarantine(false)
+        .clock_check(false)
         .ttl(Duration::from_secs(10))
         .retry(RetryPolicy {
             max_attempts: Some(3),
@@ -310,6 +311,7 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
 fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     let config = Config::builder(3)
         .restart_quarantine(false)
+        .clock_check(false)
         .release_notifications(false)
         .build()
         .unwrap();
@@ -320,6 +322,7 @@ fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     let mut h = Harness::connected(
         Config::builder(3)
             .restart_quarantine(false)
+            .clock_check(false)
             .release_notifications(false)
             .build()
             .unwrap(),

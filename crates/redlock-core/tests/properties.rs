@@ -223,7 +223,10 @@ proptest! {
         let mut released: Vec<OpId> = Vec::new();
         let mut check = |events: &[Event]| {
             for e in events {
-                prop_assert!(e.op().is_none_or(|op| !released.contains(&op)), "event after release: {e:?}");
+                prop_assert!(
+                    !e.op().is_some_and(|op| released.contains(&op)),
+                    "event after release: {e:?}"
+                );
                 match e {
                     Event::Acquired(a) => {
                         prop_assert!(a.validity <= max_validity);

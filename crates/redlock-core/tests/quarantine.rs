@@ -22,11 +22,12 @@ const AOF_ALWAYS: &str =
     "*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n";
 const DAY: u64 = 86_400;
 
-/// 3 nodes, ttl 1 s, one attempt per lock; no `HELLO`, `TIME` or preloads, so that the
-/// handshake is `INFO` and `CONFIG GET` alone.
+/// 3 nodes, ttl 1 s, one attempt per lock; no `HELLO`, `TIME` (nor the clock check's) or
+/// preloads, so that the handshake is `INFO` and `CONFIG GET` alone.
 fn config(quarantine: bool) -> Config {
     Config::builder(3)
         .release_notifications(false)
+        .clock_check(false)
         .native_commands(false)
         .preload_scripts(false)
         .restart_quarantine(quarantine)

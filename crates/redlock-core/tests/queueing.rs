@@ -16,6 +16,7 @@ const DELETED: &[u8] = b":1\r\n";
 fn harness() -> Harness {
     let config = Config::builder(3)
         .restart_quarantine(false)
+        .clock_check(false)
         .ttl(Duration::from_secs(1))
         .build()
         .expect("valid config");

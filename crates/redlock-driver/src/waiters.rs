@@ -155,8 +155,9 @@ impl Waiters {
     pub fn dispatch(&mut self, event: Event) {
         self.observer.event(&event);
         let Some(op) = event.op() else {
-            // News of a node (the restart quarantine): for the observer only; an acquisition
-            // it changes says so in its own outcome (`NodeFault::Quarantined`).
+            // News of a node (the restart quarantine, the clock check): for the observer
+            // only; an acquisition the quarantine changes says so in its own outcome
+            // (`NodeFault::Quarantined`).
             return;
         };
         if let Some(query) = self.queries.remove(&op) {

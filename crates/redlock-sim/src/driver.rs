@@ -16,6 +16,7 @@ use crate::event::Ev;
 use crate::network::{Direction, LinkState};
 use crate::node::NodeState;
 use crate::pubsub::Session;
+use crate::report::ClockEvent;
 use crate::resp::{Frame, next_command};
 use crate::script::release_channel;
 use crate::sim::Sim;
@@ -93,8 +94,16 @@ impl Sim {
         let now = self.now;
         let clock = self.clients[c].clock;
         let Some(op) = event.op() else {
-            // News of a node (the restart quarantine): in the notes only.
+            // News of a node (the restart quarantine, the clock check): in the notes; the
+            // clock events kept for the clock-check properties.
             self.note(|| format!("client {c}: {event:?}"));
+            let at = now;
+            let event = event.clone();
+            self.clock_events.push(ClockEvent {
+                client: c,
+                at,
+                event,
+            });
             return;
         };
         let tag = match event {

@@ -75,10 +75,10 @@ pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};
 pub use pubsub::{Delivery, Session};
 pub use random::Dice;
-pub use report::{Report, Stats};
+pub use report::{ClockEvent, Report, Stats};
 pub use resp::{Frame, Protocol, ServerReply};
 pub use scenario::{
-    ClockRates, FaultKnobs, PushFaults, Resources, Scenario, SuppliedToken, WorkloadKnobs,
+    ClockRates, FaultKnobs, PushFaults, Resources, Scenario, SuppliedToken, WallStep, WorkloadKnobs,
 };
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

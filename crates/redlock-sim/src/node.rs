@@ -39,6 +39,9 @@ pub struct Node {
     /// How far the node's wall clock (`TIME`) is from [`WALL_EPOCH_NANOS`] plus its local
     /// clock, in nanoseconds: a constant offset, moved by steps.
     wall_offset: i64,
+    /// A step of the wall clock scheduled at a true time, not yet taken (see
+    /// [`step_wall_at`](Self::step_wall_at)).
+    wall_step: Option<(SimTime, i64)>,
     /// The last crash kept the data (persistence): the restart loads it back.
     persisted: bool,
     /// The wall clock (Unix nanoseconds) when the process started: `INFO`'s
@@ -90,6 +93,7 @@ impl Node {
             pubsub: Registry::default(),
             ignores_subscribe: false,
             wall_offset: 0,
+            wall_step: None,
             persisted: false,
             // Up for a day when the simulation starts: no quarantine at first sight.
             started_wall: WALL_EPOCH_NANOS.saturating_sub(DAY_NANOS),
@@ -101,7 +105,18 @@ impl Node {
     /// ([`Clock::local_nanos`]), which steps do not move.
     pub fn wall_nanos(&self, t: SimTime) -> u64 {
         let base = WALL_EPOCH_NANOS.saturating_add(self.clock.local_nanos(t));
-        base.saturating_add_signed(self.wall_offset)
+        let step = match self.wall_step {
+            Some((at, nanos)) if t >= at => nanos,
+            _ => 0,
+        };
+        base.saturating_add_signed(self.wall_offset.saturating_add(step))
+    }
+
+    /// Steps the wall clock by `nanos` (negative: back) at true time `at`: `TIME` at `at`
+    /// or later reads the step, earlier readings do not (one step per node; a later call
+    /// replaces it).
+    pub fn step_wall_at(&mut self, at: SimTime, nanos: i64) {
+        self.wall_step = Some((at, nanos));
     }
 
     /// Steps the wall clock by `nanos` (negative: back), as a clock set by hand or NTP.

@@ -93,12 +93,26 @@ pub struct Report {
     pub checker: Checker,
     /// Counters.
     pub stats: Stats,
+    /// The clients' clock events, in order.
+    pub clock_events: Vec<ClockEvent>,
     /// Hash of the whole run, for determinism checks.
     pub trace_hash: u64,
     /// Whether every client finished its operations.
     pub workloads_done: bool,
     /// True time at the end of the run.
     pub end: SimTime,
+}
+
+/// A clock event of one client's core ([`Event::ClockRate`](redlock_core::Event::ClockRate)
+/// or [`Event::ClockStep`](redlock_core::Event::ClockStep)), and when it came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockEvent {
+    /// The client.
+    pub client: usize,
+    /// When, in true time.
+    pub at: SimTime,
+    /// The event.
+    pub event: redlock_core::Event,
 }
 
 /// A 64-bit FNV-1a hash over the run's events.

@@ -53,6 +53,24 @@ pub struct Scenario {
     /// its key must be gone from every node that was reachable for at least this long
     /// before the deadline (see [`Linger`](crate::Linger)). `None`: no check.
     pub release_linger: Option<Duration>,
+    /// Nodes whose clock runs at `1 + skew` instead of a rate drawn from `clock_skew`, as
+    /// `(node, skew)` (the draw still happens, so every other knob of a seed stays).
+    pub node_skews: Vec<(usize, f64)>,
+    /// Steps of nodes' wall clocks (`TIME`) at given true times.
+    pub wall_steps: Vec<WallStep>,
+}
+
+/// A node's wall clock jumps at a true time, as a clock set by hand or stepped by a time
+/// daemon: `TIME` reads `by` later (negative: earlier) from then on. Key expiry does not
+/// move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallStep {
+    /// The node.
+    pub node: usize,
+    /// When, in true time since the start.
+    pub at: Duration,
+    /// By how many nanoseconds (negative: back).
+    pub by: i64,
 }
 
 /// Which resource each lock operation asks for.
@@ -276,6 +294,8 @@ impl Scenario {
             time_limit: Duration::from_secs(20),
             wall_spread: Duration::ZERO,
             release_linger: None,
+            node_skews: Vec::new(),
+            wall_steps: Vec::new(),
         }
     }
 

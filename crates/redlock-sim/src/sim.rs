@@ -18,7 +18,7 @@ use crate::event::Ev;
 use crate::network::{Network, Orphan};
 use crate::node::Node;
 use crate::random::Dice;
-use crate::report::{Report, Stats, Trace};
+use crate::report::{ClockEvent, Report, Stats, Trace};
 use crate::scenario::{ClockRates, Scenario};
 use crate::workload::Workload;
 
@@ -39,6 +39,9 @@ pub struct Sim {
     pub(crate) checker: Checker,
     pub(crate) trace: Trace,
     pub(crate) stats: Stats,
+    /// The clients' clock events ([`Event::ClockRate`](redlock_core::Event::ClockRate),
+    /// [`Event::ClockStep`](redlock_core::Event::ClockStep)), in order.
+    pub(crate) clock_events: Vec<ClockEvent>,
     /// Network deliveries and connects scheduled and not yet processed.
     in_flight: usize,
     /// A readable log of commands, replies and lock events, when enabled.
@@ -93,8 +96,10 @@ impl Sim {
         };
         let nodes: Vec<Node> = (0..n)
             .map(|i| {
+                let drawn = clock(&mut dice);
+                let set = scenario.node_skews.iter().find(|(node, _)| *node == i);
                 Node::with_profile(
-                    clock(&mut dice),
+                    set.map_or(drawn, |&(_, skew)| Clock::with_skew(origin, skew)),
                     &scenario.scripts,
                     scenario.preload_scripts,
                     scenario.server(i),
@@ -135,12 +140,18 @@ impl Sim {
             clients,
             trace: Trace::new(),
             stats: Stats::default(),
+            clock_events: Vec::new(),
             in_flight: 0,
             log: None,
             #[cfg(test)]
             tap: Vec::new(),
         };
         sim.spread_wall_clocks();
+        for step in &sim.scenario.wall_steps {
+            if let Some(node) = sim.nodes.get_mut(step.node) {
+                node.step_wall_at(SimTime::from_duration(step.at), step.by);
+            }
+        }
         for (i, node) in sim.nodes.iter_mut().enumerate() {
             node.ignore_subscribe(sim.scenario.push_faults(i).ignore_subscribe);
         }
@@ -231,6 +242,7 @@ impl Sim {
             linger: self.checker.linger().cloned(),
             checker: self.checker.clone(),
             stats: self.stats.clone(),
+            clock_events: self.clock_events.clone(),
             trace_hash: self.trace.hash(),
             workloads_done: self.clients.iter().all(|c| c.workload.is_done()),
             end: self.now,

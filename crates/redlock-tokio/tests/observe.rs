@@ -90,3 +90,8 @@ fn traced_refusal_and_noscript() {
 fn counted_lock() {
     observe::counted_lock::<Tokio>();
 }
+
+#[test]
+fn healthy_clocks() {
+    observe::healthy_clocks::<Tokio>();
+}

@@ -143,7 +143,10 @@ fn released_nodes(out: Vec<Output>) -> Vec<ReleaseOutcome> {
 #[test]
 fn timer_queue_is_bounded_by_live_operations() {
     let nodes = 3;
-    let config = Config::builder(nodes).build().expect("valid config");
+    // The replies are scripted: no clock samples.
+    let config = (Config::builder(nodes).clock_check(false))
+        .build()
+        .expect("valid config");
     let mut rig = Rig::connected(config);
     let held_options = LockOptions::default()
         .ttl(HOUR)
@@ -197,7 +200,9 @@ fn cycle_without_node_2(rig: &mut Rig, key: &'static str) -> (AcquireOutcome, Re
 /// stops at `max_in_flight`, and locks still succeed on the 2 healthy nodes.
 #[test]
 fn silent_node_queue_stops_at_the_cap() {
-    let config = Config::builder(3).build().expect("valid config");
+    let config = (Config::builder(3).clock_check(false))
+        .build()
+        .expect("valid config");
     let cap = config.max_in_flight();
     assert_eq!(cap, crate::config::DEFAULT_MAX_IN_FLIGHT);
     let mut rig = Rig::connected(config);
@@ -224,6 +229,7 @@ fn silent_node_queue_stops_at_the_cap() {
 fn late_replies_after_the_cap_match_their_own_requests() {
     let cap = 4;
     let config = Config::builder(3)
+        .clock_check(false)
         .max_in_flight(cap)
         .build()
         .expect("valid config");

@@ -313,14 +313,16 @@ pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
     }
 }
 
-/// A configuration builder with release notifications and the restart quarantine off.
-/// These transcripts script every byte a client sends and reads; notifications add their
-/// own (`HELLO 3`, the `PTTL` probe after a contended attempt, `SUBSCRIBE`), which
-/// tests/notifications.rs scripts, and the quarantine its `INFO` and `CONFIG GET`, which
-/// tests/quarantine.rs scripts.
+/// A configuration builder with release notifications, the restart quarantine and the
+/// clock-rate check off. These transcripts script every byte a client sends and reads;
+/// notifications add their own (`HELLO 3`, the `PTTL` probe after a contended attempt,
+/// `SUBSCRIBE`), which tests/notifications.rs scripts, the quarantine its `INFO` and
+/// `CONFIG GET`, which tests/quarantine.rs scripts, and the check its `TIME` samples, which
+/// tests/clock_check.rs scripts.
 #[allow(dead_code)]
 pub(crate) fn builder(nodes: usize) -> redlock_core::ConfigBuilder {
     Config::builder(nodes)
         .release_notifications(false)
         .restart_quarantine(false)
+        .clock_check(false)
 }

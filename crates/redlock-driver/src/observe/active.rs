@@ -225,8 +225,10 @@ impl Active {
     }
 
     pub(super) fn event(&mut self, event: &Event) {
+        #[cfg(feature = "tracing")]
+        trace::clock(event, &self.names);
         let Some(op) = event.op() else {
-            // News of a node (the restart quarantine).
+            // News of a node (the restart quarantine; the clock check, said above).
             #[cfg(feature = "tracing")]
             trace::node_news(event, self.now);
             return;

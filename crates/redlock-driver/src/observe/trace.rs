@@ -350,6 +350,27 @@ pub(super) fn commands(
     }
 }
 
+/// A node's clock ran at a rate outside the drift allowance, or stepped (the core's clock
+/// check): the lock's safety assumption about that node's clock does not hold.
+pub(super) fn clock(event: &Event, names: &[NodeName]) {
+    match *event {
+        Event::ClockRate {
+            node,
+            low,
+            high,
+            over,
+        } => {
+            let node = Named(names, node);
+            warn!(%node, low, high, ?over, "node clock rate outside the drift allowance");
+        }
+        Event::ClockStep { node, forward, by } => {
+            let node = Named(names, node);
+            warn!(%node, forward, ?by, "node clock stepped");
+        }
+        _ => {}
+    }
+}
+
 /// The restart quarantine's news of a node: quarantined (`WARN`, with how long from `now`),
 /// or not although it was checked (`INFO`).
 pub(super) fn node_news(event: &Event, now: Option<Instant>) {
