@@ -493,16 +493,19 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Reports what the node's last `TIME` reply showed about its clock, if anything.
-    fn report_clock(&mut self, node: NodeId) {
-        let event = match self.nodes[node.index()].clock_finding.take() {
-            None => return,
-            Some(Finding::Rate { low, high, over }) => Event::ClockRate {
+    fn report_clock(&mut self, id: NodeId) {
+        let Some(finding) = self.nodes[id.index()].clock_finding.take() else {
+            return;
+        };
+        let node = crate::round::name(&self.config.names, id.index());
+        let event = match finding {
+            Finding::Rate { low, high, over } => Event::ClockRate {
                 node,
                 low,
                 high,
                 over,
             },
-            Some(Finding::Step { forward, by }) => Event::ClockStep { node, forward, by },
+            Finding::Step { forward, by } => Event::ClockStep { node, forward, by },
         };
         self.events.push_back(event);
     }

@@ -181,7 +181,7 @@ pub enum Event {
     /// lasts. Only with [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
     ClockRate {
         /// The node.
-        node: NodeId,
+        node: NodeName,
         /// The least rate the readings allow, in node seconds per client second.
         low: f64,
         /// The most rate the readings allow; the whole of `[low, high]` lies outside the
@@ -196,7 +196,7 @@ pub enum Event {
     /// [`ConfigBuilder::clock_check`](crate::ConfigBuilder::clock_check).
     ClockStep {
         /// The node.
-        node: NodeId,
+        node: NodeName,
         /// Whether the clock jumped forward (ahead of where it should be) or back.
         forward: bool,
         /// The least the clock jumped by: the jump beyond the error bars.

@@ -226,7 +226,7 @@ impl Active {
 
     pub(super) fn event(&mut self, event: &Event) {
         #[cfg(feature = "tracing")]
-        trace::clock(event, &self.names);
+        trace::clock(event);
         let Some(op) = event.op() else {
             // News of a node (the restart quarantine; the clock check, said above).
             #[cfg(feature = "tracing")]

@@ -352,19 +352,17 @@ pub(super) fn commands(
 
 /// A node's clock ran at a rate outside the drift allowance, or stepped (the core's clock
 /// check): the lock's safety assumption about that node's clock does not hold.
-pub(super) fn clock(event: &Event, names: &[NodeName]) {
-    match *event {
+pub(super) fn clock(event: &Event) {
+    match event {
         Event::ClockRate {
             node,
             low,
             high,
             over,
         } => {
-            let node = Named(names, node);
             warn!(%node, low, high, ?over, "node clock rate outside the drift allowance");
         }
         Event::ClockStep { node, forward, by } => {
-            let node = Named(names, node);
             warn!(%node, forward, ?by, "node clock stepped");
         }
         _ => {}
