@@ -22,7 +22,7 @@ use crate::node::{Link, Node, Pending, SessionReply};
 use crate::notify::{self, Push, decode_push, release_channel};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
-use crate::quarantine::{QuarantineSkip, Verdict};
+use crate::quarantine::{self, QuarantineSkip, Verdict};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{NativeUse, NodeCommands, is_unsupported};
@@ -471,7 +471,7 @@ impl<R: CryptoRng> Client<R> {
         Ok(
             match n.read_session_reply(now, bytes, window).map_err(protocol)? {
                 SessionReply::Read => {
-                    self.report_clock(node);
+                    self.report_clock(now, node, window);
                     Unmatched::Read
                 }
                 SessionReply::Decided(verdict) => {
@@ -492,22 +492,41 @@ impl<R: CryptoRng> Client<R> {
         )
     }
 
-    /// Reports what the node's last `TIME` reply showed about its clock, if anything.
-    fn report_clock(&mut self, id: NodeId) {
+    /// Reports what the node's last `TIME` reply showed about its clock, if anything, and
+    /// quarantines the node for it if asked to (`ConfigBuilder::clock_quarantine`).
+    fn report_clock(&mut self, now: Instant, id: NodeId, window: Duration) {
         let Some(finding) = self.nodes[id.index()].clock_finding.take() else {
             return;
         };
         let node = crate::round::name(&self.config.names, id.index());
+        let quarantine = self
+            .config
+            .clock_quarantine
+            .then(|| quarantine::for_clock(now, window, &finding));
         let event = match finding {
             Finding::Rate { low, high, over } => Event::ClockRate {
-                node,
+                node: node.clone(),
                 low,
                 high,
                 over,
             },
-            Finding::Step { forward, by } => Event::ClockStep { node, forward, by },
+            Finding::Step { forward, by } => Event::ClockStep {
+                node: node.clone(),
+                forward,
+                by,
+            },
         };
         self.events.push_back(event);
+        if let Some(q) = quarantine {
+            let n = &mut self.nodes[id.index()];
+            let q = quarantine::merge(n.quarantine.take(), q);
+            n.quarantine = Some(q);
+            self.events.push_back(Event::NodeQuarantined {
+                node,
+                until: q.until,
+                cause: q.cause,
+            });
+        }
     }
 
     /// Hands a reply from `node` to what waits for it: the request at the front of its

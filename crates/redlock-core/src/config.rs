@@ -51,6 +51,8 @@ pub struct Config {
     pub(crate) quarantine_ttl: Option<Duration>,
     /// Whether each node's clock rate is checked against the drift factor (clock_rate.rs).
     pub(crate) clock_check: bool,
+    /// Whether a node whose clock the check found misbehaving is quarantined.
+    pub(crate) clock_quarantine: bool,
     #[cfg(feature = "_mutants")]
     pub(crate) mutant: Option<Mutant>,
 }
@@ -324,6 +326,12 @@ impl Config {
     pub fn clock_check(&self) -> bool {
         self.clock_check
     }
+
+    /// Whether a node whose clock misbehaves is quarantined; see
+    /// [`ConfigBuilder::clock_quarantine`].
+    pub fn clock_quarantine(&self) -> bool {
+        self.clock_quarantine
+    }
 }
 
 /// Builds a [`Config`]; [`build`](Self::build) checks every rule and names the broken field.
@@ -353,6 +361,7 @@ pub struct ConfigBuilder {
     fenced: bool,
     fence_suffix: Bytes,
     clock_check: bool,
+    clock_quarantine: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
     restart_quarantine: bool,
@@ -388,6 +397,7 @@ impl ConfigBuilder {
             fenced: false,
             fence_suffix: Bytes::from_static(DEFAULT_FENCE_SUFFIX.as_bytes()),
             clock_check: true,
+            clock_quarantine: false,
             node_out_of_range: None,
             restart_quarantine: false,
             quarantine_ttl: None,
@@ -641,6 +651,21 @@ impl ConfigBuilder {
         self
     }
 
+    /// Quarantine a node whose clock the [`clock_check`](Self::clock_check) finds
+    /// misbehaving (default off): its votes for acquisitions count as "no", as a restarted
+    /// node's do ([`Event::NodeQuarantined`](crate::Event::NodeQuarantined), cause
+    /// `ClockRate` or `ClockStep`), while extensions and releases still go to it. After a
+    /// rate outside the allowance, for two of the windows it was measured over (each new
+    /// report extends it, so a clock that stays off stays quarantined); after a step, for the
+    /// restart quarantine's window (the longest ttl and its drift allowance), since every key
+    /// on the node may have expired early or live on. Needs the check: building with this
+    /// on and [`clock_check(false)`](Self::clock_check) is a
+    /// [`ConfigError`](crate::ConfigError) naming `clock_quarantine`.
+    pub fn clock_quarantine(mut self, on: bool) -> Self {
+        self.clock_quarantine = on;
+        self
+    }
+
     /// Test-only: run the lock lifecycle with a deliberate bug (simulation negative controls).
     #[cfg(feature = "_mutants")]
     #[doc(hidden)]
@@ -649,8 +674,8 @@ impl ConfigBuilder {
         self
     }
 
-    /// Checks every rule and returns the configuration, or the first broken field.
-    pub fn build(self) -> Result<Config, ConfigError> {
+    /// The rules on the node list and on switches that need one another.
+    fn check_nodes_and_switches(&self) -> Result<(), ConfigError> {
         let n = self.nodes.len();
         if n == 0 || n > MAX_NODES {
             return Err(ConfigError::new(
@@ -664,6 +689,19 @@ impl ConfigBuilder {
                 format!("settings given for node {index}, but there are only {n} nodes"),
             ));
         }
+        if self.clock_quarantine && !self.clock_check {
+            return Err(ConfigError::new(
+                "clock_quarantine",
+                "needs the clock check on (clock_check(true)): it acts on what the check finds",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every rule and returns the configuration, or the first broken field.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        self.check_nodes_and_switches()?;
+        let n = self.nodes.len();
         let majority = n / 2 + 1;
         let quorum = self.quorum.unwrap_or(majority);
         if quorum < majority || quorum > n {
@@ -723,6 +761,7 @@ impl ConfigBuilder {
             restart_quarantine: self.restart_quarantine,
             quarantine_ttl: self.quarantine_ttl,
             clock_check: self.clock_check,
+            clock_quarantine: self.clock_quarantine,
             #[cfg(feature = "_mutants")]
             mutant: self.mutant,
         })

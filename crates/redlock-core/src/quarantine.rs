@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::clock_rate::Finding;
 use crate::identity::{Identity, Persistence};
 use crate::time;
 
@@ -39,6 +40,13 @@ pub enum QuarantineCause {
     /// (`uptime_in_seconds`); this client had not seen it before, or saw this very process
     /// before, when it was already young.
     Young,
+    /// The clock check found the node's clock running at a rate outside the drift allowance
+    /// ([`Event::ClockRate`](crate::Event::ClockRate); opt-in:
+    /// [`ConfigBuilder::clock_quarantine`](crate::ConfigBuilder::clock_quarantine)).
+    ClockRate,
+    /// The clock check found the node's clock stepped
+    /// ([`Event::ClockStep`](crate::Event::ClockStep); opt-in, as `ClockRate`).
+    ClockStep,
 }
 
 impl std::fmt::Display for QuarantineCause {
@@ -46,6 +54,8 @@ impl std::fmt::Display for QuarantineCause {
         f.write_str(match self {
             Self::Restarted => "the node restarted (new run_id)",
             Self::Young => "the node started less than the quarantine window ago",
+            Self::ClockRate => "the node's clock runs at a rate outside the drift allowance",
+            Self::ClockStep => "the node's clock stepped",
         })
     }
 }
@@ -160,6 +170,22 @@ pub(crate) fn remember(now: Instant, seen: Option<Seen>, said: &Identity) -> Opt
 
 /// The quarantine in force at `now`: the later of the one running and a new one (a
 /// reconnection that finds the same young process does not shorten it).
+/// The quarantine of a node whose clock the check found misbehaving at `now` (opt-in):
+/// after a rate outside the allowance, two of the windows it was measured over, so that the
+/// clock must behave through a whole window of the check before the node votes again (each
+/// new report extends it); after a step, the restart quarantine's `window`, since any key
+/// on the node may have expired early (or live on past its lock).
+pub(crate) fn for_clock(now: Instant, window: Duration, finding: &Finding) -> Quarantine {
+    let (cause, length) = match *finding {
+        Finding::Rate { over, .. } => (QuarantineCause::ClockRate, over.saturating_mul(2)),
+        Finding::Step { .. } => (QuarantineCause::ClockStep, window),
+    };
+    Quarantine {
+        until: time::add(now, length),
+        cause,
+    }
+}
+
 pub(crate) fn merge(running: Option<Quarantine>, new: Quarantine) -> Quarantine {
     match running {
         Some(q) if q.until > new.until => q,

@@ -7,15 +7,23 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, Event, NodeId};
+use redlock_core::{
+    AcquireFailure, Config, Event, NodeFault, NodeId, QuarantineCause, RetryPolicy,
+};
 use support::{Harness, NODE_SECS, set_nx_px};
 
 const TIME: &str = "*1\r\n$4\r\nTIME\r\n";
 
 fn harness() -> Harness {
+    harness_with(false)
+}
+
+fn harness_with(clock_quarantine: bool) -> Harness {
     let config = Config::builder(1)
         .release_notifications(false)
         .ttl(Duration::from_secs(10))
+        .clock_quarantine(clock_quarantine)
+        .retry(RetryPolicy::once())
         .build()
         .expect("valid config");
     assert!(config.clock_check(), "on by default");
@@ -57,7 +65,11 @@ fn cycle(h: &mut Harness, key: &'static str, rtt: Duration, micros: u64) -> (boo
 /// Runs a cycle every `period` for `secs` seconds with a node clock at `rate` that steps by
 /// `step` micros after `step_after` cycles; returns the clock events.
 fn run(rate: f64, step: i64, step_after: usize) -> Vec<Event> {
-    let mut h = harness();
+    run_on(&mut harness(), rate, step, step_after, usize::MAX)
+}
+
+/// [`run`] on `h`, stopping after the cycle that brought the `stop`-th clock event.
+fn run_on(h: &mut Harness, rate: f64, step: i64, step_after: usize, stop: usize) -> Vec<Event> {
     let start = h.now;
     let keys: Vec<&'static str> = (0..40)
         .map(|i| &*Box::leak(format!("k{i}").into_boxed_str()))
@@ -70,9 +82,12 @@ fn run(rate: f64, step: i64, step_after: usize) -> Vec<Event> {
         if i >= step_after {
             micros += step;
         }
-        let (timed, found) = cycle(&mut h, key, rtt, micros as u64);
+        let (timed, found) = cycle(h, key, rtt, micros as u64);
         assert!(timed, "a cycle a second samples every time");
         events.extend(found);
+        if events.len() >= stop {
+            break;
+        }
         h.advance(Duration::from_secs(1));
     }
     events
@@ -157,4 +172,73 @@ fn a_refused_or_garbled_time_is_no_sample() {
         assert!(h.client.is_up(NodeId::new(0)));
         h.advance(Duration::from_secs(1));
     }
+}
+
+#[test]
+fn a_misbehaving_clock_quarantines_its_node_when_asked() {
+    // A rate 10× the allowance off: the report, then the quarantine for two windows.
+    let mut h = harness_with(true);
+    let events = run_on(&mut h, 1.1, 0, usize::MAX, 2);
+    let [
+        Event::ClockRate { over, .. },
+        Event::NodeQuarantined { node, until, cause },
+    ] = &events[..]
+    else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        (node.id(), *cause, *until),
+        (
+            NodeId::new(0),
+            QuarantineCause::ClockRate,
+            h.now + *over * 2
+        )
+    );
+    // Its vote does not count: the single node's grant decides nothing.
+    let (_, _) = h.acquire("after");
+    let out = h.reply(0, b"+OK\r\n");
+    let [Event::AcquireFailed { reason, .. }] = &out.events[..] else {
+        panic!("{out:?}");
+    };
+    let AcquireFailure::QuorumUnreachable { errors } = reason else {
+        panic!("{reason:?}");
+    };
+    let fault = NodeFault::Quarantined {
+        until: *until,
+        cause: QuarantineCause::ClockRate,
+    };
+    assert_eq!(errors[..], [(node.clone(), fault)], "{errors:?}");
+
+    // A step: quarantined for the restart window (ttl 10 s and its drift, 1 % and 2 ms).
+    let mut h = harness_with(true);
+    let events = run_on(&mut h, 1.0, 300_000, 20, 2);
+    let [
+        Event::ClockStep { .. },
+        Event::NodeQuarantined { until, cause, .. },
+    ] = &events[..]
+    else {
+        panic!("{events:?}");
+    };
+    let window = Duration::from_millis(10_102);
+    assert_eq!(
+        (*cause, *until),
+        (QuarantineCause::ClockStep, h.now + window)
+    );
+    // Off (the default): reported, never quarantined.
+    let events = run(1.1, 0, usize::MAX);
+    assert!(!events.is_empty());
+    assert!(
+        (events.iter()).all(|e| matches!(e, Event::ClockRate { .. })),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn the_clock_quarantine_needs_the_check() {
+    let err = Config::builder(1)
+        .clock_check(false)
+        .clock_quarantine(true)
+        .build()
+        .expect_err("refused");
+    assert_eq!(err.field(), "clock_quarantine");
 }
