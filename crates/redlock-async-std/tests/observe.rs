@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use async_std::task::block_on;
 use redlock_async_std::{LockGuard, Redlock};
 use redlock_conformance::observe::{self, Subject};
-use redlock_conformance::{Inspection, LockError, ReleaseOutcome};
+use redlock_conformance::{ConfigBuilder, Inspection, LockError, ReleaseOutcome};
 
 #[derive(Clone)]
 struct AsyncStd(Redlock);
@@ -16,8 +16,11 @@ struct AsyncStd(Redlock);
 impl Subject for AsyncStd {
     type Guard = LockGuard;
 
-    fn start(urls: &[String]) -> Result<Self, LockError> {
-        let builder = Redlock::builder(urls)?.config(|c| c.ttl(Duration::from_secs(10)));
+    fn start_with(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let builder = Redlock::builder(urls)?.config(|c| configure(c.ttl(Duration::from_secs(10))));
         builder.build().map(Self)
     }
 
@@ -59,6 +62,11 @@ fn traced_fallback() {
 #[test]
 fn traced_refusal_and_noscript() {
     observe::traced_refusal_and_noscript::<AsyncStd>();
+}
+
+#[test]
+fn traced_quarantine() {
+    observe::traced_quarantine::<AsyncStd>();
 }
 
 #[test]

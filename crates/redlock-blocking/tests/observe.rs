@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redlock_blocking::{LockGuard, Redlock};
 use redlock_conformance::observe::{self, Subject};
-use redlock_conformance::{Inspection, LockError, ReleaseOutcome};
+use redlock_conformance::{ConfigBuilder, Inspection, LockError, ReleaseOutcome};
 
 #[derive(Clone)]
 struct Blocking(Redlock);
@@ -14,8 +14,11 @@ struct Blocking(Redlock);
 impl Subject for Blocking {
     type Guard = LockGuard;
 
-    fn start(urls: &[String]) -> Result<Self, LockError> {
-        let builder = Redlock::builder(urls)?.config(|c| c.ttl(Duration::from_secs(10)));
+    fn start_with(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
+        let builder = Redlock::builder(urls)?.config(|c| configure(c.ttl(Duration::from_secs(10))));
         builder.build().map(Self)
     }
 
@@ -57,6 +60,11 @@ fn traced_fallback() {
 #[test]
 fn traced_refusal_and_noscript() {
     observe::traced_refusal_and_noscript::<Blocking>();
+}
+
+#[test]
+fn traced_quarantine() {
+    observe::traced_quarantine::<Blocking>();
 }
 
 #[test]

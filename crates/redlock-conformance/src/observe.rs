@@ -16,7 +16,7 @@ use redlock_testkit::{Cluster, ClusterBuilder, ServerKind};
 pub use capture::{Capture, EventSeen, Seen};
 pub use recorder::Recorded;
 
-use crate::{Inspection, LockError, ReleaseOutcome};
+use crate::{ConfigBuilder, Inspection, LockError, ReleaseOutcome};
 
 /// A driver as these scenarios use it: fewer calls than [`Driver`](crate::Driver), so that
 /// each driver's adapter stays a few lines.
@@ -25,7 +25,15 @@ pub trait Subject: Clone + Send + Sync + Sized + 'static {
     type Guard: Send + 'static;
 
     /// A handle on `urls` with a ttl of 10 s and the default retry policy.
-    fn start(urls: &[String]) -> Result<Self, LockError>;
+    fn start(urls: &[String]) -> Result<Self, LockError> {
+        Self::start_with(urls, |c| c)
+    }
+    /// [`start`](Self::start) with `configure` applied to the core configuration after the
+    /// ttl.
+    fn start_with(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError>;
     /// Acquires, waiting per the retry policy.
     fn lock(&self, resource: &str) -> Result<Self::Guard, LockError>;
     /// One attempt.
@@ -229,6 +237,38 @@ pub fn healthy_clocks<S: Subject>() {
             .collect();
         assert!(ours.is_empty(), "after {cycles} cycles: {ours:?}");
     }
+}
+
+/// The restart quarantine traced (issue 16 item 1): with the quarantine on, node 0 is
+/// killed with `kill -9` and started again empty on its port; the reconnection finds a new
+/// `run_id`, and a `WARN` event names the node, the cause and how long its votes do not
+/// count.
+pub fn traced_quarantine<S: Subject>() {
+    let _one = serial();
+    let capture = Capture::global();
+    let cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
+    let node0 = format!("127.0.0.1:{}", cluster.node(0).port());
+    let d = S::start_with(&cluster.urls(), |c| {
+        (c.restart_quarantine(true).ttl(Duration::from_secs(2)))
+            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
+    })
+    .expect("build");
+    // Every node answers an inspection, so each connection's handshake is over.
+    d.inspect("observe:quarantine").expect("an inspection");
+    cluster
+        .node(0)
+        .restart_empty()
+        .expect("restart node 0 empty");
+    let event = wait_for(|| {
+        let seen = capture.seen();
+        let quarantined = seen.events("node quarantined: its votes for acquisitions do not count");
+        (quarantined.iter())
+            .find(|e| field(e, "node") == node0 && field(e, "cause").contains("restarted"))
+            .map(|e| (*e).clone())
+    });
+    assert_eq!(event.level, tracing::Level::WARN, "{event:?}");
+    let for_ms: f64 = field(&event, "for_ms").parse().expect("for_ms is a number");
+    assert!(for_ms > 0.0 && for_ms <= 2_022.0, "{for_ms}");
 }
 
 /// The spans of `observe:traced` and `observe:lost`.

@@ -168,8 +168,6 @@ pub(crate) fn remember(now: Instant, seen: Option<Seen>, said: &Identity) -> Opt
     }
 }
 
-/// The quarantine in force at `now`: the later of the one running and a new one (a
-/// reconnection that finds the same young process does not shorten it).
 /// The quarantine of a node whose clock the check found misbehaving at `now` (opt-in):
 /// after a rate outside the allowance, two of the windows it was measured over, so that the
 /// clock must behave through a whole window of the check before the node votes again (each
@@ -186,6 +184,8 @@ pub(crate) fn for_clock(now: Instant, window: Duration, finding: &Finding) -> Qu
     }
 }
 
+/// The quarantine in force at `now`: the later of the one running and a new one (a
+/// reconnection that finds the same young process does not shorten it).
 pub(crate) fn merge(running: Option<Quarantine>, new: Quarantine) -> Quarantine {
     match running {
         Some(q) if q.until > new.until => q,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_conformance::observe::{self, Subject};
-use redlock_conformance::{Inspection, LockError, ReleaseOutcome};
+use redlock_conformance::{ConfigBuilder, Inspection, LockError, ReleaseOutcome};
 use redlock_tokio::{LockGuard, Redlock};
 use tokio::runtime::Runtime;
 
@@ -24,7 +24,10 @@ struct Guard {
 impl Subject for Tokio {
     type Guard = Guard;
 
-    fn start(urls: &[String]) -> Result<Self, LockError> {
+    fn start_with(
+        urls: &[String],
+        configure: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+    ) -> Result<Self, LockError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -33,7 +36,7 @@ impl Subject for Tokio {
         let redlock = {
             let _entered = rt.enter();
             (Redlock::builder(urls)?)
-                .config(|c| c.ttl(Duration::from_secs(10)))
+                .config(|c| configure(c.ttl(Duration::from_secs(10))))
                 .build()?
         };
         Ok(Self {
@@ -84,6 +87,11 @@ fn traced_fallback() {
 #[test]
 fn traced_refusal_and_noscript() {
     observe::traced_refusal_and_noscript::<Tokio>();
+}
+
+#[test]
+fn traced_quarantine() {
+    observe::traced_quarantine::<Tokio>();
 }
 
 #[test]
