@@ -84,17 +84,20 @@ impl Server {
         }
     }
 
-    /// The node's `HELLO` reply (RESP2), trimmed to the fields the client reads, and its
-    /// reply to the `TIME` that follows `HELLO`.
+    /// The node's `HELLO` reply (RESP2), trimmed to the fields the client reads, its reply
+    /// to the `TIME` that follows `HELLO`, and to the restart quarantine's `INFO server`
+    /// and `CONFIG GET` (a node up for a day, no persistence: no quarantine).
     fn hello(self) -> &'static [u8] {
         match self {
             Self::Redis7 => {
                 b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n\
-                  *2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n"
+                  *2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n\
+                  $37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n"
             }
             Self::Valkey9 => {
                 b"*4\r\n$6\r\nserver\r\n$6\r\nvalkey\r\n$7\r\nversion\r\n$5\r\n9.1.2\r\n\
-                  *2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n"
+                  *2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n\
+                  $37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n"
             }
         }
     }

@@ -190,9 +190,11 @@ fn sha(script: &redlock_core::Script) -> Vec<u8> {
 
 const NODES: usize = 5;
 const STEP: Duration = Duration::from_micros(3);
-/// The `HELLO` reply of a Redis 7 (trimmed to what the client reads), and its `TIME`.
+/// The `HELLO` reply of a Redis 7 (trimmed to what the client reads), its `TIME`, and the
+/// restart quarantine's `INFO server` and `CONFIG GET` (a node up for a day: no quarantine).
 const HELLO_REDIS7: &[u8] = b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n\
-    7.0.15\r\n*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n";
+    7.0.15\r\n*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n\
+    $37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n";
 const RESOURCES: [&str; 8] = [
     "bench:0", "bench:1", "bench:2", "bench:3", "bench:4", "bench:5", "bench:6", "bench:7",
 ];

@@ -49,6 +49,8 @@ pub struct Config {
     pub(crate) restart_quarantine: bool,
     /// The longest ttl of any lock on the nodes, if set; otherwise the ttl.
     pub(crate) quarantine_ttl: Option<Duration>,
+    /// Whether a young node not known to have restarted is quarantined too.
+    pub(crate) quarantine_young_nodes: bool,
     /// Whether each node's clock rate is checked against the drift factor (clock_rate.rs).
     pub(crate) clock_check: bool,
     /// Whether a node whose clock the check found misbehaving is quarantined.
@@ -304,6 +306,12 @@ impl Config {
         self.restart_quarantine
     }
 
+    /// Whether a young node not known to have restarted is quarantined too; see
+    /// [`ConfigBuilder::quarantine_young_nodes`].
+    pub fn quarantine_young_nodes(&self) -> bool {
+        self.quarantine_young_nodes
+    }
+
     /// The restart quarantine's window for locks of at most `ttl` (the largest this client
     /// asked for): the longest ttl on the nodes plus its drift allowance.
     pub(crate) fn quarantine_window(&self, ttl: Duration) -> Duration {
@@ -366,6 +374,7 @@ pub struct ConfigBuilder {
     node_out_of_range: Option<usize>,
     restart_quarantine: bool,
     quarantine_ttl: Option<Duration>,
+    quarantine_young_nodes: bool,
     #[cfg(feature = "_mutants")]
     mutant: Option<Mutant>,
 }
@@ -399,8 +408,9 @@ impl ConfigBuilder {
             clock_check: true,
             clock_quarantine: false,
             node_out_of_range: None,
-            restart_quarantine: false,
+            restart_quarantine: true,
             quarantine_ttl: None,
+            quarantine_young_nodes: false,
             #[cfg(feature = "_mutants")]
             mutant: None,
         }
@@ -600,24 +610,22 @@ impl ConfigBuilder {
         self
     }
 
-    /// Restart quarantine (default off for now: see below): at each connection the client asks the node who it
+    /// Restart quarantine (default on): at each connection the client asks the node who it
     /// is (`INFO server`: `run_id`, `uptime_in_seconds`) and how it persists (`CONFIG GET
     /// append*`), pipelined with the rest of the handshake. A node that restarted since this
-    /// client last saw it, or that started less than the window ago, may have lost keys of
-    /// locks still held elsewhere: its votes for acquisitions count as "no" until the window
-    /// has passed since it started ([`Event::NodeQuarantined`](crate::Event::NodeQuarantined)).
-    /// Extensions and releases still go to it. A node that syncs every write
-    /// (`appendonly yes`, `appendfsync always`) is not quarantined
+    /// client last saw it (a new `run_id`) may have lost keys of locks still held elsewhere:
+    /// its votes for acquisitions count as "no" until the window has passed since it started
+    /// ([`Event::NodeQuarantined`](crate::Event::NodeQuarantined)). Extensions and releases
+    /// still go to it. A node that syncs every write (`appendonly yes`, `appendfsync
+    /// always`) is not quarantined
     /// ([`Event::QuarantineSkipped`](crate::Event::QuarantineSkipped)). The window is the
     /// longest ttl ([`restart_quarantine_ttl`](Self::restart_quarantine_ttl)) plus its
-    /// drift allowance. See docs/safety.md, "Node restarts".
+    /// drift allowance. A node this client sees for the first time cannot be told from one
+    /// that restarted just before: see [`quarantine_young_nodes`](Self::quarantine_young_nodes).
+    /// See docs/safety.md, "Node restarts".
     ///
     /// Off: no `INFO`, no `CONFIG`; the operator must delay restarts by the longest ttl or
-    /// sync every write, as docs/safety.md says. Off by default until the tests, examples
-    /// and tools that start fresh servers and lock at once opt out: a node started less
-    /// than the window ago is quarantined on first sight (it may have just restarted
-    /// empty), so a cluster started a moment ago grants no lock until the window has
-    /// passed.
+    /// sync every write, as docs/safety.md says.
     pub fn restart_quarantine(mut self, on: bool) -> Self {
         self.restart_quarantine = on;
         self
@@ -630,6 +638,20 @@ impl ConfigBuilder {
     /// their keys must not vote until those locks have expired.
     pub fn restart_quarantine_ttl(mut self, ttl: Duration) -> Self {
         self.quarantine_ttl = Some(ttl);
+        self
+    }
+
+    /// Also quarantine a node that started less than the window ago although this client
+    /// does not know it restarted (default off): one seen for the first time, or seen before
+    /// as this very young process. Such a node may have restarted empty just before this
+    /// client started, while another client still holds a lock on the other nodes; only
+    /// this catches that. Off by default because a cluster started a moment ago looks the
+    /// same, and would grant no lock for a whole window after it starts (every test, demo
+    /// and first deployment that starts its nodes and locks at once). Turn it on where
+    /// clients start while nodes may restart (autoscaled fleets), and the nodes are
+    /// long-lived. Needs [`restart_quarantine`](Self::restart_quarantine).
+    pub fn quarantine_young_nodes(mut self, on: bool) -> Self {
+        self.quarantine_young_nodes = on;
         self
     }
 
@@ -687,6 +709,12 @@ impl ConfigBuilder {
             return Err(ConfigError::new(
                 "node",
                 format!("settings given for node {index}, but there are only {n} nodes"),
+            ));
+        }
+        if self.quarantine_young_nodes && !self.restart_quarantine {
+            return Err(ConfigError::new(
+                "quarantine_young_nodes",
+                "needs the restart quarantine on (restart_quarantine(true))",
             ));
         }
         if self.clock_quarantine && !self.clock_check {
@@ -760,6 +788,7 @@ impl ConfigBuilder {
             fence_suffix: self.fence_suffix,
             restart_quarantine: self.restart_quarantine,
             quarantine_ttl: self.quarantine_ttl,
+            quarantine_young_nodes: self.quarantine_young_nodes,
             clock_check: self.clock_check,
             clock_quarantine: self.clock_quarantine,
             #[cfg(feature = "_mutants")]

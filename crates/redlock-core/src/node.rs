@@ -141,6 +141,9 @@ pub(crate) struct Node {
     /// Whether each new connection asks `INFO server` and `CONFIG GET` (the restart
     /// quarantine is on).
     ask_identity: bool,
+    /// Whether a young node not known to have restarted is quarantined too
+    /// (`ConfigBuilder::quarantine_young_nodes`).
+    quarantine_young: bool,
     /// Negative control: the run id is forgotten at each reconnection.
     forget_run_id: bool,
     /// What the current connection's `INFO` said, until its `CONFIG GET` reply is read.
@@ -192,6 +195,7 @@ impl Node {
             clock: None,
             gathered: Vec::new(),
             ask_identity: config.restart_quarantine,
+            quarantine_young: config.quarantine_young_nodes,
             #[cfg(feature = "_mutants")]
             forget_run_id: config.mutant == Some(crate::mutant::Mutant::ForgetRunId),
             #[cfg(not(feature = "_mutants"))]
@@ -473,7 +477,8 @@ impl Node {
         } else {
             self.seen.take()
         };
-        let verdict = quarantine::decide(now, window, seen.as_ref(), &said, persistence);
+        let young = self.quarantine_young;
+        let verdict = quarantine::decide(now, window, seen.as_ref(), &said, persistence, young);
         self.seen = quarantine::remember(now, seen, &said);
         match verdict {
             Verdict::Quarantine(q) => {

@@ -4,9 +4,13 @@
 //! from that and from what was remembered of the node, whether its acquisition votes count
 //! as "no", and until when.
 //!
-//! The window is counted from the node's start, `now - uptime`. A node started less than
-//! the window ago is quarantined until `start + window`, whether or not this client saw it
-//! before: it may have just restarted empty. The run id checks the uptime: a server counts
+//! The window is counted from the node's start, `now - uptime`. A node whose run id changed
+//! since this client last saw it restarted, and is quarantined until `start + window`. A
+//! node that this client had not seen before (or saw as this very process) and that
+//! started less than the window ago may have restarted empty just before: it is quarantined
+//! too only with `quarantine_young_nodes`, because a cluster started a moment ago looks
+//! the same, and would grant no lock for a whole window. The run id checks the uptime: a
+//! server counts
 //! its uptime on its wall clock, which can be stepped, so a node whose run id changed since
 //! it was last seen, but whose uptime says it started before it was last seen (impossible),
 //! is counted as started now. A node that persists every write before answering loses no
@@ -109,13 +113,15 @@ pub(crate) enum Verdict {
 
 /// Decides at `now` what the node's identity `said` and `persistence` mean, given the
 /// process last `seen` on it (`None` before its first readable `INFO`) and the quarantine
-/// `window` (the longest ttl a lock on the node may have, plus its drift allowance).
+/// `window` (the longest ttl a lock on the node may have, plus its drift allowance);
+/// `young_nodes`: whether a young node not known to have restarted is quarantined too.
 pub(crate) fn decide(
     now: Instant,
     window: Duration,
     seen: Option<&Seen>,
     said: &Identity,
     persistence: Persistence,
+    young_nodes: bool,
 ) -> Verdict {
     let (run_id, uptime) = match said {
         Identity::Refused(message) => return Verdict::Unknown(Some(message.clone())),
@@ -123,6 +129,13 @@ pub(crate) fn decide(
     };
     // A run id gone missing after one was seen counts as changed.
     let restarted = seen.is_some_and(|s| run_id != Some(&s.run_id));
+    if !restarted && !young_nodes {
+        // Not known to have restarted: trusted, whatever its age.
+        return match (run_id, uptime) {
+            (None, None) => Verdict::Unknown(None),
+            _ => Verdict::Clear,
+        };
+    }
     let started = match (uptime, seen) {
         // Rounded down by the server: the start this gives is at or after the true one, so
         // the window ends no earlier than it should.
@@ -218,21 +231,63 @@ mod tests {
     }
 
     #[test]
+    fn a_young_node_not_known_to_have_restarted_is_trusted_unless_asked() {
+        let t = crate::test_epoch::epoch() + Duration::from_secs(100);
+        let lossy = Persistence::Lossy;
+        let young = said(Some("a"), Some(3));
+        assert_eq!(
+            decide(t, WINDOW, None, &young, lossy, false),
+            Verdict::Clear
+        );
+        let before = seen("a", t - Duration::from_secs(5));
+        let v = decide(t, WINDOW, Some(&before), &young, lossy, false);
+        assert_eq!(v, Verdict::Clear);
+        // A restart (3 s ago, after it was last seen) still counts.
+        let v = decide(
+            t,
+            WINDOW,
+            Some(&before),
+            &said(Some("b"), Some(3)),
+            lossy,
+            false,
+        );
+        let until = t - Duration::from_secs(3) + WINDOW;
+        assert_eq!(v, quarantined(until, QuarantineCause::Restarted));
+        // Nothing said: nothing known.
+        let v = decide(t, WINDOW, None, &said(None, None), lossy, false);
+        assert_eq!(v, Verdict::Unknown(None));
+    }
+
+    #[test]
     fn a_young_node_is_quarantined_until_the_window_has_passed_since_its_start() {
         let t = crate::test_epoch::epoch() + Duration::from_secs(100);
         let lossy = Persistence::Lossy;
         let s = Duration::from_secs;
         // First sight: young, or old enough.
-        let v = decide(t, WINDOW, None, &said(Some("a"), Some(3)), lossy);
+        let v = decide(t, WINDOW, None, &said(Some("a"), Some(3)), lossy, true);
         assert_eq!(v, quarantined(t - s(3) + WINDOW, QuarantineCause::Young));
-        let v = decide(t, WINDOW, None, &said(Some("a"), Some(10)), lossy);
+        let v = decide(t, WINDOW, None, &said(Some("a"), Some(10)), lossy, true);
         assert_eq!(v, Verdict::Clear);
         // The same process again: the same end.
         let before = seen("a", t - s(1));
-        let v = decide(t, WINDOW, Some(&before), &said(Some("a"), Some(3)), lossy);
+        let v = decide(
+            t,
+            WINDOW,
+            Some(&before),
+            &said(Some("a"), Some(3)),
+            lossy,
+            true,
+        );
         assert_eq!(v, quarantined(t - s(3) + WINDOW, QuarantineCause::Young));
         // Unknown persistence is not durable.
-        let v = decide(t, WINDOW, None, &said(None, Some(0)), Persistence::Unknown);
+        let v = decide(
+            t,
+            WINDOW,
+            None,
+            &said(None, Some(0)),
+            Persistence::Unknown,
+            true,
+        );
         assert_eq!(v, quarantined(t + WINDOW, QuarantineCause::Young));
     }
 
@@ -243,7 +298,14 @@ mod tests {
         let s = Duration::from_secs;
         let old = seen("a", t - s(5));
         // Restarted 2 s ago, after it was last seen 5 s ago.
-        let v = decide(t, WINDOW, Some(&old), &said(Some("b"), Some(2)), lossy);
+        let v = decide(
+            t,
+            WINDOW,
+            Some(&old),
+            &said(Some("b"), Some(2)),
+            lossy,
+            true,
+        );
         assert_eq!(
             v,
             quarantined(t - s(2) + WINDOW, QuarantineCause::Restarted)
@@ -254,14 +316,21 @@ mod tests {
             (5, quarantined(t + s(5), QuarantineCause::Young)),
             (3600, Verdict::Clear),
         ] {
-            let v = decide(t, WINDOW, Some(&old), &said(Some("b"), Some(uptime)), lossy);
+            let v = decide(
+                t,
+                WINDOW,
+                Some(&old),
+                &said(Some("b"), Some(uptime)),
+                lossy,
+                true,
+            );
             assert_eq!(v, quarantined(t + WINDOW, QuarantineCause::Restarted));
-            let v = decide(t, WINDOW, None, &said(Some("b"), Some(uptime)), lossy);
+            let v = decide(t, WINDOW, None, &said(Some("b"), Some(uptime)), lossy, true);
             assert_eq!(v, forgetful);
         }
         // No uptime, or no run id any more: from now.
         for identity in [said(Some("b"), None), said(None, None), said(None, Some(1))] {
-            let v = decide(t, WINDOW, Some(&old), &identity, lossy);
+            let v = decide(t, WINDOW, Some(&old), &identity, lossy, true);
             let until = match identity {
                 Identity::Said {
                     uptime: Some(u), ..
@@ -282,6 +351,7 @@ mod tests {
             Some(&long_ago),
             &said(Some("b"), Some(50)),
             lossy,
+            true,
         );
         assert_eq!(v, Verdict::Clear);
     }
@@ -291,17 +361,31 @@ mod tests {
         let t = crate::test_epoch::epoch() + Duration::from_secs(100);
         let every = Persistence::EveryWrite;
         let old = seen("a", t - Duration::from_secs(5));
-        let v = decide(t, WINDOW, Some(&old), &said(Some("b"), Some(1)), every);
+        let v = decide(
+            t,
+            WINDOW,
+            Some(&old),
+            &said(Some("b"), Some(1)),
+            every,
+            true,
+        );
         assert_eq!(v, Verdict::Durable(QuarantineCause::Restarted));
-        let v = decide(t, WINDOW, None, &said(Some("b"), Some(1)), every);
+        let v = decide(t, WINDOW, None, &said(Some("b"), Some(1)), every, true);
         assert_eq!(v, Verdict::Durable(QuarantineCause::Young));
         let refused = Identity::Refused("NOPERM".into());
-        let v = decide(t, WINDOW, Some(&old), &refused, Persistence::Lossy);
+        let v = decide(t, WINDOW, Some(&old), &refused, Persistence::Lossy, true);
         assert_eq!(v, Verdict::Unknown(Some("NOPERM".into())));
-        let v = decide(t, WINDOW, None, &said(None, None), Persistence::Lossy);
+        let v = decide(t, WINDOW, None, &said(None, None), Persistence::Lossy, true);
         assert_eq!(v, Verdict::Unknown(None));
         // A run id without uptime on first sight: remembered, nothing decided.
-        let v = decide(t, WINDOW, None, &said(Some("a"), None), Persistence::Lossy);
+        let v = decide(
+            t,
+            WINDOW,
+            None,
+            &said(Some("a"), None),
+            Persistence::Lossy,
+            true,
+        );
         assert_eq!(v, Verdict::Clear);
     }
 
@@ -316,6 +400,7 @@ mod tests {
             None,
             &said(Some("a"), Some(1 << 39)),
             Persistence::Lossy,
+            true,
         );
         assert!(
             matches!(v, Verdict::Clear | Verdict::Quarantine(_)),
@@ -327,6 +412,7 @@ mod tests {
             None,
             &said(Some("a"), Some(1)),
             Persistence::Lossy,
+            true,
         );
         assert!(matches!(v, Verdict::Quarantine(q) if q.until > t));
     }

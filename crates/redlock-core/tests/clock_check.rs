@@ -21,6 +21,7 @@ fn harness() -> Harness {
 fn harness_with(clock_quarantine: bool) -> Harness {
     let config = Config::builder(1)
         .release_notifications(false)
+        .restart_quarantine(false)
         .ttl(Duration::from_secs(10))
         .clock_quarantine(clock_quarantine)
         .retry(RetryPolicy::once())

@@ -40,6 +40,23 @@ fn config(quarantine: bool) -> Config {
         .expect("valid config")
 }
 
+/// [`config`] with the quarantine on, young nodes too (`quarantine_young_nodes`).
+fn strict() -> Config {
+    Config::builder(3)
+        .release_notifications(false)
+        .clock_check(false)
+        .native_commands(false)
+        .preload_scripts(false)
+        .quarantine_young_nodes(true)
+        .ttl(Duration::from_secs(1))
+        .retry(RetryPolicy {
+            max_attempts: Some(1),
+            ..RetryPolicy::default()
+        })
+        .build()
+        .expect("valid config")
+}
+
 /// The window for a ttl of 1 s: the ttl and its drift (1% and 2 ms).
 const WINDOW: Duration = Duration::from_millis(1_012);
 
@@ -167,7 +184,11 @@ fn with_the_quarantine_off_the_handshake_asks_nothing_and_a_restart_votes_at_onc
 
 #[test]
 fn a_young_node_is_quarantined_on_first_sight_and_again_on_reconnection() {
+    // Only when asked: by default a node not known to have restarted is trusted.
     let mut h = Harness::new(config(true));
+    h.drain();
+    assert!(up(&mut h, 0, &info("a0", 0), NO_AOF).is_empty());
+    let mut h = Harness::new(strict());
     h.drain();
     // Up for 0 s (the server rounds down): quarantined from now.
     let (until, cause) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
@@ -257,7 +278,20 @@ fn the_quarantine_ttl_must_be_a_ttl() {
         .restart_quarantine_ttl(Duration::from_secs(30))
         .build()
         .expect("a ttl");
-    assert!(!config.restart_quarantine(), "off by default");
+    assert!(config.restart_quarantine(), "on by default");
+    assert!(
+        !config.quarantine_young_nodes(),
+        "young nodes trusted by default"
+    );
+    let e = Config::builder(3)
+        .restart_quarantine(false)
+        .quarantine_young_nodes(true)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid `quarantine_young_nodes`: needs the restart quarantine on (restart_quarantine(true))"
+    );
     // A node's INFO reply in parts must fit the read buffer.
     let e = Config::builder(3)
         .restart_quarantine(true)
@@ -278,7 +312,8 @@ fn the_window_is_the_longest_ttl_known_plus_its_drift() {
     let build = |b: redlock_core::ConfigBuilder| {
         (b.release_notifications(false).native_commands(false))
             .preload_scripts(false)
-            .restart_quarantine(true)
+            .clock_check(false)
+            .quarantine_young_nodes(true)
             .ttl(Duration::from_secs(1))
             .build()
             .expect("valid config")

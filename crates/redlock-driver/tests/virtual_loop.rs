@@ -292,11 +292,13 @@ impl Harness {
         self.turn();
     }
 
-    /// Checks that the loop sent `HELLO`, `TIME` and both script loads to `node` on
-    /// connecting, and answers them.
+    /// Checks that the loop sent `HELLO`, `TIME`, `INFO server`, `CONFIG GET append*` and
+    /// both script loads to `node` on connecting, and answers them.
     fn answer_script_loads(&mut self, node: usize) {
         let mut hello = command(&[b"HELLO", b"3"]);
         hello.extend(command(&[b"TIME"]));
+        hello.extend(command(&[b"INFO", b"server"]));
+        hello.extend(command(&[b"CONFIG", b"GET", b"append*"]));
         hello.extend(command(&[
             b"SCRIPT",
             b"LOAD",
@@ -311,6 +313,11 @@ impl Harness {
         // A Redis 7: releases and extensions go out as scripts.
         self.reply(node, REDIS_7_HELLO);
         self.reply(node, b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n");
+        // Up for a day: no restart quarantine.
+        self.reply(
+            node,
+            b"$37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n",
+        );
         for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
             self.reply(node, format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }

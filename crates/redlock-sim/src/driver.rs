@@ -95,15 +95,15 @@ impl Sim {
         let clock = self.clients[c].clock;
         let Some(op) = event.op() else {
             // News of a node (the restart quarantine, the clock check): in the notes; the
-            // clock events kept for the clock-check properties.
+            // clock check's events kept for its properties.
             self.note(|| format!("client {c}: {event:?}"));
-            let at = now;
-            let event = event.clone();
-            self.clock_events.push(ClockEvent {
-                client: c,
-                at,
-                event,
-            });
+            if matches!(event, Event::ClockRate { .. } | Event::ClockStep { .. }) {
+                self.clock_events.push(ClockEvent {
+                    client: c,
+                    at: now,
+                    event: event.clone(),
+                });
+            }
             return;
         };
         let tag = match event {

@@ -21,6 +21,10 @@ const REDIS_7_HELLO: &[u8] =
 /// A `TIME` reply: 2026-11-25, 16:00 UTC.
 const NODE_TIME: &[u8] = b"*2\r\n$10\r\n1795190400\r\n$6\r\n000017\r\n";
 
+/// An `INFO server` reply of a node up for a day, and a `CONFIG GET append*` reply without
+/// persistence: no quarantine.
+const OLD_NODE_INFO: &[u8] = b"$37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n";
+
 /// A client on virtual time, connected to every node, with its preloads answered.
 struct Rig {
     client: Client<ChaCha20Rng>,
@@ -38,10 +42,13 @@ impl Rig {
         for i in 0..n {
             let conn = rig.conn(i);
             rig.input(Input::Connected { now: rig.now, conn });
-            // HELLO (a Redis 7: scripts), TIME, then the two SCRIPT LOAD replies, which are
-            // not read.
+            // HELLO (a Redis 7: scripts), TIME, INFO and CONFIG GET (an old node, with the
+            // restart quarantine on), then the two SCRIPT LOAD replies, which are not read.
             rig.reply(i, REDIS_7_HELLO);
             rig.reply(i, NODE_TIME);
+            if rig.client.config().restart_quarantine() {
+                rig.reply(i, OLD_NODE_INFO);
+            }
             rig.reply(i, b"+OK\r\n+OK\r\n");
         }
         rig

@@ -307,12 +307,14 @@ pub fn late_delivery(
 pub fn stale_reads(seed: u64, as_current: bool) -> Scenario {
     let mut d = Dice::new(seed ^ 0x57a1e);
     let nodes = [3, 5][d.index(2)];
-    // No script preloads, no `HELLO` and no clock-check `TIME`: the first reply on a new
-    // connection answers a lock request, not a `SCRIPT LOAD`, `HELLO` or `TIME` (whose array
-    // reply, read by the next request after a misplaced `+OK`, is a protocol error that
-    // drops the connection and so hides the misplacement).
+    // No script preloads, no `HELLO`, no clock-check `TIME` and no restart quarantine
+    // (`INFO`, `CONFIG GET`): the first reply on a new connection answers a lock request,
+    // not one of those (whose bulk or array reply, read by the next request after a
+    // misplaced `+OK`, is a protocol error that drops the connection and so hides the
+    // misplacement).
     let builder = Config::builder(nodes)
         .clock_check(false)
+        .restart_quarantine(false)
         .ttl(ms(300))
         .attempt_timeout(ms(60))
         .reconnect_backoff(ms(1), ms(2))
