@@ -65,9 +65,15 @@ pub fn inspection_shows_the_holder_and_release_by_token_frees_it<D: Driver>() {
     let gone = d.inspect("insp").unwrap();
     assert_eq!(&gone.nodes[..4], &vec![KeyState::Free; 4][..]);
     assert_eq!(gone.holder, None);
-    // The guard's own release finds nothing of its own left.
+    // The guard's own release finds nothing of its own left: a quorum says so, and no node
+    // released anything (it reports at its quorum, so a slower node may still be pending).
     let after = guard.release().expect("a report");
-    assert_eq!(after[0], servers::expired(bin), "{after:?}");
+    let expired = (after[..4].iter()).filter(|o| **o == servers::expired(bin));
+    assert!(expired.count() >= 3, "{after:?}");
+    assert!(
+        (after[..4].iter()).all(|o| *o == servers::expired(bin) || *o == ReleaseOutcome::Pending),
+        "{after:?}"
+    );
 }
 
 /// Inspection is plain `GET` and `PTTL`: a user who may not run scripts sees the holder a
