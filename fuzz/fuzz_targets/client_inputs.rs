@@ -892,7 +892,15 @@ fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64, bool) {
     let seed = u64::from(s.byte());
 
     let max_reply = [64, 128, 256, 1024][usize::from(caps & 3)];
+    // The restart quarantine (its `INFO` and `CONFIG GET` in every handshake) needs a read
+    // buffer of 16 KiB; with it off, the small buffers reach the buffer-limit paths.
+    let quarantine = timing & 0x40 != 0;
     let max_read_buffer = [256, 1024, 64, 4096][usize::from((caps >> 2) & 3)].max(max_reply);
+    let max_read_buffer = if quarantine {
+        max_read_buffer.max(16 * 1024)
+    } else {
+        max_read_buffer
+    };
     let delay_min = Duration::from_millis(u64::from((retry_b >> 2) & 3) * 10) + MIN_RETRY_DELAY;
     let retry = RetryPolicy {
         max_attempts: Some(1 + u32::from(retry_b % 4)),
@@ -905,6 +913,7 @@ fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64, bool) {
         .retry(retry)
         .max_reply_size(max_reply)
         .max_read_buffer(max_read_buffer)
+        .restart_quarantine(quarantine)
         .preload_scripts(flags & 1 == 0)
         // Small caps reach the backlog path: requests past it fail unsent.
         .max_in_flight([1, 2, 4, 10_000][usize::from((caps >> 4) & 3)]);

@@ -60,7 +60,7 @@ fn mixed_cluster<D: Driver>(kinds: [ServerKind; 5]) {
         assert_eq!(seen, expected, "node {i} ({})", node.server());
         assert_eq!(error_replies(node), 0, "node {i} ({})", node.server());
     }
-    contend(&d, &other);
+    contend(&c, &d, &other);
     for (i, node) in c.nodes().iter().enumerate() {
         let (used, never) = match node.server().kind() {
             Valkey => ("delifeq", ["evalsha", "eval"]),
@@ -112,8 +112,16 @@ fn lock_extend_release<D: Driver>(c: &Cluster, d: &D) {
 }
 
 /// A second client cannot take a held lock, and takes it once it is released.
-fn contend<D: Driver>(d: &D, other: &D) {
+fn contend<D: Driver>(c: &Cluster, d: &D, other: &D) {
     let g = d.lock("mixed:contended").unwrap();
+    // A quorum decided the lock: a node whose `SET` is still on its way could take the other
+    // client's first (whose cleanup then deletes it), and the release would find nothing
+    // there. Wait until every node has it.
+    let token = Reply::bulk(&g.token());
+    for i in 0..c.len() {
+        let set = || value_on(c, i, "mixed:contended") == token;
+        assert!(eventually(Duration::from_secs(1), set), "node {i}");
+    }
     match other.try_lock("mixed:contended") {
         Err(LockError::Acquire {
             reason: AcquireFailure::Contended { .. },
