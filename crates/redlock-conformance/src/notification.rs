@@ -43,6 +43,12 @@ fn wait_subscribed(c: &Cluster) {
     );
 }
 
+/// Two clients of `c`'s nodes, each with the slow retry.
+fn two_clients<D: Driver>(c: &Cluster) -> (D, D) {
+    let build = || D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    (build(), build())
+}
+
 /// Client A holds the lock; client B waits in a thread. Returns B's thread, which yields
 /// B's guard and when B got it.
 fn waiter<D: Driver>(b: &D) -> thread::JoinHandle<(D::Guard, Instant)> {
@@ -74,8 +80,7 @@ fn release_to<G: Guard>(held: G, waiting: thread::JoinHandle<(G, Instant)>, why:
 /// release: on its second attempt, started by the release's announcement.
 pub fn a_waiter_gets_the_lock_as_soon_as_it_is_released<D: Driver>() {
     let c = cluster(3);
-    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
-    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = two_clients::<D>(&c);
     let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
     let waiting = waiter(&b);
     wait_subscribed(&c);
@@ -99,8 +104,7 @@ pub fn a_waiter_gets_the_lock_as_soon_as_it_is_released<D: Driver>() {
 /// new connections, so the next release is announced to it.
 pub fn a_dropped_subscription_falls_back_to_the_timer_and_is_made_again<D: Driver>() {
     let c = cluster(3);
-    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
-    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = two_clients::<D>(&c);
 
     // A release while the subscriptions are dropped: the timer still gets it.
     let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
@@ -149,8 +153,7 @@ pub fn a_node_denying_the_channel_keeps_its_connection<D: Driver>() {
         .command(&["ACL", "SETUSER", "default", "resetchannels"])
         .unwrap();
     assert!(!matches!(reply, Reply::Error(_)), "{reply}");
-    let a = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
-    let b = D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = two_clients::<D>(&c);
     let held = a.lock_with(KEY, crate::LockOptions::default()).unwrap();
     let waiting = waiter(&b);
     let others = || c.nodes()[1..].iter().all(|n| subscribers(n) >= 1);

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_core::{NodeFault, QuarantineCause};
+use redlock_core::{KeyState, NodeFault, QuarantineCause};
 use redlock_testkit::Cluster;
 
 use crate::scenarios::eventually;
@@ -25,30 +25,23 @@ fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
         .retry(RetryPolicy::once())
 }
 
-/// Locks and releases `resource` once every node counts: freshly started test nodes are
-/// themselves young, so the first window after their start is waited out. Every node of the
-/// cluster started before `started`; a node's start is estimated from its uptime in whole
-/// seconds, so its first quarantine ends before `started + 1 s + window`. A lock granted
-/// earlier proves only that a quorum counts (the last node started may still be young).
-/// `None` for nodes that are never quarantined (they sync every write).
-fn wait_until_all_count<D: Driver>(d: &D, resource: &str, started: Option<Instant>) {
-    if let Some(started) = started {
-        let window = TTL + TTL / 100 + Duration::from_millis(2);
-        let all_old = started + Duration::from_secs(1) + window;
-        std::thread::sleep(all_old.saturating_duration_since(Instant::now()));
-    }
+/// Waits until every node has answered on its connection (an inspection that none failed),
+/// so that each node's `INFO` has been read and its run id is remembered: a restart is told
+/// by a run id that changed, and a node first seen after its restart is trusted (young
+/// nodes are quarantined only with `quarantine_young_nodes`). Then locks and releases
+/// `resource` once.
+fn wait_until_all_seen<D: Driver>(d: &D, resource: &str) {
     let mut last = None;
-    let counted = eventually(BOUND, || match d.try_lock(resource) {
-        Ok(g) => {
-            g.release().expect("a release report");
-            true
-        }
-        Err(e) => {
-            last = Some(e);
+    let seen = eventually(BOUND, || match d.inspect(resource) {
+        Ok(i) if !i.nodes.iter().any(|n| matches!(n, KeyState::Failed(_))) => true,
+        other => {
+            last = Some(other);
             false
         }
     });
-    assert!(counted, "the young cluster never granted a lock: {last:?}");
+    assert!(seen, "not every node answered: {last:?}");
+    let g = d.try_lock(resource).expect("a lock on three healthy nodes");
+    g.release().expect("a release report");
 }
 
 /// The quarantine fault for node `i` in a failed acquisition, if that is how it failed.
@@ -71,9 +64,8 @@ fn quarantined(e: &LockError, i: usize) -> Option<(Instant, QuarantineCause)> {
 /// until the deadline it names; after it, the lock is granted.
 pub fn a_node_restarted_empty_votes_no_until_its_window_passes<D: Driver>() {
     let c = Cluster::start(3).expect("start test nodes");
-    let started = Instant::now();
     let d = D::build(&c.urls(), quarantine_on).unwrap();
-    wait_until_all_count(&d, "quarantine", Some(started));
+    wait_until_all_seen(&d, "quarantine");
     c.node(0).restart_empty().expect("restart node 0 empty");
     c.node(1).kill().expect("kill node 1");
     let mut seen = None;
@@ -124,7 +116,7 @@ pub fn a_node_that_syncs_every_write_is_not_quarantined<D: Driver>() {
         .start()
         .expect("start AOF nodes");
     let d = D::build(&c.urls(), quarantine_on).unwrap();
-    wait_until_all_count(&d, "durable", None);
+    wait_until_all_seen(&d, "durable");
     c.node(0).restart().expect("restart node 0 with its data");
     c.node(1).kill().expect("kill node 1");
     let mut last = None;
