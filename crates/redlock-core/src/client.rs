@@ -19,13 +19,13 @@ use crate::id::{ConnId, NodeId, OpId, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::lock::Lock;
 use crate::node::{Link, Node, Pending, SessionReply};
-use crate::notify::{self, Push, decode_push, release_channel};
+use crate::notify::{Push, decode_push, release_channel};
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
-use crate::quarantine::{self, QuarantineSkip, Verdict};
-use crate::queue::Lines;
+use crate::quarantine::{self, FirstSight, Quarantine, QuarantineCause, QuarantineSkip, Verdict};
+use crate::queue::{HandOff, Lines};
 use crate::resp::{ProtocolError, Reply};
-use crate::server::{NativeUse, NodeCommands, is_unsupported};
+use crate::server::{self, NativeUse, NodeCommands, is_unsupported};
 use crate::time::TimerQueue;
 use crate::token::{Resource, Token};
 
@@ -89,11 +89,16 @@ pub struct Client<R> {
     /// The release channels subscribed to, and the lock waiting on each (notify.rs). A
     /// `BTreeMap` for the reason `Lines` is one: the keys come from the application.
     watching: BTreeMap<Bytes, OpId>,
-    /// The last release announcement encoded (notify.rs), and for which lock: each node
-    /// that deleted gets the same bytes.
-    publish: Option<(OpId, Bytes)>,
     /// The largest ttl of any lock started, for the restart quarantine's window.
     largest_ttl: Duration,
+    /// Whether any lock started was fenced: the window then also covers the fencing floor.
+    fenced: bool,
+    /// Whether a line yields on its own after a while (queue.rs, courtesy hand-offs) and a
+    /// native release's `PUBLISH` count is read; off only in a negative control.
+    courtesy: bool,
+    /// Whether a probed native release refused after its lock stopped waiting is sent
+    /// again as the script; off only in a negative control.
+    resend_late: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -124,6 +129,14 @@ impl<R: CryptoRng> Client<R> {
         let actions = (nodes.iter())
             .filter_map(|n| n.current().map(Output::Connect))
             .collect();
+        #[cfg(feature = "_mutants")]
+        let courtesy = config.mutant != Some(crate::mutant::Mutant::LineDeafToWaiters);
+        #[cfg(not(feature = "_mutants"))]
+        let courtesy = true;
+        #[cfg(feature = "_mutants")]
+        let resend_late = config.mutant != Some(crate::mutant::Mutant::LateRefusalDropped);
+        #[cfg(not(feature = "_mutants"))]
+        let resend_late = true;
         Self {
             config,
             rng,
@@ -139,8 +152,10 @@ impl<R: CryptoRng> Client<R> {
             encoder: Encoder::default(),
             lines: Lines::default(),
             watching: BTreeMap::new(),
-            publish: None,
             largest_ttl: Duration::ZERO,
+            fenced: false,
+            courtesy,
+            resend_late,
         }
     }
 
@@ -294,9 +309,10 @@ impl<R: CryptoRng> Client<R> {
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
         self.largest_ttl = self.largest_ttl.max(lock.ttl());
+        self.fenced |= lock.is_fenced();
         if in_line {
             lock.in_line = true;
-            self.lines.join(lock.resource(), op);
+            self.lines.join(lock.resource(), op, now);
         }
         self.locks.insert(op, lock);
         self.pump(now, op);
@@ -397,7 +413,10 @@ impl<R: CryptoRng> Client<R> {
         let mut bytes = bytes;
         loop {
             match self.read_unmatched(now, node, &mut bytes) {
-                Ok(Unmatched::Read) => continue,
+                Ok(Unmatched::Read) => {
+                    self.nodes[i].healthy(now);
+                    continue;
+                }
                 Ok(Unmatched::Incomplete) => break,
                 Ok(Unmatched::NotNext) => {}
                 Err(fault) => return self.close(now, node, fault, true),
@@ -423,12 +442,25 @@ impl<R: CryptoRng> Client<R> {
                     }
                     Reply::Replies(std::mem::take(gathered))
                 }
+                // A native release and its `PUBLISH`, read as the release script's one reply.
+                Some(Pending::Request {
+                    native: Some(NativeUse::Release),
+                    announced: true,
+                    ..
+                }) => {
+                    let gathered = &mut self.nodes[i].gathered;
+                    gathered.push(reply);
+                    if gathered.len() < NATIVE_RELEASE_REPLIES {
+                        continue;
+                    }
+                    server::fold_release(std::mem::take(gathered), self.courtesy)
+                }
                 _ => reply,
             };
             if let Err(fault) = self.answer(now, node, reply) {
                 return self.close(now, node, fault, true);
             }
-            self.nodes[i].healthy();
+            self.nodes[i].healthy(now);
         }
         if let Err(e) = self.nodes[i].decoder.check_buffer() {
             self.close(now, node, NodeFault::Protocol(e.message().to_owned()), true);
@@ -467,7 +499,8 @@ impl<R: CryptoRng> Client<R> {
         ) {
             return Ok(Unmatched::NotNext);
         }
-        let window = self.config.quarantine_window(self.largest_ttl);
+        let window = self.quarantine_window(now);
+        let n = &mut self.nodes[node.index()];
         Ok(
             match n.read_session_reply(now, bytes, window).map_err(protocol)? {
                 SessionReply::Read => {
@@ -476,6 +509,7 @@ impl<R: CryptoRng> Client<R> {
                 }
                 SessionReply::Decided(verdict) => {
                     self.on_verdict(node, verdict);
+                    self.settle_first_sights(now, window);
                     Unmatched::Read
                 }
                 SessionReply::Resp3 => {
@@ -490,6 +524,22 @@ impl<R: CryptoRng> Client<R> {
                 SessionReply::NotNext => Unmatched::NotNext,
             },
         )
+    }
+
+    /// The restart quarantine's window at `now` (quarantine.rs): the largest ttl and its
+    /// drift, and for a client that fences, at least the time the fencing floor needs to
+    /// pass every number a restarted node may have lost, given how far apart the nodes'
+    /// wall clocks are now (docs/safety.md, "Restarts and lost writes").
+    fn quarantine_window(&self, now: Instant) -> Duration {
+        let window = self.config.quarantine_window(self.largest_ttl);
+        if !(self.fenced || self.config.fenced) {
+            return window;
+        }
+        let readings = self.nodes.iter().filter_map(|n| n.last_clock);
+        let spread = server::wall_spread(readings, now);
+        self.config
+            .fence_window(spread)
+            .map_or(window, |f| window.max(f))
     }
 
     /// Reports what the node's last `TIME` reply showed about its clock, if anything, and
@@ -538,7 +588,6 @@ impl<R: CryptoRng> Client<R> {
             None => return Err(NodeFault::Protocol("reply without a request".into())),
             Some(
                 Pending::Preload
-                | Pending::Publish
                 | Pending::Hello { .. }
                 | Pending::Time
                 | Pending::Info
@@ -555,7 +604,14 @@ impl<R: CryptoRng> Client<R> {
                     n.subscription_refused(&channel);
                 }
             }
-            Some(Pending::Request { op, id, native }) => {
+            Some(Pending::Resent) => {}
+            Some(Pending::Request {
+                op,
+                id,
+                native,
+                fallback,
+                ..
+            }) => {
                 if reply.is_error_with(b"NOSCRIPT") {
                     n.noscript_replies += 1;
                 }
@@ -564,10 +620,13 @@ impl<R: CryptoRng> Client<R> {
                 {
                     // Before the lock sees it: its resend then goes out as the script.
                     n.commands.fall_back(used);
-                }
-                if native == Some(NativeUse::Release) && reply == Reply::Integer(1) {
-                    // A native release deleted: announce it, as the script does.
-                    self.announce_release(node, op);
+                    let waits = (self.locks.get_mut(&op)).is_some_and(|l| l.awaits(id));
+                    if let Some(script) = fallback.filter(|_| !waits && self.resend_late) {
+                        // The release returned (or gave up) before this refusal came: no
+                        // round resends it, and the key would live until its ttl.
+                        self.nodes[node.index()].send_pending(&script, Pending::Resent);
+                        self.mark_dirty(node);
+                    }
                 }
                 let veto = self.nodes[node.index()].quarantined(now);
                 if let Some(lock) = self.locks.get_mut(&op) {
@@ -643,18 +702,18 @@ impl<R: CryptoRng> Client<R> {
         // Each turn takes a lock out of its line for good, so this ends.
         while let Some(op) = next.take() {
             let handed = self.pump_one(now, op);
-            if let Some((op, contested)) = handed
+            if let Some((op, how)) = handed
                 && let Some(lock) = self.locks.get_mut(&op)
             {
-                lock.start_queued(now, contested, &mut self.rng);
+                lock.start_queued(now, how, &mut self.rng);
                 next = Some(op);
             }
         }
     }
 
     /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
-    /// left the front, and whether that line is contested (queue.rs).
-    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, bool)> {
+    /// left the front, and how it starts (queue.rs).
+    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, HandOff)> {
         let lock = self.locks.get_mut(&op)?;
         if lock.is_waiting_for_release() != lock.subscribed {
             // Before its requests: the subscription goes out ahead of the probe.
@@ -669,9 +728,20 @@ impl<R: CryptoRng> Client<R> {
             else {
                 break;
             };
+            let bytes = bytes.clone();
             let node = &mut self.nodes[to.index()];
             if node.accepts_requests() && node.has_room() {
-                node.send(op, id, native, bytes);
+                // A probed node may refuse a native release after the lock stopped waiting:
+                // its script form then goes out in its place (see `answer`).
+                let release = native == Some(NativeUse::Release);
+                let fallback = (release && node.is_probed())
+                    .then(|| lock.script_form(id))
+                    .flatten();
+                // The release of a held lock is announced, as the script announces itself.
+                let announce = (release && lock.announces(id)).then(|| lock.resource().clone());
+                let announce = announce.as_ref().map(|r| r.as_bytes());
+                let node = &mut self.nodes[to.index()];
+                node.send((op, id), native, (announce, fallback), &bytes);
                 if native == Some(NativeUse::Fence) {
                     node.refresh_clock(now);
                 }
@@ -702,16 +772,23 @@ impl<R: CryptoRng> Client<R> {
             // Also after the lock left its line: the next hand-off of the line is fair.
             self.lines.contest(lock.resource(), now);
         }
-        // A contested line keeps the releasing lock's place until its release is done: its
-        // next call then starts when a waiter of another client hears of the release
-        // (queue.rs).
+        // A contested line, or one that owes a courtesy hand-off, keeps the releasing lock's
+        // place until its release is done: its next call then starts when a waiter of
+        // another client hears of the release, or has tried on its timer (queue.rs).
         if lock.in_line && !lock.needs_place() {
             let contested = self.lines.is_contested(lock.resource(), now);
-            if !(contested && lock.is_releasing()) {
+            let courtesy = self.courtesy && self.lines.owes_courtesy(lock.resource(), now);
+            if !((contested || courtesy) && lock.is_releasing()) {
                 lock.in_line = false;
                 // The next call yields only if another client waited for this very release.
                 let yields = contested && lock.release_awaited();
-                next = (self.lines.leave(lock.resource(), op)).map(|next| (next, yields));
+                next = self.lines.leave(lock.resource(), op, now, yields);
+                if !self.courtesy
+                    && let Some((_, how @ HandOff::Courtesy)) = &mut next
+                {
+                    // A negative control's (`_mutants`): the line never yields unasked.
+                    *how = HandOff::Direct;
+                }
             }
         }
         let finished = lock.is_finished();
@@ -795,29 +872,35 @@ impl<R: CryptoRng> Client<R> {
         }
     }
 
-    /// A native release by `op` deleted its key on `node`: publishes the release, as the
-    /// release script does for itself.
-    fn announce_release(&mut self, node: NodeId, op: OpId) {
-        let Some(lock) = self.locks.get(&op) else {
-            return;
-        };
-        if lock.is_waiting_for_release() {
-            // The cleanup of a waiting lock's failed attempt: announcing it would mostly wake
-            // the lock itself (the script's own announcement comes before its reply and is
-            // told apart; this one would come after).
-            return;
-        }
-        // Encoded once per release, shared by the nodes' transmits like a round's command.
-        let bytes = match &self.publish {
-            Some((last, bytes)) if *last == op => bytes.clone(),
-            _ => {
-                let bytes = notify::publish(lock.resource().as_bytes());
-                self.publish = Some((op, bytes.clone()));
-                bytes
+    /// Decides each young node seen for the first time whose peers' starts now tell a
+    /// restart (quarantined, and told) from a new cluster (trusted): quarantine.rs,
+    /// `first_sight`.
+    fn settle_first_sights(&mut self, now: Instant, window: Duration) {
+        let quorum = self.config.quorum();
+        for i in 0..self.nodes.len() {
+            let Some(started) = self.nodes[i].first_sight_pending(now) else {
+                continue;
+            };
+            let peers = (self.nodes.iter().enumerate())
+                .filter(|&(j, _)| j != i)
+                .filter_map(|(_, n)| n.started);
+            let restart = match quarantine::first_sight(started, peers, window, quorum) {
+                FirstSight::Undecided => continue,
+                FirstSight::NewCluster => None,
+                FirstSight::Restarted => Some(Quarantine {
+                    until: crate::time::add(started, window),
+                    cause: QuarantineCause::Restarted,
+                }),
+            };
+            self.nodes[i].settle_first_sight(restart);
+            if let Some(q) = restart {
+                self.events.push_back(Event::NodeQuarantined {
+                    node: crate::round::name(&self.config.names, i),
+                    until: q.until,
+                    cause: q.cause,
+                });
             }
-        };
-        self.nodes[node.index()].send_pending(&bytes, Pending::Publish);
-        self.mark_dirty(node);
+        }
     }
 
     /// The restart quarantine's decision for `node` (quarantine.rs), told to the
@@ -842,7 +925,8 @@ impl<R: CryptoRng> Client<R> {
                 node,
                 reason: QuarantineSkip::InfoUnreadable,
             },
-            Verdict::Clear => return,
+            // Told once its peers decide (`settle_first_sights`).
+            Verdict::Clear | Verdict::FirstSight(_) => return,
         };
         self.events.push_back(event);
     }
@@ -892,6 +976,9 @@ enum Unmatched {
 
 /// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.
 const FENCED_PIPELINE_REPLIES: usize = 3;
+
+/// The replies of a native release: `DELIFEQ` (or `DELEX`) and `PUBLISH`.
+const NATIVE_RELEASE_REPLIES: usize = 2;
 
 /// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
 /// with one multiply instead of SipHash.

@@ -100,6 +100,10 @@ pub struct Command {
     number: u64,
     /// The fencing counter key F, for the fenced acquire and its write-back.
     fence_key: Option<Bytes>,
+    /// The release of a held lock: where it goes out as a native command, the client
+    /// writes the release's announcement right behind it (client.rs), as the script
+    /// publishes its own. Neither [`encode`](Self::encode) nor [`args`](Self::args) adds it.
+    announce: bool,
 }
 
 /// Which command, and how its reply is read.
@@ -258,6 +262,7 @@ impl Command {
             token: None,
             number: 0,
             fence_key: None,
+            announce: false,
         }
     }
 
@@ -268,7 +273,21 @@ impl Command {
             token: Some(token.clone()),
             number,
             fence_key: None,
+            announce: false,
         }
+    }
+
+    /// The same command, marked as the release of a held lock (see `announce`).
+    pub(crate) fn announced(self) -> Self {
+        Self {
+            announce: true,
+            ..self
+        }
+    }
+
+    /// Whether the command is the release of a held lock, announced after a native form.
+    pub(crate) fn announces(&self) -> bool {
+        self.announce
     }
 
     /// The same call as the node's native command, if this is a release, extension or
@@ -316,7 +335,6 @@ impl Command {
     }
 
     /// The same call as `EVAL`, if this is an `EVALSHA`.
-    #[cfg(test)]
     pub(crate) fn as_eval(&self) -> Option<Self> {
         self.kind.as_eval().map(|kind| self.with_kind(kind))
     }
@@ -430,7 +448,8 @@ impl CommandKind {
             }
             (Self::EvalSha(_, ScriptUse::FencedAcquire), Reply::Nil)
             | (Self::Eval(_, ScriptUse::FencedAcquire), Reply::Nil) => Vote::No,
-            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(1)) => Vote::Yes,
+            // 2: deleted, and someone was subscribed (server.rs, `fold_release`).
+            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(1 | 2)) => Vote::Yes,
             (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(0)) => {
                 Vote::NotHeldOrMissing
             }

@@ -324,6 +324,23 @@ impl Config {
         ))
     }
 
+    /// The restart quarantine's window for a client that hands out fencing tokens, when
+    /// the nodes' wall clocks are `spread` apart: long enough that a restarted node's
+    /// fencing floor has passed every number issued before it lost its counter (the floor
+    /// moves once a second, and the largest number may come from the node whose clock is
+    /// ahead), plus the drift allowance twice (the node's clock against ours, and the
+    /// pipeline's low estimate of it). docs/safety.md, "Restarts and lost writes".
+    pub(crate) fn fence_window(&self, spread: Duration) -> Option<Duration> {
+        #[cfg(feature = "_mutants")]
+        if self.mutant == Some(Mutant::FenceWindowTtlOnly) {
+            return None;
+        }
+        let base = crate::server::FENCE_FLOOR_STEP.saturating_add(spread);
+        let timing = &self.timing;
+        let drift = crate::quorum::drift(base, timing.drift_factor, timing.drift_floor);
+        Some(base.saturating_add(drift.saturating_mul(2)))
+    }
+
     /// Whether nodes are released and extended with their own commands where they have
     /// them; see [`ConfigBuilder::native_commands`].
     pub fn native_commands(&self) -> bool {

@@ -1,7 +1,8 @@
 //! Deliberate bugs for the simulation's negative controls. Option resolution
 //! ([`LockOptions::resolve`](crate::LockOptions)) reads them: each one changes a resolved
-//! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] alone is read
-//! where a node's connection is set up (node.rs), as a setting of the node.
+//! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] and
+//! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
+//! (node.rs), as settings of the node.
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,4 +40,18 @@ pub enum Mutant {
     /// The restart quarantine forgets each node's run id at every reconnection, so a
     /// restart shows only through the node's uptime (which its wall clock can fool).
     ForgetRunId,
+    /// The restart quarantine's stepped-uptime defence compares a new process's start with
+    /// the moment the old one's connection read its `INFO`, not with its last reply: a
+    /// long-lived connection hides a stepped uptime.
+    SightingAtConnection,
+    /// The restart quarantine's window is the ttl and its drift even for fenced locks, which
+    /// a fencing floor moving once a second does not cover.
+    FenceWindowTtlOnly,
+    /// A local line of lock calls never hears of other clients' waiters from a native
+    /// release (the `PUBLISH` count is not read) and never yields on its own: a waiter
+    /// of another client starves while the line hands the lock from call to call.
+    LineDeafToWaiters,
+    /// A release refused as unsupported (a probed native command) after its round ended
+    /// is dropped instead of sent again as the script: the key lives until its ttl.
+    LateRefusalDropped,
 }

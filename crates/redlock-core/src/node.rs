@@ -38,7 +38,7 @@ use crate::identity::{self, CONFIG_GET_APPEND, INFO_SERVER, Identity};
 use crate::io::NodeFault;
 use crate::notify;
 use crate::policy::NodeSettings;
-use crate::quarantine::{self, Quarantine, Seen, Verdict};
+use crate::quarantine::{self, Quarantine, QuarantineCause, Seen, Verdict};
 use crate::resp::{self, Decoder, ProtocolError, Reply};
 use crate::server::{
     CLOCK_READING_MAX_AGE, Hello, NativeUse, NodeClock, NodeCommands, Offer, decode_hello,
@@ -70,8 +70,6 @@ pub(crate) enum Pending {
     Time,
     /// `SCRIPT LOAD`: saves a `-NOSCRIPT` round trip later; its reply is not needed.
     Preload,
-    /// `PUBLISH` of a release notification (notify.rs): its reply is not needed.
-    Publish,
     /// `SUBSCRIBE channel` (or `UNSUBSCRIBE`), answered by a push frame confirming it, or
     /// by an error (an ACL that denies the channel answers `-NOPERM`), which stops
     /// subscriptions on this connection.
@@ -83,12 +81,21 @@ pub(crate) enum Pending {
     /// before it, the quarantine is decided (quarantine.rs).
     Config,
     /// A lock request, and what it uses a native command for (if it does): a refusal of
-    /// that command turns the node over to the script for it.
+    /// that command turns the node over to the script for it. `fallback`: for a native
+    /// release sent while the node's commands are probed, the script form to send in its
+    /// place if the refusal comes after the lock stopped waiting for it.
+    /// `announced`: a native release followed by its `PUBLISH`, whose reply is read with
+    /// it (client.rs).
     Request {
         op: OpId,
         id: RequestId,
         native: Option<NativeUse>,
+        announced: bool,
+        fallback: Option<Bytes>,
     },
+    /// A release sent again as the script after its native form was refused late (see
+    /// `Request`): nothing waits for its reply.
+    Resent,
 }
 
 #[derive(Debug)]
@@ -135,6 +142,9 @@ pub(crate) struct Node {
     backoff_max: Duration,
     /// The node's clock as its `TIME` read on the current connection said, if it did.
     pub(crate) clock: Option<NodeClock>,
+    /// The last `TIME` reading on any connection (kept across them): how far the nodes'
+    /// wall clocks are apart (server.rs, `wall_spread`).
+    pub(crate) last_clock: Option<NodeClock>,
     /// The replies read so far of the pipelined request at the front of `in_flight` (a
     /// fenced pipeline's `SET` and `ZADD`, until its `ZINCRBY` comes).
     pub(crate) gathered: Vec<Reply>,
@@ -148,11 +158,22 @@ pub(crate) struct Node {
     forget_run_id: bool,
     /// What the current connection's `INFO` said, until its `CONFIG GET` reply is read.
     said: Option<Identity>,
-    /// The node process last seen (its run id), across connections.
+    /// The node process last seen (its run id) and when it last answered, across
+    /// connections.
     seen: Option<Seen>,
+    /// Whether `seen` is the process behind the current connection (its `INFO` was read on
+    /// it): each reply read then is a sighting of that process.
+    identified: bool,
+    /// Negative control: a node is sighted only when a connection's `INFO` is read.
+    sighting_at_connection: bool,
     /// The node's acquisition votes count as "no" until this ends (kept across
     /// connections).
     pub(crate) quarantine: Option<Quarantine>,
+    /// A young node's first sight, until the other nodes' starts tell a restart from a new
+    /// cluster (quarantine.rs, `first_sight`): its votes count as "no" meanwhile.
+    first_sight: Option<Quarantine>,
+    /// When the node's process started, as its last `INFO` said (`now - uptime`).
+    pub(crate) started: Option<Instant>,
     /// The check of the node's clock rate, if it is on (clock_rate.rs).
     rate_check: Option<RateCheck>,
     /// What the last `TIME` reply showed about the node's clock, until the client reports
@@ -193,6 +214,7 @@ impl Node {
             backoff_min: config.reconnect_min,
             backoff_max: config.reconnect_max,
             clock: None,
+            last_clock: None,
             gathered: Vec::new(),
             ask_identity: config.restart_quarantine,
             quarantine_young: config.quarantine_young_nodes,
@@ -202,7 +224,15 @@ impl Node {
             forget_run_id: false,
             said: None,
             seen: None,
+            identified: false,
+            #[cfg(feature = "_mutants")]
+            sighting_at_connection: config.mutant
+                == Some(crate::mutant::Mutant::SightingAtConnection),
+            #[cfg(not(feature = "_mutants"))]
+            sighting_at_connection: false,
             quarantine: None,
+            first_sight: None,
+            started: None,
             rate_check: (config.clock_check).then(|| RateCheck::new(config.timing.drift_factor)),
             clock_finding: None,
         }
@@ -211,12 +241,30 @@ impl Node {
     /// Why the node's vote for an acquisition does not count at `now`, if it is quarantined.
     #[inline]
     pub(crate) fn quarantined(&self, now: Instant) -> Option<NodeFault> {
-        match self.quarantine {
-            Some(q) if q.until > now => Some(NodeFault::Quarantined {
-                until: q.until,
-                cause: q.cause,
-            }),
+        let fault = |q: Quarantine| NodeFault::Quarantined {
+            until: q.until,
+            cause: q.cause,
+        };
+        match (self.quarantine, self.first_sight) {
+            (Some(q), _) if q.until > now => Some(fault(q)),
+            (_, Some(q)) if q.until > now => Some(fault(q)),
             _ => None,
+        }
+    }
+
+    /// The start of a young node seen for the first time whose peers have not told yet
+    /// whether it restarted (quarantine.rs, `first_sight`).
+    pub(crate) fn first_sight_pending(&self, now: Instant) -> Option<Instant> {
+        let q = self.first_sight.filter(|q| q.until > now)?;
+        self.started.filter(|_| q.cause == QuarantineCause::Young)
+    }
+
+    /// The peers told what a young node's first sight means: `restart`, a quarantine (it
+    /// restarted), or none (a new cluster).
+    pub(crate) fn settle_first_sight(&mut self, restart: Option<Quarantine>) {
+        self.first_sight = None;
+        if let Some(q) = restart {
+            self.quarantine = Some(quarantine::merge(self.quarantine.take(), q));
         }
     }
 
@@ -235,14 +283,34 @@ impl Node {
 
     /// Queues a request (its RESP bytes) behind everything already written.
     #[inline]
+    /// `announce`: the key of a native release to follow with its `PUBLISH` (notify.rs),
+    /// in the same write, read as one request.
     pub(crate) fn send(
         &mut self,
-        op: OpId,
-        id: RequestId,
+        (op, id): (OpId, RequestId),
         native: Option<NativeUse>,
+        (announce, fallback): (Option<&[u8]>, Option<Bytes>),
         encoded: &Bytes,
     ) {
-        self.send_pending(encoded, Pending::Request { op, id, native });
+        let pending = Pending::Request {
+            op,
+            id,
+            native,
+            announced: announce.is_some(),
+            fallback,
+        };
+        self.send_pending(encoded, pending);
+        if let Some(key) = announce {
+            self.unshare();
+            notify::encode_publish(&mut self.out, key);
+        }
+    }
+
+    /// Whether the node's commands are still probed (no `HELLO` reply read): a native
+    /// command sent now may be refused.
+    #[inline]
+    pub(crate) fn is_probed(&self) -> bool {
+        self.commands.source == crate::server::CommandSource::Probing
     }
 
     /// Queues `encoded`, a command whose reply `pending` says what to do with.
@@ -349,6 +417,7 @@ impl Node {
         self.resp3 = false;
         self.subscribed.clear();
         self.said = None;
+        self.identified = false;
         self.link = Link::Up;
     }
 
@@ -383,10 +452,19 @@ impl Node {
         }
     }
 
-    /// A reply was read in full: the node works, so the next reconnect starts fresh.
+    /// A reply was read in full at `now`: the node works, so the next reconnect starts
+    /// fresh; and the process behind the connection was alive until then, so a process
+    /// that claims later to have started before `now` has a stepped uptime
+    /// (quarantine.rs: the last reply is the sighting, not the connection's `INFO`).
     #[inline]
-    pub(crate) fn healthy(&mut self) {
+    pub(crate) fn healthy(&mut self, now: Instant) {
         self.backoff = self.backoff_min;
+        if self.identified
+            && !self.sighting_at_connection
+            && let Some(seen) = &mut self.seen
+        {
+            seen.at = seen.at.max(now);
+        }
     }
 
     /// The current connection, if one is being opened or is up.
@@ -451,6 +529,7 @@ impl Node {
                     since_epoch,
                     read_at: now,
                 });
+                self.last_clock = self.clock.or(self.last_clock);
                 if let Some(check) = &mut self.rate_check {
                     self.clock_finding = check.answered(now, clock);
                 }
@@ -479,12 +558,30 @@ impl Node {
         };
         let young = self.quarantine_young;
         let verdict = quarantine::decide(now, window, seen.as_ref(), &said, persistence, young);
+        if let Identity::Said {
+            uptime: Some(uptime),
+            ..
+        } = said
+        {
+            self.started = now.checked_sub(uptime);
+        }
+        self.identified = matches!(
+            said,
+            Identity::Said {
+                run_id: Some(_),
+                ..
+            }
+        );
         self.seen = quarantine::remember(now, seen, &said);
         match verdict {
             Verdict::Quarantine(q) => {
                 let q = quarantine::merge(self.quarantine.take(), q);
                 self.quarantine = Some(q);
                 Verdict::Quarantine(q)
+            }
+            Verdict::FirstSight(q) => {
+                self.first_sight = Some(q);
+                Verdict::FirstSight(q)
             }
             other => other,
         }
@@ -532,6 +629,7 @@ impl Node {
         self.subscribed.clear();
         self.subscriptions_refused = false;
         self.said = None;
+        self.identified = false;
         // Saturating: the builder caps the backoff, but a `Duration` near its maximum must
         // still never overflow here (a panic at a disconnect would take every lock with it).
         let delay = time::uniform(
@@ -681,7 +779,7 @@ mod tests {
         }
         let ms = Duration::from_millis;
         assert_eq!(seen, [ms(100), ms(200), ms(300), ms(300), ms(300)]);
-        n.healthy();
+        n.healthy(now);
         assert_eq!(n.backoff, min);
     }
 }

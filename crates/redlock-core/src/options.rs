@@ -191,8 +191,13 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             pipeline_floor: false,
             ..params
         },
-        // Not a lock parameter: read by the node (node.rs).
-        Mutant::ForgetRunId => params,
+        // Not lock parameters: read by the node (node.rs), the client (client.rs) or the
+        // quarantine window (config.rs).
+        Mutant::ForgetRunId
+        | Mutant::SightingAtConnection
+        | Mutant::FenceWindowTtlOnly
+        | Mutant::LineDeafToWaiters
+        | Mutant::LateRefusalDropped => params,
     }
 }
 

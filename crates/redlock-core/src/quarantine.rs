@@ -5,16 +5,23 @@
 //! as "no", and until when.
 //!
 //! The window is counted from the node's start, `now - uptime`. A node whose run id changed
-//! since this client last saw it restarted, and is quarantined until `start + window`. A
-//! node that this client had not seen before (or saw as this very process) and that
-//! started less than the window ago may have restarted empty just before: it is quarantined
-//! too only with `quarantine_young_nodes`, because a cluster started a moment ago looks
-//! the same, and would grant no lock for a whole window. The run id checks the uptime: a
-//! server counts
-//! its uptime on its wall clock, which can be stepped, so a node whose run id changed since
-//! it was last seen, but whose uptime says it started before it was last seen (impossible),
-//! is counted as started now. A node that persists every write before answering loses no
-//! key in a restart and is not quarantined.
+//! since this client last saw it restarted, and is quarantined until `start + window`.
+//!
+//! A node this client had not seen before (a fresh client: every `redlock exec`, cron job
+//! or new pod) and that started less than the window ago may have restarted empty just
+//! before, or belong to a cluster started a moment ago; the handshakes tell them apart
+//! ([`first_sight`]). Its acquisition votes count as "no" until they do: a node that
+//! started more than a window after another node restarted (quarantined until `start +
+//! window`); a node whose start is within a window of those of a quorum's other nodes is
+//! part of a new cluster (trusted). With `quarantine_young_nodes`, any young node is
+//! quarantined until `start + window`, whatever the others.
+//!
+//! The run id checks the uptime: a server counts its uptime on its wall clock, which can
+//! be stepped, so a node whose run id changed since it was last seen answering, but whose
+//! uptime says it started before that (impossible), is counted as started now. The last
+//! reply read from the process is the sighting (node.rs), not its connection's `INFO`. A
+//! node that persists every write before answering loses no key in a restart and is not
+//! quarantined.
 
 use std::time::{Duration, Instant};
 
@@ -102,6 +109,9 @@ pub(crate) struct Seen {
 pub(crate) enum Verdict {
     /// Quarantine the node.
     Quarantine(Quarantine),
+    /// A young node seen for the first time: its votes count as "no" (this quarantine,
+    /// unannounced) until [`first_sight`] tells a restart from a new cluster.
+    FirstSight(Quarantine),
     /// The node would be quarantined for `cause`, but it persists every write: not needed.
     Durable(QuarantineCause),
     /// Nothing to do: the node started more than the window ago.
@@ -130,9 +140,21 @@ pub(crate) fn decide(
     // A run id gone missing after one was seen counts as changed.
     let restarted = seen.is_some_and(|s| run_id != Some(&s.run_id));
     if !restarted && !young_nodes {
-        // Not known to have restarted: trusted, whatever its age.
-        return match (run_id, uptime) {
-            (None, None) => Verdict::Unknown(None),
+        // Not known to have restarted. Seen before as this process: trusted (its first
+        // sight decided). Seen for the first time and young: the handshakes of the other
+        // nodes decide (`first_sight`).
+        let young = uptime
+            .and_then(|u| now.checked_sub(u))
+            .map(|s| time::add(s, window));
+        return match (run_id, uptime, young) {
+            (None, None, _) => Verdict::Unknown(None),
+            (_, _, Some(until)) if seen.is_none() && until > now => {
+                if persistence == Persistence::EveryWrite {
+                    return Verdict::Durable(QuarantineCause::Young);
+                }
+                let cause = QuarantineCause::Young;
+                Verdict::FirstSight(Quarantine { until, cause })
+            }
             _ => Verdict::Clear,
         };
     }
@@ -164,6 +186,41 @@ pub(crate) fn decide(
         return Verdict::Durable(cause);
     }
     Verdict::Quarantine(Quarantine { until, cause })
+}
+
+/// How a young node seen for the first time, started at `started`, compares with the starts
+/// of the other nodes known so far (`peers`), given the quarantine `window` and the
+/// `quorum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstSight {
+    /// Another node started more than a window before it: it restarted (a cluster's nodes
+    /// start within moments of each other), and may have lost a lock's key.
+    Restarted,
+    /// It started within a window of a quorum's other nodes: a cluster started together.
+    NewCluster,
+    /// Too few other nodes known yet to tell.
+    Undecided,
+}
+
+/// Tells a young node's restart from a new cluster by its peers' starts (module docs).
+pub(crate) fn first_sight(
+    started: Instant,
+    peers: impl Iterator<Item = Instant>,
+    window: Duration,
+    quorum: usize,
+) -> FirstSight {
+    let mut together = 1;
+    for peer in peers {
+        if time::add(peer, window) < started {
+            return FirstSight::Restarted;
+        }
+        together += 1;
+    }
+    if together >= quorum {
+        FirstSight::NewCluster
+    } else {
+        FirstSight::Undecided
+    }
 }
 
 /// What the node is remembered as after its identity was read at `now`: this process, if it
@@ -231,14 +288,48 @@ mod tests {
     }
 
     #[test]
+    fn a_first_sight_of_a_young_node_waits_for_its_peers() {
+        let t = crate::test_epoch::epoch() + Duration::from_secs(100);
+        let s = Duration::from_secs;
+        let young = said(Some("a"), Some(3));
+        let until = t - s(3) + WINDOW;
+        assert_eq!(
+            decide(t, WINDOW, None, &young, Persistence::Lossy, false),
+            Verdict::FirstSight(Quarantine {
+                until,
+                cause: QuarantineCause::Young
+            })
+        );
+        assert_eq!(
+            decide(t, WINDOW, None, &young, Persistence::EveryWrite, false),
+            Verdict::Durable(QuarantineCause::Young)
+        );
+        // An old node on first sight: trusted.
+        let old = said(Some("a"), Some(100));
+        let v = decide(t, WINDOW, None, &old, Persistence::Lossy, false);
+        assert_eq!(v, Verdict::Clear);
+        // Its peers decide: one that started more than a window before it, a restart;
+        // a quorum started together, a new cluster; fewer, not yet.
+        let started = t - s(3);
+        let peer = |ago: u64| t - s(ago);
+        let sight = |peers: &[u64]| first_sight(started, peers.iter().map(|&a| peer(a)), WINDOW, 3);
+        assert_eq!(sight(&[]), FirstSight::Undecided);
+        assert_eq!(sight(&[4]), FirstSight::Undecided);
+        assert_eq!(sight(&[4, 2]), FirstSight::NewCluster);
+        assert_eq!(sight(&[4, 100]), FirstSight::Restarted);
+        assert_eq!(sight(&[100]), FirstSight::Restarted);
+        // Exactly a window apart is still together.
+        assert_eq!(
+            first_sight(started, [started - WINDOW].into_iter(), WINDOW, 2),
+            FirstSight::NewCluster
+        );
+    }
+
+    #[test]
     fn a_young_node_not_known_to_have_restarted_is_trusted_unless_asked() {
         let t = crate::test_epoch::epoch() + Duration::from_secs(100);
         let lossy = Persistence::Lossy;
         let young = said(Some("a"), Some(3));
-        assert_eq!(
-            decide(t, WINDOW, None, &young, lossy, false),
-            Verdict::Clear
-        );
         let before = seen("a", t - Duration::from_secs(5));
         let v = decide(t, WINDOW, Some(&before), &young, lossy, false);
         assert_eq!(v, Verdict::Clear);

@@ -20,6 +20,16 @@
 //! next local call, whose `SET` follows the release on every connection, would win every
 //! hand-off and starve the other processes.
 //!
+//! A waiter of another client may never hear of a release: it cannot subscribe (release
+//! notifications off, a RESP2-only node or proxy, an ACL that denies the channel), or the
+//! announcement is lost. It then tries on its retry timer, and a line that hands the lock
+//! from call to call with no gap would starve it. So a line that has handed over locally
+//! for [`COURTESY_AFTER`] without yielding yields once anyway (a *courtesy* hand-off): the
+//! releasing call keeps its place until its release is done, and the next call's first
+//! attempt starts the retry policy's longest delay later, by which time a waiter on the
+//! same policy has tried again and found the lock free. It costs a line that is never
+//! contested at most `delay_max / (COURTESY_AFTER + delay_max)` of its hand-offs' time.
+//!
 //! Pure bookkeeping: who is first, who is next. When a call starts or gives up is the
 //! [`Lock`](crate::Lock)'s business (its queued phase).
 
@@ -48,7 +58,25 @@ struct Line {
     /// Until when the line counts as contested: an attempt found the lock held by another
     /// client less than [`CONTESTED_FOR`] ago.
     contested_until: Option<Instant>,
+    /// Since when the line has handed over locally without yielding to other clients.
+    streak_since: Instant,
 }
+
+/// How the next call of a line starts once the call ahead let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandOff {
+    /// At once: its `SET` follows the release on every connection.
+    Direct,
+    /// [`CONTESTED_YIELD`] later: a waiter of another client heard of the release.
+    Contested,
+    /// The retry policy's longest delay later: a waiter of another client that hears of no
+    /// release tries on its timer within that time.
+    Courtesy,
+}
+
+/// How long a line may hand over locally without yielding before it yields once anyway (a
+/// courtesy hand-off).
+pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(2);
 
 /// How long a line stays contested after it met another client.
 pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
@@ -66,8 +94,8 @@ impl Lines {
         !self.lines.contains_key(resource)
     }
 
-    /// Puts `op` at the end of `resource`'s line (first, if there is none).
-    pub(crate) fn join(&mut self, resource: &Resource, op: OpId) {
+    /// Puts `op` at the end of `resource`'s line (first, if there is none) at `now`.
+    pub(crate) fn join(&mut self, resource: &Resource, op: OpId, now: Instant) {
         match self.lines.get_mut(resource) {
             Some(line) => line.waiting.push_back(op),
             None => {
@@ -75,6 +103,7 @@ impl Lines {
                     first: op,
                     waiting: VecDeque::new(),
                     contested_until: None,
+                    streak_since: now,
                 };
                 self.lines.insert(resource.clone(), line);
             }
@@ -95,9 +124,26 @@ impl Lines {
         (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
     }
 
-    /// Takes `op` out of `resource`'s line. If it was first, the next call (if any) becomes
-    /// first and is returned: its first attempt is due now.
-    pub(crate) fn leave(&mut self, resource: &Resource, op: OpId) -> Option<OpId> {
+    /// Whether `resource`'s line has handed over locally for [`COURTESY_AFTER`] at `now`,
+    /// with a call waiting: its next hand-off is a courtesy one.
+    pub(crate) fn owes_courtesy(&self, resource: &Resource, now: Instant) -> bool {
+        (self.lines.get(resource)).is_some_and(|l| {
+            !l.waiting.is_empty() && now.saturating_duration_since(l.streak_since) >= COURTESY_AFTER
+        })
+    }
+
+    /// Takes `op` out of `resource`'s line at `now`. If it was first, the next call (if any)
+    /// becomes first and is returned, with how it starts: `yields` if it lets another
+    /// client's waiter go first (a contested line), else a courtesy hand-off if the line
+    /// owes one, else at once.
+    pub(crate) fn leave(
+        &mut self,
+        resource: &Resource,
+        op: OpId,
+        now: Instant,
+        yields: bool,
+    ) -> Option<(OpId, HandOff)> {
+        let courtesy = self.owes_courtesy(resource, now);
         let line = self.lines.get_mut(resource)?;
         if line.first != op {
             line.waiting.retain(|&w| w != op);
@@ -106,7 +152,17 @@ impl Lines {
         match line.waiting.pop_front() {
             Some(next) => {
                 line.first = next;
-                Some(next)
+                let how = if yields {
+                    HandOff::Contested
+                } else if courtesy {
+                    HandOff::Courtesy
+                } else {
+                    HandOff::Direct
+                };
+                if how != HandOff::Direct {
+                    line.streak_since = now;
+                }
+                Some((next, how))
             }
             None => {
                 self.lines.remove(resource);
@@ -130,35 +186,72 @@ mod tests {
         OpId::from_raw(n)
     }
 
+    fn now() -> Instant {
+        crate::test_epoch::epoch()
+    }
+
     #[test]
     fn first_in_first_out_and_a_line_ends_with_its_last_call() {
         let r = Resource::new("r");
         let mut lines = Lines::default();
         assert!(lines.is_free(&r));
         for n in 0..4 {
-            lines.join(&r, op(n));
+            lines.join(&r, op(n), now());
         }
         assert!(!lines.is_free(&r));
         assert_eq!(lines.waiting(), 3);
         // One in the middle gives up: it leaves, nobody moves up.
-        assert_eq!(lines.leave(&r, op(2)), None);
-        assert_eq!(lines.leave(&r, op(0)), Some(op(1)));
-        assert_eq!(lines.leave(&r, op(1)), Some(op(3)));
-        assert_eq!(lines.leave(&r, op(3)), None);
+        let direct = |n| Some((op(n), HandOff::Direct));
+        assert_eq!(lines.leave(&r, op(2), now(), false), None);
+        assert_eq!(lines.leave(&r, op(0), now(), false), direct(1));
+        assert_eq!(lines.leave(&r, op(1), now(), false), direct(3));
+        assert_eq!(lines.leave(&r, op(3), now(), false), None);
         assert!(lines.is_free(&r));
         // Leaving twice, or a line that is gone, changes nothing.
-        assert_eq!(lines.leave(&r, op(3)), None);
+        assert_eq!(lines.leave(&r, op(3), now(), false), None);
     }
 
     #[test]
     fn resources_have_lines_of_their_own() {
         let (a, b) = (Resource::new("a"), Resource::new("b"));
         let mut lines = Lines::default();
-        lines.join(&a, op(0));
-        lines.join(&b, op(1));
-        lines.join(&a, op(2));
-        assert_eq!(lines.leave(&b, op(1)), None);
+        lines.join(&a, op(0), now());
+        lines.join(&b, op(1), now());
+        lines.join(&a, op(2), now());
+        assert_eq!(lines.leave(&b, op(1), now(), false), None);
         assert!(lines.is_free(&b));
-        assert_eq!(lines.leave(&a, op(0)), Some(op(2)));
+        assert_eq!(
+            lines.leave(&a, op(0), now(), false),
+            Some((op(2), HandOff::Direct))
+        );
+    }
+
+    #[test]
+    fn a_line_that_never_yielded_yields_once_after_a_while() {
+        let r = Resource::new("r");
+        let mut lines = Lines::default();
+        let t0 = now();
+        for n in 0..4 {
+            lines.join(&r, op(n), t0);
+        }
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert!(!lines.owes_courtesy(&r, at(1_999)));
+        assert_eq!(
+            lines.leave(&r, op(0), at(1_999), false),
+            Some((op(1), HandOff::Direct))
+        );
+        assert!(lines.owes_courtesy(&r, at(2_000)));
+        assert_eq!(
+            lines.leave(&r, op(1), at(2_000), false),
+            Some((op(2), HandOff::Courtesy))
+        );
+        // The streak starts again with that hand-off; a contested one restarts it too.
+        assert!(!lines.owes_courtesy(&r, at(3_999)));
+        assert_eq!(
+            lines.leave(&r, op(2), at(4_500), true),
+            Some((op(3), HandOff::Contested))
+        );
+        // Nobody waits behind the last call: nothing is owed.
+        assert!(!lines.owes_courtesy(&r, at(9_000)));
     }
 }

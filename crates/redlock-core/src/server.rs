@@ -309,6 +309,39 @@ impl NodeClock {
     }
 }
 
+/// A native release's replies, `DELIFEQ`'s (or `DELEX`'s) and its `PUBLISH`'s, read as
+/// the release script's one reply: 2 if it deleted and someone was subscribed to the
+/// release (another client waits: queue.rs), else the delete's own. `count_waiters` false
+/// is a negative control's (`_mutants`): the count is not read.
+pub(crate) fn fold_release(mut replies: Vec<Reply>, count_waiters: bool) -> Reply {
+    let published = replies.pop();
+    let deleted = replies.pop().unwrap_or(Reply::Nil);
+    match (deleted, published) {
+        (Reply::Integer(1), Some(Reply::Integer(n))) if n > 0 && count_waiters => Reply::Integer(2),
+        (deleted, _) => deleted,
+    }
+}
+
+/// How often the fencing floor moves: it counts the node's clock in whole seconds.
+pub(crate) const FENCE_FLOOR_STEP: Duration = Duration::from_secs(1);
+
+/// How far apart the nodes' wall clocks are at `now`, from each node's last `TIME` reading
+/// (`None`: no node read yet): the largest estimate minus the smallest, each reading
+/// carried forward on our clock. Each estimate is low by at most its reading's round trip.
+pub(crate) fn wall_spread(readings: impl Iterator<Item = NodeClock>, now: Instant) -> Duration {
+    let (mut low, mut high) = (u128::MAX, 0u128);
+    for c in readings {
+        let at = (c
+            .since_epoch
+            .saturating_add(now.saturating_duration_since(c.read_at)))
+        .as_nanos();
+        low = low.min(at);
+        high = high.max(at);
+    }
+    let nanos = high.saturating_sub(low);
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
 /// Whether an error reply to a native command means the server does not have it: an
 /// unknown command (`DELIFEQ`, `DELEX`) or a syntax error (`SET` without `IFEQ`, `ZADD`
 /// without `GT`). For a pipeline's replies (an array), whether any part says so.

@@ -463,6 +463,8 @@ impl World {
                 // A Redis 7: a release sent before its HELLO reply is read probes DELIFEQ,
                 // which it does not know, and is resent as the script.
                 b"DELIFEQ" => b"-ERR unknown command 'DELIFEQ'\r\n",
+                // The announcement that rides with a native release: nobody listens.
+                b"PUBLISH" => b":0\r\n",
                 // A Redis 7: releases and extensions go out as scripts.
                 b"HELLO" => {
                     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"

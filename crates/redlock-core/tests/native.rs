@@ -57,11 +57,15 @@ fn locked(h: &mut Harness) -> redlock_core::OpId {
     op
 }
 
-const DELIFEQ: &str = "*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$40\r\n*\r\n";
-/// The announcement a native release that deleted is followed by (the script announces
-/// itself).
-const PUBLISH: &str = "*3\r\n$7\r\nPUBLISH\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
-const DELEX: &str = "*4\r\n$5\r\nDELEX\r\n$3\r\nres\r\n$4\r\nIFEQ\r\n$40\r\n*\r\n";
+/// A held lock's native release is written with its announcement (the script announces
+/// itself): the `PUBLISH`'s reply, the number of subscribers, tells whether another client
+/// waits.
+const DELIFEQ: &str = "*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$40\r\n*\r\n\
+    *3\r\n$7\r\nPUBLISH\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+/// A failed attempt's cleanup release: not announced.
+const DELIFEQ_ALONE: &str = "*3\r\n$7\r\nDELIFEQ\r\n$3\r\nres\r\n$40\r\n*\r\n";
+const DELEX: &str = "*4\r\n$5\r\nDELEX\r\n$3\r\nres\r\n$4\r\nIFEQ\r\n$40\r\n*\r\n\
+    *3\r\n$7\r\nPUBLISH\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
 
 /// The release script's `EVALSHA` (its SHA1 masked like a token).
 fn evalsha_release() -> String {
@@ -139,7 +143,7 @@ fn each_node_gets_the_commands_its_server_has() {
     // The script tells "not ours" from "gone"; the native commands answer 0 to both. Three
     // answers are a quorum: the release is decided, nodes 1 and 4 still pending.
     h.reply(0, b":-1\r\n");
-    h.reply(2, b":0\r\n");
+    h.reply(2, b":0\r\n:0\r\n");
     let out = h.reply(3, b":0\r\n");
     let [Event::Released { nodes, .. }] = &out.events[..] else {
         panic!("{out:?}");
@@ -155,7 +159,7 @@ fn each_node_gets_the_commands_its_server_has() {
         ]
     );
     for i in [1, 4] {
-        assert!(h.reply(i, b":1\r\n").events.is_empty());
+        assert!(h.reply(i, b":1\r\n:0\r\n").events.is_empty());
     }
     assert_eq!(h.client.active_ops(), 0);
     assert_eq!(
@@ -188,7 +192,7 @@ fn a_refused_native_command_falls_back_to_the_script_once() {
     assert_eq!(mask_tokens(&out.sent_to(0)), DELIFEQ);
     let out = h.reply(
         0,
-        b"-ERR unknown command 'DELIFEQ', with args beginning with: 'res' \r\n",
+        b"-ERR unknown command 'DELIFEQ', with args beginning with: 'res' \r\n:0\r\n",
     );
     assert_eq!(mask_tokens(&out.sent_to(0)), evalsha_release());
     assert_eq!(commands(&h, 0).release, ReleaseCommand::Script);
@@ -197,8 +201,8 @@ fn a_refused_native_command_falls_back_to_the_script_once() {
         h.reply(0, b":1\r\n").transmits.is_empty(),
         "the script announced it"
     );
-    let out = h.reply(1, b":1\r\n");
-    assert_eq!(String::from_utf8_lossy(&out.sent_to(1)), PUBLISH);
+    let out = h.reply(1, b":1\r\n:0\r\n");
+    assert!(out.transmits.is_empty(), "announced with the release");
     let [Event::Released { nodes, .. }] = &out.events[..] else {
         panic!("{out:?}");
     };
@@ -207,14 +211,8 @@ fn a_refused_native_command_falls_back_to_the_script_once() {
         nodes[..],
         [released.clone(), released, ReleaseOutcome::Pending]
     );
-    let out = h.reply(2, b":1\r\n");
-    assert!(out.events.is_empty());
-    assert_eq!(String::from_utf8_lossy(&out.sent_to(2)), PUBLISH);
-    // The announcements' replies (no subscriber) are read and dropped.
-    for i in 1..3 {
-        let out = h.reply(i, b":0\r\n");
-        assert!(out.events.is_empty() && out.disconnects.is_empty() && out.transmits.is_empty());
-    }
+    let out = h.reply(2, b":1\r\n:0\r\n");
+    assert!(out.events.is_empty() && out.disconnects.is_empty() && out.transmits.is_empty());
 
     // The next lock sends node 0 the script first; the others keep their native commands.
     let op = locked(&mut h);
@@ -233,7 +231,7 @@ fn other_errors_on_a_native_command_are_faults() {
     h.drain();
     let out = h.reply(
         0,
-        b"-NOPERM User u has no permissions to run the 'delifeq' command\r\n",
+        b"-NOPERM User u has no permissions to run the 'delifeq' command\r\n:0\r\n",
     );
     assert!(out.transmits.is_empty());
     let [Event::Released { nodes, .. }] = &out.events[..] else {
@@ -309,15 +307,14 @@ fn a_release_before_the_hello_reply_probes() {
     h.reply(0, b"$-1\r\n");
     let out = h.reply(1, b"$-1\r\n");
     assert!(matches!(&out.events[..], [Event::AcquireFailed { op: o, .. }] if *o == op));
-    assert_eq!(mask_tokens(&out.sent_to(2)), DELIFEQ);
+    // A failed attempt's cleanup is not announced (it most often deletes nothing).
+    assert_eq!(mask_tokens(&out.sent_to(2)), DELIFEQ_ALONE);
     // Node 2 answers everything at once: its HELLO, preloads, the SET and the release.
     let mut replies = support::hello_reply("valkey", "9.1.2");
     replies.extend_from_slice(&support::time_reply(support::NODE_SECS));
     replies.extend_from_slice(b"+OK\r\n+OK\r\n+OK\r\n:1\r\n");
     let out = h.reply(2, &replies);
-    assert!(out.disconnects.is_empty());
-    // The release deleted our key there: announced.
-    assert_eq!(String::from_utf8_lossy(&out.sent_to(2)), PUBLISH);
+    assert!(out.disconnects.is_empty() && out.transmits.is_empty());
     assert_eq!(commands(&h, 2).fell_back, None);
     // The fast nodes' cleanup releases (nothing of ours there).
     h.reply(0, b":0\r\n");
@@ -339,4 +336,64 @@ fn a_reconnection_asks_again() {
     assert!(String::from_utf8_lossy(&out.sent_to(0)).starts_with("*1\r\n$5\r\nHELLO\r\n"));
     h.answer_hello(0, "redis", "7.2.4");
     assert_eq!(commands(&h, 0).release, ReleaseCommand::Script);
+}
+
+/// A release that went out as `DELIFEQ` before a slow node's `HELLO` reply was read, and
+/// that the node refuses only after the release has returned and its background round has
+/// ended: the script form goes out in its place, so the key does not live until its ttl.
+#[test]
+fn a_probed_release_refused_after_its_lock_ended_is_sent_again_as_the_script() {
+    let mut h = Harness::new(config(3));
+    h.drain();
+    for i in 0..3 {
+        h.connect(i);
+    }
+    for i in 0..2 {
+        h.answer_hello(i, "redis", "7.0.15");
+        h.reply(i, b"+OK\r\n+OK\r\n");
+    }
+    let (op, _) = h.acquire("res");
+    h.reply(0, b"+OK\r\n");
+    h.reply(1, b"+OK\r\n");
+    assert!(h.client.held(op).is_some());
+    h.client.release(h.now, op).unwrap();
+    let out = h.drain();
+    assert_eq!(mask_tokens(&out.sent_to(2)), DELIFEQ, "probed");
+    h.reply(0, b":1\r\n");
+    let out = h.reply(1, b":1\r\n");
+    assert!(
+        matches!(&out.events[..], [Event::Released { .. }]),
+        "{out:?}"
+    );
+    // The background round for node 2 ends with the release timeout; the lock is gone.
+    for _ in 0..5 {
+        if h.client.active_ops() == 0 {
+            break;
+        }
+        let at = h.drain().timeout.expect("the background round's deadline");
+        h.timeout_at(at);
+    }
+    assert_eq!(h.client.active_ops(), 0);
+    // Node 2 answers at last, as a Redis 7: its handshake, the SET, then the refusal of
+    // DELIFEQ and the announcement's count.
+    let mut replies = support::hello_reply("redis", "7.0.15");
+    replies.extend_from_slice(&support::time_reply(support::NODE_SECS));
+    replies.extend_from_slice(b"+OK\r\n+OK\r\n+OK\r\n");
+    replies.extend_from_slice(
+        b"-ERR unknown command 'DELIFEQ', with args beginning with: 'res' \r\n:0\r\n",
+    );
+    let out = h.reply(2, &replies);
+    assert!(
+        out.disconnects.is_empty() && out.events.is_empty(),
+        "{out:?}"
+    );
+    let sent = mask_tokens(&out.sent_to(2));
+    assert!(
+        sent.starts_with("*5\r\n$4\r\nEVAL\r\n") && sent.ends_with("$3\r\nres\r\n$40\r\n*\r\n"),
+        "the release script in full: {sent}"
+    );
+    assert_eq!(commands(&h, 2).release, ReleaseCommand::Script);
+    // Its reply is read and dropped.
+    let out = h.reply(2, b":1\r\n");
+    assert!(out.events.is_empty() && out.disconnects.is_empty() && out.transmits.is_empty());
 }

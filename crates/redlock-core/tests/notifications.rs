@@ -46,9 +46,14 @@ fn config(jitter: Duration) -> Config {
 
 /// A RESP3 `HELLO` reply (a map) naming Redis 7, so that the node gets scripts.
 fn hello3() -> Vec<u8> {
+    hello3_of("redis", "7.0.15")
+}
+
+/// A RESP3 `HELLO` reply (a map) naming `server` at `version`.
+fn hello3_of(server: &str, version: &str) -> Vec<u8> {
     let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
     let mut out = String::from("%7\r\n");
-    out += &(bulk("server") + &bulk("redis") + &bulk("version") + &bulk("7.0.15"));
+    out += &(bulk("server") + &bulk(server) + &bulk("version") + &bulk(version));
     out += &(bulk("proto") + ":3\r\n" + &bulk("id") + ":3\r\n");
     out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
     out += &(bulk("modules") + "*0\r\n");
@@ -451,4 +456,60 @@ fn a_node_that_refuses_the_subscription_stays_up_and_is_not_asked_again() {
     support::fire_until_connect(&mut h);
     let out = up(&mut h, 0, true);
     assert!(sent(&out, 0).contains("SUBSCRIBE"), "{}", sent(&out, 0));
+}
+
+/// On a node with `DELIFEQ`, the release's announcement rides with it and its reply, the
+/// number of subscribers, is read with the delete's: someone waiting makes the next
+/// hand-off of the line fair, as the release script's 2 does.
+#[test]
+fn a_native_release_that_another_client_waits_for_makes_the_next_hand_off_fair() {
+    let mut h = Harness::new(config(Duration::ZERO));
+    h.drain();
+    for i in 0..3 {
+        h.connect(i);
+        let mut replies = hello3_of("valkey", "9.1.2");
+        replies.extend_from_slice(&time_reply(NODE_SECS));
+        replies.extend_from_slice(b"+OK\r\n+OK\r\n");
+        h.reply(i, &replies);
+    }
+    let (first, _) = h.acquire("res");
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    let res = || redlock_core::Resource::from("res");
+    let second = h.client.acquire(h.now, res()).unwrap();
+    h.drain();
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    let publish = "*3\r\n$7\r\nPUBLISH\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+    for i in 0..3 {
+        let sent = sent(&out, i);
+        assert!(
+            sent.starts_with("*3\r\n$7\r\nDELIFEQ") && sent.contains(publish),
+            "node {i}: {sent}"
+        );
+        assert!(sent.ends_with(&support::set_nx_px("res", 10_000)), "{sent}");
+    }
+    // Deleted, and one subscriber on every node: another client waits.
+    for i in 0..3 {
+        h.reply(i, b":1\r\n:1\r\n+OK\r\n");
+    }
+    assert!(h.client.held(second).is_some());
+    let third = h.client.acquire(h.now, res()).unwrap();
+    h.drain();
+    // The line is contested now: the hand-off waits for the release to be done, and the
+    // next call starts a millisecond after it, letting the waiter go first.
+    h.client.release(h.now, second).unwrap();
+    let out = h.drain();
+    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    for i in 0..3 {
+        h.reply(i, b":1\r\n:1\r\n");
+    }
+    assert!(h.drain().transmits.is_empty());
+    let out = h.timeout_at(h.now + MS);
+    assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    for i in 0..3 {
+        h.reply(i, b"+OK\r\n");
+    }
+    assert!(h.client.held(third).is_some());
 }

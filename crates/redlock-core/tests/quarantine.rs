@@ -340,3 +340,138 @@ fn the_window_is_the_longest_ttl_known_plus_its_drift() {
     // 5 s + 1% + 2 ms.
     assert_eq!(until, h.now + Duration::from_millis(5_052));
 }
+
+/// The stepped-uptime defence counts from the node's last reply, not from the moment its
+/// connection read `INFO`: a connection two minutes old catches a step of one minute.
+#[test]
+fn a_stepped_uptime_is_caught_against_the_last_reply_on_an_old_connection() {
+    let mut h = old_cluster();
+    // Two minutes on the same connections, then a lock that every node answers.
+    h.ms(120_000);
+    let (events, cleanup) = acquire_all_grant(&mut h);
+    let [Event::Acquired(a)] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert!(cleanup.transmits.is_empty(), "{cleanup:?}");
+    h.client.release(h.now, a.op).unwrap();
+    h.drain();
+    for i in 0..3 {
+        h.reply(i, b":1\r\n");
+    }
+    // One second after its last reply, node 0 restarts empty; its new process's wall clock
+    // was stepped 60 s forward, so its uptime claims it started 59 s before that reply.
+    h.ms(1_000);
+    reconnect(&mut h, 0);
+    let (until, cause) = quarantined(&up(&mut h, 0, &info("b0", 60), NO_AOF));
+    assert_eq!((until, cause), (h.now + WINDOW, QuarantineCause::Restarted));
+    // Its grant does not decide a lock while node 1 is down.
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(
+        matches!(&events[..], [Event::AcquireFailed { .. }]),
+        "{events:?}"
+    );
+}
+
+/// [`config`] with every lock fenced and a ttl of `ttl`.
+fn fenced(ttl: Duration) -> Config {
+    Config::builder(3)
+        .release_notifications(false)
+        .clock_check(false)
+        .native_commands(false)
+        .preload_scripts(false)
+        .fencing(true)
+        .ttl(ttl)
+        .retry(RetryPolicy {
+            max_attempts: Some(1),
+            ..RetryPolicy::default()
+        })
+        .build()
+        .expect("valid config")
+}
+
+/// The fencing floor moves once a second: a restarted node that lost its counter may hand
+/// out a smaller number than it did before until its clock has passed every number issued
+/// (docs/safety.md, "Restarts and lost writes"). A client that fences keeps the node out
+/// that long, whatever its ttl: the floor's second and twice its drift (1% and 2 ms each).
+#[test]
+fn a_fencing_client_keeps_a_restarted_node_out_until_the_floor_has_passed() {
+    let floor_window = Duration::from_millis(1_024);
+    for (ttl, window) in [
+        (Duration::from_millis(200), floor_window),
+        (Duration::from_secs(5), Duration::from_millis(5_052)),
+    ] {
+        let mut h = Harness::new(fenced(ttl));
+        assert_eq!(h.drain().connects.len(), 3);
+        for i in 0..3 {
+            assert!(up(&mut h, i, &info(&format!("a{i}"), DAY), NO_AOF).is_empty());
+        }
+        h.ms(500);
+        reconnect(&mut h, 0);
+        let (until, cause) = quarantined(&up(&mut h, 0, &info("b0", 0), NO_AOF));
+        assert_eq!(
+            (until, cause),
+            (h.now + window, QuarantineCause::Restarted),
+            "{ttl:?}"
+        );
+    }
+    // Without fencing, the ttl's window.
+    let mut h = Harness::new(config(true));
+    h.drain();
+    for i in 0..3 {
+        up(&mut h, i, &info(&format!("a{i}"), DAY), NO_AOF);
+    }
+    reconnect(&mut h, 0);
+    let (until, _) = quarantined(&up(&mut h, 0, &info("b0", 0), NO_AOF));
+    assert_eq!(until, h.now + WINDOW);
+}
+
+/// A fresh client (every `redlock exec`) cannot have seen a node's restart, but the
+/// handshakes tell it: a node that started more than a window after another one restarted,
+/// and is quarantined until the window has passed since its start; its vote does not
+/// count before its peers have told.
+#[test]
+fn a_fresh_client_quarantines_a_node_that_started_long_after_its_peers() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    // Node 0 answers first: up for 0 s, nothing to compare with yet: no event, but its
+    // vote does not count.
+    assert!(up(&mut h, 0, &info("b0", 0), NO_AOF).is_empty());
+    let started = h.now;
+    h.ms(3);
+    // Node 1 has run for a day: node 0 restarted.
+    let events = up(&mut h, 1, &info("a1", DAY), NO_AOF);
+    let (until, cause) = quarantined(&events);
+    assert_eq!(
+        (until, cause),
+        (started + WINDOW, QuarantineCause::Restarted)
+    );
+    assert!(up(&mut h, 2, &info("a2", DAY), NO_AOF).is_empty());
+    // With node 1 down, node 0's grant would decide: it does not count.
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(
+        matches!(&events[..], [Event::AcquireFailed { .. }]),
+        "{events:?}"
+    );
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":1\r\n");
+    h.now = until;
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
+/// Nodes that started together, a moment ago, are a new cluster: granted at once, as soon
+/// as a quorum of them has told its start.
+#[test]
+fn a_fresh_client_trusts_a_cluster_started_together() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    assert!(up(&mut h, 0, &info("a0", 1), NO_AOF).is_empty());
+    h.ms(2);
+    assert!(up(&mut h, 2, &info("a2", 0), NO_AOF).is_empty());
+    // Node 1 never answers: the two others are a quorum, and decide.
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}

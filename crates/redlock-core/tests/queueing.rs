@@ -212,3 +212,56 @@ fn a_hundred_calls_in_line_hold_the_lock_in_arrival_order() {
     }
     assert_eq!(h.client.active_ops(), 0);
 }
+
+/// A waiter of another client that hears of no release (it cannot subscribe) tries on its
+/// timer: a line that has handed over locally for two seconds yields once, for the retry
+/// policy's longest delay, after its release is done.
+#[test]
+fn a_line_that_never_yielded_yields_once_for_a_waiter_that_hears_nothing() {
+    let mut h = harness();
+    let (mut holder, _) = h.acquire("r");
+    let events = reply_all(&mut h, OK);
+    assert_eq!(acquired(&events).op, holder);
+    // Two direct hand-offs, 700 ms apart (the ttl is 1 s).
+    for _ in 0..2 {
+        let (next, out) = h.acquire("r");
+        assert!(out.transmits.is_empty());
+        h.ms(700);
+        h.client.release(h.now, holder).unwrap();
+        let out = h.drain();
+        assert!(release_then_set(&out), "{out:?}");
+        reply_all(&mut h, DELETED);
+        let events = reply_all(&mut h, OK);
+        assert_eq!(acquired(&events).op, next);
+        holder = next;
+    }
+    // 2.1 s without yielding: the release goes out alone.
+    let (next, _) = h.acquire("r");
+    h.ms(700);
+    h.client.release(h.now, holder).unwrap();
+    let out = h.drain();
+    assert!(
+        !release_then_set(&out),
+        "the release goes out alone: {out:?}"
+    );
+    let events = reply_all(&mut h, DELETED);
+    assert!(matches!(events[..], [Event::Released { op, .. }] if op == holder));
+    // The default policy's longest delay (250 ms) and a millisecond: nothing before it.
+    let gap = Duration::from_millis(251);
+    let released = h.now;
+    assert!(h.timeout_at(released + gap - MS).transmits.is_empty());
+    let out = h.timeout_at(released + gap);
+    for n in 0..3 {
+        assert_eq!(mask_tokens(&out.sent_to(n)), set_nx_px("r", 1000));
+    }
+    let events = reply_all(&mut h, OK);
+    assert_eq!(acquired(&events).op, next);
+    // The streak starts again: the next hand-off is direct.
+    let (after, _) = h.acquire("r");
+    h.client.release(h.now, next).unwrap();
+    let out = h.drain();
+    assert!(release_then_set(&out), "{out:?}");
+    reply_all(&mut h, DELETED);
+    let events = reply_all(&mut h, OK);
+    assert_eq!(acquired(&events).op, after);
+}

@@ -203,17 +203,16 @@ impl Lock {
         })
     }
 
-    /// The call ahead in line let go: a queued lock starts its first attempt now, or, in a
-    /// contested line, after a random delay of at most the notification jitter, as a
-    /// waiter of another client told of the same release would (queue.rs).
+    /// The call ahead in line let go: a queued lock starts its first attempt as `how` says
+    /// (queue.rs): now, or later to let a waiter of another client go first.
     pub(crate) fn start_queued<R: CryptoRng + ?Sized>(
         &mut self,
         now: Instant,
-        contested: bool,
+        how: crate::queue::HandOff,
         rng: &mut R,
     ) {
         self.step(|phase, ctx| match phase {
-            Phase::Queued(q) => Some(q.start(ctx, now, contested, rng)),
+            Phase::Queued(q) => Some(q.start(ctx, now, how, rng)),
             _ => None,
         });
     }
@@ -336,6 +335,11 @@ impl Lock {
         &self.ctx.resource
     }
 
+    /// Whether the lock hands out a fencing token.
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.ctx.fence_key.is_some()
+    }
+
     /// The lock's ttl.
     pub(crate) fn ttl(&self) -> std::time::Duration {
         self.ctx.params.timing.ttl()
@@ -390,6 +394,41 @@ impl Lock {
             Form::Plain | Form::Eval => None,
         };
         Some((id, node, native, round.encoded(form, encoder)))
+    }
+
+    /// Whether the request `id` still waits for its node's reply in one of the lock's rounds
+    /// (a reply to it would be read; otherwise it would be dropped).
+    pub(crate) fn awaits(&mut self, id: RequestId) -> bool {
+        let (seq, node) = (id.round(), id.node().index());
+        if (self.ctx.cleanup.iter()).any(|r| r.seq == seq && r.awaits(node)) {
+            return true;
+        }
+        (self.phase.round_with_seq(seq)).is_some_and(|r| r.awaits(node))
+    }
+
+    /// Whether the request `id` is the release of a held lock, whose native form the
+    /// client follows with the release's announcement (command.rs, `announce`).
+    pub(crate) fn announces(&mut self, id: RequestId) -> bool {
+        let seq = id.round();
+        match self.ctx.cleanup.iter().find(|r| r.seq == seq) {
+            Some(round) => round.command.announces(),
+            None => (self.phase.round_with_seq(seq)).is_some_and(|r| r.command.announces()),
+        }
+    }
+
+    /// The script form of the request `id`, as `EVAL` (never answered `-NOSCRIPT`), to be
+    /// sent in its place if the node refuses its native command after the lock stopped
+    /// waiting for it (client.rs). None if its round is gone or its command is no script.
+    pub(crate) fn script_form(&mut self, id: RequestId) -> Option<Bytes> {
+        let seq = id.round();
+        let round = match self.ctx.cleanup.iter().find(|r| r.seq == seq) {
+            Some(round) => round,
+            None => self.phase.round_with_seq(seq)?,
+        };
+        let eval = round.command.as_eval()?;
+        let mut buf = BytesMut::new();
+        eval.encode(&mut buf);
+        Some(buf.freeze())
     }
 
     /// The next request, with its round: cleanup releases first, then the phase's round.

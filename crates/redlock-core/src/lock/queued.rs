@@ -9,7 +9,7 @@ use rand_core::CryptoRng;
 use super::acquire::Acquiring;
 use super::{Ctx, Phase};
 use crate::io::{AcquireFailure, AcquireStats, Event};
-use crate::queue::CONTESTED_YIELD;
+use crate::queue::{CONTESTED_YIELD, HandOff};
 use crate::time;
 
 /// The queued phase.
@@ -32,29 +32,33 @@ impl Queued {
         self.give_up_at
     }
 
-    /// The call ahead let go: the first attempt, now, or, if the line is `contested`
-    /// (queue.rs), [`CONTESTED_YIELD`] later (plus a random delay of at most the
-    /// notification jitter). The time spent in
-    /// line counts against the policy's overall wait, not against its attempts (none was
-    /// made).
+    /// The call ahead let go: the first attempt, now ([`HandOff::Direct`]), or, if the
+    /// line yields to a waiter of another client (queue.rs), [`CONTESTED_YIELD`] later
+    /// (plus a random delay of at most the notification jitter) for one that heard of the
+    /// release, or the retry policy's longest delay later for one that may not have (a
+    /// courtesy hand-off). The time spent in line counts against the policy's overall wait,
+    /// not against its attempts (none was made).
     pub(super) fn start<R: CryptoRng + ?Sized>(
         &self,
         ctx: &mut Ctx,
         now: Instant,
-        contested: bool,
+        how: HandOff,
         rng: &mut R,
     ) -> Phase {
         let queued = now.saturating_duration_since(self.since);
         let retry = &mut ctx.params.retry;
         retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
-        if contested {
+        let gap = match how {
+            HandOff::Direct => return Phase::Acquiring(Acquiring::start(ctx, now, rng)),
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs).
-            let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
-            let at = time::add(now, CONTESTED_YIELD.saturating_add(jitter));
-            return Phase::Acquiring(Acquiring::start_at(ctx, now, at, rng));
-        }
-        Phase::Acquiring(Acquiring::start(ctx, now, rng))
+            HandOff::Contested => CONTESTED_YIELD,
+            // A waiter that hears of nothing tries within its longest retry delay.
+            HandOff::Courtesy => retry.delay_max.saturating_add(CONTESTED_YIELD),
+        };
+        let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
+        let at = time::add(now, gap.saturating_add(jitter));
+        Phase::Acquiring(Acquiring::start_at(ctx, now, at, rng))
     }
 
     pub(super) fn on_timer(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {

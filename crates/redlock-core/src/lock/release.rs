@@ -104,14 +104,18 @@ fn answered(round: &Round) -> usize {
 pub(super) fn start(ctx: &mut Ctx, now: Instant, token: &Token, early: bool) -> Phase {
     // algorithm.md §6: release on ALL N nodes, whatever the votes were. Dropping an
     // extension in flight is safe: the release compares the same value.
-    let round = Some(ctx.release_round(now, token));
+    let round = Some(ctx.release_round(now, token, true));
     Phase::Releasing(Releasing { round, early })
 }
 
 impl Ctx {
-    /// A release round to all N nodes, each with until the release timeout to answer.
-    fn release_round(&mut self, now: Instant, token: &Token) -> Round {
+    /// A release round to all N nodes, each with until the release timeout to answer;
+    /// `held`: the release of a held lock, announced where it goes out as a native command
+    /// (a failed attempt's cleanup is not: most often it deletes nothing, and a waiter
+    /// woken by it would try for nothing).
+    fn release_round(&mut self, now: Instant, token: &Token, held: bool) -> Round {
         let command = Command::release(&self.resource, token);
+        let command = if held { command.announced() } else { command };
         let deadline = time::add(now, self.params.release_timeout);
         let n = self.params.nodes;
         let slots = std::mem::take(&mut self.spare_slots);
@@ -121,7 +125,7 @@ impl Ctx {
     /// Releases a failed or cancelled attempt's keys without reporting anything, sending
     /// again to a node whose connection broke (see [`Round::resending`]).
     pub(super) fn push_cleanup(&mut self, now: Instant, token: &Token) {
-        let round = self.release_round(now, token).resending();
+        let round = self.release_round(now, token, false).resending();
         self.cleanup.push(round);
     }
 }
