@@ -628,7 +628,16 @@ impl<R: CryptoRng> Client<R> {
                         self.mark_dirty(node);
                     }
                 }
-                let veto = self.nodes[node.index()].quarantined(now);
+                let n = &mut self.nodes[node.index()];
+                if n.first_sight_pending(now).is_some()
+                    && (self.locks.get(&op)).is_some_and(|l| l.is_attempt(id))
+                {
+                    // A young node seen for the first time: its grant waits until its peers
+                    // tell a restart from a new cluster (quarantine.rs, `first_sight`).
+                    n.hold_vote(op, id, reply);
+                    return Ok(());
+                }
+                let veto = n.quarantined(now);
                 if let Some(lock) = self.locks.get_mut(&op) {
                     lock.handle_vote(now, id, Ok(&reply), veto, &mut self.rng);
                     self.pump(now, op);
@@ -899,6 +908,16 @@ impl<R: CryptoRng> Client<R> {
                     until: q.until,
                     cause: q.cause,
                 });
+            }
+        }
+        // The votes kept meanwhile count now, as the node's quarantine says.
+        for i in 0..self.nodes.len() {
+            for (op, id, reply) in self.nodes[i].take_held_votes(now) {
+                let veto = self.nodes[i].quarantined(now);
+                if let Some(lock) = self.locks.get_mut(&op) {
+                    lock.handle_vote(now, id, Ok(&reply), veto, &mut self.rng);
+                    self.pump(now, op);
+                }
             }
         }
     }

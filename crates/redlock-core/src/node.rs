@@ -174,6 +174,9 @@ pub(crate) struct Node {
     first_sight: Option<Quarantine>,
     /// When the node's process started, as its last `INFO` said (`now - uptime`).
     pub(crate) started: Option<Instant>,
+    /// Its replies to acquisition attempts while its first sight is undecided: counted,
+    /// or vetoed, once its peers have told (client.rs).
+    held_votes: Vec<(OpId, RequestId, Reply)>,
     /// The check of the node's clock rate, if it is on (clock_rate.rs).
     rate_check: Option<RateCheck>,
     /// What the last `TIME` reply showed about the node's clock, until the client reports
@@ -233,6 +236,7 @@ impl Node {
             quarantine: None,
             first_sight: None,
             started: None,
+            held_votes: Vec::new(),
             rate_check: (config.clock_check).then(|| RateCheck::new(config.timing.drift_factor)),
             clock_finding: None,
         }
@@ -257,6 +261,19 @@ impl Node {
     pub(crate) fn first_sight_pending(&self, now: Instant) -> Option<Instant> {
         let q = self.first_sight.filter(|q| q.until > now)?;
         self.started.filter(|_| q.cause == QuarantineCause::Young)
+    }
+
+    /// Keeps a vote until the node's first sight is decided.
+    pub(crate) fn hold_vote(&mut self, op: OpId, id: RequestId, reply: Reply) {
+        self.held_votes.push((op, id, reply));
+    }
+
+    /// The votes kept while the first sight was undecided, once it is (or has run out).
+    pub(crate) fn take_held_votes(&mut self, now: Instant) -> Vec<(OpId, RequestId, Reply)> {
+        if self.held_votes.is_empty() || self.first_sight_pending(now).is_some() {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.held_votes)
     }
 
     /// The peers told what a young node's first sight means: `restart`, a quarantine (it

@@ -475,3 +475,30 @@ fn a_fresh_client_trusts_a_cluster_started_together() {
     let (events, _) = acquire_all_grant(&mut h);
     assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
 }
+
+/// A young node's grant that comes before any peer has told its start is kept, not
+/// refused: it counts once the peers tell a new cluster, so a fresh client's first lock on
+/// a cluster started a moment ago needs one attempt.
+#[test]
+fn a_young_nodes_grant_waits_for_its_peers_instead_of_failing_the_attempt() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    assert!(up(&mut h, 0, &info("a0", 0), NO_AOF).is_empty());
+    // Nodes 1 and 2 are still connecting: the SET waits for them; node 0 grants.
+    let (op, out) = h.acquire("res");
+    assert_eq!(out.nodes_sent(), [0]);
+    let out = h.reply(0, b"+OK\r\n");
+    assert!(out.events.is_empty() && out.transmits.is_empty(), "{out:?}");
+    // Node 1 started with it: a new cluster. Its grant and node 0's make the quorum.
+    let out = h.connect(1);
+    let sent = String::from_utf8_lossy(&out.sent_to(1)).into_owned();
+    assert!(
+        sent.starts_with(INFO_AND_CONFIG) && sent.contains("SET"),
+        "{sent}"
+    );
+    let out = h.reply(1, format!("{}{NO_AOF}+OK\r\n", info("a1", 1)).as_bytes());
+    let [Event::Acquired(a)] = &out.events[..] else {
+        panic!("{out:?}");
+    };
+    assert_eq!((a.op, a.stats.attempts), (op, 1));
+}

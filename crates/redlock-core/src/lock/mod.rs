@@ -406,6 +406,15 @@ impl Lock {
         (self.phase.round_with_seq(seq)).is_some_and(|r| r.awaits(node))
     }
 
+    /// Whether the request `id` belongs to the acquisition attempt in flight (a vote a
+    /// quarantine may veto).
+    pub(crate) fn is_attempt(&self, id: RequestId) -> bool {
+        match &self.phase {
+            Phase::Acquiring(a) => a.round().is_some_and(|r| r.seq == id.round()),
+            _ => false,
+        }
+    }
+
     /// Whether the request `id` is the release of a held lock, whose native form the
     /// client follows with the release's announcement (command.rs, `announce`).
     pub(crate) fn announces(&mut self, id: RequestId) -> bool {
