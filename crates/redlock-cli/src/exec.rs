@@ -1,25 +1,17 @@
-//! `redlock exec`: acquire, run the command under auto-extension, tell it when the lock is
-//! lost, pass on the signals `redlock` gets, release after it exits, exit with its status.
+//! `redlock exec`: acquire, run the job under auto-extension (crate::job), release once its
+//! process group is empty, exit with the command's status.
 //!
 //! Every way out releases what it may have set before `redlock` exits: a failed or
 //! interrupted acquisition waits for its cleanup releases ([`settle`]); a command that could
-//! not start, exited, or was killed is followed by the guard's release.
+//! not start, or whose group has ended, is followed by the guard's release.
 
-use std::ffi::OsStr;
-use std::io::IsTerminal;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use redlock_tokio::{
-    AutoExtend, LockGuard, LockOptions, LostReason, Redlock, ReleaseOutcome, RetryPolicy,
-};
-use rustix::process::Signal;
-use tokio::process::{Child, Command};
+use redlock_tokio::{AutoExtend, LockGuard, LockOptions, Redlock, ReleaseOutcome, RetryPolicy};
 
-use crate::cli::{ExecArgs, OnLost};
+use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
+use crate::job::{self, Broken, Ended, Job};
 use crate::progress::WaitLine;
 use crate::signals::{self, Caught, JobControl};
 
@@ -42,21 +34,31 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     // the command would run on and be told only when `redlock` resumes and finds the lock
     // lost.
     let jobs = JobControl::install().ok();
-    let child = match spawn(&args, &guard) {
+    let job = Job {
+        resource: &args.resource,
+        command: &args.command,
+        on_lost: args.on_lost,
+        grace: args.grace,
+    };
+    let child = match job::spawn(&job, &guard) {
         Ok(child) => child,
         Err(exit) => {
             report_release(&redlock, guard.release().await, args.nodes.quiet);
             return exit;
         }
     };
-    let ended = supervise(child, &guard, &args, &mut caught, jobs).await;
+    let ended = job::supervise(child, &guard, &job, &mut caught, jobs, ToString::to_string).await;
+    // Only now, with the command's whole process group gone (crate::job).
     report_release(&redlock, guard.release().await, args.nodes.quiet);
     match ended {
         Err(e) => Exit::with(
             exit::CANNOT_RUN,
             format_args!("waiting for the command: {e}"),
         ),
-        Ok((_, Some(reason))) => Exit::with(
+        Ok(Ended {
+            broken: Some(Broken::Lost(reason)),
+            ..
+        }) => Exit::with(
             exit::LOST,
             format_args!(
                 "lost the lock on {} while the command ran: {reason}{}",
@@ -64,7 +66,10 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
                 exit::lost_hint(&reason)
             ),
         ),
-        Ok((status, None)) => Exit::code(status_code(status)),
+        Ok(Ended {
+            status,
+            broken: None,
+        }) => Exit::code(job::status_code(status)),
     }
 }
 
@@ -158,99 +163,6 @@ async fn settle(redlock: &Redlock, resource: &str) {
     let _ = redlock.inspect(resource).await;
 }
 
-/// Starts the command with the lock's environment.
-fn spawn(args: &ExecArgs, guard: &LockGuard) -> Result<Child, Exit> {
-    let Some((program, rest)) = args.command.split_first() else {
-        return Err(Exit::usage("no command to run".into()));
-    };
-    let mut command = Command::new(program);
-    command
-        .args(rest)
-        .env("REDLOCK_RESOURCE", &args.resource)
-        .env("REDLOCK_TOKEN", OsStr::from_bytes(guard.token().as_bytes()))
-        .env(
-            "REDLOCK_DEADLINE_MS",
-            deadline_ms(guard.validity()).to_string(),
-        );
-    if let Some(fence) = guard.fencing_token() {
-        command.env("REDLOCK_FENCING_TOKEN", fence.to_string());
-    }
-    // A group of its own, so that the terminal's signals reach `redlock` alone and the
-    // command gets each once (crate::signals). It is then in the terminal's background,
-    // where reading the terminal would stop it while `redlock` kept the lock: it reads
-    // nothing instead.
-    command.process_group(0);
-    if std::io::stdin().is_terminal() {
-        command.stdin(Stdio::null());
-    }
-    command.spawn().map_err(|e| {
-        let code = match e.kind() {
-            std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-            _ => exit::CANNOT_RUN,
-        };
-        Exit::with(code, format_args!("cannot run {program}: {e}"))
-    })
-}
-
-/// Waits for the command to exit, passing on the signals `redlock` catches and telling
-/// the command, per `--on-lost`, when the lock is lost. Its status, and why the lock was
-/// lost if it was.
-async fn supervise(
-    mut child: Child,
-    guard: &LockGuard,
-    args: &ExecArgs,
-    caught: &mut Caught,
-    mut jobs: Option<JobControl>,
-) -> std::io::Result<(ExitStatus, Option<LostReason>)> {
-    // `None` only once the child has been reaped, which ends this loop. The child leads
-    // its own process group: signals go to the group, the command and what it started.
-    let pid = child.id().unwrap_or_default();
-    let mut lost = None;
-    let mut kill_at = None;
-    loop {
-        let kill_due = tokio::time::sleep_until(kill_at.unwrap_or_else(far_future));
-        tokio::select! {
-            status = child.wait() => return status.map(|s| (s, lost)),
-            reason = guard.lost(), if lost.is_none() => {
-                eprintln!("redlock: lost the lock on {}: {reason}; {}", args.resource, tell(args.on_lost));
-                match args.on_lost {
-                    OnLost::Term => {
-                        signals::send_group(pid, Signal::TERM);
-                        let now = tokio::time::Instant::now();
-                        kill_at = Some(now.checked_add(args.grace).unwrap_or_else(far_future));
-                    }
-                    OnLost::Kill => signals::send_group(pid, Signal::KILL),
-                    OnLost::Ignore => {}
-                }
-                lost = Some(reason);
-            }
-            signal = caught.recv() => signals::send_group(pid, signal),
-            () = pass_on(&mut jobs, pid) => {}
-            () = kill_due, if kill_at.is_some() => {
-                signals::send_group(pid, Signal::KILL);
-                kill_at = None;
-            }
-        }
-    }
-}
-
-/// Passes job control on to the group `pgid`; pending for ever when it is not caught.
-async fn pass_on(jobs: &mut Option<JobControl>, pgid: u32) {
-    match jobs {
-        Some(jobs) => jobs.pass_on(pgid).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// What `--on-lost` does, for the message.
-fn tell(on_lost: OnLost) -> &'static str {
-    match on_lost {
-        OnLost::Term => "sending SIGTERM to the command",
-        OnLost::Kill => "sending SIGKILL to the command",
-        OnLost::Ignore => "the command runs on (--on-lost ignore)",
-    }
-}
-
 /// Says which nodes a release could not reach (their keys expire on their own); nothing
 /// when every node answered.
 fn report_release(
@@ -274,27 +186,6 @@ fn report_release(
         }
         Err(e) => eprintln!("redlock: release: {e}; the keys expire on their own"),
     }
-}
-
-/// The command's status as an exit code: its own, or 128 + the signal that killed it.
-fn status_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
-        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX),
-        (None, None) => u8::MAX,
-    }
-}
-
-/// Unix time in ms at which `validity` from now ends.
-fn deadline_ms(validity: Duration) -> u128 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (now + validity).as_millis()
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
 }
 
 /// "Until it is free": a wait bound no job outlives (the retry policy needs one).

@@ -58,6 +58,7 @@ mod counter;
 mod demo;
 mod exec;
 mod exit;
+mod job;
 mod json;
 mod progress;
 mod signals;

@@ -11,7 +11,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redlock_testkit::Cluster;
 
-const REDLOCK: &str = env!("CARGO_BIN_EXE_redlock");
+/// The binary under test: this build's, or `REDLOCK_CLI_BIN` (an older build, to see a new
+/// test fail on the behaviour it was written against).
+fn bin() -> String {
+    std::env::var("REDLOCK_CLI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_redlock").into())
+}
+
 const USAGE: i32 = 64;
 const NODE_ERROR: i32 = 69;
 const NOT_ACQUIRED: i32 = 75;
@@ -19,7 +24,7 @@ const LOST: i32 = 76;
 
 /// A `redlock` run to completion, with the cluster's nodes; at most 30 s.
 fn redlock(c: &Cluster, args: &[&str]) -> Output {
-    let mut command = Command::new(REDLOCK);
+    let mut command = Command::new(bin());
     command.args(args).env("REDLOCK_NODES", c.urls().join(","));
     finish(Running::spawn(command, false), Duration::from_secs(30))
 }
@@ -55,7 +60,7 @@ impl Running {
 
     /// `redlock exec` in the background with `args`, on the cluster's nodes.
     fn exec(c: &Cluster, args: &[&str]) -> Self {
-        let mut command = Command::new(REDLOCK);
+        let mut command = Command::new(bin());
         command
             .arg("exec")
             .args(args)
@@ -89,7 +94,19 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// A `redlock` still running (a test failed midway) gets SIGCONT and SIGTERM, which it
+    /// passes on to its command's process group, then SIGKILL after at most 3 s.
     fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let pid = self.pid();
+            for name in ["-CONT", "-TERM"] {
+                let _ = Command::new("kill").args([name, "--", &pid]).status();
+            }
+            let until = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < until && matches!(self.child.try_wait(), Ok(None)) {
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -153,6 +170,43 @@ fn exec_runs_the_command_and_exits_with_its_status_leaving_nothing_locked() {
         !key_anywhere(&c, "job"),
         "released after a command that could not be run"
     );
+}
+
+#[test]
+fn a_background_child_keeps_the_lock_until_the_process_group_is_empty() {
+    let c = Cluster::start(3).unwrap();
+    // `sh` exits at once, with 3; the subshell it left in the background runs on for 1.5 s.
+    let script = "(sleep 1.5; echo background-done) & echo parent-exits; exit 3";
+    let mut first = Running::exec(&c, &["bg", "--", "sh", "-c", script]);
+    assert_eq!(first.line(), "parent-exits");
+    thread::sleep(Duration::from_millis(300));
+    let out = redlock(&c, &["exec", "bg", "--no-wait", "--", "echo", "second"]);
+    assert_eq!(
+        out.status.code(),
+        Some(NOT_ACQUIRED),
+        "still held for the background child: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).is_empty(),
+        "the second command did not run"
+    );
+    assert_eq!(first.line(), "background-done");
+    let status = first.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(3), "the leader's status");
+    assert!(!key_anywhere(&c, "bg"), "released once the group was empty");
+
+    // A lost lock tells the leftovers too: the whole group gets --on-lost's signal.
+    let script = "(trap 'echo leftover-told; exit 0' TERM; echo leftover-ready; \
+        i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done) & exit 0";
+    let job = Running::exec(&c, &["bg-lost", "--ttl", "1s", "--", "sh", "-c", script]);
+    assert_eq!(job.line(), "leftover-ready");
+    for node in c.nodes() {
+        node.command(&["FLUSHALL"]).unwrap();
+    }
+    assert_eq!(job.line(), "leftover-told");
+    let out = finish(job, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(LOST), "{}", text(&out.stderr));
 }
 
 #[test]
@@ -524,7 +578,7 @@ fn every_bad_input_is_one_line_and_the_usage_code() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(!err.contains("hunter2"), "{err}");
     }
-    let out = Command::new(REDLOCK)
+    let out = Command::new(bin())
         .args(["exec", "r", "--", "true"])
         .env_remove("REDLOCK_NODES")
         .output()
@@ -542,7 +596,7 @@ fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
     let refused = redlock_testkit::refused_port().unwrap();
     let nodes = format!("{refused},{refused},{refused}");
     for wait in [&["--no-wait"][..], &[][..], &["--wait", "1h"][..]] {
-        let mut command = Command::new(REDLOCK);
+        let mut command = Command::new(bin());
         command
             .args(["exec", "r", "--nodes", &nodes])
             .args(wait)
@@ -598,7 +652,7 @@ fn a_grace_too_long_to_count_still_terminates_the_command_of_a_lost_lock() {
 
 #[test]
 fn the_demo_reaches_a_passing_verdict() {
-    let out = Command::new(REDLOCK)
+    let out = Command::new(bin())
         .args([
             "demo",
             "--duration",
@@ -652,7 +706,7 @@ fn the_demo_on_given_nodes_uses_them_kills_none_and_leaves_no_key() {
 
 #[test]
 fn help_documents_every_exit_code() {
-    let out = Command::new(REDLOCK).arg("--help").output().unwrap();
+    let out = Command::new(bin()).arg("--help").output().unwrap();
     let help = text(&out.stdout);
     for code in ["64", "69", "75", "76", "126/127", "128+N"] {
         assert!(help.contains(code), "{help}");
