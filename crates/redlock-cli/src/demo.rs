@@ -26,6 +26,7 @@ use crate::cli::DemoArgs;
 use crate::counter::Counter;
 use crate::exit::{self, Exit};
 use crate::json;
+use crate::out::{note, say};
 use crate::progress::seconds;
 use crate::signals::{self, Caught};
 
@@ -133,7 +134,7 @@ impl Nodes {
 async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
     let say = !args.quiet && !args.json;
     if say {
-        println!(
+        say!(
             "redlock demo: {}, {} workers, {} per run, ttl {}",
             nodes.about,
             args.workers,
@@ -141,7 +142,7 @@ async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
             seconds(args.ttl)
         );
         if nodes.local.is_none() {
-            println!(
+            say!(
                 "  the nodes are yours: none is killed or restarted (that phase is skipped); \
                  the demo's keys ({RESOURCE}, {LOCKED}, {UNLOCKED}) are deleted after"
             );
@@ -399,19 +400,19 @@ impl Line {
 
     fn say(&self, message: &str) {
         if self.live {
-            eprint!("\r{:100}\r", "");
+            crate::out::stderr(format_args!("\r{:100}\r", ""));
         }
         if self.say {
-            eprintln!("  {}: {message}", self.name);
+            note!("  {}: {message}", self.name);
         }
     }
 
     fn finish(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
         if self.live {
-            eprint!("\r{:100}\r", "");
+            crate::out::stderr(format_args!("\r{:100}\r", ""));
         }
         if self.say {
-            eprintln!("{}", self.text(elapsed, tally, cluster));
+            note!("{}", self.text(elapsed, tally, cluster));
         }
     }
 }
@@ -436,20 +437,22 @@ fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs, killed: bool) -> Exit
             ("passed", passed.to_string()),
             ("lost_updates", lost.to_string()),
         ];
-        println!("{}", json::object(&fields));
+        say!("{}", json::object(&fields));
     } else {
         let verdict = if passed { "PASS" } else { "FAIL" };
         let chaos = match killed {
             true => " (a lock node was killed and restarted midway)",
             false => "",
         };
-        println!(
+        say!(
             "with the lock:    {} sections, counter {}: {verdict}{chaos}",
-            locked.sections, locked.counter
+            locked.sections,
+            locked.counter
         );
-        println!(
+        say!(
             "without the lock: {} increments, counter {}: {lost} lost updates",
-            unlocked.sections, unlocked.counter
+            unlocked.sections,
+            unlocked.counter
         );
     }
     if passed {

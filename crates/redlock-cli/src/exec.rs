@@ -12,6 +12,7 @@ use redlock_tokio::{AutoExtend, LockGuard, LockOptions, Redlock, ReleaseOutcome,
 use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
 use crate::job::{self, Broken, Ended, Job};
+use crate::out::note;
 use crate::progress::WaitLine;
 use crate::signals::{self, Caught, JobControl};
 
@@ -178,13 +179,13 @@ fn report_release(
         Ok(nodes) => {
             for (name, outcome) in names.iter().zip(&nodes) {
                 if let ReleaseOutcome::Failed(fault) = outcome {
-                    eprintln!(
+                    note!(
                         "redlock: release on {name} failed ({fault}); its key expires on its own"
                     );
                 }
             }
         }
-        Err(e) => eprintln!("redlock: release: {e}; the keys expire on their own"),
+        Err(e) => note!("redlock: release: {e}; the keys expire on their own"),
     }
 }
 

@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 
 use crate::cli::OnLost;
 use crate::exit::{self, Exit};
+use crate::out::note;
 use crate::signals::{self, Caught, JobControl};
 
 /// What `exec` needs to know about the job it runs.
@@ -109,7 +110,8 @@ pub(crate) async fn supervise(
         let kill_due = tokio::time::sleep_until(kill_at.unwrap_or_else(far_future));
         tokio::select! {
             reason = guard.lost(), if lost.is_none() => {
-                eprintln!("redlock: lost the lock on {}: {}; {}", job.resource, lost_why(&reason), tell(job.on_lost));
+                // Act first, then report: the group is told even if stderr is broken
+                // (crate::out).
                 match job.on_lost {
                     OnLost::Term => {
                         signals::send_group(pgid, Signal::TERM);
@@ -119,6 +121,7 @@ pub(crate) async fn supervise(
                     OnLost::Kill => signals::send_group(pgid, Signal::KILL),
                     OnLost::Ignore => {}
                 }
+                note!("redlock: lost the lock on {}: {}; {}", job.resource, lost_why(&reason), tell(job.on_lost));
                 lost = Some(reason);
             }
             signal = caught.recv() => signals::send_group(pgid, signal),

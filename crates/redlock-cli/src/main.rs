@@ -53,6 +53,9 @@
 //! */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redlock exec --no-wait nightly-report -- ./report.sh
 //! ```
 
+// Every write goes through crate::out, which never panics on a broken pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod cli;
 mod counter;
 mod demo;
@@ -60,6 +63,7 @@ mod exec;
 mod exit;
 mod job;
 mod json;
+mod out;
 mod progress;
 mod signals;
 mod status;

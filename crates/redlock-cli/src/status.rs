@@ -8,6 +8,7 @@ use redlock_tokio::{Inspection, KeyState, NodeName, Redlock, ReleaseOutcome, Tok
 use crate::cli::{ReleaseArgs, StatusArgs};
 use crate::exit::{self, Exit};
 use crate::json;
+use crate::out::say;
 use crate::progress::seconds;
 
 /// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else with the
@@ -23,9 +24,9 @@ pub(crate) async fn status(args: StatusArgs) -> Exit {
     };
     let names = redlock.config().node_names();
     if args.json {
-        println!("{}", status_json(&seen, names));
+        say!("{}", status_json(&seen, names));
     } else {
-        print!("{}", status_text(&seen, names));
+        crate::out::stdout(format_args!("{}", status_text(&seen, names)));
     }
     match unreachable(&seen, names) {
         None => Exit::code(0),
@@ -80,10 +81,10 @@ pub(crate) async fn release(args: ReleaseArgs) -> Exit {
             ("resource", json::string(&args.resource)),
             ("nodes", json::array(&items)),
         ];
-        println!("{}", json::object(&fields));
+        say!("{}", json::object(&fields));
     } else {
         for (name, outcome) in names.iter().zip(&nodes) {
-            println!("{name}: {outcome}");
+            say!("{name}: {outcome}");
         }
     }
     let released = nodes

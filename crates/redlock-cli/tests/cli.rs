@@ -37,13 +37,15 @@ struct Running {
 }
 
 impl Running {
-    fn spawn(mut command: Command, lines: bool) -> Self {
+    fn spawn(command: Command, lines: bool) -> Self {
+        Self::spawn_io(command, lines, Stdio::piped(), Stdio::piped())
+    }
+
+    /// As [`spawn`](Self::spawn), with the stdout and stderr given.
+    fn spawn_io(mut command: Command, lines: bool, stdout: Stdio, stderr: Stdio) -> Self {
         // A group of its own, as a shell's job has: a signal to the group is what a terminal
         // sends on Ctrl-C.
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+        command.stdout(stdout).stderr(stderr).process_group(0);
         let mut child = command.spawn().expect("start redlock");
         let lines = lines.then(|| {
             let stdout = child.stdout.take().expect("piped");
@@ -488,6 +490,84 @@ fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_termina
         !key_anywhere(&c, "paused"),
         "the second released; the first left nothing"
     );
+}
+
+/// A pipe whose reader is gone: every write to it fails with EPIPE.
+fn broken_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    writer.into()
+}
+
+#[test]
+fn a_lost_lock_with_a_broken_stderr_still_tells_the_command() {
+    let c = Cluster::start(3).unwrap();
+    // The command itself writes nothing to the broken stderr ("Terminated", a shell's note
+    // on its killed `sleep`, would kill it with SIGPIPE).
+    let script = "exec 2>/dev/null; trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
+    let mut command = Command::new(bin());
+    command
+        .args([
+            "exec",
+            "broken-stderr",
+            "--ttl",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("REDLOCK_NODES", c.urls().join(","));
+    let mut job = Running::spawn_io(command, true, Stdio::piped(), broken_pipe());
+    assert_eq!(job.line(), "ready");
+    for node in c.nodes() {
+        node.command(&["FLUSHALL"]).unwrap();
+    }
+    assert_eq!(
+        job.line(),
+        "told",
+        "the command is told before anything is said"
+    );
+    let status = job.wait(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(LOST), "not a panic (101)");
+}
+
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let c = Cluster::start(3).unwrap();
+    c.node(0)
+        .command(&["SET", "closed", "someone", "PX", "30000"])
+        .unwrap();
+    let cases: [(&[&str], i32); 5] = [
+        (&["status", "closed"], 0),
+        (&["status", "closed", "--json"], 0),
+        (&["release", "closed", "--token", "someone"], 0),
+        (
+            &["release", "closed", "--token", "someone", "--json"],
+            NOT_ACQUIRED,
+        ),
+        (
+            &[
+                "demo",
+                "--duration",
+                "300ms",
+                "--ttl",
+                "500ms",
+                "--workers",
+                "2",
+            ],
+            0,
+        ),
+    ];
+    for (args, code) in cases {
+        let mut command = Command::new(bin());
+        command.args(args).env("REDLOCK_NODES", c.urls().join(","));
+        let running = Running::spawn_io(command, false, broken_pipe(), Stdio::piped());
+        let out = finish(running, Duration::from_secs(30));
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    }
 }
 
 #[test]
