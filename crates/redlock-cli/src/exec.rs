@@ -13,7 +13,7 @@ use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
 use crate::job::{self, Broken, Ended, Job};
 use crate::out::note;
-use crate::progress::WaitLine;
+use crate::progress::{WaitLine, seconds};
 use crate::signals::{self, Caught, JobControl};
 
 /// Runs `redlock exec`.
@@ -65,6 +65,19 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
                 "lost the lock on {} while the command ran: {reason}{}",
                 args.resource,
                 exit::lost_hint(&reason)
+            ),
+        ),
+        Ok(Ended {
+            broken: Some(Broken::Late(late)),
+            ..
+        }) => Exit::with(
+            exit::LOST,
+            format_args!(
+                "lost the lock on {}: the command's end was seen {} after the lock's \
+                 validity ended (was redlock paused?), so it cannot be shown to have \
+                 finished while the lock was held",
+                args.resource,
+                seconds(late),
             ),
         ),
         Ok(Ended {

@@ -49,6 +49,9 @@ pub(crate) struct Ended {
 pub(crate) enum Broken {
     /// The lock was lost while the group ran; the group was told per `--on-lost`.
     Lost(LostReason),
+    /// The group's end was seen this long after the lock's deadline (`redlock` was paused
+    /// past it): nothing shows that the job ended while the lock was held.
+    Late(Duration),
 }
 
 /// Starts the command with the lock's environment, as the leader of a process group of its
@@ -91,6 +94,10 @@ pub(crate) fn spawn(job: &Job<'_>, guard: &LockGuard) -> Result<Child, Exit> {
 
 /// Waits until the command has exited and its process group is empty, passing on the
 /// signals `redlock` catches and telling the group, per `--on-lost`, when the lock is lost.
+///
+/// Whether the lock covered the job does not depend on which `select!` branch happens to
+/// be polled first: a loss is looked at first, and a job whose end is seen after the lock's
+/// deadline cannot be shown to have ended in time.
 pub(crate) async fn supervise(
     mut child: Child,
     guard: &LockGuard,
@@ -109,6 +116,9 @@ pub(crate) async fn supervise(
     loop {
         let kill_due = tokio::time::sleep_until(kill_at.unwrap_or_else(far_future));
         tokio::select! {
+            // A loss is looked at first: with both ready (on resuming from a pause past the
+            // validity), a random pick would say "exited in time" as often as not.
+            biased;
             reason = guard.lost(), if lost.is_none() => {
                 // Act first, then report: the group is told even if stderr is broken
                 // (crate::out).
@@ -145,8 +155,20 @@ pub(crate) async fn supervise(
     }
     // The loop ends only once the leader's status is known.
     let status = leader.unwrap_or_else(|| ExitStatus::from_raw(0));
-    let broken = lost.map(Broken::Lost);
+    let broken = match lost {
+        Some(reason) => Some(Broken::Lost(reason)),
+        None => late(guard).map(Broken::Late),
+    };
     Ok(Ended { status, broken })
+}
+
+/// How long after the lock's deadline the job's end is seen now; `None` while the lock is
+/// still valid. Read on the driver's clock, which the deadline is an instant of: the
+/// driver may not yet have run to report the loss.
+fn late(guard: &LockGuard) -> Option<Duration> {
+    let now = tokio::time::Instant::now().into_std();
+    let deadline = guard.deadline();
+    (now >= deadline).then(|| now.saturating_duration_since(deadline))
 }
 
 /// Whether the process group `pgid` has no process left, after reaping those of its
