@@ -68,10 +68,11 @@ pub(crate) struct ExecArgs {
     /// Make one attempt; exit "not acquired" at once if the lock is held (flock's -n).
     #[arg(long, short = 'n')]
     pub(crate) no_wait: bool,
-    /// Stop extending after CMD has held the lock this long (the lock then expires and CMD
-    /// is told, per --on-lost).
-    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
-    pub(crate) max_hold: Duration,
+    /// Stop extending after CMD has held the lock this long: the lock then expires and CMD
+    /// is told, per --on-lost (default: no limit; held for as long as CMD runs, as flock
+    /// does).
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DUR")]
+    pub(crate) max_hold: Option<Duration>,
     /// What to do to CMD when the lock is lost while it runs.
     #[arg(long, value_enum, default_value_t = OnLost::Term)]
     pub(crate) on_lost: OnLost,

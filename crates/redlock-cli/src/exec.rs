@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_tokio::{AutoExtend, LockGuard, LockOptions, Redlock, ReleaseOutcome, RetryPolicy};
+use redlock_tokio::{
+    AutoExtend, LockGuard, LockOptions, LostReason, Redlock, ReleaseOutcome, RetryPolicy,
+};
 
 use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
@@ -48,7 +50,9 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
             return exit;
         }
     };
-    let ended = job::supervise(child, &guard, &job, &mut caught, jobs, ToString::to_string).await;
+    let acquired = Instant::now();
+    let why = |reason: &LostReason| describe_loss(reason, args.max_hold, acquired.elapsed());
+    let ended = job::supervise(child, &guard, &job, &mut caught, jobs, why).await;
     // Only now, with the command's whole process group gone (crate::job).
     report_release(&redlock, guard.release().await, args.nodes.quiet);
     match ended {
@@ -62,8 +66,9 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         }) => Exit::with(
             exit::LOST,
             format_args!(
-                "lost the lock on {} while the command ran: {reason}{}",
+                "lost the lock on {} while the command ran: {}{}",
                 args.resource,
+                why(&reason),
                 exit::lost_hint(&reason)
             ),
         ),
@@ -87,20 +92,39 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     }
 }
 
-/// The lock options `exec` asks for: its ttl, auto-extension bounded by `--max-hold`,
-/// fencing, and how long to wait.
+/// Why the lock was lost, for messages: a lock whose extensions stopped at `--max-hold`
+/// was not lost to a failure, and says so.
+fn describe_loss(reason: &LostReason, max_hold: Option<Duration>, held: Duration) -> String {
+    match (reason, max_hold) {
+        (LostReason::DeadlinePassed, Some(max_hold)) if held >= max_hold => format!(
+            "held for --max-hold ({}); not extended further",
+            humantime::format_duration(max_hold)
+        ),
+        _ => reason.to_string(),
+    }
+}
+
+/// The lock options `exec` asks for: its ttl, auto-extension, fencing, and how long to
+/// wait.
 fn lock_options(redlock: &Redlock, args: &ExecArgs) -> LockOptions {
-    let auto = AutoExtend {
-        max_hold: Some(args.max_hold),
-        ..AutoExtend::default()
-    };
     let options = (LockOptions::default().ttl(args.ttl))
-        .auto_extend(Some(auto))
+        .auto_extend(Some(auto_extend(args.max_hold)))
         .fenced(args.fenced);
     match (args.no_wait, args.wait) {
         (true, _) => options.retry(RetryPolicy::once()),
         (false, Some(wait)) => options.max_wait(redlock.config(), wait),
         (false, None) => options.max_wait(redlock.config(), WAIT_FOREVER),
+    }
+}
+
+/// Auto-extension for as long as the job runs, or until `--max-hold`. Without it there is
+/// no limit, as with flock: the lock lives with the `redlock` process, whose end (or a
+/// `redlock release` of its token) ends it; the core's bound on renewals is there for a
+/// guard a program forgets, which a process that waits on its job cannot do.
+fn auto_extend(max_hold: Option<Duration>) -> AutoExtend {
+    AutoExtend {
+        max_hold: Some(max_hold.unwrap_or(HOLD_FOREVER)),
+        ..AutoExtend::default()
     }
 }
 
@@ -202,9 +226,36 @@ fn report_release(
     }
 }
 
+/// No hold limit: a bound the core needs, which no job reaches.
+const HOLD_FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// "Until it is free": a wait bound no job outlives (the retry policy needs one).
 const WAIT_FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// A lock acquired within this long never shows the waiting line.
 const LINE_AFTER: Duration = Duration::from_millis(300);
 /// How often the waiting line is redrawn (each time after an inspection).
 const LINE_EVERY: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_max_hold_is_no_limit_and_one_reached_says_so() {
+        let unbounded = auto_extend(None);
+        assert!(unbounded.max_hold >= Some(Duration::from_secs(99 * 365 * 86_400)));
+        assert_eq!(unbounded.max_renewals, None);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(auto_extend(Some(hour)).max_hold, Some(hour));
+        let passed = LostReason::DeadlinePassed;
+        assert_eq!(
+            describe_loss(&passed, Some(hour), hour + Duration::from_secs(1)),
+            "held for --max-hold (1h); not extended further"
+        );
+        // Before --max-hold, or without it, a passed deadline is what it says.
+        assert_eq!(
+            describe_loss(&passed, Some(hour), hour / 2),
+            passed.to_string()
+        );
+        assert_eq!(describe_loss(&passed, None, hour * 2), passed.to_string());
+    }
+}

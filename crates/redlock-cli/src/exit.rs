@@ -44,7 +44,9 @@ Signals (exec):
 
 Cron, one machine of the fleet at a time:
   */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
-              redlock exec --no-wait nightly-report -- ./report.sh";
+              redlock exec --no-wait nightly-report -- ./report.sh
+  The lock is held for as long as the job runs, with no time limit (as with flock);
+  --max-hold DUR sets one, after which the lock expires and the job is told (--on-lost).";
 
 /// How `redlock` ends: a code and, unless empty, one line for stderr.
 #[derive(Debug)]

@@ -609,6 +609,39 @@ fn a_command_that_ends_while_redlock_is_stopped_past_the_validity_is_lost_every_
 }
 
 #[test]
+fn max_hold_says_the_lock_was_held_that_long_not_that_an_extension_failed() {
+    let c = Cluster::start(3).unwrap();
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
+    let args = [
+        "held",
+        "--ttl",
+        "1s",
+        "--max-hold",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    let job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    let started = Instant::now();
+    assert_eq!(job.line(), "told");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "at --max-hold, then the ttl"
+    );
+    let out = finish(job, Duration::from_secs(10));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(LOST), "{err}");
+    assert!(
+        err.contains("held for --max-hold (1s); not extended further"),
+        "{err}"
+    );
+    assert!(!err.contains("before an extension succeeded"), "{err}");
+}
+
+#[test]
 fn a_lost_lock_with_on_lost_kill_kills_the_command() {
     let c = Cluster::start(3).unwrap();
     let script =
