@@ -40,6 +40,7 @@ pub(crate) struct NodeArgs {
     #[arg(
         long,
         env = "REDLOCK_NODES",
+        hide_env_values = true,
         value_delimiter = ',',
         value_name = "URL,..."
     )]
@@ -134,6 +135,7 @@ pub(crate) struct DemoArgs {
     #[arg(
         long,
         env = "REDLOCK_NODES",
+        hide_env_values = true,
         value_delimiter = ',',
         value_name = "URL,..."
     )]
@@ -181,12 +183,50 @@ fn clap_exit(e: &clap::Error, args: &[std::ffi::OsString]) -> Exit {
     if exec && !args.iter().any(|a| a == "--") {
         return Exit::usage(MISSING_DASHES.into());
     }
+    // clap's whole message: what is wrong, the values it takes, the usage line. It may
+    // quote what was typed, so node URLs in it lose their passwords.
     let text = e.render().to_string();
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("bad usage");
-    Exit::usage(first.trim_start_matches("error: ").to_owned())
+    let text = text.trim().trim_start_matches("error: ");
+    Exit::usage(redact_args(text, args))
+}
+
+/// `text` with every password that a URL among `args` holds replaced by `***`.
+fn redact_args(text: &str, args: &[std::ffi::OsString]) -> String {
+    let mut pieces: Vec<&str> = (args.iter().filter_map(|a| a.to_str()))
+        .flat_map(|a| [a, a.split_once('=').map_or("", |(_, v)| v)])
+        .flat_map(|a| std::iter::once(a).chain(a.split(',')))
+        .filter(|p| p.contains('@') || p.contains("password="))
+        .collect();
+    // The longest first, so that a whole argument is redacted before a piece of it.
+    pieces.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    let mut text = text.to_owned();
+    for piece in pieces {
+        text = text.replace(piece, &redact_url(piece));
+    }
+    text
+}
+
+/// A node URL with the password of its user info, and any `password=` option, replaced
+/// by `***`, as the driver shows URLs: the user info is everything before the last `@`.
+fn redact_url(url: &str) -> String {
+    let url = match url.split_once('?') {
+        Some((head, query)) => {
+            let pairs: Vec<&str> = (query.split('&'))
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***",
+                    _ => pair,
+                })
+                .collect();
+            format!("{head}?{}", pairs.join("&"))
+        }
+        None => url.to_owned(),
+    };
+    let Some(at) = url.rfind('@') else {
+        return url;
+    };
+    let start = url.find("://").map_or(0, |i| i + "://".len()).min(at);
+    let user = url[start..at].split_once(':').map_or("", |(u, _)| u);
+    format!("{}{user}:***{}", &url[..start], &url[at..])
 }
 
 /// What clap cannot check: a resource, a command after `--`, a token, some nodes.
@@ -221,3 +261,27 @@ fn check(cli: &Cli) -> Result<(), Exit> {
 
 const MISSING_DASHES: &str =
     "exec needs `--` before the command: redlock exec RESOURCE [OPTIONS] -- CMD [ARGS...]";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_in_urls_are_redacted_wherever_they_were_typed() {
+        assert_eq!(redact_url("redis://u:hunter2@h:1"), "redis://u:***@h:1");
+        assert_eq!(redact_url("redis://hunter2@h:1/2"), "redis://:***@h:1/2");
+        assert_eq!(redact_url("u:p@ss@h:1"), "u:***@h:1");
+        assert_eq!(
+            redact_url("unix:///s.sock?user=u&password=hunter2"),
+            "unix:///s.sock?user=u&password=***"
+        );
+        let args: Vec<std::ffi::OsString> = ["redlock", "--nodes=h:1,redis://:hunter2@h:2", "x"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let text = "unexpected 'redis://:hunter2@h:2' in '--nodes=h:1,redis://:hunter2@h:2'";
+        let redacted = redact_args(text, &args);
+        assert!(!redacted.contains("hunter2"), "{redacted}");
+        assert!(redacted.contains("redis://:***@h:2"), "{redacted}");
+    }
+}
