@@ -8,7 +8,7 @@ use std::fmt;
 use redlock_tokio::{AcquireFailure, LockError, LostReason};
 
 /// Usage or configuration error: bad option, URL or duration, missing `--`, empty
-/// resource, no nodes (sysexits `EX_USAGE`).
+/// resource, no nodes, an unusable TLS file (sysexits `EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
 /// Too few nodes answered to decide (down, refused, timed out) (sysexits `EX_UNAVAILABLE`).
 pub(crate) const NODE_ERROR: u8 = 69;
@@ -27,7 +27,7 @@ pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0..=255  exec: the command's own status (128+N if it died of signal N)
   64       usage or configuration error (bad option, URL or duration, missing --,
-           empty resource, no nodes)
+           empty resource, no nodes, a TLS file that cannot be read or used)
   69       node error: too few nodes answered
   75       not acquired: held elsewhere (--no-wait) or --wait ran out;
            release: the token held nothing
@@ -95,7 +95,12 @@ impl Exit {
 fn lock_error_code(e: &LockError) -> u8 {
     match e {
         LockError::Acquire { reason, .. } => acquire_code(reason),
-        LockError::Config(_) | LockError::Address(_) | LockError::Usage(_) => USAGE,
+        // A TLS file that cannot be read or used is the configuration's fault, found before
+        // any node is asked.
+        LockError::Config(_)
+        | LockError::Address(_)
+        | LockError::Usage(_)
+        | LockError::Tls { .. } => USAGE,
         LockError::Lost(_) => LOST,
         _ => NODE_ERROR,
     }

@@ -812,6 +812,29 @@ fn a_configuration_error_says_so_once() {
 }
 
 #[test]
+fn an_unusable_tls_file_is_a_configuration_error() {
+    let not_pem = std::env::temp_dir().join(format!("redlock-cli-ca-{}", std::process::id()));
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let cases = [
+        ("/nonexistent/redlock/ca.pem", "cannot read the CA file"),
+        (not_pem.to_str().unwrap(), "no PEM certificate"),
+    ];
+    for (ca, says) in cases {
+        let nodes = format!("rediss://127.0.0.1:1?ca={ca}");
+        for args in [
+            &["exec", "r", "--no-wait", "--nodes", &nodes, "--", "true"][..],
+            &["status", "r", "--nodes", &nodes][..],
+        ] {
+            let out = Command::new(bin()).args(args).output().unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+    }
+    let _ = std::fs::remove_file(&not_pem);
+}
+
+#[test]
 fn a_grace_too_long_to_count_still_terminates_the_command_of_a_lost_lock() {
     let c = Cluster::start(3).unwrap();
     let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
