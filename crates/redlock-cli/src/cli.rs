@@ -60,8 +60,9 @@ pub(crate) struct ExecArgs {
     pub(crate) command: Vec<String>,
     #[command(flatten)]
     pub(crate) nodes: NodeArgs,
-    /// The lock's time to live; it is extended automatically while CMD runs.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    /// The lock's time to live, at least 100ms; it is extended automatically while CMD
+    /// runs.
+    #[arg(long, default_value = "30s", value_parser = lock_ttl)]
     pub(crate) ttl: Duration,
     /// Wait at most this long for the lock (default: until it is free, as flock does).
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DUR", conflicts_with = "no_wait")]
@@ -107,7 +108,7 @@ pub(crate) struct StatusArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// The holders' ttl, for the drift allowance in the validity shown.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = lock_ttl)]
     pub(crate) ttl: Duration,
 }
 
@@ -147,7 +148,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value = "4s", value_parser = humantime::parse_duration, value_name = "DUR")]
     pub(crate) duration: Duration,
     /// The lock's ttl; the killed node restarts after it.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = lock_ttl)]
     pub(crate) ttl: Duration,
     /// Say only the verdicts.
     #[arg(long, short)]
@@ -229,6 +230,24 @@ fn redact_url(url: &str) -> String {
     format!("{}{user}:***{}", &url[..start], &url[at..])
 }
 
+/// A lock's ttl: a duration of at least [`MIN_TTL`]. Each attempt waits at most 5% of the
+/// ttl for the nodes' answers (the core's default attempt timeout, algorithm.md §2), and
+/// `exec` extends the lock every third of it: a ttl of a few milliseconds passes the
+/// core's own check but gives a node on loopback too little time to answer, and the
+/// nodes would look down.
+fn lock_ttl(text: &str) -> Result<Duration, String> {
+    let ttl = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if ttl < MIN_TTL {
+        return Err(format!(
+            "{} is too short: use at least {} (an attempt waits at most 5% of the ttl for \
+             the nodes to answer, and the lock is extended every third of it)",
+            humantime::format_duration(ttl),
+            humantime::format_duration(MIN_TTL),
+        ));
+    }
+    Ok(ttl)
+}
+
 /// What clap cannot check: a resource, a command after `--`, a token, some nodes.
 fn check(cli: &Cli) -> Result<(), Exit> {
     let (resource, nodes) = match &cli.command {
@@ -259,12 +278,26 @@ fn check(cli: &Cli) -> Result<(), Exit> {
     Ok(())
 }
 
+/// The shortest `--ttl`: its attempts wait 5 ms for the nodes' answers.
+const MIN_TTL: Duration = Duration::from_millis(100);
+
 const MISSING_DASHES: &str =
     "exec needs `--` before the command: redlock exec RESOURCE [OPTIONS] -- CMD [ARGS...]";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ttl_is_at_least_the_minimum() {
+        assert_eq!(lock_ttl("100ms"), Ok(MIN_TTL));
+        let err = lock_ttl("5ms").unwrap_err();
+        assert!(
+            err.contains("5ms is too short: use at least 100ms"),
+            "{err}"
+        );
+        assert!(lock_ttl("ten").is_err());
+    }
 
     #[test]
     fn passwords_in_urls_are_redacted_wherever_they_were_typed() {

@@ -804,11 +804,47 @@ fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
 #[test]
 fn a_configuration_error_says_so_once() {
     let c = Cluster::start(1).unwrap();
-    let out = redlock(&c, &["exec", "r", "--ttl", "0s", "--", "true"]);
+    let out = redlock(&c, &["exec", "r", "--ttl", "100ms 500us", "--", "true"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(USAGE), "{err}");
     assert_eq!(err.matches("bad configuration").count(), 1, "{err}");
-    assert!(err.contains("ttl"), "{err}");
+    assert!(err.contains("not whole milliseconds"), "{err}");
+}
+
+#[test]
+fn a_ttl_too_short_for_the_nodes_to_answer_is_a_usage_error_and_the_minimum_works() {
+    let c = Cluster::start(3).unwrap();
+    for ttl in ["0s", "3ms", "5ms", "99ms"] {
+        for args in [
+            &["exec", "short", "--no-wait", "--ttl", ttl, "--", "true"][..],
+            &["exec", "short", "--ttl", ttl, "--", "true"][..],
+            &["status", "short", "--ttl", ttl][..],
+        ] {
+            let out = redlock(&c, args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {err}");
+            assert!(
+                err.contains("is too short: use at least 100ms"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    let out = redlock(
+        &c,
+        &[
+            "exec",
+            "short",
+            "--ttl",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = redlock(&c, &["status", "short", "--ttl", "100ms"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 #[test]
