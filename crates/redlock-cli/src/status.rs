@@ -57,7 +57,7 @@ pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<Strin
 }
 
 /// Runs `redlock release --token T`: exits 0 if some node released, "not acquired" if the
-/// token held nothing where nodes answered, the node-error code if no node answered.
+/// token held nothing where a quorum answered, the node-error code if fewer answered.
 pub(crate) async fn release(args: ReleaseArgs) -> Exit {
     let token = args.token.as_deref().unwrap_or_default();
     let token = match Token::new(token.to_owned()) {
@@ -87,20 +87,30 @@ pub(crate) async fn release(args: ReleaseArgs) -> Exit {
             say!("{name}: {outcome}");
         }
     }
-    let released = nodes
-        .iter()
+    release_exit(&nodes, redlock.config().quorum())
+}
+
+/// What a release's per-node report adds up to: released somewhere (0); nothing held the
+/// token where a quorum answered (not acquired); or too few answered to know (node error).
+fn release_exit(nodes: &[ReleaseOutcome], quorum: usize) -> Exit {
+    let released = (nodes.iter())
         .filter(|o| **o == ReleaseOutcome::Released)
         .count();
-    let failed = (nodes.iter())
-        .filter(|o| matches!(o, ReleaseOutcome::Failed(_)))
+    let answered = (nodes.iter())
+        .filter(|o| !matches!(o, ReleaseOutcome::Failed(_)))
         .count();
-    match (released, failed) {
-        (0, f) if f == nodes.len() => Exit::with(exit::NODE_ERROR, "no node answered"),
-        (0, _) => Exit::with(
-            exit::NOT_ACQUIRED,
-            "the token held nothing; nothing released",
-        ),
-        _ => Exit::code(0),
+    if released > 0 {
+        Exit::code(0)
+    } else if answered < quorum {
+        let message = format!(
+            "only {answered} of {} nodes answered (a quorum is {quorum}): whether the token \
+             holds the lock is unknown; nothing released",
+            nodes.len()
+        );
+        Exit::with(exit::NODE_ERROR, message)
+    } else {
+        let message = "the token held nothing; nothing released";
+        Exit::with(exit::NOT_ACQUIRED, message)
     }
 }
 

@@ -463,6 +463,27 @@ fn status_shows_the_holder_release_by_token_frees_it_and_the_holder_is_told() {
 }
 
 #[test]
+fn a_release_that_fewer_than_a_quorum_answered_is_a_node_error() {
+    let c = Cluster::start(3).unwrap();
+    c.node(0)
+        .command(&["SET", "few", "other", "PX", "30000"])
+        .unwrap();
+    c.node(1).kill().unwrap();
+    c.node(2).kill().unwrap();
+    let out = redlock(&c, &["release", "few", "--token", "mine"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(NODE_ERROR), "{err}");
+    assert!(err.contains("only 1 of 3 nodes answered"), "{err}");
+    assert!(!err.contains("held nothing"), "{err}");
+    // With a quorum answering, nothing held is nothing held.
+    c.node(1).restart().unwrap();
+    let out = redlock(&c, &["release", "few", "--token", "mine"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{err}");
+    assert!(err.contains("the token held nothing"), "{err}");
+}
+
+#[test]
 fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
     let c = Cluster::start(3).unwrap();
     let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
