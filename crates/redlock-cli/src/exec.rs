@@ -142,12 +142,12 @@ async fn acquire(
         let names = redlock.config().node_names();
         match seen
             .as_ref()
-            .map(|seen| crate::status::unreachable(seen, names))
+            .map(|seen| crate::status::unusable(seen, names))
         {
             Ok(None) => {}
             Ok(Some(why)) => {
-                let message = format!("could not acquire {resource}: {why}");
-                return Err(Exit::with(exit::NODE_ERROR, message));
+                let message = format!("could not acquire {resource}: {}", why.message);
+                return Err(Exit::with(why.code, message));
             }
             Err(e) => {
                 return Err(Exit::lock_error(
@@ -184,8 +184,15 @@ async fn acquire(
     match result {
         Ok(guard) => Ok(guard),
         Err(e) => {
-            // A failed acquisition has sent its releases; exit only once they have run.
-            settle(redlock, resource).await;
+            // A failed acquisition has sent its releases; exit only once they have run. The
+            // inspection that waits for them also tells a key that is not a lock from a
+            // holder, as `status` does.
+            let seen = redlock.inspect(resource).await;
+            let names = redlock.config().node_names();
+            if let Some(why) = seen.ok().and_then(|s| crate::status::not_a_lock(&s, names)) {
+                let message = format!("could not acquire {resource}: {why}");
+                return Err(Exit::with(exit::USAGE, message));
+            }
             Err(Exit::lock_error(
                 &format!("could not acquire {resource}"),
                 &e,

@@ -8,7 +8,8 @@ use std::fmt;
 use redlock_tokio::{AcquireFailure, LockError, LostReason};
 
 /// Usage or configuration error: bad option, URL or duration, missing `--`, empty
-/// resource, no nodes, an unusable TLS file (sysexits `EX_USAGE`).
+/// resource, no nodes, an unusable TLS file, a key that is not a lock (sysexits
+/// `EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
 /// Too few nodes answered to decide (down, refused, timed out) (sysexits `EX_UNAVAILABLE`).
 pub(crate) const NODE_ERROR: u8 = 69;
@@ -27,7 +28,8 @@ pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0..=255  exec: the command's own status (128+N if it died of signal N)
   64       usage or configuration error (bad option, URL or duration, missing --,
-           empty resource, no nodes, a TLS file that cannot be read or used)
+           empty resource, no nodes, a TLS file that cannot be read or used, a key
+           that holds something other than a lock)
   69       node error: too few nodes answered
   75       not acquired: held elsewhere (--no-wait) or --wait ran out;
            release: the token held nothing

@@ -35,7 +35,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | the command's | `exec`: its own status; 128+N if it died of signal N |
-//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes, a TLS file that cannot be read or used |
+//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes, a TLS file that cannot be read or used, a key that holds something other than a lock (another program uses the name) |
 //! | 69 | node error: too few nodes answered to decide |
 //! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out; `release`: the token held nothing |
 //! | 76 | lost while the command ran: extensions failed past the validity, or were refused for good (`Refused`: ACL, replica, another writer; the message says which) |

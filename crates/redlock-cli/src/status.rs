@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use redlock_tokio::{Inspection, KeyState, NodeName, Redlock, ReleaseOutcome, Token};
+use redlock_tokio::{Inspection, KeyState, NodeFault, NodeName, Redlock, ReleaseOutcome, Token};
 
 use crate::cli::{ReleaseArgs, StatusArgs};
 use crate::exit::{self, Exit};
@@ -11,8 +11,8 @@ use crate::json;
 use crate::out::say;
 use crate::progress::seconds;
 
-/// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else with the
-/// node-error code (the report is printed either way).
+/// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else as
+/// [`unusable`] says (the report is printed either way).
 pub(crate) async fn status(args: StatusArgs) -> Exit {
     let redlock = match crate::connect(&args.nodes, args.ttl) {
         Ok(redlock) => redlock,
@@ -28,17 +28,54 @@ pub(crate) async fn status(args: StatusArgs) -> Exit {
     } else {
         crate::out::stdout(format_args!("{}", status_text(&seen, names)));
     }
-    match unreachable(&seen, names) {
+    match unusable(&seen, names) {
         None => Exit::code(0),
-        Some(message) => Exit::with(exit::NODE_ERROR, message),
+        Some(exit) => exit,
     }
 }
 
+/// Why no lock on `seen`'s resource can be decided or had, as `exec` and `status` both say
+/// it: the key holds something that is not a lock on so many nodes that no quorum is left
+/// (a usage error: another program uses the name), or fewer than a quorum of nodes
+/// answered (a node error). `None` when neither.
+pub(crate) fn unusable(seen: &Inspection, names: &[NodeName]) -> Option<Exit> {
+    if let Some(message) = not_a_lock(seen, names) {
+        return Some(Exit::with(exit::USAGE, message));
+    }
+    unreachable(seen, names).map(|message| Exit::with(exit::NODE_ERROR, message))
+}
+
+/// `RESOURCE holds something that is not a lock on …` when the nodes whose key is of
+/// another type leave too few for a quorum; `None` otherwise.
+pub(crate) fn not_a_lock(seen: &Inspection, names: &[NodeName]) -> Option<String> {
+    let nodes: Vec<String> = (seen.nodes.iter().zip(names))
+        .filter(|(state, _)| is_not_a_lock(state))
+        .map(|(_, name)| name.to_string())
+        .collect();
+    if seen.nodes.len() - nodes.len() >= seen.quorum {
+        return None;
+    }
+    Some(format!(
+        "{} holds something that is not a lock on {} (a key of another type: WRONGTYPE): \
+         another program uses this key name; give the lock another name",
+        String::from_utf8_lossy(seen.resource.as_bytes()),
+        nodes.join(", ")
+    ))
+}
+
+/// Whether the node found the key to be of another type than a lock's (a string).
+fn is_not_a_lock(state: &KeyState) -> bool {
+    matches!(
+        state,
+        KeyState::Failed(NodeFault::Server { message, .. }) if message.starts_with("WRONGTYPE")
+    )
+}
+
 /// Why fewer than a quorum of nodes answered `seen`, naming each failed node and its
-/// fault; `None` when a quorum answered.
-pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<String> {
+/// fault; `None` when a quorum answered. A node whose key is not a lock answered.
+fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<String> {
     let answered = (seen.nodes.iter())
-        .filter(|n| !matches!(n, KeyState::Failed(_)))
+        .filter(|n| !matches!(n, KeyState::Failed(_)) || is_not_a_lock(n))
         .count();
     if answered >= seen.quorum {
         return None;
@@ -49,7 +86,9 @@ pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<Strin
         seen.quorum
     );
     for (state, name) in seen.nodes.iter().zip(names) {
-        if let KeyState::Failed(fault) = state {
+        if let KeyState::Failed(fault) = state
+            && !is_not_a_lock(state)
+        {
             let _ = write!(message, "; {name}: {fault}");
         }
     }
@@ -129,6 +168,7 @@ fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
                 String::from_utf8_lossy(value),
                 ttl.map_or_else(|| "no expiry".into(), |t| format!("ttl {}", seconds(t)))
             ),
+            KeyState::Failed(fault) if is_not_a_lock(node) => format!("not a lock: {fault}"),
             KeyState::Failed(fault) => format!("failed: {fault}"),
             _ => "unknown".to_owned(),
         };
@@ -189,7 +229,13 @@ fn node_json(name: &NodeName, node: &KeyState) -> String {
         ]),
         KeyState::Failed(fault) => json::object(&[
             node_name,
-            ("state", json::string("failed")),
+            (
+                "state",
+                json::string(match is_not_a_lock(node) {
+                    true => "not_a_lock",
+                    false => "failed",
+                }),
+            ),
             ("error", json::string(&fault.to_string())),
         ]),
         _ => json::object(&[node_name, ("state", json::string("unknown"))]),

@@ -484,6 +484,52 @@ fn a_release_that_fewer_than_a_quorum_answered_is_a_node_error() {
 }
 
 #[test]
+fn a_key_that_is_not_a_lock_gets_one_answer_from_status_and_exec() {
+    let c = Cluster::start(3).unwrap();
+    // Another program keeps a list under the lock's name on every node.
+    for node in c.nodes() {
+        node.command(&["RPUSH", "listed", "x"]).unwrap();
+    }
+    let says = "listed holds something that is not a lock on ";
+    for args in [
+        &["status", "listed"][..],
+        &["status", "listed", "--json"][..],
+        &["exec", "listed", "--no-wait", "--", "echo", "ran"][..],
+        &["exec", "listed", "--wait", "1h", "--", "echo", "ran"][..],
+        &["exec", "listed", "--", "echo", "ran"][..],
+    ] {
+        let out = redlock(&c, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(USAGE), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && err.contains("another program"),
+            "{args:?}: {err}"
+        );
+        assert!(!text(&out.stdout).contains("ran"), "{args:?}");
+    }
+    let out = redlock(&c, &["status", "listed", "--json"]);
+    assert!(
+        text(&out.stdout).contains(r#""state":"not_a_lock""#),
+        "{}",
+        text(&out.stdout)
+    );
+    // On one node of three it leaves a quorum: the lock works, status says what is there.
+    for node in &c.nodes()[1..] {
+        node.command(&["DEL", "listed"]).unwrap();
+    }
+    let out = redlock(&c, &["status", "listed"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("not a lock: "),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = redlock(&c, &["exec", "listed", "--no-wait", "--", "echo", "ran"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ran\n");
+}
+
+#[test]
 fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
     let c = Cluster::start(3).unwrap();
     let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
