@@ -144,8 +144,8 @@ pub(crate) struct DemoArgs {
     /// Workers incrementing the counter.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: u16,
-    /// How long each phase (with the lock, without it) runs.
-    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    /// How long each phase (with the lock, without it) runs; above zero.
+    #[arg(long, default_value = "4s", value_parser = positive, value_name = "DUR")]
     pub(crate) duration: Duration,
     /// The lock's ttl; the killed node restarts after it.
     #[arg(long, default_value = "1s", value_parser = lock_ttl)]
@@ -246,6 +246,14 @@ fn lock_ttl(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(ttl)
+}
+
+/// A duration above zero: a demo that runs for no time has no verdict to give.
+fn positive(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text).map_err(|e| e.to_string())? {
+        d if d.is_zero() => Err("must be above zero".into()),
+        d => Ok(d),
+    }
 }
 
 /// What clap cannot check: a resource, a command after `--`, a token, some nodes.

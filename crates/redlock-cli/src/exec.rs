@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use redlock_tokio::{
-    AutoExtend, LockGuard, LockOptions, LostReason, Redlock, ReleaseOutcome, RetryPolicy,
+    AcquireFailure, AutoExtend, LockError, LockGuard, LockOptions, LostReason, Redlock,
+    ReleaseOutcome, RetryPolicy,
 };
 
 use crate::cli::ExecArgs;
@@ -135,6 +136,7 @@ async fn acquire(
     caught: &mut Caught,
 ) -> Result<LockGuard, Exit> {
     let resource = args.resource.as_str();
+    let wait_end = (args.wait).and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     if !args.no_wait {
         // A wait rides out nodes that go down while it waits, but one that starts with no
         // quorum in reach is a setup error: say so now rather than wait for ever.
@@ -159,7 +161,7 @@ async fn acquire(
     }
     let mut line = WaitLine::new(resource, args.nodes.quiet);
     let started = Instant::now();
-    let mut lock = Box::pin(redlock.lock_with(resource, lock_options(redlock, args)));
+    let mut lock = Box::pin(lock_until(redlock, args, wait_end));
     let first = tokio::time::Instant::now() + LINE_AFTER;
     let mut tick = tokio::time::interval_at(first, LINE_EVERY);
     let result = loop {
@@ -201,6 +203,39 @@ async fn acquire(
     }
 }
 
+/// Locks with `exec`'s options. With `--wait`, waits the full time, as `flock -w` does:
+/// the core gives up once its next retry would start after the wait, up to a retry delay
+/// early, so one last attempt is made when the wait ends.
+async fn lock_until(
+    redlock: &Redlock,
+    args: &ExecArgs,
+    wait_end: Option<tokio::time::Instant>,
+) -> Result<LockGuard, LockError> {
+    let resource = args.resource.as_str();
+    let first = redlock
+        .lock_with(resource, lock_options(redlock, args))
+        .await;
+    let gave_up_early = matches!(
+        first.as_ref().err().and_then(LockError::acquire_failure),
+        Some(AcquireFailure::WaitDeadline { .. })
+    );
+    let Some(wait_end) = wait_end.filter(|_| gave_up_early) else {
+        return first;
+    };
+    tokio::time::sleep_until(wait_end).await;
+    let once = lock_options(redlock, args).retry(RetryPolicy::once());
+    match redlock.lock_with(resource, once).await {
+        // Still the wait's failure, with the last attempt's reason.
+        Err(LockError::Acquire { reason, stats }) => Err(LockError::Acquire {
+            reason: AcquireFailure::WaitDeadline {
+                last: Some(Box::new(reason)),
+            },
+            stats,
+        }),
+        other => other,
+    }
+}
+
 /// Waits until every release sent so far for `resource` has run on the nodes that answer:
 /// an inspection is queued behind them on each node's connection, which answers in order.
 /// (Dropping a `lock()` future releases in the background; `redlock` must not exit first.)
@@ -212,7 +247,7 @@ async fn settle(redlock: &Redlock, resource: &str) {
 /// when every node answered.
 fn report_release(
     redlock: &Redlock,
-    released: Result<Vec<ReleaseOutcome>, redlock_tokio::LockError>,
+    released: Result<Vec<ReleaseOutcome>, LockError>,
     quiet: bool,
 ) {
     if quiet {

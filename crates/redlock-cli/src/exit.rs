@@ -82,9 +82,17 @@ impl Exit {
         }
     }
 
-    /// A driver error, with the code its kind calls for; `doing` says what failed.
+    /// A driver error, with the code its kind calls for; `doing` says what failed. A failed
+    /// acquisition gives its reason alone: `doing` already says what the driver's "could
+    /// not acquire the lock" would say again.
     pub(crate) fn lock_error(doing: &str, e: &LockError) -> Self {
-        Self::with(lock_error_code(e), format_args!("{doing}: {e}"))
+        let code = lock_error_code(e);
+        match e {
+            LockError::Acquire { reason, .. } => {
+                Self::with(code, format_args!("{doing}: {reason}"))
+            }
+            _ => Self::with(code, format_args!("{doing}: {e}")),
+        }
     }
 
     /// A driver error whose message already says what failed ("bad configuration: …").

@@ -63,6 +63,19 @@ pub(crate) fn not_a_lock(seen: &Inspection, names: &[NodeName]) -> Option<String
     ))
 }
 
+/// Whether a quorum of the nodes that agree on the holder have its key without expiry:
+/// its validity would be counted from no ttl at all (a century, by the core's reckoning).
+/// No Redlock client sets such a key; something else wrote it, or made it persist.
+pub(crate) fn never_expires(seen: &Inspection) -> bool {
+    let Some(holder) = &seen.holder else {
+        return false;
+    };
+    let forever = (seen.nodes.iter())
+        .filter(|n| matches!(n, KeyState::Held { value, ttl: None } if value == holder))
+        .count();
+    forever >= seen.quorum
+}
+
 /// Whether the node found the key to be of another type than a lock's (a string).
 fn is_not_a_lock(state: &KeyState) -> bool {
     matches!(
@@ -190,6 +203,11 @@ fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
         ),
     };
     let _ = match (seen.holder.is_some(), seen.validity) {
+        (true, _) if never_expires(seen) => writeln!(
+            out,
+            "validity: none known: the key has no expiry on a quorum (not set by a Redlock \
+             client?)"
+        ),
         (true, Some(v)) => writeln!(out, "validity: {}", seconds(v)),
         (true, None) => writeln!(out, "validity: none left"),
         (false, _) => writeln!(out, "validity: -"),
@@ -211,8 +229,13 @@ fn status_json(seen: &Inspection, names: &[NodeName]) -> String {
         ("holder", json::bytes_or_null(seen.holder.as_deref())),
         (
             "validity_ms",
-            json::number_or_null(seen.validity.map(|v| v.as_millis())),
+            json::number_or_null(
+                (seen.validity)
+                    .filter(|_| !never_expires(seen))
+                    .map(|v| v.as_millis()),
+            ),
         ),
+        ("no_expiry", never_expires(seen).to_string()),
         ("nodes", json::array(&nodes)),
     ])
 }

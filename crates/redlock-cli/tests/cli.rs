@@ -530,6 +530,95 @@ fn a_key_that_is_not_a_lock_gets_one_answer_from_status_and_exec() {
 }
 
 #[test]
+fn a_failed_acquisition_says_could_not_acquire_once() {
+    let c = Cluster::start(3).unwrap();
+    for node in c.nodes() {
+        node.command(&["SET", "once", "other", "PX", "30000"])
+            .unwrap();
+    }
+    for wait in [&["--no-wait"][..], &["--wait", "200ms"][..]] {
+        let mut args = vec!["exec", "once"];
+        args.extend(wait);
+        args.extend(["--", "true"]);
+        let out = redlock(&c, &args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{err}");
+        assert!(
+            err.starts_with("redlock: could not acquire once: "),
+            "{err}"
+        );
+        assert_eq!(err.matches("could not acquire").count(), 1, "{err}");
+        assert!(err.contains("another client holds it"), "{err}");
+    }
+}
+
+#[test]
+fn wait_waits_the_full_time_as_flock_does() {
+    let c = Cluster::start(3).unwrap();
+    for node in c.nodes() {
+        node.command(&["SET", "full", "other", "PX", "30000"])
+            .unwrap();
+    }
+    // Three at once: the old early give-up came 0 to 250 ms before the end.
+    let elapsed: Vec<(Duration, Option<i32>)> = thread::scope(|s| {
+        let runs: Vec<_> = (0..3)
+            .map(|_| {
+                s.spawn(|| {
+                    let started = Instant::now();
+                    let out = redlock(&c, &["exec", "full", "--wait", "1s", "--", "true"]);
+                    (started.elapsed(), out.status.code())
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    for (took, code) in elapsed {
+        assert_eq!(code, Some(NOT_ACQUIRED));
+        assert!(took >= Duration::from_secs(1), "gave up after {took:?}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+    }
+    // A lock freed in the last moment of the wait is taken.
+    for node in c.nodes() {
+        node.command(&["SET", "full", "other", "PX", "900"])
+            .unwrap();
+    }
+    let out = redlock(&c, &["exec", "full", "--wait", "1s", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn status_of_a_key_without_expiry_says_it_has_none() {
+    let c = Cluster::start(3).unwrap();
+    for node in c.nodes() {
+        node.command(&["SET", "forever", "tok"]).unwrap();
+    }
+    let out = redlock(&c, &["status", "forever"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("validity: none known: the key has no expiry"),
+        "{stdout}"
+    );
+    let out = redlock(&c, &["status", "forever", "--json"]);
+    let json = text(&out.stdout);
+    assert!(json.contains(r#""validity_ms":null"#), "{json}");
+    assert!(json.contains(r#""no_expiry":true"#), "{json}");
+}
+
+#[test]
+fn a_demo_that_runs_for_no_time_is_a_usage_error() {
+    let out = Command::new(bin())
+        .args(["demo", "--duration", "0s"])
+        .env_remove("REDLOCK_NODES")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(err.contains("must be above zero"), "{err}");
+    assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+}
+
+#[test]
 fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
     let c = Cluster::start(3).unwrap();
     let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
