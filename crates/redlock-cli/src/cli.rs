@@ -1,6 +1,7 @@
 //! The command line: subcommands and options as clap derives them, and the checks clap
 //! cannot make (a missing `--`, an empty resource, no nodes). Nothing here touches a node.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -36,18 +37,74 @@ pub(crate) enum Command {
 /// Where the nodes are, and how much to say.
 #[derive(Debug, Args)]
 pub(crate) struct NodeArgs {
-    /// The nodes, comma-separated: `redis://[user:password@]host:port[/db]` or `host:port`.
-    #[arg(
-        long,
-        env = "REDLOCK_NODES",
-        hide_env_values = true,
-        value_delimiter = ',',
-        value_name = "URL,..."
-    )]
-    pub(crate) nodes: Vec<String>,
+    #[command(flatten)]
+    pub(crate) source: NodeSource,
     /// Say nothing on stderr but errors.
     #[arg(long, short)]
     pub(crate) quiet: bool,
+}
+
+/// Where the node URLs come from: `--nodes`, `--nodes-file`, then the environment's
+/// `REDLOCK_NODES`, then `REDLOCK_NODES_FILE` (the command line first, as always). The
+/// environment is read here, not by clap, whose `--help` would show the variable's value,
+/// passwords and all.
+#[derive(Debug, Args)]
+pub(crate) struct NodeSource {
+    /// The nodes, comma-separated: `redis://[user:password@]host:port[/db]` or `host:port`;
+    /// without it, REDLOCK_NODES. A password given here shows in `ps` while redlock runs:
+    /// prefer --nodes-file.
+    #[arg(long, value_delimiter = ',', value_name = "URL,...")]
+    pub(crate) nodes: Vec<String>,
+    /// A file with the node URLs, separated by commas, spaces or lines (`#` starts a
+    /// comment); without it, REDLOCK_NODES_FILE. Keeps passwords out of `ps` and of the
+    /// command's environment.
+    #[arg(long, value_name = "PATH", conflicts_with = "nodes")]
+    pub(crate) nodes_file: Option<PathBuf>,
+}
+
+impl NodeSource {
+    /// Fills `nodes` from the first source given; empty when none is.
+    fn resolve(&mut self) -> Result<(), Exit> {
+        if self.nodes.iter().any(|n| !n.trim().is_empty()) {
+            return Ok(());
+        }
+        if let Some(path) = &self.nodes_file {
+            self.nodes = read_nodes_file(path)?;
+            return Ok(());
+        }
+        if let Some(urls) = std::env::var_os("REDLOCK_NODES").filter(|v| !v.is_empty()) {
+            let Some(urls) = urls.to_str() else {
+                return Err(Exit::usage("REDLOCK_NODES is not UTF-8".into()));
+            };
+            self.nodes = urls.split(',').map(str::to_owned).collect();
+            return Ok(());
+        }
+        if let Some(path) = std::env::var_os("REDLOCK_NODES_FILE").filter(|v| !v.is_empty()) {
+            self.nodes = read_nodes_file(Path::new(&path))?;
+        }
+        Ok(())
+    }
+}
+
+/// The URLs in a nodes file; its contents are never shown, only its path.
+fn read_nodes_file(path: &Path) -> Result<Vec<String>, Exit> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Exit::usage(format!(
+            "cannot read the nodes file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let urls: Vec<String> = (text.lines())
+        .map(|line| line.split('#').next().unwrap_or_default())
+        .flat_map(|line| line.split(|c: char| c == ',' || c.is_whitespace()))
+        .filter(|url| !url.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if urls.is_empty() {
+        let message = format!("the nodes file {} names no node", path.display());
+        return Err(Exit::usage(message));
+    }
+    Ok(urls)
 }
 
 /// `redlock exec`.
@@ -133,14 +190,8 @@ pub(crate) struct ReleaseArgs {
 pub(crate) struct DemoArgs {
     /// Run on these nodes instead of starting 5 local ones: the lock on all of them, the
     /// counter on the first. Nodes not started by the demo are never killed or restarted.
-    #[arg(
-        long,
-        env = "REDLOCK_NODES",
-        hide_env_values = true,
-        value_delimiter = ',',
-        value_name = "URL,..."
-    )]
-    pub(crate) nodes: Vec<String>,
+    #[command(flatten)]
+    pub(crate) source: NodeSource,
     /// Workers incrementing the counter.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub(crate) workers: u16,
@@ -162,7 +213,13 @@ pub(crate) struct DemoArgs {
 /// the usage exit code (help and version print and exit 0).
 pub(crate) fn parse() -> Result<Cli, Exit> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = Cli::try_parse_from(&args).map_err(|e| clap_exit(&e, &args))?;
+    let mut cli = Cli::try_parse_from(&args).map_err(|e| clap_exit(&e, &args))?;
+    match &mut cli.command {
+        Command::Exec(a) => a.nodes.source.resolve()?,
+        Command::Status(a) => a.nodes.source.resolve()?,
+        Command::Release(a) => a.nodes.source.resolve()?,
+        Command::Demo(a) => a.source.resolve()?,
+    }
     check(&cli)?;
     Ok(cli)
 }
@@ -279,8 +336,9 @@ fn check(cli: &Cli) -> Result<(), Exit> {
     if resource.is_empty() {
         return Err(Exit::usage("the resource is empty: name the lock".into()));
     }
-    if nodes.nodes.iter().all(|n| n.trim().is_empty()) {
-        let msg = "no nodes: pass --nodes URL,... or set REDLOCK_NODES";
+    if nodes.source.nodes.iter().all(|n| n.trim().is_empty()) {
+        let msg = "no nodes: pass --nodes URL,... or --nodes-file PATH, or set REDLOCK_NODES \
+                   or REDLOCK_NODES_FILE";
         return Err(Exit::usage(msg.into()));
     }
     Ok(())

@@ -36,7 +36,7 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
         Ok(caught) => caught,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot catch signals: {e}")),
     };
-    let given: Vec<String> = (args.nodes.iter().map(|n| n.trim()))
+    let given: Vec<String> = (args.source.nodes.iter().map(|n| n.trim()))
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .collect();

@@ -65,6 +65,9 @@ pub(crate) fn spawn(job: &Job<'_>, guard: &LockGuard) -> Result<Child, Exit> {
     let mut command = Command::new(program);
     command
         .args(rest)
+        // The nodes' URLs may hold passwords; the job has no use for them. A nested
+        // `redlock` finds the nodes through REDLOCK_NODES_FILE, which names a file.
+        .env_remove("REDLOCK_NODES")
         .env("REDLOCK_RESOURCE", job.resource)
         .env("REDLOCK_TOKEN", OsStr::from_bytes(guard.token().as_bytes()))
         .env(

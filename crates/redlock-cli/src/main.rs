@@ -116,9 +116,7 @@ fn run(command: Command) -> Exit {
 /// A driver for `nodes` with locks of `ttl`; a bad URL or ttl is a usage error, whose
 /// message names the node with any password redacted.
 pub(crate) fn connect(nodes: &NodeArgs, ttl: Duration) -> Result<Redlock, Exit> {
-    let urls = nodes
-        .nodes
-        .iter()
+    let urls = (nodes.source.nodes.iter())
         .map(|n| n.trim())
         .filter(|n| !n.is_empty());
     Redlock::builder(urls)

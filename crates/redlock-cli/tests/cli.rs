@@ -291,6 +291,71 @@ fn the_command_sees_the_lock_in_its_environment() {
 }
 
 #[test]
+fn node_urls_reach_neither_the_command_nor_its_arguments() {
+    let c = Cluster::start(3).unwrap();
+    let script = r#"echo "nodes=${REDLOCK_NODES-unset}""#;
+    // From REDLOCK_NODES: the command does not inherit it (its URLs may hold passwords).
+    let out = redlock(&c, &["exec", "env-nodes", "--", "sh", "-c", script]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "nodes=unset\n");
+    // From a file, by option or by variable: no URL in argv (what `ps` shows) or in the
+    // environment.
+    let file = std::env::temp_dir().join(format!("redlock-cli-nodes-{}", std::process::id()));
+    let urls = c.urls();
+    let listing = format!(
+        "# the lock's nodes\n{}\n{}, {}\n",
+        urls[0], urls[1], urls[2]
+    );
+    std::fs::write(&file, listing).unwrap();
+    let path = file.to_str().unwrap();
+    let runs = [
+        Command::new(bin())
+            .args([
+                "exec",
+                "file-nodes",
+                "--nodes-file",
+                path,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .env_remove("REDLOCK_NODES")
+            .output()
+            .unwrap(),
+        Command::new(bin())
+            .args(["exec", "file-nodes", "--", "sh", "-c", script])
+            .env_remove("REDLOCK_NODES")
+            .env("REDLOCK_NODES_FILE", path)
+            .output()
+            .unwrap(),
+    ];
+    for out in runs {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "nodes=unset\n");
+    }
+    let out = redlock(&c, &["status", "file-nodes", "--nodes-file", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).matches(": free").count(),
+        3,
+        "{}",
+        text(&out.stdout)
+    );
+    // Both options at once, or a file that cannot be read, is a usage error.
+    let out = redlock(
+        &c,
+        &["status", "r", "--nodes", &urls[0], "--nodes-file", path],
+    );
+    assert_eq!(out.status.code(), Some(USAGE), "{}", text(&out.stderr));
+    let _ = std::fs::remove_file(&file);
+    let out = redlock(&c, &["status", "r", "--nodes-file", path]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(err.contains("cannot read the nodes file"), "{err}");
+}
+
+#[test]
 fn a_second_exec_without_waiting_is_not_acquired_and_one_that_waits_gets_it() {
     let c = Cluster::start(3).unwrap();
     let mut first = Running::exec(&c, &["shared", "--", "sh", "-c", "echo held; sleep 1"]);
