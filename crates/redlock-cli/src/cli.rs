@@ -22,8 +22,9 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Acquire RESOURCE, run CMD while holding it (auto-extended), release when CMD exits,
-    /// and exit with CMD's status.
+    /// Acquire RESOURCE, run CMD while holding it (auto-extended), release when CMD and
+    /// every process it left in its process group have exited, and exit with CMD's status.
+    #[command(after_help = EXEC_ENV, after_long_help = EXEC_ENV)]
     Exec(ExecArgs),
     /// Show who holds RESOURCE on each node, whether a quorum agrees, and for how long.
     Status(StatusArgs),
@@ -115,6 +116,19 @@ pub(crate) struct ExecArgs {
     /// The command to run and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD [ARGS...]")]
     pub(crate) command: Vec<String>,
+    /// Run STRING with `sh -c` instead of a CMD after `--` (flock's -c; flock uses $SHELL,
+    /// redlock always sh, as cron does).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "STRING",
+        conflicts_with = "command"
+    )]
+    pub(crate) shell: Option<String>,
+    /// The exit code when the lock is not acquired: held elsewhere with --no-wait, or
+    /// --wait ran out (flock's -E; default 75).
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = crate::exit::NOT_ACQUIRED)]
+    pub(crate) conflict_exit_code: u8,
     #[command(flatten)]
     pub(crate) nodes: NodeArgs,
     /// The lock's time to live, at least 100ms; it is extended automatically while CMD
@@ -215,7 +229,12 @@ pub(crate) fn parse() -> Result<Cli, Exit> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let mut cli = Cli::try_parse_from(&args).map_err(|e| clap_exit(&e, &args))?;
     match &mut cli.command {
-        Command::Exec(a) => a.nodes.source.resolve()?,
+        Command::Exec(a) => {
+            if let Some(shell) = a.shell.take() {
+                a.command = vec!["sh".into(), "-c".into(), shell];
+            }
+            a.nodes.source.resolve()?;
+        }
         Command::Status(a) => a.nodes.source.resolve()?,
         Command::Release(a) => a.nodes.source.resolve()?,
         Command::Demo(a) => a.source.resolve()?,
@@ -238,7 +257,9 @@ fn clap_exit(e: &clap::Error, args: &[std::ffi::OsString]) -> Exit {
         _ => {}
     }
     let exec = args.get(1).is_some_and(|a| a == "exec");
-    if exec && !args.iter().any(|a| a == "--") {
+    let shell = (args.iter().filter_map(|a| a.to_str()))
+        .any(|a| a == "--command" || a.starts_with("--command=") || a.starts_with("-c"));
+    if exec && !shell && !args.iter().any(|a| a == "--") {
         return Exit::usage(MISSING_DASHES.into());
     }
     // clap's whole message: what is wrong, the values it takes, the usage line. It may
@@ -347,8 +368,21 @@ fn check(cli: &Cli) -> Result<(), Exit> {
 /// The shortest `--ttl`: its attempts wait 5 ms for the nodes' answers.
 const MIN_TTL: Duration = Duration::from_millis(100);
 
-const MISSING_DASHES: &str =
-    "exec needs `--` before the command: redlock exec RESOURCE [OPTIONS] -- CMD [ARGS...]";
+const MISSING_DASHES: &str = "exec needs `--` before the command: redlock exec RESOURCE \
+     [OPTIONS] -- CMD [ARGS...] (or -c 'SHELL STRING')";
+
+/// What `exec --help` ends with: what the command gets, and what it does not.
+const EXEC_ENV: &str = "\
+The command's environment:
+  REDLOCK_RESOURCE       the lock's name
+  REDLOCK_TOKEN          the lock's token on the nodes (what `redlock release --token` takes)
+  REDLOCK_DEADLINE_MS    Unix time in ms when the first validity ends (extensions move the
+                         lock's deadline later; this value is not updated)
+  REDLOCK_FENCING_TOKEN  with --fenced: the fencing token, for every write the lock guards
+  REDLOCK_NODES is removed (its URLs may hold passwords); REDLOCK_NODES_FILE is kept.
+
+The lock is held from acquisition until the command and every process left in its process
+group have exited; see the exit codes in `redlock --help`.";
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,13 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     };
     let guard = match acquire(&redlock, &args, &mut caught).await {
         Ok(guard) => guard,
+        // flock's -E: a conflict, or a wait that ran out, exits with the code asked for.
+        Err(exit) if exit.code == exit::NOT_ACQUIRED => {
+            return Exit {
+                code: args.conflict_exit_code,
+                ..exit
+            };
+        }
         Err(exit) => return exit,
     };
     // Before the command starts, so that no Ctrl-Z can stop `redlock` alone: without it,

@@ -356,6 +356,59 @@ fn node_urls_reach_neither_the_command_nor_its_arguments() {
 }
 
 #[test]
+fn flock_habits_a_shell_string_a_conflict_exit_code_and_the_variables_in_help() {
+    let c = Cluster::start(3).unwrap();
+    let out = redlock(&c, &["exec", "habits", "-c", "echo a | tr a b; exit 4"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "b\n");
+    let out = redlock(&c, &["exec", "habits", "-c", "true", "--", "true"]);
+    assert_eq!(out.status.code(), Some(USAGE), "-c or a command, not both");
+
+    for node in c.nodes() {
+        node.command(&["SET", "habits", "other", "PX", "30000"])
+            .unwrap();
+    }
+    for args in [
+        &["exec", "habits", "-n", "-E", "1", "--", "true"][..],
+        &[
+            "exec",
+            "habits",
+            "--wait",
+            "200ms",
+            "--conflict-exit-code",
+            "1",
+            "-c",
+            "true",
+        ][..],
+    ] {
+        let out = redlock(&c, args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("another client holds it"), "{args:?}: {err}");
+    }
+    // Other failures keep their own codes.
+    let out = redlock(
+        &c,
+        &["exec", "habits", "-E", "1", "--ttl", "ten", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(USAGE));
+
+    let out = Command::new(bin())
+        .args(["exec", "--help"])
+        .output()
+        .unwrap();
+    let help = text(&out.stdout);
+    for variable in [
+        "REDLOCK_RESOURCE",
+        "REDLOCK_TOKEN",
+        "REDLOCK_DEADLINE_MS",
+        "REDLOCK_FENCING_TOKEN",
+    ] {
+        assert!(help.contains(variable), "{help}");
+    }
+}
+
+#[test]
 fn a_second_exec_without_waiting_is_not_acquired_and_one_that_waits_gets_it() {
     let c = Cluster::start(3).unwrap();
     let mut first = Running::exec(&c, &["shared", "--", "sh", "-c", "echo held; sleep 1"]);
