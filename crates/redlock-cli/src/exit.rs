@@ -26,21 +26,23 @@ pub(crate) const NOT_FOUND: u8 = 127;
 /// The exit-code table `--help` ends with.
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
-  0..=255  exec: the command's own status (128+N if it died of signal N)
+  0..=255  exec: the command's own status once its process group is empty (128+N if it
+           died of signal N)
   64       usage or configuration error (bad option, URL or duration, missing --,
            empty resource, no nodes, a TLS file that cannot be read or used, a key
            that holds something other than a lock)
   69       node error: too few nodes answered
-  75       not acquired: held elsewhere (--no-wait) or --wait ran out;
-           release: the token held nothing
-  76       lost: the lock was lost while the command ran (extensions failed past the
-           validity, or were refused for good: ACL, replica, another writer)
+  75       not acquired: held elsewhere (--no-wait) or --wait ran out (exec -E CODE
+           changes it); release: the token held nothing where a quorum answered
+  76       lost: the lock was lost while the command's group ran (extensions failed
+           past the validity, were refused for good: ACL, replica, another writer, or
+           stopped at --max-hold), or the job's end was seen after the lock's deadline
   126/127  exec: the command could not be run / was not found
   128+N    exec: redlock got signal N while waiting for the lock (nothing ran)
 
 Signals (exec):
   INT, TERM, HUP, QUIT sent to redlock go once to the command's process group; the lock
-  is released after the command exits. The command has a process group of its own: Ctrl-C
+  is released after the group is empty. The command has a process group of its own: Ctrl-C
   reaches it once, Ctrl-Z stops it with redlock and fg resumes both; it cannot read the
   terminal (stdin is /dev/null when redlock's is a terminal). On a lost lock: --on-lost.
 
