@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_core::NodeAddress;
+use redlock_core::{NodeAddress, Transport};
 use redlock_testkit::Cluster;
 use redlock_tokio::{Redlock, RetryPolicy};
 use tokio::task::JoinSet;
@@ -118,6 +118,11 @@ impl Nodes {
     fn given(urls: Vec<String>) -> Result<Self, Exit> {
         // `given` is not empty: the caller checked.
         let counter = NodeAddress::parse(&urls[0]).map_err(|e| Exit::usage(e.to_string()))?;
+        if matches!(counter.transport, Transport::Tls(_)) {
+            let name = crate::counter::name(&counter);
+            let message = format!("the counter's node {name} {}", crate::counter::PLAIN_ONLY);
+            return Err(Exit::usage(message));
+        }
         Ok(Self {
             local: None,
             about: format!(
@@ -155,6 +160,16 @@ async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
         Ok(redlock) => redlock,
         Err(e) => return Exit::lock_error("demo", &e),
     };
+    // Workers that cannot lock only try again: nodes that cannot be reached would end in a
+    // verdict about nothing. Say which, as `exec` and `status` do.
+    match redlock.inspect(RESOURCE).await {
+        Ok(seen) => {
+            if let Some(why) = crate::status::unusable(&seen, redlock.config().node_names()) {
+                return Exit::with(why.code, format_args!("the lock's nodes: {}", why.message));
+            }
+        }
+        Err(e) => return Exit::lock_error("the lock's nodes", &e),
+    }
     let locked = match one_run(nodes, Some(redlock), args, LOCKED).await {
         Ok(run) => run,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("the locked run failed: {e}")),

@@ -1229,6 +1229,57 @@ fn the_demo_on_given_nodes_uses_them_kills_none_and_leaves_no_key() {
 }
 
 #[test]
+fn the_demo_runs_on_unix_sockets_and_names_the_node_it_cannot_use() {
+    let c = Cluster::builder().unix_socket().start().unwrap();
+    let urls = c.urls().join(",");
+    assert!(urls.starts_with("unix://"), "{urls}");
+    let run = [
+        "demo",
+        "--duration",
+        "500ms",
+        "--ttl",
+        "500ms",
+        "--workers",
+        "2",
+    ];
+    let out = Command::new(bin())
+        .args(run)
+        .args(["--nodes", &urls])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", text(&out.stderr));
+    assert!(stdout.contains("PASS"), "{stdout}");
+
+    // The counter cannot speak TLS: said before anything runs, naming the node.
+    let out = Command::new(bin())
+        .args(run)
+        .args(["--nodes", "rediss://127.0.0.1:7001,127.0.0.1:7002"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(USAGE), "{err}");
+    assert!(
+        err.contains("the counter's node 127.0.0.1:7001 is rediss://"),
+        "{err}"
+    );
+    // A lock node nobody answers on is named, not a verdict about nothing.
+    let refused = redlock_testkit::refused_port().unwrap();
+    let out = Command::new(bin())
+        .args(run)
+        .args(["--nodes", &format!("{urls},{refused},{refused},{refused}")])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(NODE_ERROR), "{err}");
+    assert!(
+        err.contains(&format!("{refused}: connection refused")),
+        "{err}"
+    );
+    assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
+}
+
+#[test]
 fn help_documents_every_exit_code() {
     let out = Command::new(bin()).arg("--help").output().unwrap();
     let help = text(&out.stdout);
