@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_core::NodeAddress;
+use redlock_core::{NodeAddress, Transport};
 use redlock_testkit::Cluster;
 use redlock_tokio::{Redlock, RetryPolicy};
 use tokio::task::JoinSet;
@@ -26,6 +26,7 @@ use crate::cli::DemoArgs;
 use crate::counter::Counter;
 use crate::exit::{self, Exit};
 use crate::json;
+use crate::out::{note, say};
 use crate::progress::seconds;
 use crate::signals::{self, Caught};
 
@@ -35,7 +36,7 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
         Ok(caught) => caught,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot catch signals: {e}")),
     };
-    let given: Vec<String> = (args.nodes.iter().map(|n| n.trim()))
+    let given: Vec<String> = (args.source.nodes.iter().map(|n| n.trim()))
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .collect();
@@ -117,6 +118,11 @@ impl Nodes {
     fn given(urls: Vec<String>) -> Result<Self, Exit> {
         // `given` is not empty: the caller checked.
         let counter = NodeAddress::parse(&urls[0]).map_err(|e| Exit::usage(e.to_string()))?;
+        if matches!(counter.transport, Transport::Tls(_)) {
+            let name = crate::counter::name(&counter);
+            let message = format!("the counter's node {name} {}", crate::counter::PLAIN_ONLY);
+            return Err(Exit::usage(message));
+        }
         Ok(Self {
             local: None,
             about: format!(
@@ -133,7 +139,7 @@ impl Nodes {
 async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
     let say = !args.quiet && !args.json;
     if say {
-        println!(
+        say!(
             "redlock demo: {}, {} workers, {} per run, ttl {}",
             nodes.about,
             args.workers,
@@ -141,7 +147,7 @@ async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
             seconds(args.ttl)
         );
         if nodes.local.is_none() {
-            println!(
+            say!(
                 "  the nodes are yours: none is killed or restarted (that phase is skipped); \
                  the demo's keys ({RESOURCE}, {LOCKED}, {UNLOCKED}) are deleted after"
             );
@@ -154,6 +160,16 @@ async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
         Ok(redlock) => redlock,
         Err(e) => return Exit::lock_error("demo", &e),
     };
+    // Workers that cannot lock only try again: nodes that cannot be reached would end in a
+    // verdict about nothing. Say which, as `exec` and `status` do.
+    match redlock.inspect(RESOURCE).await {
+        Ok(seen) => {
+            if let Some(why) = crate::status::unusable(&seen, redlock.config().node_names()) {
+                return Exit::with(why.code, format_args!("the lock's nodes: {}", why.message));
+            }
+        }
+        Err(e) => return Exit::lock_error("the lock's nodes", &e),
+    }
     let locked = match one_run(nodes, Some(redlock), args, LOCKED).await {
         Ok(run) => run,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("the locked run failed: {e}")),
@@ -399,19 +415,19 @@ impl Line {
 
     fn say(&self, message: &str) {
         if self.live {
-            eprint!("\r{:100}\r", "");
+            crate::out::stderr(format_args!("\r{:100}\r", ""));
         }
         if self.say {
-            eprintln!("  {}: {message}", self.name);
+            note!("  {}: {message}", self.name);
         }
     }
 
     fn finish(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
         if self.live {
-            eprint!("\r{:100}\r", "");
+            crate::out::stderr(format_args!("\r{:100}\r", ""));
         }
         if self.say {
-            eprintln!("{}", self.text(elapsed, tally, cluster));
+            note!("{}", self.text(elapsed, tally, cluster));
         }
     }
 }
@@ -436,20 +452,22 @@ fn verdicts(locked: &Run, unlocked: &Run, args: &DemoArgs, killed: bool) -> Exit
             ("passed", passed.to_string()),
             ("lost_updates", lost.to_string()),
         ];
-        println!("{}", json::object(&fields));
+        say!("{}", json::object(&fields));
     } else {
         let verdict = if passed { "PASS" } else { "FAIL" };
         let chaos = match killed {
             true => " (a lock node was killed and restarted midway)",
             false => "",
         };
-        println!(
+        say!(
             "with the lock:    {} sections, counter {}: {verdict}{chaos}",
-            locked.sections, locked.counter
+            locked.sections,
+            locked.counter
         );
-        println!(
+        say!(
             "without the lock: {} increments, counter {}: {lost} lost updates",
-            unlocked.sections, unlocked.counter
+            unlocked.sections,
+            unlocked.counter
         );
     }
     if passed {

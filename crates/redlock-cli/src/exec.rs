@@ -1,26 +1,22 @@
-//! `redlock exec`: acquire, run the command under auto-extension, tell it when the lock is
-//! lost, pass on the signals `redlock` gets, release after it exits, exit with its status.
+//! `redlock exec`: acquire, run the job under auto-extension (crate::job), release once its
+//! process group is empty, exit with the command's status.
 //!
 //! Every way out releases what it may have set before `redlock` exits: a failed or
 //! interrupted acquisition waits for its cleanup releases ([`settle`]); a command that could
-//! not start, exited, or was killed is followed by the guard's release.
+//! not start, or whose group has ended, is followed by the guard's release.
 
-use std::ffi::OsStr;
-use std::io::IsTerminal;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{ExitStatus, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use redlock_tokio::{
-    AutoExtend, LockGuard, LockOptions, LostReason, Redlock, ReleaseOutcome, RetryPolicy,
+    AcquireFailure, AutoExtend, LockError, LockGuard, LockOptions, LostReason, Redlock,
+    ReleaseOutcome, RetryPolicy,
 };
-use rustix::process::Signal;
-use tokio::process::{Child, Command};
 
-use crate::cli::{ExecArgs, OnLost};
+use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
-use crate::progress::WaitLine;
+use crate::job::{self, Broken, Ended, Job};
+use crate::out::note;
+use crate::progress::{WaitLine, seconds};
 use crate::signals::{self, Caught, JobControl};
 
 /// Runs `redlock exec`.
@@ -36,52 +32,107 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     };
     let guard = match acquire(&redlock, &args, &mut caught).await {
         Ok(guard) => guard,
+        // flock's -E: a conflict, or a wait that ran out, exits with the code asked for.
+        Err(exit) if exit.code == exit::NOT_ACQUIRED => {
+            return Exit {
+                code: args.conflict_exit_code,
+                ..exit
+            };
+        }
         Err(exit) => return exit,
     };
     // Before the command starts, so that no Ctrl-Z can stop `redlock` alone: without it,
     // the command would run on and be told only when `redlock` resumes and finds the lock
     // lost.
     let jobs = JobControl::install().ok();
-    let child = match spawn(&args, &guard) {
+    let job = Job {
+        resource: &args.resource,
+        command: &args.command,
+        on_lost: args.on_lost,
+        grace: args.grace,
+    };
+    let child = match job::spawn(&job, &guard) {
         Ok(child) => child,
         Err(exit) => {
             report_release(&redlock, guard.release().await, args.nodes.quiet);
             return exit;
         }
     };
-    let ended = supervise(child, &guard, &args, &mut caught, jobs).await;
+    let acquired = Instant::now();
+    let why = |reason: &LostReason| describe_loss(reason, args.max_hold, acquired.elapsed());
+    let ended = job::supervise(child, &guard, &job, &mut caught, jobs, why).await;
+    // Only now, with the command's whole process group gone (crate::job).
     report_release(&redlock, guard.release().await, args.nodes.quiet);
     match ended {
         Err(e) => Exit::with(
             exit::CANNOT_RUN,
             format_args!("waiting for the command: {e}"),
         ),
-        Ok((_, Some(reason))) => Exit::with(
+        Ok(Ended {
+            broken: Some(Broken::Lost(reason)),
+            ..
+        }) => Exit::with(
             exit::LOST,
             format_args!(
-                "lost the lock on {} while the command ran: {reason}{}",
+                "lost the lock on {} while the command ran: {}{}",
                 args.resource,
+                why(&reason),
                 exit::lost_hint(&reason)
             ),
         ),
-        Ok((status, None)) => Exit::code(status_code(status)),
+        Ok(Ended {
+            broken: Some(Broken::Late(late)),
+            ..
+        }) => Exit::with(
+            exit::LOST,
+            format_args!(
+                "lost the lock on {}: the command's end was seen {} after the lock's \
+                 validity ended (was redlock paused?), so it cannot be shown to have \
+                 finished while the lock was held",
+                args.resource,
+                seconds(late),
+            ),
+        ),
+        Ok(Ended {
+            status,
+            broken: None,
+        }) => Exit::code(job::status_code(status)),
     }
 }
 
-/// The lock options `exec` asks for: its ttl, auto-extension bounded by `--max-hold`,
-/// fencing, and how long to wait.
+/// Why the lock was lost, for messages: a lock whose extensions stopped at `--max-hold`
+/// was not lost to a failure, and says so.
+fn describe_loss(reason: &LostReason, max_hold: Option<Duration>, held: Duration) -> String {
+    match (reason, max_hold) {
+        (LostReason::DeadlinePassed, Some(max_hold)) if held >= max_hold => format!(
+            "held for --max-hold ({}); not extended further",
+            humantime::format_duration(max_hold)
+        ),
+        _ => reason.to_string(),
+    }
+}
+
+/// The lock options `exec` asks for: its ttl, auto-extension, fencing, and how long to
+/// wait.
 fn lock_options(redlock: &Redlock, args: &ExecArgs) -> LockOptions {
-    let auto = AutoExtend {
-        max_hold: Some(args.max_hold),
-        ..AutoExtend::default()
-    };
     let options = (LockOptions::default().ttl(args.ttl))
-        .auto_extend(Some(auto))
+        .auto_extend(Some(auto_extend(args.max_hold)))
         .fenced(args.fenced);
     match (args.no_wait, args.wait) {
         (true, _) => options.retry(RetryPolicy::once()),
         (false, Some(wait)) => options.max_wait(redlock.config(), wait),
         (false, None) => options.max_wait(redlock.config(), WAIT_FOREVER),
+    }
+}
+
+/// Auto-extension for as long as the job runs, or until `--max-hold`. Without it there is
+/// no limit, as with flock: the lock lives with the `redlock` process, whose end (or a
+/// `redlock release` of its token) ends it; the core's bound on renewals is there for a
+/// guard a program forgets, which a process that waits on its job cannot do.
+fn auto_extend(max_hold: Option<Duration>) -> AutoExtend {
+    AutoExtend {
+        max_hold: Some(max_hold.unwrap_or(HOLD_FOREVER)),
+        ..AutoExtend::default()
     }
 }
 
@@ -92,6 +143,7 @@ async fn acquire(
     caught: &mut Caught,
 ) -> Result<LockGuard, Exit> {
     let resource = args.resource.as_str();
+    let wait_end = (args.wait).and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     if !args.no_wait {
         // A wait rides out nodes that go down while it waits, but one that starts with no
         // quorum in reach is a setup error: say so now rather than wait for ever.
@@ -99,12 +151,12 @@ async fn acquire(
         let names = redlock.config().node_names();
         match seen
             .as_ref()
-            .map(|seen| crate::status::unreachable(seen, names))
+            .map(|seen| crate::status::unusable(seen, names))
         {
             Ok(None) => {}
             Ok(Some(why)) => {
-                let message = format!("could not acquire {resource}: {why}");
-                return Err(Exit::with(exit::NODE_ERROR, message));
+                let message = format!("could not acquire {resource}: {}", why.message);
+                return Err(Exit::with(why.code, message));
             }
             Err(e) => {
                 return Err(Exit::lock_error(
@@ -116,7 +168,7 @@ async fn acquire(
     }
     let mut line = WaitLine::new(resource, args.nodes.quiet);
     let started = Instant::now();
-    let mut lock = Box::pin(redlock.lock_with(resource, lock_options(redlock, args)));
+    let mut lock = Box::pin(lock_until(redlock, args, wait_end));
     let first = tokio::time::Instant::now() + LINE_AFTER;
     let mut tick = tokio::time::interval_at(first, LINE_EVERY);
     let result = loop {
@@ -141,13 +193,53 @@ async fn acquire(
     match result {
         Ok(guard) => Ok(guard),
         Err(e) => {
-            // A failed acquisition has sent its releases; exit only once they have run.
-            settle(redlock, resource).await;
+            // A failed acquisition has sent its releases; exit only once they have run. The
+            // inspection that waits for them also tells a key that is not a lock from a
+            // holder, as `status` does.
+            let seen = redlock.inspect(resource).await;
+            let names = redlock.config().node_names();
+            if let Some(why) = seen.ok().and_then(|s| crate::status::not_a_lock(&s, names)) {
+                let message = format!("could not acquire {resource}: {why}");
+                return Err(Exit::with(exit::USAGE, message));
+            }
             Err(Exit::lock_error(
                 &format!("could not acquire {resource}"),
                 &e,
             ))
         }
+    }
+}
+
+/// Locks with `exec`'s options. With `--wait`, waits the full time, as `flock -w` does:
+/// the core gives up once its next retry would start after the wait, up to a retry delay
+/// early, so one last attempt is made when the wait ends.
+async fn lock_until(
+    redlock: &Redlock,
+    args: &ExecArgs,
+    wait_end: Option<tokio::time::Instant>,
+) -> Result<LockGuard, LockError> {
+    let resource = args.resource.as_str();
+    let first = redlock
+        .lock_with(resource, lock_options(redlock, args))
+        .await;
+    let gave_up_early = matches!(
+        first.as_ref().err().and_then(LockError::acquire_failure),
+        Some(AcquireFailure::WaitDeadline { .. })
+    );
+    let Some(wait_end) = wait_end.filter(|_| gave_up_early) else {
+        return first;
+    };
+    tokio::time::sleep_until(wait_end).await;
+    let once = lock_options(redlock, args).retry(RetryPolicy::once());
+    match redlock.lock_with(resource, once).await {
+        // Still the wait's failure, with the last attempt's reason.
+        Err(LockError::Acquire { reason, stats }) => Err(LockError::Acquire {
+            reason: AcquireFailure::WaitDeadline {
+                last: Some(Box::new(reason)),
+            },
+            stats,
+        }),
+        other => other,
     }
 }
 
@@ -158,104 +250,11 @@ async fn settle(redlock: &Redlock, resource: &str) {
     let _ = redlock.inspect(resource).await;
 }
 
-/// Starts the command with the lock's environment.
-fn spawn(args: &ExecArgs, guard: &LockGuard) -> Result<Child, Exit> {
-    let Some((program, rest)) = args.command.split_first() else {
-        return Err(Exit::usage("no command to run".into()));
-    };
-    let mut command = Command::new(program);
-    command
-        .args(rest)
-        .env("REDLOCK_RESOURCE", &args.resource)
-        .env("REDLOCK_TOKEN", OsStr::from_bytes(guard.token().as_bytes()))
-        .env(
-            "REDLOCK_DEADLINE_MS",
-            deadline_ms(guard.validity()).to_string(),
-        );
-    if let Some(fence) = guard.fencing_token() {
-        command.env("REDLOCK_FENCING_TOKEN", fence.to_string());
-    }
-    // A group of its own, so that the terminal's signals reach `redlock` alone and the
-    // command gets each once (crate::signals). It is then in the terminal's background,
-    // where reading the terminal would stop it while `redlock` kept the lock: it reads
-    // nothing instead.
-    command.process_group(0);
-    if std::io::stdin().is_terminal() {
-        command.stdin(Stdio::null());
-    }
-    command.spawn().map_err(|e| {
-        let code = match e.kind() {
-            std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-            _ => exit::CANNOT_RUN,
-        };
-        Exit::with(code, format_args!("cannot run {program}: {e}"))
-    })
-}
-
-/// Waits for the command to exit, passing on the signals `redlock` catches and telling
-/// the command, per `--on-lost`, when the lock is lost. Its status, and why the lock was
-/// lost if it was.
-async fn supervise(
-    mut child: Child,
-    guard: &LockGuard,
-    args: &ExecArgs,
-    caught: &mut Caught,
-    mut jobs: Option<JobControl>,
-) -> std::io::Result<(ExitStatus, Option<LostReason>)> {
-    // `None` only once the child has been reaped, which ends this loop. The child leads
-    // its own process group: signals go to the group, the command and what it started.
-    let pid = child.id().unwrap_or_default();
-    let mut lost = None;
-    let mut kill_at = None;
-    loop {
-        let kill_due = tokio::time::sleep_until(kill_at.unwrap_or_else(far_future));
-        tokio::select! {
-            status = child.wait() => return status.map(|s| (s, lost)),
-            reason = guard.lost(), if lost.is_none() => {
-                eprintln!("redlock: lost the lock on {}: {reason}; {}", args.resource, tell(args.on_lost));
-                match args.on_lost {
-                    OnLost::Term => {
-                        signals::send_group(pid, Signal::TERM);
-                        let now = tokio::time::Instant::now();
-                        kill_at = Some(now.checked_add(args.grace).unwrap_or_else(far_future));
-                    }
-                    OnLost::Kill => signals::send_group(pid, Signal::KILL),
-                    OnLost::Ignore => {}
-                }
-                lost = Some(reason);
-            }
-            signal = caught.recv() => signals::send_group(pid, signal),
-            () = pass_on(&mut jobs, pid) => {}
-            () = kill_due, if kill_at.is_some() => {
-                signals::send_group(pid, Signal::KILL);
-                kill_at = None;
-            }
-        }
-    }
-}
-
-/// Passes job control on to the group `pgid`; pending for ever when it is not caught.
-async fn pass_on(jobs: &mut Option<JobControl>, pgid: u32) {
-    match jobs {
-        Some(jobs) => jobs.pass_on(pgid).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// What `--on-lost` does, for the message.
-fn tell(on_lost: OnLost) -> &'static str {
-    match on_lost {
-        OnLost::Term => "sending SIGTERM to the command",
-        OnLost::Kill => "sending SIGKILL to the command",
-        OnLost::Ignore => "the command runs on (--on-lost ignore)",
-    }
-}
-
 /// Says which nodes a release could not reach (their keys expire on their own); nothing
 /// when every node answered.
 fn report_release(
     redlock: &Redlock,
-    released: Result<Vec<ReleaseOutcome>, redlock_tokio::LockError>,
+    released: Result<Vec<ReleaseOutcome>, LockError>,
     quiet: bool,
 ) {
     if quiet {
@@ -266,40 +265,46 @@ fn report_release(
         Ok(nodes) => {
             for (name, outcome) in names.iter().zip(&nodes) {
                 if let ReleaseOutcome::Failed(fault) = outcome {
-                    eprintln!(
+                    note!(
                         "redlock: release on {name} failed ({fault}); its key expires on its own"
                     );
                 }
             }
         }
-        Err(e) => eprintln!("redlock: release: {e}; the keys expire on their own"),
+        Err(e) => note!("redlock: release: {e}; the keys expire on their own"),
     }
 }
 
-/// The command's status as an exit code: its own, or 128 + the signal that killed it.
-fn status_code(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(u8::MAX),
-        (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(u8::MAX),
-        (None, None) => u8::MAX,
-    }
-}
-
-/// Unix time in ms at which `validity` from now ends.
-fn deadline_ms(validity: Duration) -> u128 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (now + validity).as_millis()
-}
-
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365)
-}
-
+/// No hold limit: a bound the core needs, which no job reaches.
+const HOLD_FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// "Until it is free": a wait bound no job outlives (the retry policy needs one).
 const WAIT_FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// A lock acquired within this long never shows the waiting line.
 const LINE_AFTER: Duration = Duration::from_millis(300);
 /// How often the waiting line is redrawn (each time after an inspection).
 const LINE_EVERY: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_max_hold_is_no_limit_and_one_reached_says_so() {
+        let unbounded = auto_extend(None);
+        assert!(unbounded.max_hold >= Some(Duration::from_secs(99 * 365 * 86_400)));
+        assert_eq!(unbounded.max_renewals, None);
+        let hour = Duration::from_secs(3600);
+        assert_eq!(auto_extend(Some(hour)).max_hold, Some(hour));
+        let passed = LostReason::DeadlinePassed;
+        assert_eq!(
+            describe_loss(&passed, Some(hour), hour + Duration::from_secs(1)),
+            "held for --max-hold (1h); not extended further"
+        );
+        // Before --max-hold, or without it, a passed deadline is what it says.
+        assert_eq!(
+            describe_loss(&passed, Some(hour), hour / 2),
+            passed.to_string()
+        );
+        assert_eq!(describe_loss(&passed, None, hour * 2), passed.to_string());
+    }
+}

@@ -8,7 +8,8 @@ use std::fmt;
 use redlock_tokio::{AcquireFailure, LockError, LostReason};
 
 /// Usage or configuration error: bad option, URL or duration, missing `--`, empty
-/// resource, no nodes (sysexits `EX_USAGE`).
+/// resource, no nodes, an unusable TLS file, a key that is not a lock (sysexits
+/// `EX_USAGE`).
 pub(crate) const USAGE: u8 = 64;
 /// Too few nodes answered to decide (down, refused, timed out) (sysexits `EX_UNAVAILABLE`).
 pub(crate) const NODE_ERROR: u8 = 69;
@@ -25,26 +26,31 @@ pub(crate) const NOT_FOUND: u8 = 127;
 /// The exit-code table `--help` ends with.
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
-  0..=255  exec: the command's own status (128+N if it died of signal N)
+  0..=255  exec: the command's own status once its process group is empty (128+N if it
+           died of signal N)
   64       usage or configuration error (bad option, URL or duration, missing --,
-           empty resource, no nodes)
+           empty resource, no nodes, a TLS file that cannot be read or used, a key
+           that holds something other than a lock)
   69       node error: too few nodes answered
-  75       not acquired: held elsewhere (--no-wait) or --wait ran out;
-           release: the token held nothing
-  76       lost: the lock was lost while the command ran (extensions failed past the
-           validity, or were refused for good: ACL, replica, another writer)
+  75       not acquired: held elsewhere (--no-wait) or --wait ran out (exec -E CODE
+           changes it); release: the token held nothing where a quorum answered
+  76       lost: the lock was lost while the command's group ran (extensions failed
+           past the validity, were refused for good: ACL, replica, another writer, or
+           stopped at --max-hold), or the job's end was seen after the lock's deadline
   126/127  exec: the command could not be run / was not found
   128+N    exec: redlock got signal N while waiting for the lock (nothing ran)
 
 Signals (exec):
   INT, TERM, HUP, QUIT sent to redlock go once to the command's process group; the lock
-  is released after the command exits. The command has a process group of its own: Ctrl-C
+  is released after the group is empty. The command has a process group of its own: Ctrl-C
   reaches it once, Ctrl-Z stops it with redlock and fg resumes both; it cannot read the
   terminal (stdin is /dev/null when redlock's is a terminal). On a lost lock: --on-lost.
 
 Cron, one machine of the fleet at a time:
   */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 \\
-              redlock exec --no-wait nightly-report -- ./report.sh";
+              redlock exec --no-wait nightly-report -- ./report.sh
+  The lock is held for as long as the job runs, with no time limit (as with flock);
+  --max-hold DUR sets one, after which the lock expires and the job is told (--on-lost).";
 
 /// How `redlock` ends: a code and, unless empty, one line for stderr.
 #[derive(Debug)]
@@ -78,9 +84,17 @@ impl Exit {
         }
     }
 
-    /// A driver error, with the code its kind calls for; `doing` says what failed.
+    /// A driver error, with the code its kind calls for; `doing` says what failed. A failed
+    /// acquisition gives its reason alone: `doing` already says what the driver's "could
+    /// not acquire the lock" would say again.
     pub(crate) fn lock_error(doing: &str, e: &LockError) -> Self {
-        Self::with(lock_error_code(e), format_args!("{doing}: {e}"))
+        let code = lock_error_code(e);
+        match e {
+            LockError::Acquire { reason, .. } => {
+                Self::with(code, format_args!("{doing}: {reason}"))
+            }
+            _ => Self::with(code, format_args!("{doing}: {e}")),
+        }
     }
 
     /// A driver error whose message already says what failed ("bad configuration: …").
@@ -93,7 +107,12 @@ impl Exit {
 fn lock_error_code(e: &LockError) -> u8 {
     match e {
         LockError::Acquire { reason, .. } => acquire_code(reason),
-        LockError::Config(_) | LockError::Address(_) | LockError::Usage(_) => USAGE,
+        // A TLS file that cannot be read or used is the configuration's fault, found before
+        // any node is asked.
+        LockError::Config(_)
+        | LockError::Address(_)
+        | LockError::Usage(_)
+        | LockError::Tls { .. } => USAGE,
         LockError::Lost(_) => LOST,
         _ => NODE_ERROR,
     }

@@ -9,17 +9,15 @@
 //! redlock demo                                           # 5 local nodes, with and without
 //! ```
 //!
-//! - `exec` acquires (waiting until free, `--wait DUR` at most, or `--no-wait`), runs the
-//!   command with the lock auto-extended, releases when it exits, and exits with its status.
-//!   The command gets `REDLOCK_RESOURCE`, `REDLOCK_TOKEN`, `REDLOCK_DEADLINE_MS` (Unix time
-//!   in ms when the first validity ends; extensions move it later) and, with `--fenced`,
-//!   `REDLOCK_FENCING_TOKEN`. If the lock is lost while it runs, the command gets SIGTERM
-//!   (then SIGKILL after `--grace`), SIGKILL, or nothing (`--on-lost`), and `redlock` exits
-//!   76. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are passed to the command's
-//!   process group once, and the lock is released after it exits. The command runs in a
-//!   process group of its own, in the terminal's background: Ctrl-C reaches it once (through
-//!   `redlock`), Ctrl-Z stops it with `redlock` and `fg` resumes both, and it cannot read
-//!   the terminal (its stdin is `/dev/null` when `redlock`'s is a terminal).
+//! - `exec` acquires (waiting until free, `--wait DUR` the full time, or `--no-wait`), runs
+//!   the command with the lock auto-extended, and releases once the command and every
+//!   process left in its process group have exited (crate::job), exiting with the
+//!   command's status. If the lock is lost meanwhile, the whole group gets SIGTERM (then
+//!   SIGKILL after `--grace`), SIGKILL, or nothing (`--on-lost`), and `redlock` exits 76;
+//!   so it does when it sees the job's end after the lock's deadline. The promise, what
+//!   escapes it and the command's environment are written once, in the crate's README
+//!   ("What `exec` promises"). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are
+//!   passed to the group once; Ctrl-Z stops both and `fg` resumes both.
 //! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.
@@ -27,6 +25,8 @@
 //! - `demo` needs no nodes: it starts 5 local ones (`redis-server` on `PATH`, or
 //!   `REDLOCK_SERVER_BIN`), kills one midway and restarts it after the ttl.
 //!
+//! - Nodes come from `--nodes`, `--nodes-file`, `REDLOCK_NODES` or `REDLOCK_NODES_FILE`
+//!   (crate::cli); the command does not inherit `REDLOCK_NODES`.
 //! - `demo` with `--nodes` (or `REDLOCK_NODES`) runs on those instead, the counter on the
 //!   first; it kills and restarts none of them (it says so) and deletes its keys after.
 //!
@@ -35,16 +35,16 @@
 //! | code | meaning |
 //! |---|---|
 //! | the command's | `exec`: its own status; 128+N if it died of signal N |
-//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes |
+//! | 64 | usage or configuration error: bad option, URL or duration, missing `--`, empty resource, no nodes, a TLS file that cannot be read or used, a key that holds something other than a lock (another program uses the name) |
 //! | 69 | node error: too few nodes answered to decide |
-//! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out; `release`: the token held nothing |
-//! | 76 | lost while the command ran: extensions failed past the validity, or were refused for good (`Refused`: ACL, replica, another writer; the message says which) |
+//! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out (`-E CODE` changes it); `release`: the token held nothing where a quorum answered |
+//! | 76 | lost while the command's group ran: extensions failed past the validity, were refused for good (`Refused`: ACL, replica, another writer; the message says which), or stopped at `--max-hold`; or the job's end was seen after the lock's deadline |
 //! | 126 / 127 | `exec`: the command could not be run / was not found |
 //! | 128+N | `exec`: `redlock` got signal N while waiting for the lock; nothing ran |
 //!
 //! On every path out, what `redlock` set is released before it exits (or, where a node
 //! cannot be reached, expires within the ttl). Node URLs are shown with their passwords
-//! redacted.
+//! redacted; no write to a closed stdout or stderr panics (crate::out).
 //!
 //! # For operators
 //!
@@ -53,12 +53,17 @@
 //! */5 * * * * REDLOCK_NODES=redis://a:6379,redis://b:6379,redis://c:6379 redlock exec --no-wait nightly-report -- ./report.sh
 //! ```
 
+// Every write goes through crate::out, which never panics on a broken pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 mod cli;
 mod counter;
 mod demo;
 mod exec;
 mod exit;
+mod job;
 mod json;
+mod out;
 mod progress;
 mod signals;
 mod status;
@@ -111,9 +116,7 @@ fn run(command: Command) -> Exit {
 /// A driver for `nodes` with locks of `ttl`; a bad URL or ttl is a usage error, whose
 /// message names the node with any password redacted.
 pub(crate) fn connect(nodes: &NodeArgs, ttl: Duration) -> Result<Redlock, Exit> {
-    let urls = nodes
-        .nodes
-        .iter()
+    let urls = (nodes.source.nodes.iter())
         .map(|n| n.trim())
         .filter(|n| !n.is_empty());
     Redlock::builder(urls)

@@ -65,6 +65,9 @@ impl WaitLine {
 /// `; held by T, valid for 8.1s` (or by no quorum).
 fn describe_holder(i: &Inspection) -> String {
     match (&i.holder, i.validity) {
+        (Some(holder), _) if crate::status::never_expires(i) => {
+            format!("; held by {}, with no expiry", short(holder))
+        }
         (Some(holder), Some(validity)) => format!(
             "; held by {}, valid for {}",
             short(holder),

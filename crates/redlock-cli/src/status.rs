@@ -3,15 +3,16 @@
 
 use std::fmt::Write as _;
 
-use redlock_tokio::{Inspection, KeyState, NodeName, Redlock, ReleaseOutcome, Token};
+use redlock_tokio::{Inspection, KeyState, NodeFault, NodeName, Redlock, ReleaseOutcome, Token};
 
 use crate::cli::{ReleaseArgs, StatusArgs};
 use crate::exit::{self, Exit};
 use crate::json;
+use crate::out::say;
 use crate::progress::seconds;
 
-/// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else with the
-/// node-error code (the report is printed either way).
+/// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else as
+/// [`unusable`] says (the report is printed either way).
 pub(crate) async fn status(args: StatusArgs) -> Exit {
     let redlock = match crate::connect(&args.nodes, args.ttl) {
         Ok(redlock) => redlock,
@@ -23,21 +24,71 @@ pub(crate) async fn status(args: StatusArgs) -> Exit {
     };
     let names = redlock.config().node_names();
     if args.json {
-        println!("{}", status_json(&seen, names));
+        say!("{}", status_json(&seen, names));
     } else {
-        print!("{}", status_text(&seen, names));
+        crate::out::stdout(format_args!("{}", status_text(&seen, names)));
     }
-    match unreachable(&seen, names) {
+    match unusable(&seen, names) {
         None => Exit::code(0),
-        Some(message) => Exit::with(exit::NODE_ERROR, message),
+        Some(exit) => exit,
     }
 }
 
+/// Why no lock on `seen`'s resource can be decided or had, as `exec` and `status` both say
+/// it: the key holds something that is not a lock on so many nodes that no quorum is left
+/// (a usage error: another program uses the name), or fewer than a quorum of nodes
+/// answered (a node error). `None` when neither.
+pub(crate) fn unusable(seen: &Inspection, names: &[NodeName]) -> Option<Exit> {
+    if let Some(message) = not_a_lock(seen, names) {
+        return Some(Exit::with(exit::USAGE, message));
+    }
+    unreachable(seen, names).map(|message| Exit::with(exit::NODE_ERROR, message))
+}
+
+/// `RESOURCE holds something that is not a lock on …` when the nodes whose key is of
+/// another type leave too few for a quorum; `None` otherwise.
+pub(crate) fn not_a_lock(seen: &Inspection, names: &[NodeName]) -> Option<String> {
+    let nodes: Vec<String> = (seen.nodes.iter().zip(names))
+        .filter(|(state, _)| is_not_a_lock(state))
+        .map(|(_, name)| name.to_string())
+        .collect();
+    if seen.nodes.len() - nodes.len() >= seen.quorum {
+        return None;
+    }
+    Some(format!(
+        "{} holds something that is not a lock on {} (a key of another type: WRONGTYPE): \
+         another program uses this key name; give the lock another name",
+        String::from_utf8_lossy(seen.resource.as_bytes()),
+        nodes.join(", ")
+    ))
+}
+
+/// Whether a quorum of the nodes that agree on the holder have its key without expiry:
+/// its validity would be counted from no ttl at all (a century, by the core's reckoning).
+/// No Redlock client sets such a key; something else wrote it, or made it persist.
+pub(crate) fn never_expires(seen: &Inspection) -> bool {
+    let Some(holder) = &seen.holder else {
+        return false;
+    };
+    let forever = (seen.nodes.iter())
+        .filter(|n| matches!(n, KeyState::Held { value, ttl: None } if value == holder))
+        .count();
+    forever >= seen.quorum
+}
+
+/// Whether the node found the key to be of another type than a lock's (a string).
+fn is_not_a_lock(state: &KeyState) -> bool {
+    matches!(
+        state,
+        KeyState::Failed(NodeFault::Server { message, .. }) if message.starts_with("WRONGTYPE")
+    )
+}
+
 /// Why fewer than a quorum of nodes answered `seen`, naming each failed node and its
-/// fault; `None` when a quorum answered.
-pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<String> {
+/// fault; `None` when a quorum answered. A node whose key is not a lock answered.
+fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<String> {
     let answered = (seen.nodes.iter())
-        .filter(|n| !matches!(n, KeyState::Failed(_)))
+        .filter(|n| !matches!(n, KeyState::Failed(_)) || is_not_a_lock(n))
         .count();
     if answered >= seen.quorum {
         return None;
@@ -48,7 +99,9 @@ pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<Strin
         seen.quorum
     );
     for (state, name) in seen.nodes.iter().zip(names) {
-        if let KeyState::Failed(fault) = state {
+        if let KeyState::Failed(fault) = state
+            && !is_not_a_lock(state)
+        {
             let _ = write!(message, "; {name}: {fault}");
         }
     }
@@ -56,7 +109,7 @@ pub(crate) fn unreachable(seen: &Inspection, names: &[NodeName]) -> Option<Strin
 }
 
 /// Runs `redlock release --token T`: exits 0 if some node released, "not acquired" if the
-/// token held nothing where nodes answered, the node-error code if no node answered.
+/// token held nothing where a quorum answered, the node-error code if fewer answered.
 pub(crate) async fn release(args: ReleaseArgs) -> Exit {
     let token = args.token.as_deref().unwrap_or_default();
     let token = match Token::new(token.to_owned()) {
@@ -80,26 +133,36 @@ pub(crate) async fn release(args: ReleaseArgs) -> Exit {
             ("resource", json::string(&args.resource)),
             ("nodes", json::array(&items)),
         ];
-        println!("{}", json::object(&fields));
+        say!("{}", json::object(&fields));
     } else {
         for (name, outcome) in names.iter().zip(&nodes) {
-            println!("{name}: {outcome}");
+            say!("{name}: {outcome}");
         }
     }
-    let released = nodes
-        .iter()
+    release_exit(&nodes, redlock.config().quorum())
+}
+
+/// What a release's per-node report adds up to: released somewhere (0); nothing held the
+/// token where a quorum answered (not acquired); or too few answered to know (node error).
+fn release_exit(nodes: &[ReleaseOutcome], quorum: usize) -> Exit {
+    let released = (nodes.iter())
         .filter(|o| **o == ReleaseOutcome::Released)
         .count();
-    let failed = (nodes.iter())
-        .filter(|o| matches!(o, ReleaseOutcome::Failed(_)))
+    let answered = (nodes.iter())
+        .filter(|o| !matches!(o, ReleaseOutcome::Failed(_)))
         .count();
-    match (released, failed) {
-        (0, f) if f == nodes.len() => Exit::with(exit::NODE_ERROR, "no node answered"),
-        (0, _) => Exit::with(
-            exit::NOT_ACQUIRED,
-            "the token held nothing; nothing released",
-        ),
-        _ => Exit::code(0),
+    if released > 0 {
+        Exit::code(0)
+    } else if answered < quorum {
+        let message = format!(
+            "only {answered} of {} nodes answered (a quorum is {quorum}): whether the token \
+             holds the lock is unknown; nothing released",
+            nodes.len()
+        );
+        Exit::with(exit::NODE_ERROR, message)
+    } else {
+        let message = "the token held nothing; nothing released";
+        Exit::with(exit::NOT_ACQUIRED, message)
     }
 }
 
@@ -118,6 +181,7 @@ fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
                 String::from_utf8_lossy(value),
                 ttl.map_or_else(|| "no expiry".into(), |t| format!("ttl {}", seconds(t)))
             ),
+            KeyState::Failed(fault) if is_not_a_lock(node) => format!("not a lock: {fault}"),
             KeyState::Failed(fault) => format!("failed: {fault}"),
             _ => "unknown".to_owned(),
         };
@@ -139,6 +203,11 @@ fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
         ),
     };
     let _ = match (seen.holder.is_some(), seen.validity) {
+        (true, _) if never_expires(seen) => writeln!(
+            out,
+            "validity: none known: the key has no expiry on a quorum (not set by a Redlock \
+             client?)"
+        ),
         (true, Some(v)) => writeln!(out, "validity: {}", seconds(v)),
         (true, None) => writeln!(out, "validity: none left"),
         (false, _) => writeln!(out, "validity: -"),
@@ -160,8 +229,13 @@ fn status_json(seen: &Inspection, names: &[NodeName]) -> String {
         ("holder", json::bytes_or_null(seen.holder.as_deref())),
         (
             "validity_ms",
-            json::number_or_null(seen.validity.map(|v| v.as_millis())),
+            json::number_or_null(
+                (seen.validity)
+                    .filter(|_| !never_expires(seen))
+                    .map(|v| v.as_millis()),
+            ),
         ),
+        ("no_expiry", never_expires(seen).to_string()),
         ("nodes", json::array(&nodes)),
     ])
 }
@@ -178,7 +252,13 @@ fn node_json(name: &NodeName, node: &KeyState) -> String {
         ]),
         KeyState::Failed(fault) => json::object(&[
             node_name,
-            ("state", json::string("failed")),
+            (
+                "state",
+                json::string(match is_not_a_lock(node) {
+                    true => "not_a_lock",
+                    false => "failed",
+                }),
+            ),
             ("error", json::string(&fault.to_string())),
         ]),
         _ => json::object(&[node_name, ("state", json::string("unknown"))]),
