@@ -1,4 +1,4 @@
-//! The restart quarantine (issue 16 item 1) on real servers: a node killed with `kill -9`
+//! The restart quarantine (docs/safety.md, "Restart quarantine") on real servers: a node killed with `kill -9`
 //! and started again empty on the same port comes back with a new `run_id`; its votes for
 //! acquisitions count as "no" (the failure names it, with the deadline) until the window has
 //! passed since it started, and count again after. A node with AOF and `appendfsync always`
@@ -132,4 +132,68 @@ pub fn a_node_that_syncs_every_write_is_not_quarantined<D: Driver>() {
         }
     });
     assert!(granted, "never granted with node 0's vote: {last:?}");
+}
+
+/// A fresh client (each `redlock exec` is one) has never seen a node's previous process,
+/// but the handshakes tell it: five nodes, node 0 killed with `kill -9` and started again
+/// empty seconds after the others, nodes 1 and 2 killed so that node 0's vote decides. A
+/// client built now is refused, naming node 0 as restarted, until the window has passed
+/// since node 0 started; then granted. A cluster started together is granted at once, in
+/// one attempt.
+pub fn a_fresh_client_refuses_a_node_that_started_long_after_its_peers<D: Driver>() {
+    // A short ttl, so that the window (500 ms and its 7 ms of drift) is well below the
+    // gap between the starts, even with uptimes rounded down to whole seconds.
+    let short = |b: ConfigBuilder| quarantine_on(b).ttl(Duration::from_millis(500));
+    let c = Cluster::start(5).expect("start test nodes");
+    let d = D::build(&c.urls(), short).unwrap();
+    let g = d.try_lock("fresh").expect("a cluster started together: granted at once");
+    assert_eq!(g.stats().attempts, 1, "{}", g.stats());
+    g.release().expect("a release report");
+    drop(d);
+    std::thread::sleep(Duration::from_secs(3));
+    c.node(0).restart_empty().expect("restart node 0 empty");
+    c.node(1).kill().expect("kill node 1");
+    c.node(2).kill().expect("kill node 2");
+    let restarted = Instant::now();
+    let d = D::build(&c.urls(), short).unwrap();
+    let mut seen = None;
+    let mut last = None;
+    let found = eventually(BOUND, || match d.try_lock("fresh") {
+        Err(e) => {
+            seen = quarantined(&e, 0);
+            last = Some(e);
+            seen.is_some()
+        }
+        Ok(g) => {
+            let granted = restarted.elapsed();
+            panic!(
+                "granted {granted:?} after node 0's restart, with its vote: {:?}",
+                g.release()
+            )
+        }
+    });
+    assert!(found, "node 0 was never reported quarantined: {last:?}");
+    let (until, cause) = seen.expect("found");
+    assert_eq!(cause, QuarantineCause::Restarted);
+    let mut granted_at = None;
+    let granted = eventually(BOUND, || match d.try_lock("fresh") {
+        Ok(g) => {
+            granted_at = Some(Instant::now());
+            g.release().expect("a release report");
+            true
+        }
+        Err(e) => {
+            let attempt_end = Instant::now();
+            assert!(
+                quarantined(&e, 0).is_some() || attempt_end >= until,
+                "failed for another reason during the quarantine: {e}"
+            );
+            false
+        }
+    });
+    assert!(granted, "node 0's vote never counted");
+    assert!(
+        granted_at.expect("granted") >= until,
+        "granted before {until:?}"
+    );
 }
