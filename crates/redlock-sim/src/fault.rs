@@ -96,8 +96,9 @@ impl Sim {
         self.schedule(at, Ev::Restart { node });
     }
 
-    /// The crashed node comes back: with its data if the crash kept it, else empty, and
-    /// then with its wall clock stepped back by the scenario's `restart_clock_back`.
+    /// The crashed node comes back: with its data if the crash kept it, else empty, its
+    /// uptime or wall clock stepped ahead as the scenario says, and then with its wall clock
+    /// stepped back by the scenario's `restart_clock_back`.
     pub(crate) fn on_restart(&mut self, node: usize) {
         let back = self.scenario.faults.restart_clock_back;
         let ahead = self.scenario.faults.restart_clock_ahead;
@@ -107,6 +108,11 @@ impl Sim {
             // After the process started: its uptime (wall clock) jumps with it.
             let nanos = i64::try_from(ahead.as_nanos()).unwrap_or(i64::MAX);
             self.nodes[node].step_wall(nanos);
+        }
+        let uptime_ahead = self.scenario.faults.restart_uptime_ahead;
+        if !uptime_ahead.is_zero() {
+            let nanos = u64::try_from(uptime_ahead.as_nanos()).unwrap_or(u64::MAX);
+            self.nodes[node].backdate_start(nanos);
         }
         if empty && !back.is_zero() {
             let nanos = i64::try_from(back.as_nanos()).unwrap_or(i64::MAX);

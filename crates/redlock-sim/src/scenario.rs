@@ -147,6 +147,12 @@ pub struct FaultKnobs {
     /// process has started (zero: not stepped), as NTP corrects a clock that booted behind:
     /// its `INFO` uptime then claims it started long ago. Only its run id shows the restart.
     pub restart_clock_ahead: Duration,
+    /// A node that restarts reports an uptime this much too high (zero: true), its wall
+    /// clock unmoved: as a clock that booted behind by this much and was stepped right (by
+    /// NTP) once the process had started. Unlike `restart_clock_ahead`, the nodes' wall
+    /// clocks (their fencing floors) stay as close as they were; only the run id shows the
+    /// restart.
+    pub restart_uptime_ahead: Duration,
     /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
     /// fencing counter), as under a `volatile-*` eviction policy.
     pub evict_weight: u32,
@@ -185,6 +191,7 @@ impl Default for FaultKnobs {
             persist_chance: 0.0,
             restart_clock_back: Duration::ZERO,
             restart_clock_ahead: Duration::ZERO,
+            restart_uptime_ahead: Duration::ZERO,
             evict_weight: 0,
             retype_weight: 0,
             spare_new_clients: None,
