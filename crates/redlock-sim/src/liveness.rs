@@ -11,10 +11,11 @@
 //!
 //! The bounded form ([`Checker::handoff_starvation`]) is for waiters that may give up: a
 //! call starves if, while it waited, another client handed the lock from one of its calls
-//! to the next one already in its line (the core's local queue) more than a bound of times.
-//! Each such hand-off was a moment the lock was free and went to a call that had queued
-//! behind the holder rather than to the waiter, which tried first; the core's line promises
-//! to let a waiter of another client go first (queue.rs, "contested").
+//! to the next one already in its line (the core's local queue) more than a bound of times
+//! in a row. Each such hand-off was a moment the lock was free and went to a call that had
+//! queued behind the holder rather than to the waiter; the core's line promises to let a
+//! waiter of another client go first (queue.rs, "contested"), which it may lose now and
+//! then, never many times running.
 
 use std::fmt;
 
@@ -64,11 +65,12 @@ impl Checker {
     }
 
     /// The first lock call (in start order) that waited while another client handed the
-    /// lock to itself more than `max_handoffs` times, by `end` (the true time the run
-    /// stopped); cancelled calls are left out. A hand-off counts if one hold of the
-    /// resource ended after the call began, the next hold (by start) is the same other
-    /// client's, by a call it made before the first hold ended (queued in its line), and
-    /// that next hold began before the call acquired, gave up or the run ended.
+    /// lock to itself more than `max_handoffs` times in a row, by `end` (the true time the
+    /// run stopped); cancelled calls are left out. A hand-off is a hold of the resource that
+    /// ended after the call began, followed (by start) by the same other client's next hold,
+    /// by a call it made before the first hold ended (queued in its line), that began
+    /// before the call acquired, gave up or the run ended. A hold of any other client (the
+    /// waiter's too) ends the row.
     pub fn handoff_starvation(&self, end: SimTime, max_handoffs: usize) -> Option<Starvation> {
         let mut holds: Vec<&Interval> = self.intervals().iter().collect();
         holds.sort_by(|a, b| (&a.resource, a.start).cmp(&(&b.resource, b.start)));
@@ -85,21 +87,29 @@ impl Checker {
                 (None, Some(failed)) => failed,
                 (None, None) => end,
             };
-            let mut freed = Vec::new();
+            let (mut row, mut longest) = (Vec::new(), Vec::new());
             let line = holds.iter().filter(|iv| iv.resource == op.resource);
             for (a, b) in line.clone().zip(line.skip(1)) {
+                if b.start >= until {
+                    break;
+                }
                 let local = a.client == b.client && a.client != op.client;
                 let queued = called(b).is_some_and(|at| at < a.end);
-                if local && queued && a.end > op.started_at && b.start < until {
-                    freed.push((*b).clone());
+                if local && queued && a.end > op.started_at {
+                    row.push((*b).clone());
+                    if row.len() > longest.len() {
+                        longest.clone_from(&row);
+                    }
+                } else {
+                    row.clear();
                 }
             }
-            if freed.len() > max_handoffs {
+            if longest.len() > max_handoffs {
                 return Some(Starvation {
                     seed: self.seed(),
                     op: op.clone(),
                     until,
-                    freed,
+                    freed: longest,
                     bound: Some(max_handoffs),
                 });
             }
@@ -119,8 +129,8 @@ impl fmt::Display for Starvation {
             return write!(
                 f,
                 "seed {}: client {} {} on {:?}, waiting since {}, {how} at {} after client {} \
-                 handed the lock to its own next call {} times meanwhile (bound {bound}; \
-                 first: {})",
+                 handed the lock to its own next call {} times in a row meanwhile (bound \
+                 {bound}; first: {})",
                 self.seed,
                 self.op.client,
                 self.op.op,
@@ -221,7 +231,11 @@ mod tests {
             .handoff_starvation(ms(60), 2)
             .expect("3 hand-offs, bound 2");
         assert_eq!((s.op.client, s.freed.len(), s.bound), (1, 3, Some(2)));
-        assert!(s.to_string().contains("3 times meanwhile (bound 2"), "{s}");
+        assert!(
+            s.to_string()
+                .contains("3 times in a row meanwhile (bound 2"),
+            "{s}"
+        );
         // Only the hand-offs before the waiter acquired count.
         c.acquired(1, op(1), (ms(25), ms(500)), None);
         c.record(1, op(1), |r| r.acquired_after = Some(2));
@@ -231,6 +245,16 @@ mod tests {
             "2 hand-offs before 25 ms"
         );
         assert!(c.handoff_starvation(ms(60), 1).is_some());
+        // A hold of another client ends the row.
+        let mut c = Checker::new(6);
+        c.started((1, op(9), ms(1)), r.clone(), (None, None));
+        for (n, client) in [(1u64, 0), (2, 0), (3, 0), (4, 2), (5, 0), (6, 0)] {
+            c.started((client, op(n), ms(10 * n - 5)), r.clone(), (None, None));
+            c.acquired(client, op(n), (ms(10 * n), ms(500)), None);
+            c.ended(client, op(n), ms(10 * n + 10));
+        }
+        assert_eq!(c.handoff_starvation(ms(90), 2), None, "rows of 2 and 1");
+        assert!(c.handoff_starvation(ms(90), 1).is_some());
         // Its own client's hand-offs, and cancelled calls, never count.
         let mut c = Checker::new(5);
         for n in 1..=3u64 {
