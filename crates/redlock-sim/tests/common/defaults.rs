@@ -49,7 +49,7 @@ pub const DEFAULTS_BUDGET: u64 = 500;
 /// this while it waits ([`redlock_sim::Checker::handoff_starvation`]): a line that lets a
 /// waiter of another client go first (queue.rs) loses a race to it now and then, never
 /// this many times in a row; a line that never lets it go does it every few milliseconds.
-pub const HANDOFF_BOUND: usize = 16;
+pub const HANDOFF_BOUND: usize = 32;
 
 /// The family as one function of a seed: scenario `seed` of the emphasis `seed % 3` picks.
 pub fn every_default(seed: u64) -> Scenario {
@@ -185,7 +185,9 @@ fn restart(seed: u64) -> Scenario {
     s.workload.ops_per_client = cycles(active, ttl_max);
     s.faults = FaultKnobs {
         every: Some((ms(50), d.millis(ms(100), ms(600)))),
-        from: idle,
+        // Once every client has been answered by every node after the idle time: a client
+        // that last heard from a node longer ago than its uptime step cannot tell.
+        from: idle + ms(300),
         until: idle + active,
         pause_weight: d.range(0, 1) as u32,
         cut_weight: d.range(0, 1) as u32,
@@ -313,11 +315,13 @@ fn base(seed: u64, d: &mut Dice, config: Config, ttl_max: Duration) -> Scenario 
         3 => (0..nodes).map(|_| kinds[d.index(kinds.len())]).collect(),
         k => vec![kinds[k]; nodes],
     };
-    // The configured ttl is the largest any lock asks for: its drift is the allowance. The
-    // restart quarantine's window (that ttl and its allowance), widened for clock rates: no
-    // client is created within it after a restart.
+    // The configured ttl is the largest any lock asks for: its drift is the allowance. No
+    // client is created within a restarted node's window (widened for clock rates): the
+    // ttl and its allowance (a lock the node lost may still be held), or a second and the
+    // wall clocks' spread (a fencing counter the node lost may still be above its floor).
     let allowance = config.drift();
-    let window = (ttl_max + allowance).mul_f64(1.01) + ms(50);
+    let window = (ttl_max + allowance).max(Duration::from_secs(1) + allowance * 2);
+    let window = window.mul_f64(1.01) + ms(50);
     let mut s = Scenario::new(seed, config);
     s.servers = servers;
     s.clock_skew = d.float(0.0, 0.004);
