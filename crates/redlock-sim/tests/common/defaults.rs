@@ -1,4 +1,4 @@
-//! The defaults family (issue 26, item 0): the library as a user gets it, every default of
+//! The defaults family: the library as a user gets it, every default of
 //! `Config::builder(n)` on (restart quarantine, clock check, native commands, release
 //! notifications, release at quorum), and nothing assumed that the client says it checks:
 //! empty restarts without any delay, ttls from 50 ms to 2 s, node wall clocks spread up to
