@@ -52,6 +52,8 @@ pub(crate) enum Ev {
         /// The release's deadline, in true time.
         deadline: SimTime,
     },
+    /// A late client starts: its core is drained for the first time (it connects).
+    Start { client: usize },
     /// A held-back pub/sub message is written to its connection now (if still open).
     Push {
         client: usize,

@@ -96,8 +96,9 @@ impl Sim {
         self.schedule(at, Ev::Restart { node });
     }
 
-    /// The crashed node comes back: with its data if the crash kept it, else empty, and
-    /// then with its wall clock stepped back by the scenario's `restart_clock_back`.
+    /// The crashed node comes back: with its data if the crash kept it, else empty, its
+    /// uptime or wall clock stepped ahead as the scenario says, and then with its wall clock
+    /// stepped back by the scenario's `restart_clock_back`.
     pub(crate) fn on_restart(&mut self, node: usize) {
         let back = self.scenario.faults.restart_clock_back;
         let ahead = self.scenario.faults.restart_clock_ahead;
@@ -107,6 +108,11 @@ impl Sim {
             // After the process started: its uptime (wall clock) jumps with it.
             let nanos = i64::try_from(ahead.as_nanos()).unwrap_or(i64::MAX);
             self.nodes[node].step_wall(nanos);
+        }
+        let uptime_ahead = self.scenario.faults.restart_uptime_ahead;
+        if !uptime_ahead.is_zero() {
+            let nanos = u64::try_from(uptime_ahead.as_nanos()).unwrap_or(u64::MAX);
+            self.nodes[node].backdate_start(nanos);
         }
         if empty && !back.is_zero() {
             let nanos = i64::try_from(back.as_nanos()).unwrap_or(i64::MAX);
@@ -194,7 +200,68 @@ impl Sim {
             .collect();
         if !alive.is_empty() {
             let node = alive[self.dice.index(alive.len())];
+            if self.near_new_client() {
+                self.stats.crashes_spared += 1;
+                self.note(|| format!("node {node} spared: a new client starts near now"));
+                return;
+            }
             self.crash_node(node);
         }
+    }
+
+    /// Whether a late client starts within the scenario's `spare_new_clients` span of now.
+    fn near_new_client(&self) -> bool {
+        let Some((before, after)) = self.scenario.faults.spare_new_clients else {
+            return false;
+        };
+        let now = self.now.since_start();
+        (self.scenario.late_clients.iter())
+            .any(|&start| now.saturating_add(before) >= start && now <= start.saturating_add(after))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use redlock_core::Config;
+
+    use crate::{FaultKnobs, Scenario, Sim};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn crashes_spare_the_span_around_a_late_clients_start() {
+        let config = Config::builder(3).ttl(ms(300)).build().expect("valid");
+        let mut s = Scenario::new(8, config);
+        s.clients = 1;
+        s.workload.ops_per_client = 0;
+        s.late_clients = vec![ms(1_000)];
+        s.time_limit = ms(2_000);
+        s.faults = FaultKnobs {
+            every: Some((ms(5), ms(10))),
+            pause_weight: 0,
+            cut_weight: 0,
+            flush_weight: 0,
+            restart_delay: (ms(0), ms(0)),
+            spare_new_clients: Some((ms(400), ms(100))),
+            ..FaultKnobs::default()
+        };
+        let mut sim = Sim::new(s);
+        sim.enable_log();
+        sim.run_until(ms(2_000), 1_000_000);
+        let at = |l: &String| l.split("ms ").next().and_then(|t| t.parse::<f64>().ok());
+        let crashes: Vec<f64> = (sim.log().iter())
+            .filter(|l| l.contains(" crashed "))
+            .filter_map(at)
+            .collect();
+        assert!(crashes.iter().any(|t| *t < 600.0) && crashes.iter().any(|t| *t > 1_100.0));
+        assert!(
+            crashes.iter().all(|t| !(600.0..=1_100.0).contains(t)),
+            "{crashes:?}"
+        );
+        assert!(sim.stats.crashes_spared > 0);
     }
 }

@@ -63,6 +63,7 @@ impl Keyspace {
             wall: Some(wall_nanos),
             channels: true,
             published: Vec::new(),
+            receivers: BTreeMap::new(),
         }
     }
 
@@ -114,6 +115,9 @@ pub struct Keys<'a> {
     channels: bool,
     /// `(channel, message)` a script published, in order.
     published: Vec<(Bytes, Bytes)>,
+    /// How many connections are subscribed to each channel (the node's, for a script):
+    /// what a script's `PUBLISH` answers.
+    receivers: BTreeMap<Bytes, i64>,
 }
 
 /// An ACL denies pub/sub channels to the client, in a script as well as on its own.
@@ -142,14 +146,22 @@ impl Keys<'_> {
         self.channels = false;
     }
 
+    /// Tells this view how many connections are subscribed to each channel (by default
+    /// none): what [`publish`](Self::publish) answers.
+    pub fn set_receivers(&mut self, receivers: BTreeMap<Bytes, i64>) {
+        self.receivers = receivers;
+    }
+
     /// A script's `PUBLISH channel message`: recorded for the node to deliver once the
-    /// script is over; [`ChannelDenied`] where an ACL denies channels.
-    pub fn publish(&mut self, channel: Bytes, message: Bytes) -> Result<(), ChannelDenied> {
+    /// script is over; answers how many connections receive it, as `PUBLISH` does;
+    /// [`ChannelDenied`] where an ACL denies channels.
+    pub fn publish(&mut self, channel: Bytes, message: Bytes) -> Result<i64, ChannelDenied> {
         if !self.channels {
             return Err(ChannelDenied);
         }
+        let receivers = self.receivers.get(&channel).copied().unwrap_or(0);
         self.published.push((channel, message));
-        Ok(())
+        Ok(receivers)
     }
 
     /// What scripts published in this view so far, in order (taken: a second call is empty).

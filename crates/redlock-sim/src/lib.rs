@@ -26,13 +26,15 @@
 //!   behaves as (its `HELLO`, its native commands, its ACL).
 //! - `push`: pub/sub messages on their way to subscribed connections, and their faults
 //!   ([`PushFaults`]: lost, doubled, held back; `SUBSCRIBE` ignored).
-//! - `network`: per-link FIFO delivery with delay, splitting, cuts and generations;
+//! - `network`: per-link FIFO delivery with delay, splitting, slow reply links
+//!   ([`SlowLink`]), cuts and generations;
 //!   `orphan`: half-closed connections whose held bytes reach the node late.
 //! - [`Sim`] (`sim.rs`, `driver.rs`, `fault.rs`): the scheduler, the client driver, faults;
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
-//! - `workload`, [`checker`]: what clients do, and what must never happen; `liveness`
-//!   ([`Starvation`]): what must eventually happen while the lock changes hands; `linger`:
+//! - `workload`, [`checker`]: what clients do (one task each, or several sharing the
+//!   client), and what must never happen; `liveness` ([`Starvation`]): what must eventually
+//!   happen while the lock changes hands; `linger`:
 //!   the release property (a key outlives its release by at most the release timeout), and
 //!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
 
@@ -70,7 +72,7 @@ pub use clock::{Clock, SimTime};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use linger::Linger;
 pub use liveness::Starvation;
-pub use network::NetworkKnobs;
+pub use network::{NetworkKnobs, SlowLink};
 pub use node::{Node, NodeState};
 pub use profile::{HelloAnswer, ServerProfile};
 pub use pubsub::{Delivery, Session};

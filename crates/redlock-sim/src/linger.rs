@@ -6,7 +6,9 @@
 //! keys a released lock leaves behind to block everyone else until their ttl.
 //!
 //! "Could reach" is judged when the deadline has passed (plus the network's longest delay
-//! twice, for the last request to arrive): the node runs (not paused, not down) and the
+//! twice, for the last request to arrive, and the scenario's
+//! [`release_check_delay`](crate::Scenario::release_check_delay), for replies a slow link
+//! holds back): the node runs (not paused, not down) and the
 //! client's link to it is open, and has been since at least the scenario's grace
 //! ([`Scenario::release_linger`](crate::Scenario::release_linger)) before the deadline, so
 //! a release sent again after a reconnect had time to go out. A node crashed in between

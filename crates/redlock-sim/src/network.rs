@@ -1,7 +1,8 @@
 //! The simulated network: one TCP-like link per (client, node) pair, with FIFO delivery in
-//! each direction, random delay, random chunk splitting, and generations that make a cut or
-//! a reconnect drop everything still in flight (unless the cut was a half-close, whose
-//! client-to-node bytes live on in an orphan: see `orphan.rs`).
+//! each direction, random delay, random chunk splitting, replies of some nodes squeezed
+//! through a slow link ([`SlowLink`]), and generations that make a cut or a reconnect drop
+//! everything still in flight (unless the cut was a half-close, whose client-to-node bytes
+//! live on in an orphan: see `orphan.rs`).
 //!
 //! This module plans deliveries; the scheduler owns the event queue and the processes.
 
@@ -54,6 +55,26 @@ impl Default for NetworkKnobs {
     }
 }
 
+/// A node whose replies pass a narrow link: on each of its connections, what it writes
+/// leaves at `bytes_per_milli` bytes per millisecond, one chunk after the other, and then
+/// takes the network's usual delay (requests to it are not slowed). A reply behind a long
+/// one waits for it, as on a congested TCP connection; a new connection starts empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowLink {
+    /// The node.
+    pub node: usize,
+    /// Bytes per millisecond its replies pass at (at least 1).
+    pub bytes_per_milli: u32,
+}
+
+impl SlowLink {
+    /// How long `len` bytes take to pass the link.
+    pub fn time_for(&self, len: usize) -> Duration {
+        let rate = u64::from(self.bytes_per_milli.max(1));
+        Duration::from_nanos((len as u64).saturating_mul(1_000_000) / rate)
+    }
+}
+
 /// How many past connections a link remembers for stale reads.
 const OPENED_KEPT: usize = 4;
 
@@ -95,6 +116,8 @@ pub(crate) struct Link {
     pub(crate) held: BytesMut,
     /// When the link last opened (its current connection, if open).
     pub(crate) opened_at: SimTime,
+    /// Until when the node's slow link (if any) is busy passing this connection's replies.
+    pipe_free: SimTime,
     last_to_node: SimTime,
     last_to_client: SimTime,
 }
@@ -105,6 +128,8 @@ pub(crate) struct Network {
     knobs: NetworkKnobs,
     nodes: usize,
     links: Vec<Link>,
+    /// Each node's slow link, if it has one (by node).
+    slow: Vec<Option<SlowLink>>,
 }
 
 impl Network {
@@ -124,6 +149,7 @@ impl Network {
             holding: false,
             held: BytesMut::new(),
             opened_at: SimTime::ZERO,
+            pipe_free: SimTime::ZERO,
             last_to_node: SimTime::ZERO,
             last_to_client: SimTime::ZERO,
         };
@@ -131,6 +157,14 @@ impl Network {
             knobs,
             nodes,
             links: vec![link; clients * nodes],
+            slow: vec![None; nodes],
+        }
+    }
+
+    /// Squeezes the replies of `slow.node` (if there is such a node) through `slow`.
+    pub(crate) fn slow_down(&mut self, slow: SlowLink) {
+        if let Some(at) = self.slow.get_mut(slow.node) {
+            *at = Some(slow);
         }
     }
 
@@ -173,7 +207,9 @@ impl Network {
     }
 
     /// Plans the delivery of `bytes` written at `now`: possibly split, each chunk delayed at
-    /// random but never before an earlier chunk of the same direction (FIFO).
+    /// random but never before an earlier chunk of the same direction (FIFO). A slow node's
+    /// replies first wait for its link to pass them (no dice: a scenario without slow links
+    /// draws exactly what it drew before they existed).
     pub(crate) fn plan(
         &mut self,
         dice: &mut Dice,
@@ -189,15 +225,25 @@ impl Network {
         } else {
             vec![bytes]
         };
+        let slow = match dir {
+            Direction::ToClient => self.slow[node],
+            Direction::ToNode => None,
+        };
         let link = self.link(client, node);
         let last = match dir {
             Direction::ToNode => &mut link.last_to_node,
             Direction::ToClient => &mut link.last_to_client,
         };
+        let pipe = &mut link.pipe_free;
         chunks
             .into_iter()
             .map(|chunk| {
-                let at = now
+                let mut sent = now;
+                if let Some(slow) = slow {
+                    sent = (*pipe).max(now).saturating_add(slow.time_for(chunk.len()));
+                    *pipe = sent;
+                }
+                let at = sent
                     .saturating_add(dice.duration(knobs.latency_min, knobs.latency_max))
                     .max(*last);
                 // Equal times keep their order: the scheduler breaks ties by sequence.
@@ -216,6 +262,7 @@ impl Link {
         self.epoch += 1;
         self.state = state;
         self.inbox.clear();
+        self.pipe_free = SimTime::ZERO;
         self.holding = false;
         self.held.clear();
         std::mem::take(&mut self.session)
@@ -309,5 +356,48 @@ mod tests {
         let joined: Vec<u8> = all.iter().flat_map(|(_, b)| b.iter().copied()).collect();
         let expected: String = (0..200).map(|i| format!("message {i};")).collect();
         assert_eq!(joined, expected.as_bytes());
+    }
+
+    #[test]
+    fn a_slow_link_passes_replies_at_its_rate_one_after_the_other() {
+        let knobs = NetworkKnobs {
+            split_chance: 0.5,
+            ..NetworkKnobs::default()
+        };
+        let slow = SlowLink {
+            node: 1,
+            bytes_per_milli: 3,
+        };
+        let mut net = Network::new(knobs, 1, 2);
+        net.slow_down(slow);
+        let mut dice = Dice::new(5);
+        let ms = |n: u64| SimTime::from_duration(Duration::from_millis(n));
+        let reply = Bytes::from(vec![b'x'; 300]);
+        let chunks = |net: &mut Network, dice: &mut Dice, node, dir, at| {
+            net.plan(dice, ms(at), 0, node, dir, reply.clone())
+        };
+        // 300 bytes at 3 bytes/ms: the last chunk leaves 100 ms after the write.
+        let first = chunks(&mut net, &mut dice, 1, Direction::ToClient, 10);
+        let done = first.last().expect("a chunk").0;
+        assert!(done >= ms(110) && done <= ms(110).saturating_add(knobs.latency_max));
+        // A reply written meanwhile waits for the first to pass: 100 ms more.
+        let second = chunks(&mut net, &mut dice, 1, Direction::ToClient, 20);
+        assert!(second.last().expect("a chunk").0 >= ms(210));
+        // Requests to it, and the other node's replies, are not slowed.
+        for (node, dir) in [(1, Direction::ToNode), (0, Direction::ToClient)] {
+            let plain = chunks(&mut net, &mut dice, node, dir, 10);
+            assert!(
+                plain
+                    .iter()
+                    .all(|(at, _)| *at <= ms(10).saturating_add(knobs.latency_max))
+            );
+        }
+        // A new connection starts with an empty link: what it writes at 150 ms passes by
+        // 250 ms, not behind the old connection's second reply (which the link passed by
+        // 210 ms).
+        let _ = net.link(0, 1).reset(LinkState::Connecting);
+        let fresh = chunks(&mut net, &mut dice, 1, Direction::ToClient, 150);
+        assert!(fresh.last().expect("a chunk").0 <= ms(250).saturating_add(knobs.latency_max));
+        assert_eq!(slow.time_for(3), Duration::from_millis(1));
     }
 }

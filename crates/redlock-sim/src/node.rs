@@ -283,6 +283,13 @@ impl Node {
         self.incarnation += 1;
     }
 
+    /// Moves the start of the running process `nanos` earlier on its wall clock, which
+    /// itself does not move: its `INFO` uptime claims that much more, as when a node's clock
+    /// booted behind and was stepped right once the process had started.
+    pub fn backdate_start(&mut self, nanos: u64) {
+        self.started_wall = self.started_wall.saturating_sub(nanos);
+    }
+
     /// Keys alive at true time `t` on this node's clock: `(db, key, value)`.
     pub fn live_keys(&self, t: SimTime) -> Vec<(u32, Bytes, Bytes)> {
         self.keyspace.live(self.clock.local_nanos(t))
@@ -368,6 +375,8 @@ impl Node {
             b"INFO" => Some(info(self.incarnation, self.started_wall, wall)),
             b"CONFIG" => config_get(rest).map(Frame::from),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
+                // A script's `PUBLISH` answers how many connections receive it.
+                keys.set_receivers(self.pubsub.counts());
                 script_command(&mut self.loaded, &mut keys, scripts, &upper, rest).map(Frame::from)
             }
             b"SUBSCRIBE" | b"UNSUBSCRIBE" | b"PUBLISH" => {
@@ -770,6 +779,40 @@ mod tests {
         }
     }
 
+    /// `INFO`'s uptime counts on the wall clock from the process's start: a restart starts
+    /// it again; a backdated start adds to it and leaves `TIME` alone; a wall-clock step
+    /// moves both.
+    #[test]
+    fn uptime_follows_restarts_backdated_starts_and_wall_steps() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let uptime = |n: &mut Node, t_ms: u64| match cmd(n, t_ms, &mut 0, &["INFO", "server"]) {
+            ServerReply::Bulk(b) => {
+                let text = String::from_utf8_lossy(&b).into_owned();
+                let line = text.lines().find(|l| l.starts_with("uptime_in_seconds:"));
+                line.and_then(|l| l[18..].parse::<u64>().ok())
+                    .expect("an uptime")
+            }
+            other => panic!("{other:?}"),
+        };
+        let time = |n: &mut Node, t_ms: u64| cmd(n, t_ms, &mut 0, &["TIME"]);
+        assert_eq!(
+            uptime(&mut n, 2_000),
+            86_402,
+            "up a day when the run starts"
+        );
+        n.crash();
+        n.restart(SimTime::from_duration(Duration::from_millis(3_000)));
+        assert_eq!(uptime(&mut n, 5_500), 2);
+        let before = time(&mut n, 5_500);
+        n.backdate_start(60_000_000_000);
+        assert_eq!(uptime(&mut n, 5_500), 62);
+        assert_eq!(time(&mut n, 5_500), before, "the wall clock did not move");
+        n.step_wall(10_000_000_000);
+        assert_eq!(uptime(&mut n, 5_500), 72);
+        assert_ne!(time(&mut n, 5_500), before);
+    }
+
     /// Runs `args` on `session` and returns the reply's bytes in the session's protocol
     /// after the command (`HELLO 3` is answered in RESP3).
     fn wire(node: &mut Node, session: &mut Session, args: &[&str]) -> String {
@@ -824,14 +867,15 @@ mod tests {
         let want = ">3\r\n$7\r\nmessage\r\n$3\r\nch1\r\n$0\r\n\r\n";
         assert_eq!(message(got, a.protocol), want);
         assert_eq!(wire(&mut n, &mut b, &["PUBLISH", "none", "x"]), ":0\r\n");
-        // The release script announces a delete on the key's channel, and only a delete.
+        // The release script announces a delete on the key's channel, and only a delete;
+        // it answers 2 when someone was subscribed to it (here, a).
         let channel = "redlock:released:k";
         wire(&mut n, &mut a, &["SUBSCRIBE", channel]);
         let release = ["EVAL", RELEASE_SOURCE, "1", "k", "t"];
         assert_eq!(wire(&mut n, &mut b, &release), ":-1\r\n", "db 5 has no k");
         assert!(n.take_deliveries().is_empty());
         wire(&mut n, &mut b, &["SELECT", "0"]);
-        assert_eq!(wire(&mut n, &mut b, &release), ":1\r\n");
+        assert_eq!(wire(&mut n, &mut b, &release), ":2\r\n");
         let [got] = &n.take_deliveries()[..] else {
             panic!("one receiver")
         };

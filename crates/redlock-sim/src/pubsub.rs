@@ -111,6 +111,15 @@ impl Registry {
         ids.len() as i64
     }
 
+    /// How many connections are subscribed to each channel that has any: what a `PUBLISH`
+    /// on it would answer.
+    pub(crate) fn counts(&self) -> BTreeMap<Bytes, i64> {
+        (self.subscribers.iter())
+            .filter(|(_, ids)| !ids.is_empty())
+            .map(|(channel, ids)| (channel.clone(), ids.len() as i64))
+            .collect()
+    }
+
     /// The deliveries left since the last call, in publication order.
     pub(crate) fn take_deliveries(&mut self) -> Vec<Delivery> {
         std::mem::take(&mut self.outbox)

@@ -26,9 +26,11 @@ impl Sim {
             return;
         };
         let deadline = clock.true_time_of(local);
-        // The last request leaves by the deadline and arrives within the longest delay.
+        // The last request leaves by the deadline and arrives within the longest delay (and
+        // the scenario's extra delay, for replies that slow links hold back).
         let arrival = self.net.knobs().latency_max.saturating_mul(2);
-        let at = deadline.saturating_add(arrival);
+        let at =
+            (deadline.saturating_add(arrival)).saturating_add(self.scenario.release_check_delay);
         self.schedule(
             at,
             Ev::ReleaseCheck {

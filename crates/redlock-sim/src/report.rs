@@ -45,6 +45,9 @@ pub struct Stats {
     pub orphan_commands: u64,
     /// Chunks of a given-up connection's bytes fed to the client anyway (`stale_reads`).
     pub stale_reads: u32,
+    /// Random crashes skipped because a late client started near them
+    /// ([`FaultKnobs::spare_new_clients`](crate::FaultKnobs::spare_new_clients)).
+    pub crashes_spared: u32,
     /// Crashes whose data survived (persistence): the restart loaded it back.
     pub persisted_crashes: u32,
     /// Restarts without data whose node wall clock was stepped back.
@@ -186,6 +189,7 @@ impl Trace {
                 self.words(&[11, *client as u64, *node as u64, *epoch]);
                 self.bytes(bytes);
             }
+            Ev::Start { client } => self.words(&[12, *client as u64]),
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redlock_core::{AutoExtend, Config};
 
-use crate::network::NetworkKnobs;
+use crate::network::{NetworkKnobs, SlowLink};
 use crate::profile::ServerProfile;
 use crate::script::Scripts;
 
@@ -58,6 +58,17 @@ pub struct Scenario {
     pub node_skews: Vec<(usize, f64)>,
     /// Steps of nodes' wall clocks (`TIME`) at given true times.
     pub wall_steps: Vec<WallStep>,
+    /// Clients created later, one per entry, at that true time, after the first `clients`
+    /// (their numbers follow): a process started while the others run, as every `redlock
+    /// exec` is. Its core does nothing before then, so it first connects then. Its clock,
+    /// core and workload come from dice of its own, so the other clients keep their runs.
+    pub late_clients: Vec<Duration>,
+    /// Nodes whose replies pass a slow link ([`SlowLink`]); empty: none.
+    pub slow_links: Vec<SlowLink>,
+    /// How much later than the usual moment a release is checked for keys left behind
+    /// (see [`release_linger`](Self::release_linger)): time for a reply that a slow link
+    /// holds back to arrive, and for what the client sends on it to take effect.
+    pub release_check_delay: Duration,
 }
 
 /// A node's wall clock jumps at a true time, as a clock set by hand or stepped by a time
@@ -98,6 +109,8 @@ pub struct FaultKnobs {
     pub every: Option<(Duration, Duration)>,
     /// No random fault is injected after this true time.
     pub until: Duration,
+    /// No random fault is injected before this true time: the first comes one gap after it.
+    pub from: Duration,
     /// Relative weight of node pauses.
     pub pause_weight: u32,
     /// Relative weight of link cuts.
@@ -134,6 +147,12 @@ pub struct FaultKnobs {
     /// process has started (zero: not stepped), as NTP corrects a clock that booted behind:
     /// its `INFO` uptime then claims it started long ago. Only its run id shows the restart.
     pub restart_clock_ahead: Duration,
+    /// A node that restarts reports an uptime this much too high (zero: true), its wall
+    /// clock unmoved: as a clock that booted behind by this much and was stepped right (by
+    /// NTP) once the process had started. Unlike `restart_clock_ahead`, the nodes' wall
+    /// clocks (their fencing floors) stay as close as they were; only the run id shows the
+    /// restart.
+    pub restart_uptime_ahead: Duration,
     /// Relative weight of evictions: a node drops one key with a ttl (a lock's key, never a
     /// fencing counter), as under a `volatile-*` eviction policy.
     pub evict_weight: u32,
@@ -141,6 +160,13 @@ pub struct FaultKnobs {
     /// with the same ttl, as if another program used the name; lock commands on it then
     /// fail with `WRONGTYPE`, a refusal for good.
     pub retype_weight: u32,
+    /// `(before, after)`: no node crashes from `before` ahead of a late client's start
+    /// ([`Scenario::late_clients`]) until `after` past it (the crash is skipped). With
+    /// `before` the restart quarantine's window and `after` the time the new client takes to
+    /// hear from every node, no client meets a restarted node for the first time while a
+    /// lock it lost may still be held: what a client that has never seen a node cannot
+    /// tell (docs/safety.md, "Restart quarantine"). `None`: crashes at any time.
+    pub spare_new_clients: Option<(Duration, Duration)>,
 }
 
 impl Default for FaultKnobs {
@@ -150,6 +176,7 @@ impl Default for FaultKnobs {
         Self {
             every: None,
             until: Duration::MAX,
+            from: Duration::ZERO,
             pause_weight: 1,
             cut_weight: 1,
             crash_weight: 1,
@@ -164,8 +191,10 @@ impl Default for FaultKnobs {
             persist_chance: 0.0,
             restart_clock_back: Duration::ZERO,
             restart_clock_ahead: Duration::ZERO,
+            restart_uptime_ahead: Duration::ZERO,
             evict_weight: 0,
             retype_weight: 0,
+            spare_new_clients: None,
         }
     }
 }
@@ -204,8 +233,13 @@ pub struct WorkloadKnobs {
     pub ops_per_client: u32,
     /// Per-lock ttl, uniform in whole milliseconds.
     pub ttl: (Duration, Duration),
-    /// First operation starts uniformly in `[0, start_spread]` (client clock).
+    /// First operation starts uniformly in `[0, start_spread]` after `start_after` (client
+    /// clock, from the client's start).
     pub start_spread: Duration,
+    /// How long each client stays idle, its connections open, before its first operation's
+    /// spread begins: connections that are old when the work (and the faults, with
+    /// [`FaultKnobs::from`]) begins. Zero: at once.
+    pub start_after: Duration,
     /// Pause between the end of one operation and the next.
     pub think: (Duration, Duration),
     /// Hold time as a fraction of the validity told at acquisition; above 1 holds past the
@@ -233,13 +267,18 @@ pub struct WorkloadKnobs {
     /// Chance that a lock is fenced (`LockOptions::fenced(true)`, else `fenced(false)`);
     /// drawn only when above zero, so that other scenarios keep their runs.
     pub fenced_chance: f64,
+    /// Concurrent tasks per client, each doing `ops_per_client` operations one after the
+    /// other, as threads of one process sharing its client: calls of one client for one
+    /// resource then wait in its line (the core's `queue.rs`). The first task draws as a
+    /// client's only workload did; the others draw from dice of their own.
+    pub tasks: u32,
 }
 
 /// The caller-supplied token of a lock call (see [`WorkloadKnobs::token_chance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SuppliedToken {
-    /// `c<client>-o<n>` for the client's n-th call (from 1): unique per call, the same for
-    /// every attempt of that call.
+    /// `c<client>-o<n>` for the client's n-th call (from 1; `c<client>t<task>-o<n>` for a
+    /// task after the first): unique per call, the same for every attempt of that call.
     PerCall,
     /// `c<client>` for every call of the client, like an application passing `hostname:pid`.
     PerClient,
@@ -252,6 +291,7 @@ impl Default for WorkloadKnobs {
             ops_per_client: 5,
             ttl: (Duration::from_millis(200), Duration::from_millis(500)),
             start_spread: Duration::from_millis(20),
+            start_after: Duration::ZERO,
             think: (Duration::from_millis(1), Duration::from_millis(50)),
             hold: (0.1, 0.8),
             extend_chance: 0.0,
@@ -268,6 +308,7 @@ impl Default for WorkloadKnobs {
             token_chance: 0.0,
             supplied_token: SuppliedToken::PerCall,
             fenced_chance: 0.0,
+            tasks: 1,
         }
     }
 }
@@ -296,7 +337,15 @@ impl Scenario {
             release_linger: None,
             node_skews: Vec::new(),
             wall_steps: Vec::new(),
+            late_clients: Vec::new(),
+            slow_links: Vec::new(),
+            release_check_delay: Duration::ZERO,
         }
+    }
+
+    /// Every client: the first `clients` and the late ones.
+    pub fn all_clients(&self) -> usize {
+        self.clients + self.late_clients.len()
     }
 
     /// Number of nodes (from the configuration).

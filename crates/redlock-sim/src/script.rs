@@ -257,7 +257,8 @@ pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
 }
 
 /// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
-/// [`release_channel`]), -1 if missing, 0 if another token holds it.
+/// [`release_channel`]), 2 if so and someone received the message (a waiter), -1 if
+/// missing, 0 if another token holds it.
 fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let (Some(key), Some(token)) = (k.first(), argv.first()) else {
         return arity_error();
@@ -266,9 +267,11 @@ fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     match keys.get(key) {
         Ok(Some(v)) if v == token => {
             keys.del(key);
-            // `redis.pcall`: a denied channel returns an error the script ignores.
-            let _ = keys.publish(release_channel(key), Bytes::new());
-            ServerReply::Int(1)
+            // `redis.pcall`: a denied channel returns an error the script goes past.
+            match keys.publish(release_channel(key), Bytes::new()) {
+                Ok(n) if n > 0 => ServerReply::Int(2),
+                _ => ServerReply::Int(1),
+            }
         }
         Ok(None) => ServerReply::Int(-1),
         Ok(Some(_)) => ServerReply::Int(0),
@@ -400,6 +403,11 @@ mod tests {
         assert!(!keys.exists(&b("k")));
         let said = (b("redlock:released:k"), Bytes::new());
         assert_eq!(keys.take_published(), vec![said], "a delete is announced");
+        // Someone subscribed to the key's channel heard it: 2 (a waiter).
+        keys.set(&b("k"), b("t"), ms);
+        keys.set_receivers([(b("redlock:released:k"), 1)].into_iter().collect());
+        assert_eq!(rel(&mut keys, &k, &[b("t")]), ServerReply::Int(2));
+        keys.take_published();
         // `pcall`: a channel the ACL denies does not fail the release.
         keys.set(&b("k"), b("t"), ms);
         keys.deny_channels();

@@ -20,7 +20,7 @@ use crate::node::Node;
 use crate::random::Dice;
 use crate::report::{ClockEvent, Report, Stats, Trace};
 use crate::scenario::{ClockRates, Scenario};
-use crate::workload::Workload;
+use crate::workload::Tasks;
 
 /// A deterministic simulation of one [`Scenario`].
 #[derive(Debug)]
@@ -57,7 +57,7 @@ pub struct Sim {
 pub(crate) struct SimClient {
     pub(crate) core: Client<ChaCha20Rng>,
     pub(crate) clock: Clock,
-    pub(crate) workload: Workload,
+    pub(crate) workload: Tasks,
     /// The core's last `Output::Timeout`, if any.
     pub(crate) core_timer: Option<Instant>,
     /// The wake event armed on the heap: (true time, generation).
@@ -106,29 +106,44 @@ impl Sim {
                 )
             })
             .collect();
-        let clients = (0..scenario.clients)
-            .map(|i| {
-                let clock = clock(&mut dice);
-                let core = Client::new(scenario.config.clone(), dice.fork_rng());
-                let workload = Workload::new(
-                    i,
-                    scenario.workload,
-                    scenario.resources,
-                    dice.fork(),
-                    clock.instant(SimTime::ZERO),
-                );
-                SimClient {
-                    core,
-                    clock,
-                    workload,
-                    core_timer: None,
-                    wake: None,
-                    wake_epoch: 0,
-                }
-            })
-            .collect();
+        let seed = scenario.seed;
+        let mut clients: Vec<SimClient> = Vec::with_capacity(scenario.all_clients());
+        let starts = std::iter::repeat_n(Duration::ZERO, scenario.clients);
+        for (i, start) in starts
+            .chain(scenario.late_clients.iter().copied())
+            .enumerate()
+        {
+            // A late client draws from dice of its own, so the others keep their runs.
+            let late = i >= scenario.clients;
+            let mut own = Dice::new(seed ^ LATE_CLIENT_DICE ^ (i as u64).wrapping_mul(SPREAD));
+            let d = if late { &mut own } else { &mut dice };
+            let clock = clock(d);
+            let core = Client::new(scenario.config.clone(), d.fork_rng());
+            let workload = Tasks::new(
+                i,
+                scenario.workload,
+                scenario.resources,
+                d.fork(),
+                clock.instant(SimTime::from_duration(start)),
+                |t| {
+                    Dice::new(seed ^ TASK_DICE ^ ((i as u64) << 16 | t as u64).wrapping_mul(SPREAD))
+                },
+            );
+            clients.push(SimClient {
+                core,
+                clock,
+                workload,
+                core_timer: None,
+                wake: None,
+                wake_epoch: 0,
+            });
+        }
+        let mut net = Network::new(scenario.network, clients.len(), n);
+        for slow in &scenario.slow_links {
+            net.slow_down(*slow);
+        }
         let mut sim = Self {
-            net: Network::new(scenario.network, scenario.clients, n),
+            net,
             orphans: Vec::new(),
             checker: Checker::new(scenario.seed),
             scenario,
@@ -160,10 +175,15 @@ impl Sim {
         }
         if let Some((lo, hi)) = sim.scenario.faults.every {
             let gap = sim.dice.duration(lo, hi);
-            sim.schedule(SimTime::ZERO.saturating_add(gap), Ev::Fault);
+            let from = SimTime::from_duration(sim.scenario.faults.from);
+            sim.schedule(from.saturating_add(gap), Ev::Fault);
         }
-        for c in 0..sim.clients.len() {
+        for c in 0..sim.scenario.clients {
             sim.settle(c);
+        }
+        for (i, start) in sim.scenario.late_clients.clone().into_iter().enumerate() {
+            let client = sim.scenario.clients + i;
+            sim.schedule(SimTime::from_duration(start), Ev::Start { client });
         }
         sim
     }
@@ -376,6 +396,8 @@ impl Sim {
                 channel,
                 bytes,
             } => self.on_held_push((client, node, epoch), &channel, bytes),
+            // A late client's first drain: its core asks to connect now.
+            Ev::Start { client } => self.settle(client),
         }
     }
 }
@@ -402,3 +424,97 @@ impl Eq for Scheduled {}
 
 /// Livelock guard for [`Sim::run`]: far more events than any bounded workload produces.
 const MAX_EVENTS: u64 = 5_000_000;
+/// Salts of the dice of late clients and of tasks after a client's first: streams of their
+/// own, so that a scenario without them draws what it drew before they existed.
+const LATE_CLIENT_DICE: u64 = 0x1a7e_c11e;
+const TASK_DICE: u64 = 0x7a5c_5eed;
+/// An odd multiplier that spreads small indices over the 64 bits of a seed.
+const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use redlock_core::Config;
+
+    use crate::network::LinkState;
+    use crate::{Resources, Scenario, Sim, SimTime};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn scenario(seed: u64) -> Scenario {
+        let config = Config::builder(3).ttl(ms(300)).build().expect("valid");
+        let mut s = Scenario::new(seed, config);
+        s.clients = 1;
+        s.resources = Resources::Shared(1);
+        s.workload.ops_per_client = 2;
+        s.time_limit = ms(5_000);
+        s
+    }
+
+    #[test]
+    fn a_late_client_connects_at_its_start_and_leaves_the_others_runs_alone() {
+        let mut s = scenario(3);
+        let plain = Sim::new(s.clone()).run();
+        s.late_clients = vec![ms(700)];
+        let mut sim = Sim::new(s.clone());
+        sim.run_until(ms(699), 1_000_000);
+        assert!(
+            (0..3).all(|n| sim.net.link_ref(1, n).conn.is_none()),
+            "the late client connected before its start"
+        );
+        assert!(sim.net.link_ref(0, 0).state == LinkState::Open);
+        sim.run_until(ms(710), 1_000_000);
+        assert!((0..3).all(|n| sim.net.link_ref(1, n).state == LinkState::Open));
+        let report = Sim::new(s).run();
+        assert!(report.workloads_done && report.violation.is_none());
+        let late = (report.checker.ops().iter()).filter(|r| r.client == 1);
+        assert!(
+            late.clone().count() == 2
+                && late
+                    .clone()
+                    .all(|r| r.started_at >= SimTime::from_duration(ms(700)))
+        );
+        // The first client's calls are the same as without the late one (it locked and
+        // released before 700 ms: nothing of the late client's could change them).
+        let first = |r: &crate::Report| {
+            let ops = r.checker.ops().iter().filter(|o| o.client == 0);
+            ops.map(|o| o.started_at).collect::<Vec<_>>()
+        };
+        assert_eq!(first(&report), first(&plain));
+    }
+
+    #[test]
+    fn tasks_of_one_client_queue_their_calls_in_its_line() {
+        let mut s = scenario(4);
+        s.workload.tasks = 3;
+        s.workload.hold = (0.05, 0.1);
+        s.workload.start_spread = ms(0);
+        s.workload.token_chance = 1.0;
+        let report = Sim::new(s).run();
+        assert!(report.workloads_done && report.violation.is_none());
+        let ops = report.checker.ops();
+        assert_eq!(ops.len(), 6, "two calls per task");
+        assert!(ops.iter().all(|r| r.acquired_after.is_some()), "{ops:?}");
+        // The three first calls overlap: two waited in the line behind the first.
+        let starts: Vec<SimTime> = ops.iter().map(|r| r.started_at).take(3).collect();
+        let first_end = report.checker.intervals()[0].end;
+        assert!(starts.iter().all(|t| *t < first_end), "{starts:?}");
+        let mut tokens: Vec<String> = (ops.iter())
+            .filter_map(|r| {
+                r.token
+                    .as_ref()
+                    .map(|t| String::from_utf8_lossy(t.as_bytes()).into())
+            })
+            .collect();
+        tokens.sort();
+        tokens.dedup();
+        assert_eq!(
+            tokens.len(),
+            6,
+            "a token per call, across tasks: {tokens:?}"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! The user code of one simulated client: acquire, hold for a random time (sometimes past
-//! the validity), extend or auto-extend, release, sometimes cancel midway, repeat.
+//! the validity), extend or auto-extend, release, sometimes cancel midway, repeat; in one
+//! task or in several concurrent ones ([`Tasks`]) that share the client.
 //!
 //! A workload reads only its client's clock (`Instant`s) and the lock events; it returns
 //! actions for the driver to perform and never touches the core itself.
@@ -48,10 +49,84 @@ enum Phase {
     Done,
 }
 
-/// One client's workload.
+/// The concurrent tasks of one client ([`WorkloadKnobs::tasks`]): each a [`Workload`] of
+/// its own, all acting through the one core. Lock events go to every task (each keeps only
+/// its own operation's); the driver's follow-up calls (`started`, `extended`) go to the task
+/// whose action it just performed.
+#[derive(Debug)]
+pub(crate) struct Tasks {
+    tasks: Vec<Workload>,
+    /// The task whose action was polled last.
+    last: usize,
+}
+
+impl Tasks {
+    /// The tasks of client `client`: the first draws from `dice`, task `t` after it from
+    /// `more(t)`; the first operations start uniformly within the start spread after `origin`.
+    pub(crate) fn new(
+        client: usize,
+        knobs: WorkloadKnobs,
+        resources: Resources,
+        dice: Dice,
+        origin: Instant,
+        mut more: impl FnMut(usize) -> Dice,
+    ) -> Self {
+        let count = knobs.tasks.max(1) as usize;
+        let mut tasks = vec![Workload::new(client, knobs, resources, dice, origin)];
+        for t in 1..count {
+            let mut task = Workload::new(client, knobs, resources, more(t), origin);
+            task.task = t;
+            tasks.push(task);
+        }
+        Self { tasks, last: 0 }
+    }
+
+    /// Every task started and finished all its operations.
+    pub(crate) fn is_done(&self) -> bool {
+        self.tasks.iter().all(Workload::is_done)
+    }
+
+    /// The earliest moment a task wants to act on its own.
+    pub(crate) fn next_wake(&self) -> Option<Instant> {
+        self.tasks.iter().filter_map(Workload::next_wake).min()
+    }
+
+    /// The next action due at `now` of any task, in task order. Call until `None`.
+    pub(crate) fn poll_action(&mut self, now: Instant) -> Option<Action> {
+        // Bounded: one pass over the tasks.
+        for (t, task) in self.tasks.iter_mut().enumerate() {
+            if let Some(action) = task.poll_action(now) {
+                self.last = t;
+                return Some(action);
+            }
+        }
+        None
+    }
+
+    /// The driver started the acquisition the last polled task asked for.
+    pub(crate) fn started(&mut self, now: Instant, op: OpId) {
+        self.tasks[self.last].started(now, op);
+    }
+
+    /// A lock event for this client: each task looks at it.
+    pub(crate) fn on_event(&mut self, now: Instant, event: &Event) {
+        for task in &mut self.tasks {
+            task.on_event(now, event);
+        }
+    }
+
+    /// Counts an explicit extension called by the last polled task.
+    pub(crate) fn extended(&mut self) {
+        self.tasks[self.last].extended();
+    }
+}
+
+/// One task's workload.
 #[derive(Debug)]
 pub(crate) struct Workload {
     client: usize,
+    /// Which task of its client (0 for a client's only one).
+    task: usize,
     knobs: WorkloadKnobs,
     resources: Resources,
     dice: Dice,
@@ -69,7 +144,7 @@ impl Workload {
         mut dice: Dice,
         origin: Instant,
     ) -> Self {
-        let first = origin + dice.duration(Duration::ZERO, knobs.start_spread);
+        let first = origin + knobs.start_after + dice.duration(Duration::ZERO, knobs.start_spread);
         let phase = if knobs.ops_per_client == 0 {
             Phase::Done
         } else {
@@ -77,6 +152,7 @@ impl Workload {
         };
         Self {
             client,
+            task: 0,
             knobs,
             resources,
             dice,
@@ -216,6 +292,9 @@ impl Workload {
         }
         if self.dice.chance(k.token_chance) {
             let token = match k.supplied_token {
+                SuppliedToken::PerCall if self.task > 0 => {
+                    format!("c{}t{}-o{}", self.client, self.task, self.started)
+                }
                 SuppliedToken::PerCall => format!("c{}-o{}", self.client, self.started),
                 SuppliedToken::PerClient => format!("c{}", self.client),
             };

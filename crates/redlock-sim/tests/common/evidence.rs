@@ -43,12 +43,14 @@ pub fn late_releases(scenario: Scenario, report: &Report) -> Vec<LateRelease> {
         .map(|l| time_of(l))
         .find(|t| *t <= start)
         .unwrap_or(0.0);
-    // A release that deleted the holder's key: `<sha or body> 1 <resource> <token> -> Int(1)`.
-    let tail = format!(
-        " 1 {} {} -> Int(1)",
+    // A release that deleted the holder's key: `<sha or body> 1 <resource> <token> ->
+    // Int(1)`, or `Int(2)` when a waiter was subscribed to its release.
+    let args = format!(
+        " 1 {} {}",
         shown(&String::from_utf8_lossy(holder.resource.as_bytes())),
         shown(&String::from_utf8_lossy(token.as_bytes())),
     );
+    let tails = [format!("{args} -> Int(1)"), format!("{args} -> Int(2)")];
     let script = [
         format!("EVALSHA {}", shown(RELEASE_SCRIPT.sha1)),
         format!("EVAL {}", shown(RELEASE_SCRIPT.body)),
@@ -59,7 +61,10 @@ pub fn late_releases(scenario: Scenario, report: &Report) -> Vec<LateRelease> {
             continue;
         };
         let t = time_of(line);
-        if t < start || t > end || !line.ends_with(&tail) {
+        let Some(tail) = tails.iter().find(|tail| line.ends_with(tail.as_str())) else {
+            continue;
+        };
+        if t < start || t > end {
             continue;
         }
         if !script

@@ -12,11 +12,14 @@ use redlock_sim::{
 };
 
 mod adversarial;
+mod defaults;
 mod evidence;
 mod notified;
 
 #[allow(unused_imports)] // not every test file uses the adversarial families or the evidence
 pub use adversarial::*;
+#[allow(unused_imports)]
+pub use defaults::*;
 #[allow(unused_imports)]
 pub use evidence::*;
 #[allow(unused_imports)]

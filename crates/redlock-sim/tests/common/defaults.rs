@@ -1,0 +1,364 @@
+//! The defaults family: the library as a user gets it, every default of
+//! `Config::builder(n)` on (restart quarantine, clock check, native commands, release
+//! notifications, release at quorum), and nothing assumed that the client says it checks:
+//! empty restarts without any delay, ttls from 50 ms to 2 s, node wall clocks spread up to
+//! the drift allowance, uptimes stepped forward at restarts, connections that are old when
+//! a node restarts, clients created while others run, calls queued in one client while
+//! others wait, and replies of a node squeezed through a slow link.
+//!
+//! One function of a seed and an emphasis, [`defaults`] (three emphases weigh the same
+//! knobs differently: [`Emphasis`]; [`every_default`] takes them in turn), and [`broken`]:
+//! the four properties every run must keep. What the family still assumes is in
+//! docs/safety.md.
+
+use std::fmt;
+use std::time::Duration;
+
+use redlock_core::{Config, RetryPolicy};
+use redlock_sim::{
+    Dice, FaultKnobs, FencingViolation, Linger, Report, Resources, Scenario, ServerProfile, Sim,
+    SlowLink, Starvation, Violation,
+};
+
+use super::ms;
+
+/// What a scenario of the family stresses; every emphasis keeps every default on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emphasis {
+    /// Nodes restart empty at once, often, with their uptime sometimes stepped forward,
+    /// after the clients' connections have been open for a while; fenced locks on part of
+    /// the workload, contention on one resource.
+    Restart,
+    /// Several tasks of one client lock one resource in a row (the client's line) while
+    /// other clients wait; short holds, waiters that wait up to a few seconds.
+    Queued,
+    /// Many short-lived clients, each created while the others run (one `redlock exec`
+    /// each), and nodes whose replies pass a slow link.
+    Fresh,
+}
+
+impl Emphasis {
+    /// Every emphasis, in the order [`every_default`] takes them.
+    pub const ALL: [Self; 3] = [Self::Restart, Self::Queued, Self::Fresh];
+}
+
+/// Seeds of the family per emphasis on which the correct core must keep every property.
+pub const DEFAULTS_BUDGET: u64 = 500;
+
+/// A waiter starves if another client hands the lock to its own next call more often than
+/// this while it waits ([`redlock_sim::Checker::handoff_starvation`]): a line that lets a
+/// waiter of another client go first (queue.rs) loses a race to it now and then, never
+/// this many times in a row; a line that never lets it go does it every few milliseconds.
+pub const HANDOFF_BOUND: usize = 32;
+
+/// The family as one function of a seed: scenario `seed` of the emphasis `seed % 3` picks.
+pub fn every_default(seed: u64) -> Scenario {
+    defaults(seed, Emphasis::ALL[(seed % 3) as usize])
+}
+
+/// Scenario `seed` of the family, with `emphasis`.
+pub fn defaults(seed: u64, emphasis: Emphasis) -> Scenario {
+    match emphasis {
+        Emphasis::Restart => restart(seed),
+        Emphasis::Queued => queued(seed),
+        Emphasis::Fresh => fresh(seed),
+    }
+}
+
+/// A property a run broke, the first found in the order of the variants.
+#[derive(Debug, Clone)]
+pub enum Broken {
+    /// Two holders at once (the checker's `violation`).
+    Safety(Violation),
+    /// A fencing token that does not grow from one hold to the next (`fencing_violation`).
+    Fencing(FencingViolation),
+    /// A waiter that another client kept handing the lock past ([`HANDOFF_BOUND`]).
+    Starved(Starvation),
+    /// A released key left on a node the client could reach (`release_linger`).
+    Linger(Linger),
+}
+
+impl Broken {
+    /// The property's name.
+    pub fn property(&self) -> &'static str {
+        match self {
+            Self::Safety(_) => "mutual exclusion",
+            Self::Fencing(_) => "fencing tokens grow",
+            Self::Starved(_) => "no starvation (bounded hand-offs)",
+            Self::Linger(_) => "no key left after a release",
+        }
+    }
+}
+
+impl fmt::Display for Broken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Safety(v) => write!(f, "{}: {v}", self.property()),
+            Self::Fencing(v) => write!(f, "{}: {v}", self.property()),
+            Self::Starved(s) => write!(f, "{}: {s}", self.property()),
+            Self::Linger(l) => write!(f, "{}: {l}", self.property()),
+        }
+    }
+}
+
+/// The first property `report` broke, if any (see [`Broken`] for the order).
+pub fn broken(report: &Report) -> Option<Broken> {
+    if let Some(v) = &report.violation {
+        return Some(Broken::Safety(v.clone()));
+    }
+    if let Some(v) = &report.fencing_violation {
+        return Some(Broken::Fencing(v.clone()));
+    }
+    if let Some(s) = report.checker.handoff_starvation(report.end, HANDOFF_BOUND) {
+        return Some(Broken::Starved(s));
+    }
+    report.linger.clone().map(Broken::Linger)
+}
+
+/// The first seed in `0..budget` whose run of `family` breaks a property that `wanted`
+/// accepts (given the scenario), with the scenario, its report and what it broke.
+pub fn first_broken(
+    budget: u64,
+    family: impl Fn(u64) -> Scenario,
+    wanted: impl Fn(&Scenario, &Broken) -> bool,
+) -> Option<Found> {
+    (0..budget).find_map(|seed| {
+        let scenario = family(seed);
+        let report = Sim::new(scenario.clone()).run();
+        let broken = broken(&report).filter(|b| wanted(&scenario, b))?;
+        Some(Found {
+            scenario,
+            report,
+            broken,
+        })
+    })
+}
+
+/// A run that broke a property: what [`first_broken`] finds.
+#[derive(Debug)]
+pub struct Found {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Its run.
+    pub report: Report,
+    /// The property it broke.
+    pub broken: Broken,
+}
+
+/// Restarts: 3 or 5 nodes, 2-4 clients (and up to 2 created later) on one resource,
+/// crashes every 50 to 600 ms that lose the data and restart at once, in four seeds of
+/// seven with the uptime stepped 3 s, 10 s, 60 s or an hour forward; sometimes pauses and
+/// cuts. The clients' connections are idle for as long as that step (up to a minute) before
+/// the work and the faults begin, so that the first restart of each node finds them older
+/// than the step.
+fn restart(seed: u64) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xdefa_0001);
+    let nodes = [3, 5][d.index(2)];
+    let ttl_max = log_ttl(&mut d);
+    let config = Config::builder(nodes)
+        .ttl(ttl_max)
+        .build()
+        .expect("valid defaults config");
+    let mut s = base(seed, &mut d, config, ttl_max);
+    let step = [0, 0, 0, 3, 10, 60, 3_600][d.index(7)];
+    s.faults.restart_uptime_ahead = Duration::from_secs(step);
+    // Idle connections for longer than the step (an hour's step is caught anyway).
+    let idle = if step <= 60 {
+        Duration::from_secs(step) + d.millis(ms(0), ms(2_000))
+    } else {
+        Duration::ZERO
+    };
+    let active = d.millis(ms(4_000), ms(10_000));
+    s.clients = d.range(2, 4) as usize;
+    s.late_clients = (0..d.range(0, 2))
+        .map(|_| idle + d.millis(ms(0), active))
+        .collect();
+    s.resources = Resources::Shared(1);
+    s.workload.start_after = idle;
+    s.workload.start_spread = ms(50);
+    s.workload.hold = (0.05, 0.9);
+    s.workload.think = (ms(0), ms(20));
+    s.workload.extend_chance = 0.3;
+    s.workload.extend_at = (0.3, 0.8);
+    s.workload.fenced_chance = 0.5;
+    // Enough operations to stay busy through the active period.
+    s.workload.ops_per_client = cycles(active, ttl_max);
+    s.faults = FaultKnobs {
+        every: Some((ms(50), d.millis(ms(100), ms(600)))),
+        // Once every client has been answered by every node after the idle time: a client
+        // that last heard from a node longer ago than its uptime step cannot tell.
+        from: idle + ms(300),
+        until: idle + active,
+        pause_weight: d.range(0, 1) as u32,
+        cut_weight: d.range(0, 1) as u32,
+        crash_weight: 3,
+        flush_weight: 0,
+        pause: (ms(1), ms(100)),
+        ..s.faults
+    };
+    s.time_limit = idle + active + ms(5_000);
+    s
+}
+
+/// Queued calls: 3 nodes (5 in a quarter of the seeds), 2-3 clients with 2-4 tasks each on
+/// one resource, holds of a few milliseconds, waiters that wait up to 2-4 s; in a quarter
+/// of the seeds an ACL denies every pub/sub channel (no waiter can subscribe). Rare
+/// crashes and pauses.
+fn queued(seed: u64) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xdefa_0002);
+    let nodes = if d.chance(0.25) { 5 } else { 3 };
+    let ttl_max = log_ttl(&mut d).max(ms(100));
+    let wait = d.millis(ms(2_000), ms(4_000));
+    let config = Config::builder(nodes)
+        .ttl(ttl_max)
+        .retry(RetryPolicy {
+            max_attempts: None,
+            max_wait: Some(wait),
+            ..RetryPolicy::default()
+        })
+        .build()
+        .expect("valid defaults config");
+    let mut s = base(seed, &mut d, config, ttl_max);
+    if d.chance(0.25) {
+        s.servers = s.servers.iter().map(|p| p.denying_channels()).collect();
+    }
+    // A LAN, under a millisecond one way: the line's yield to a waiter of another client
+    // (1 ms, queue.rs) is meant for about one round trip of it.
+    s.network.latency_min = d.duration(Duration::from_micros(50), Duration::from_micros(200));
+    s.network.latency_max = d.duration(Duration::from_micros(300), ms(1));
+    s.clients = d.range(2, 3) as usize;
+    s.workload.tasks = d.range(2, 4) as u32;
+    s.resources = Resources::Shared(1);
+    s.workload.ops_per_client = d.range(10, 30) as u32;
+    s.workload.start_spread = ms(20);
+    // A section of about 1 to 10 ms.
+    let section = d.millis(ms(1), ms(10)).as_secs_f64() / ttl_max.as_secs_f64();
+    s.workload.hold = (section / 2.0, section * 2.0);
+    s.workload.think = (ms(0), ms(3));
+    s.workload.fenced_chance = 0.3;
+    s.faults = FaultKnobs {
+        every: Some((ms(500), ms(3_000))),
+        until: ms(20_000),
+        pause_weight: 1,
+        cut_weight: 0,
+        crash_weight: 1,
+        flush_weight: 0,
+        pause: (ms(1), ms(50)),
+        ..s.faults
+    };
+    s.time_limit = ms(60_000);
+    s
+}
+
+/// Fresh clients: 3 or 5 nodes, one or two of them (never a quorum) behind a link passing
+/// replies at 2 to 10 bytes per millisecond, 1-2 long-lived clients and 4 to 16 created
+/// later, each doing one or two locks (extended once in two) and exiting; ttls of 1 to
+/// 2 s, so that a key left behind is still there when the release is checked. Rare crashes,
+/// never near a new client's start.
+fn fresh(seed: u64) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xdefa_0003);
+    let nodes = [3, 5][d.index(2)];
+    let ttl_max = d.millis(ms(1_000), ms(2_000));
+    let config = Config::builder(nodes)
+        .ttl(ttl_max)
+        .build()
+        .expect("valid defaults config");
+    let mut s = base(seed, &mut d, config, ttl_max);
+    let slow = d.range(1, (nodes as u64 - 1) / 2) as usize;
+    let first = d.index(nodes);
+    s.slow_links = (0..slow)
+        .map(|i| SlowLink {
+            node: (first + i) % nodes,
+            bytes_per_milli: d.range(2, 10) as u32,
+        })
+        .collect();
+    s.clients = d.range(1, 2) as usize;
+    let span = d.millis(ms(3_000), ms(10_000));
+    s.late_clients = (0..d.range(4, 16)).map(|_| d.millis(ms(0), span)).collect();
+    s.resources = Resources::Shared(d.range(1, 3) as usize);
+    s.workload.ops_per_client = d.range(1, 2) as u32;
+    s.workload.ttl = (ttl_max / 2, ttl_max);
+    s.workload.hold = (0.02, 0.3);
+    s.workload.extend_chance = 0.5;
+    s.workload.extend_at = (0.05, 0.2);
+    s.workload.max_extends = 1;
+    s.workload.fenced_chance = 0.3;
+    s.release_linger = Some(FRESH_GRACE);
+    s.release_check_delay = ms(1_000);
+    s.faults = FaultKnobs {
+        every: Some((ms(1_000), ms(4_000))),
+        until: span,
+        pause_weight: 1,
+        cut_weight: 0,
+        crash_weight: 1,
+        flush_weight: 0,
+        pause: (ms(1), ms(50)),
+        ..s.faults
+    };
+    s.time_limit = span + ms(20_000);
+    s
+}
+
+/// What every emphasis shares: the servers (all Valkey 9.1, all Redis 8.4, all Redis 7.0,
+/// or each node at random among them), a LAN, clock rates within the drift allowance,
+/// wall clocks spread up to it, restarts at once and empty (never too close to a new
+/// client's start: see [`FaultKnobs::spare_new_clients`]), per-lock ttls from 50 ms up
+/// to `ttl_max`, and the release check.
+fn base(seed: u64, d: &mut Dice, config: Config, ttl_max: Duration) -> Scenario {
+    let nodes = config.nodes();
+    let kinds = [
+        ServerProfile::VALKEY_9_1,
+        ServerProfile::REDIS_8_4,
+        ServerProfile::REDIS_7_0,
+    ];
+    let servers = match d.index(4) {
+        3 => (0..nodes).map(|_| kinds[d.index(kinds.len())]).collect(),
+        k => vec![kinds[k]; nodes],
+    };
+    // The configured ttl is the largest any lock asks for: its drift is the allowance. No
+    // client is created within a restarted node's window (widened for clock rates): the
+    // ttl and its allowance (a lock the node lost may still be held), or a second and the
+    // wall clocks' spread (a fencing counter the node lost may still be above its floor).
+    let allowance = config.drift();
+    let window = (ttl_max + allowance).max(Duration::from_secs(1) + allowance * 2);
+    let window = window.mul_f64(1.01) + ms(50);
+    let mut s = Scenario::new(seed, config);
+    s.servers = servers;
+    s.clock_skew = d.float(0.0, 0.004);
+    s.wall_spread = d.duration(Duration::ZERO, allowance);
+    s.network.latency_min = d.duration(Duration::from_micros(50), Duration::from_micros(500));
+    s.network.latency_max = d.duration(ms(1), ms(3));
+    s.network.split_chance = 0.2;
+    s.workload.ttl = (ttl_max.mul_f64(0.25).max(ms(50)), ttl_max);
+    s.faults = FaultKnobs {
+        restart_delay: (Duration::ZERO, Duration::ZERO),
+        spare_new_clients: Some((window, NEW_CLIENT_SETTLES)),
+        ..FaultKnobs::default()
+    };
+    s.release_linger = Some(GRACE);
+    s
+}
+
+/// A ttl from 50 ms to 2 s, as many seeds below 200 ms as above 500 ms (log-uniform).
+fn log_ttl(d: &mut Dice) -> Duration {
+    let (lo, hi) = (50f64.ln(), 2_000f64.ln());
+    ms(d.float(lo, hi).exp().round() as u64)
+}
+
+/// Lock operations per client that keep it busy for about `active`: a cycle (acquire,
+/// hold, think, waits for the others) takes about the ttl.
+fn cycles(active: Duration, ttl_max: Duration) -> u32 {
+    let cycle = ttl_max.max(ms(20));
+    (active.as_millis() / cycle.as_millis()).clamp(5, 200) as u32
+}
+
+/// How long after its start a new client has surely heard from every node (its first
+/// `INFO` read), even behind a slow link: no crash until then.
+const NEW_CLIENT_SETTLES: Duration = Duration::from_secs(2);
+/// A node counts as reachable for the release check if its link has been open this long
+/// before the release's deadline: a reconnection (the default backoff, up to 2 s) and the
+/// release sent again on it fit in it.
+const GRACE: Duration = Duration::from_millis(2_500);
+/// The same for the fresh clients, whose links never break (no cuts) and are young when
+/// they release.
+const FRESH_GRACE: Duration = Duration::from_millis(20);

@@ -1,0 +1,239 @@
+//! The defaults family (`common/defaults.rs`): the library as a user gets it, every default
+//! on, assuming nothing the client says it checks. On the current core it finds four defects
+//! where the defaults meet, each by a property of its own; each detection below is a small
+//! function of the family that returns the first failing run, so that it can be pointed at a
+//! deliberate mutant of the core once the fixes land. The correct core must keep every
+//! property over the whole budget (ignored until then).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, first_broken};
+use redlock_sim::{Scenario, Sim};
+
+/// Seeds each detection may look at.
+const DETECTION_BUDGET: u64 = 200;
+
+/// Defect 1: a fencing token goes backwards after one empty restart. The restart
+/// quarantine keeps a restarted node's votes out for the ttl and its drift, but its fencing
+/// counter restarts at the floor of its wall clock's second: within that second, a quorum
+/// of restarted nodes (or of restarted nodes and nodes behind) hands out a token below one
+/// already issued. Caught by `fencing_violation`.
+fn fencing_backwards(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |_, b| {
+        matches!(b, Broken::Fencing(_))
+    })
+}
+
+/// Defect 2: a waiter of another client never gets the lock while a client whose line
+/// holds several calls hands it from one call to the next. The line yields only when it is
+/// contested, and a native release (`DELIFEQ`, `DELEX`) never says that someone waits: its
+/// `PUBLISH`'s answer is not read. Caught by the bounded-hand-offs starvation, on nodes
+/// where every waiter can subscribe.
+fn starved_behind_native_releases(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |s, b| {
+        matches!(b, Broken::Starved(_)) && s.servers.iter().all(|p| p.channels)
+    })
+}
+
+/// Defect 2, the other way in: a waiter that cannot subscribe at all (an ACL denies every
+/// channel) is never counted, whatever the release command.
+fn starved_without_subscription(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |s, b| {
+        matches!(b, Broken::Starved(_)) && s.servers.iter().all(|p| !p.channels)
+    })
+}
+
+/// Defect 3: the stepped-uptime defence compares the new process's start with the moment
+/// the node was last seen, which is when the connection's `INFO` was read: a connection
+/// older than the step takes a restart for an old one, no quarantine, and its grant forms
+/// a second quorum. Caught by `violation` (two holders).
+fn restart_missed_behind_stepped_uptime(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |_, b| {
+        matches!(b, Broken::Safety(_))
+    })
+}
+
+/// Defect 4: a release refused after it was decided is never sent again. Until a node's
+/// first `HELLO` reply is read the client probes it with native commands; on a node
+/// without `DELIFEQ` whose replies are slow, the refusal arrives after the release was
+/// decided at its quorum, and the script never follows: the key stays for its ttl. Caught by
+/// the release check (`release_linger`).
+fn refused_release_left_behind(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |_, b| {
+        matches!(b, Broken::Linger(_))
+    })
+}
+
+#[test]
+fn finds_fencing_backwards_on_unfixed_core() {
+    let found = fencing_backwards(|seed| defaults(seed, Emphasis::Restart))
+        .expect("no token went backwards within the budget");
+    show("fencing token backwards (defect 1)", &found);
+    let Broken::Fencing(v) = &found.broken else {
+        unreachable!("the detection keeps fencing breaks only")
+    };
+    let later = v
+        .later
+        .as_ref()
+        .expect("two holds, not a hold without a token");
+    let (earlier, later) = (token(v.earlier.fencing_token), token(later.fencing_token));
+    assert_eq!(
+        earlier >> 20,
+        later >> 20,
+        "both tokens come from the floor of one second"
+    );
+    assert!(found.report.stats.crashes > 0, "after a restart");
+}
+
+#[test]
+fn finds_waiter_starved_behind_native_releases_on_unfixed_core() {
+    let found = starved_behind_native_releases(|seed| defaults(seed, Emphasis::Queued))
+        .expect("no waiter starved within the budget");
+    show("waiter starved behind native releases (defect 2)", &found);
+    let natives = (found.scenario.servers.iter()).filter(|p| p.delifeq || p.delex);
+    assert!(
+        natives.count() >= found.scenario.config.quorum(),
+        "a quorum of nodes releases natively"
+    );
+}
+
+#[test]
+fn finds_waiter_starved_without_subscription_on_unfixed_core() {
+    let found = starved_without_subscription(|seed| defaults(seed, Emphasis::Queued))
+        .expect("no waiter starved within the budget");
+    show("waiter that cannot subscribe starved (defect 2)", &found);
+}
+
+#[test]
+fn finds_restart_missed_behind_stepped_uptime_on_unfixed_core() {
+    let found = restart_missed_behind_stepped_uptime(|seed| defaults(seed, Emphasis::Restart))
+        .expect("no two holders within the budget");
+    show("restart missed behind a stepped uptime (defect 3)", &found);
+    let step = found.scenario.faults.restart_uptime_ahead;
+    assert!(
+        step > Duration::ZERO && step < Duration::from_secs(3_600),
+        "an uptime stepped by less than the connections' age ({step:?})"
+    );
+    assert!(
+        found.scenario.workload.start_after >= step,
+        "connections older than the step"
+    );
+}
+
+#[test]
+fn finds_refused_release_left_behind_on_unfixed_core() {
+    let found = refused_release_left_behind(|seed| defaults(seed, Emphasis::Fresh))
+        .expect("no key left behind within the budget");
+    show("refused release left behind (defect 4)", &found);
+    let Broken::Linger(linger) = &found.broken else {
+        unreachable!("the detection keeps lingers only")
+    };
+    let slow = found
+        .scenario
+        .slow_links
+        .iter()
+        .any(|l| l.node == linger.node);
+    assert!(slow, "the key is on a node behind a slow link");
+    assert!(
+        found.report.stats.native_refused > 0,
+        "a native command was refused"
+    );
+    let node = found.scenario.server(linger.node);
+    assert!(!node.delifeq, "the node has no DELIFEQ ({node:?})");
+}
+
+/// Every property, every emphasis, the whole budget: fails on the current core (the four
+/// defects above), and must pass once they are fixed.
+#[test]
+#[ignore = "fails until the composition fixes land"]
+fn correct_core_keeps_every_property_with_every_default_on() {
+    let mut failures = Vec::new();
+    for emphasis in Emphasis::ALL {
+        for seed in 0..DEFAULTS_BUDGET {
+            let report = Sim::new(defaults(seed, emphasis)).run();
+            if let Some(broken) = broken(&report) {
+                failures.push(format!("{emphasis:?} {broken}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} runs broke a property; the first: {:#?}",
+        failures.len(),
+        3 * DEFAULTS_BUDGET,
+        &failures[..failures.len().min(5)]
+    );
+}
+
+/// The family does what it says on runs that break nothing as well as on those that do:
+/// empty restarts at once, stepped uptimes, late clients, queued calls, fenced tokens,
+/// native commands and refused probes behind slow links; and a seed replays exactly.
+#[test]
+fn the_family_exercises_every_default() {
+    let (mut crashes, mut stepped, mut late, mut queued, mut fenced) = (0, 0, 0, 0, 0);
+    let (mut native, mut refused, mut spread, mut released) = (0, 0, 0, 0);
+    for emphasis in Emphasis::ALL {
+        for seed in 0..20 {
+            let scenario = defaults(seed, emphasis);
+            let report = Sim::new(scenario.clone()).run();
+            let ops = report.checker.ops();
+            let holds = report.checker.intervals();
+            crashes += report.stats.crashes;
+            if !scenario.faults.restart_uptime_ahead.is_zero() {
+                stepped += report.stats.crashes;
+            }
+            late += ops.iter().filter(|r| r.client >= scenario.clients).count();
+            queued += (ops.iter())
+                .filter(|r| {
+                    holds.iter().any(|iv| {
+                        iv.client == r.client
+                            && iv.resource == r.resource
+                            && iv.start < r.started_at
+                            && r.started_at < iv.end
+                    })
+                })
+                .count();
+            fenced += holds.iter().filter(|iv| iv.fencing_token.is_some()).count();
+            native += report.stats.native;
+            refused += report.stats.native_refused;
+            spread += u32::from(!scenario.wall_spread.is_zero());
+            released += ops.iter().filter(|r| r.released).count();
+            assert!(
+                scenario.faults.restart_delay == (Duration::ZERO, Duration::ZERO),
+                "restarts without delay"
+            );
+        }
+    }
+    let counts = [
+        ("crashes", crashes as usize),
+        ("crashes with a stepped uptime", stepped as usize),
+        ("calls of late clients", late),
+        ("calls queued behind their own client", queued),
+        ("fenced holds", fenced),
+        ("native commands", native as usize),
+        ("native commands refused", refused as usize),
+        ("scenarios with spread wall clocks", spread as usize),
+        ("releases", released),
+    ];
+    for (what, n) in counts {
+        assert!(n > 10, "only {n} {what}");
+    }
+    let again = |seed| Sim::new(defaults(seed, Emphasis::Restart)).run().trace_hash;
+    assert_eq!(again(3), again(3), "a seed replays exactly");
+}
+
+/// Prints what a detection found.
+fn show(defect: &str, found: &Found) {
+    println!(
+        "{defect}: first failing seed {} of budget {DETECTION_BUDGET}, property {}: {}",
+        found.report.seed,
+        found.broken.property(),
+        found.broken
+    );
+}
+
+fn token(t: Option<u64>) -> u64 {
+    t.expect("a fenced hold has a token")
+}
