@@ -146,7 +146,9 @@ pub fn a_fresh_client_refuses_a_node_that_started_long_after_its_peers<D: Driver
     let short = |b: ConfigBuilder| quarantine_on(b).ttl(Duration::from_millis(500));
     let c = Cluster::start(5).expect("start test nodes");
     let d = D::build(&c.urls(), short).unwrap();
-    let g = d.try_lock("fresh").expect("a cluster started together: granted at once");
+    let g = d
+        .try_lock("fresh")
+        .expect("a cluster started together: granted at once");
     assert_eq!(g.stats().attempts, 1, "{}", g.stats());
     g.release().expect("a release report");
     drop(d);

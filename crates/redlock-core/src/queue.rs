@@ -26,9 +26,9 @@
 //! from call to call with no gap would starve it. So a line that has handed over locally
 //! for [`COURTESY_AFTER`] without yielding yields once anyway (a *courtesy* hand-off): the
 //! releasing call keeps its place until its release is done, and the next call's first
-//! attempt starts the retry policy's longest delay later, by which time a waiter on the
-//! same policy has tried again and found the lock free. It costs a line that is never
-//! contested at most `delay_max / (COURTESY_AFTER + delay_max)` of its hand-offs' time.
+//! attempt starts an attempt timeout and the retry policy's longest delay later, by which
+//! time a waiter on the same policy has tried again and found the lock free. It costs a
+//! line that is never contested at most that gap in every [`COURTESY_AFTER`] of hand-offs.
 //!
 //! Pure bookkeeping: who is first, who is next. When a call starts or gives up is the
 //! [`Lock`](crate::Lock)'s business (its queued phase).
@@ -69,14 +69,14 @@ pub(crate) enum HandOff {
     Direct,
     /// [`CONTESTED_YIELD`] later: a waiter of another client heard of the release.
     Contested,
-    /// The retry policy's longest delay later: a waiter of another client that hears of no
-    /// release tries on its timer within that time.
+    /// An attempt timeout and the retry policy's longest delay later: a waiter of another
+    /// client that hears of no release tries on its timer within that time.
     Courtesy,
 }
 
 /// How long a line may hand over locally without yielding before it yields once anyway (a
 /// courtesy hand-off).
-pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a line stays contested after it met another client.
 pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
@@ -235,20 +235,20 @@ mod tests {
             lines.join(&r, op(n), t0);
         }
         let at = |ms| t0 + Duration::from_millis(ms);
-        assert!(!lines.owes_courtesy(&r, at(1_999)));
+        assert!(!lines.owes_courtesy(&r, at(999)));
         assert_eq!(
-            lines.leave(&r, op(0), at(1_999), false),
+            lines.leave(&r, op(0), at(999), false),
             Some((op(1), HandOff::Direct))
         );
-        assert!(lines.owes_courtesy(&r, at(2_000)));
+        assert!(lines.owes_courtesy(&r, at(1_000)));
         assert_eq!(
-            lines.leave(&r, op(1), at(2_000), false),
+            lines.leave(&r, op(1), at(1_000), false),
             Some((op(2), HandOff::Courtesy))
         );
         // The streak starts again with that hand-off; a contested one restarts it too.
-        assert!(!lines.owes_courtesy(&r, at(3_999)));
+        assert!(!lines.owes_courtesy(&r, at(1_999)));
         assert_eq!(
-            lines.leave(&r, op(2), at(4_500), true),
+            lines.leave(&r, op(2), at(2_500), true),
             Some((op(3), HandOff::Contested))
         );
         // Nobody waits behind the last call: nothing is owed.

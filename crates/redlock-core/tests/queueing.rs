@@ -214,7 +214,7 @@ fn a_hundred_calls_in_line_hold_the_lock_in_arrival_order() {
 }
 
 /// A waiter of another client that hears of no release (it cannot subscribe) tries on its
-/// timer: a line that has handed over locally for two seconds yields once, for the retry
+/// timer: a line that has handed over locally for a second yields once, for the retry
 /// policy's longest delay, after its release is done.
 #[test]
 fn a_line_that_never_yielded_yields_once_for_a_waiter_that_hears_nothing() {
@@ -222,11 +222,11 @@ fn a_line_that_never_yielded_yields_once_for_a_waiter_that_hears_nothing() {
     let (mut holder, _) = h.acquire("r");
     let events = reply_all(&mut h, OK);
     assert_eq!(acquired(&events).op, holder);
-    // Two direct hand-offs, 700 ms apart (the ttl is 1 s).
+    // Two direct hand-offs, 400 ms apart.
     for _ in 0..2 {
         let (next, out) = h.acquire("r");
         assert!(out.transmits.is_empty());
-        h.ms(700);
+        h.ms(400);
         h.client.release(h.now, holder).unwrap();
         let out = h.drain();
         assert!(release_then_set(&out), "{out:?}");
@@ -235,9 +235,9 @@ fn a_line_that_never_yielded_yields_once_for_a_waiter_that_hears_nothing() {
         assert_eq!(acquired(&events).op, next);
         holder = next;
     }
-    // 2.1 s without yielding: the release goes out alone.
+    // 1.2 s without yielding: the release goes out alone.
     let (next, _) = h.acquire("r");
-    h.ms(700);
+    h.ms(400);
     h.client.release(h.now, holder).unwrap();
     let out = h.drain();
     assert!(

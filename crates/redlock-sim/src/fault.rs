@@ -84,6 +84,7 @@ impl Sim {
         let knobs = self.scenario.faults;
         let persist = knobs.persist_chance > 0.0 && self.dice.chance(knobs.persist_chance);
         self.nodes[node].crash_with(persist);
+        self.last_crash[node] = Some(self.now);
         self.stats.crashes += 1;
         self.stats.persisted_crashes += u32::from(persist);
         self.note(|| format!("node {node} crashed (data kept: {persist})"));
@@ -200,7 +201,7 @@ impl Sim {
             .collect();
         if !alive.is_empty() {
             let node = alive[self.dice.index(alive.len())];
-            if self.near_new_client() {
+            if self.near_new_client(node) {
                 self.stats.crashes_spared += 1;
                 self.note(|| format!("node {node} spared: a new client starts near now"));
                 return;
@@ -209,14 +210,23 @@ impl Sim {
         }
     }
 
-    /// Whether a late client starts within the scenario's `spare_new_clients` span of now.
-    fn near_new_client(&self) -> bool {
+    /// Whether crashing `node` now would make a quorum of nodes restart within the
+    /// scenario's `spare_new_clients` window while a late client starts near now: what a
+    /// client that has never seen the nodes cannot tell from a cluster started together.
+    fn near_new_client(&self, node: usize) -> bool {
         let Some((before, after)) = self.scenario.faults.spare_new_clients else {
             return false;
         };
         let now = self.now.since_start();
-        (self.scenario.late_clients.iter())
-            .any(|&start| now.saturating_add(before) >= start && now <= start.saturating_add(after))
+        let near = (self.scenario.late_clients.iter()).any(|&start| {
+            now.saturating_add(before) >= start && now <= start.saturating_add(after)
+        });
+        let recent = (0..self.nodes.len())
+            .filter(|&j| {
+                j == node || self.last_crash[j].is_some_and(|t| self.now.saturating_sub(t) < before)
+            })
+            .count();
+        near && recent >= self.scenario.config.quorum()
     }
 }
 
@@ -253,15 +263,27 @@ mod tests {
         sim.enable_log();
         sim.run_until(ms(2_000), 1_000_000);
         let at = |l: &String| l.split("ms ").next().and_then(|t| t.parse::<f64>().ok());
-        let crashes: Vec<f64> = (sim.log().iter())
+        let node = |l: &String| {
+            let n = l.split("node ").nth(1)?;
+            n.split(' ').next().map(str::to_owned)
+        };
+        let crashes: Vec<(f64, String)> = (sim.log().iter())
             .filter(|l| l.contains(" crashed "))
-            .filter_map(at)
+            .filter_map(|l| Some((at(l)?, node(l)?)))
             .collect();
-        assert!(crashes.iter().any(|t| *t < 600.0) && crashes.iter().any(|t| *t > 1_100.0));
         assert!(
-            crashes.iter().all(|t| !(600.0..=1_100.0).contains(t)),
-            "{crashes:?}"
+            crashes.iter().any(|(t, _)| *t < 600.0) && crashes.iter().any(|(t, _)| *t > 1_100.0)
         );
+        // Near the new client's start, never two nodes (a quorum of 3) crashed within 400 ms.
+        for (t, n) in crashes
+            .iter()
+            .filter(|(t, _)| (600.0..=1_100.0).contains(t))
+        {
+            let others = (crashes.iter())
+                .filter(|(u, m)| m != n && u <= t && t - u < 400.0)
+                .count();
+            assert_eq!(others, 0, "{crashes:?}");
+        }
         assert!(sim.stats.crashes_spared > 0);
     }
 }

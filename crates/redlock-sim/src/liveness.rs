@@ -18,6 +18,7 @@
 //! then, never many times running.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::checker::{Checker, Interval, OpRecord};
 use crate::clock::SimTime;
@@ -72,6 +73,19 @@ impl Checker {
     /// before the call acquired, gave up or the run ended. A hold of any other client (the
     /// waiter's too) ends the row.
     pub fn handoff_starvation(&self, end: SimTime, max_handoffs: usize) -> Option<Starvation> {
+        self.handoff_starvation_after(end, max_handoffs, Duration::ZERO)
+    }
+
+    /// [`handoff_starvation`](Self::handoff_starvation), counting only hand-offs of holds
+    /// that ended once the call had waited `patience`: for a waiter that hears of no release
+    /// (it cannot subscribe), which a line lets go first only once it has handed over
+    /// locally for a while (queue.rs in the core, courtesy hand-offs).
+    pub fn handoff_starvation_after(
+        &self,
+        end: SimTime,
+        max_handoffs: usize,
+        patience: Duration,
+    ) -> Option<Starvation> {
         let mut holds: Vec<&Interval> = self.intervals().iter().collect();
         holds.sort_by(|a, b| (&a.resource, a.start).cmp(&(&b.resource, b.start)));
         let called = |iv: &Interval| {
@@ -87,6 +101,15 @@ impl Checker {
                 (None, Some(failed)) => failed,
                 (None, None) => end,
             };
+            // A call queued behind a call of its own client (its line in the core) waits for
+            // the lock only once that one let go.
+            let first_in_line = (holds.iter())
+                .filter(|iv| iv.client == op.client && iv.resource == op.resource)
+                .filter(|iv| (iv.client, iv.op) != (op.client, op.op))
+                .filter(|iv| iv.end > op.started_at && iv.start < until)
+                .map(|iv| iv.end)
+                .fold(op.started_at, SimTime::max);
+            let counted_from = first_in_line.saturating_add(patience);
             let (mut row, mut longest) = (Vec::new(), Vec::new());
             let line = holds.iter().filter(|iv| iv.resource == op.resource);
             for (a, b) in line.clone().zip(line.skip(1)) {
@@ -95,7 +118,7 @@ impl Checker {
                 }
                 let local = a.client == b.client && a.client != op.client;
                 let queued = called(b).is_some_and(|at| at < a.end);
-                if local && queued && a.end > op.started_at {
+                if local && queued && a.end > counted_from {
                     row.push((*b).clone());
                     if row.len() > longest.len() {
                         longest.clone_from(&row);
@@ -165,7 +188,7 @@ mod tests {
     use super::*;
 
     fn ms(n: u64) -> SimTime {
-        SimTime::from_duration(std::time::Duration::from_millis(n))
+        SimTime::from_duration(Duration::from_millis(n))
     }
 
     #[test]

@@ -160,12 +160,14 @@ pub struct FaultKnobs {
     /// with the same ttl, as if another program used the name; lock commands on it then
     /// fail with `WRONGTYPE`, a refusal for good.
     pub retype_weight: u32,
-    /// `(before, after)`: no node crashes from `before` ahead of a late client's start
-    /// ([`Scenario::late_clients`]) until `after` past it (the crash is skipped). With
-    /// `before` the restart quarantine's window and `after` the time the new client takes to
-    /// hear from every node, no client meets a restarted node for the first time while a
-    /// lock it lost may still be held: what a client that has never seen a node cannot
-    /// tell (docs/safety.md, "Restart quarantine"). `None`: crashes at any time.
+    /// `(before, after)`: from `before` ahead of a late client's start
+    /// ([`Scenario::late_clients`]) until `after` past it, a crash is skipped if with it a
+    /// quorum of nodes would have crashed within `before` of each other. With `before` the
+    /// restart quarantine's window and `after` the time the new client takes to hear from
+    /// every node, no new client meets a quorum of nodes restarted together: what a client
+    /// that has never seen them cannot tell from a cluster started a moment ago
+    /// (docs/safety.md, "Restart quarantine"). A single node's restart is not spared.
+    /// `None`: crashes at any time.
     pub spare_new_clients: Option<(Duration, Duration)>,
 }
 

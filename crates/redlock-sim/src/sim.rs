@@ -42,6 +42,8 @@ pub struct Sim {
     /// The clients' clock events ([`Event::ClockRate`](redlock_core::Event::ClockRate),
     /// [`Event::ClockStep`](redlock_core::Event::ClockStep)), in order.
     pub(crate) clock_events: Vec<ClockEvent>,
+    /// When each node last crashed, if it did.
+    pub(crate) last_crash: Vec<Option<SimTime>>,
     /// Network deliveries and connects scheduled and not yet processed.
     in_flight: usize,
     /// A readable log of commands, replies and lock events, when enabled.
@@ -156,6 +158,7 @@ impl Sim {
             trace: Trace::new(),
             stats: Stats::default(),
             clock_events: Vec::new(),
+            last_crash: vec![None; n],
             in_flight: 0,
             log: None,
             #[cfg(test)]

@@ -1,15 +1,18 @@
 //! The defaults family (`common/defaults.rs`): the library as a user gets it, every default
-//! on, assuming nothing the client says it checks. On the current core it finds four defects
-//! where the defaults meet, each by a property of its own; each detection below is a small
-//! function of the family that returns the first failing run, so that it can be pointed at a
-//! deliberate mutant of the core once the fixes land. The correct core must keep every
-//! property over the whole budget (ignored until then).
+//! on, assuming nothing the client says it checks. It found four defects where the
+//! defaults meet, each by a property of its own, on the core before they were fixed; each
+//! detection below now runs against the mutant that puts that defect back (the old
+//! behaviour, `redlock_core::Mutant`), with the seed budget it must be found in. The
+//! correct core keeps every property over the whole budget.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, first_broken};
+use common::{
+    Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, defaults_with, first_broken,
+};
+use redlock_core::Mutant;
 use redlock_sim::{Scenario, Sim};
 
 /// Seeds each detection may look at.
@@ -66,9 +69,14 @@ fn refused_release_left_behind(family: impl Fn(u64) -> Scenario) -> Option<Found
     })
 }
 
+/// The family with `mutant` and `emphasis`.
+fn mutated(mutant: Mutant, emphasis: Emphasis) -> impl Fn(u64) -> Scenario {
+    move |seed| defaults_with(seed, emphasis, Some(mutant))
+}
+
 #[test]
-fn finds_fencing_backwards_on_unfixed_core() {
-    let found = fencing_backwards(|seed| defaults(seed, Emphasis::Restart))
+fn finds_fencing_backwards_with_the_ttl_window() {
+    let found = fencing_backwards(mutated(Mutant::FenceWindowTtlOnly, Emphasis::Restart))
         .expect("no token went backwards within the budget");
     show("fencing token backwards (defect 1)", &found);
     let Broken::Fencing(v) = &found.broken else {
@@ -88,9 +96,10 @@ fn finds_fencing_backwards_on_unfixed_core() {
 }
 
 #[test]
-fn finds_waiter_starved_behind_native_releases_on_unfixed_core() {
-    let found = starved_behind_native_releases(|seed| defaults(seed, Emphasis::Queued))
-        .expect("no waiter starved within the budget");
+fn finds_waiter_starved_behind_native_releases_with_a_deaf_line() {
+    let family = mutated(Mutant::LineDeafToWaiters, Emphasis::Queued);
+    let found =
+        starved_behind_native_releases(family).expect("no waiter starved within the budget");
     show("waiter starved behind native releases (defect 2)", &found);
     let natives = (found.scenario.servers.iter()).filter(|p| p.delifeq || p.delex);
     assert!(
@@ -100,16 +109,17 @@ fn finds_waiter_starved_behind_native_releases_on_unfixed_core() {
 }
 
 #[test]
-fn finds_waiter_starved_without_subscription_on_unfixed_core() {
-    let found = starved_without_subscription(|seed| defaults(seed, Emphasis::Queued))
-        .expect("no waiter starved within the budget");
+fn finds_waiter_starved_without_subscription_with_a_deaf_line() {
+    let family = mutated(Mutant::LineDeafToWaiters, Emphasis::Queued);
+    let found = starved_without_subscription(family).expect("no waiter starved within the budget");
     show("waiter that cannot subscribe starved (defect 2)", &found);
 }
 
 #[test]
-fn finds_restart_missed_behind_stepped_uptime_on_unfixed_core() {
-    let found = restart_missed_behind_stepped_uptime(|seed| defaults(seed, Emphasis::Restart))
-        .expect("no two holders within the budget");
+fn finds_restart_missed_behind_stepped_uptime_with_the_sighting_at_connection() {
+    let family = mutated(Mutant::SightingAtConnection, Emphasis::Restart);
+    let found =
+        restart_missed_behind_stepped_uptime(family).expect("no two holders within the budget");
     show("restart missed behind a stepped uptime (defect 3)", &found);
     let step = found.scenario.faults.restart_uptime_ahead;
     assert!(
@@ -123,9 +133,9 @@ fn finds_restart_missed_behind_stepped_uptime_on_unfixed_core() {
 }
 
 #[test]
-fn finds_refused_release_left_behind_on_unfixed_core() {
-    let found = refused_release_left_behind(|seed| defaults(seed, Emphasis::Fresh))
-        .expect("no key left behind within the budget");
+fn finds_refused_release_left_behind_when_late_refusals_are_dropped() {
+    let family = mutated(Mutant::LateRefusalDropped, Emphasis::Fresh);
+    let found = refused_release_left_behind(family).expect("no key left behind within the budget");
     show("refused release left behind (defect 4)", &found);
     let Broken::Linger(linger) = &found.broken else {
         unreachable!("the detection keeps lingers only")
@@ -144,27 +154,37 @@ fn finds_refused_release_left_behind_on_unfixed_core() {
     assert!(!node.delifeq, "the node has no DELIFEQ ({node:?})");
 }
 
-/// Every property, every emphasis, the whole budget: fails on the current core (the four
-/// defects above), and must pass once they are fixed.
-#[test]
-#[ignore = "fails until the composition fixes land"]
-fn correct_core_keeps_every_property_with_every_default_on() {
+/// Every property, the whole budget of `emphasis`: the correct core breaks none.
+fn assert_every_property_kept(emphasis: Emphasis) {
     let mut failures = Vec::new();
-    for emphasis in Emphasis::ALL {
-        for seed in 0..DEFAULTS_BUDGET {
-            let report = Sim::new(defaults(seed, emphasis)).run();
-            if let Some(broken) = broken(&report) {
-                failures.push(format!("{emphasis:?} {broken}"));
-            }
+    for seed in 0..DEFAULTS_BUDGET {
+        let scenario = defaults(seed, emphasis);
+        let report = Sim::new(scenario.clone()).run();
+        if let Some(broken) = broken(&scenario, &report) {
+            failures.push(format!("{emphasis:?} {broken}"));
         }
     }
     assert!(
         failures.is_empty(),
-        "{} of {} runs broke a property; the first: {:#?}",
+        "{} of {DEFAULTS_BUDGET} runs broke a property; the first: {:#?}",
         failures.len(),
-        3 * DEFAULTS_BUDGET,
         &failures[..failures.len().min(5)]
     );
+}
+
+#[test]
+fn correct_core_keeps_every_property_with_every_default_on_across_restarts() {
+    assert_every_property_kept(Emphasis::Restart);
+}
+
+#[test]
+fn correct_core_keeps_every_property_with_every_default_on_with_queued_calls() {
+    assert_every_property_kept(Emphasis::Queued);
+}
+
+#[test]
+fn correct_core_keeps_every_property_with_every_default_on_with_fresh_clients() {
+    assert_every_property_kept(Emphasis::Fresh);
 }
 
 /// The family does what it says on runs that break nothing as well as on those that do:

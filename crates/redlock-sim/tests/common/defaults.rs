@@ -14,7 +14,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use redlock_core::{Config, RetryPolicy};
+use redlock_core::{Config, ConfigBuilder, Mutant, RetryPolicy};
 use redlock_sim::{
     Dice, FaultKnobs, FencingViolation, Linger, Report, Resources, Scenario, ServerProfile, Sim,
     SlowLink, Starvation, Violation,
@@ -58,10 +58,22 @@ pub fn every_default(seed: u64) -> Scenario {
 
 /// Scenario `seed` of the family, with `emphasis`.
 pub fn defaults(seed: u64, emphasis: Emphasis) -> Scenario {
+    defaults_with(seed, emphasis, None)
+}
+
+/// [`defaults`] with a deliberate bug of the core (a negative control), if `mutant`.
+pub fn defaults_with(seed: u64, emphasis: Emphasis, mutant: Option<Mutant>) -> Scenario {
+    let build = |b: ConfigBuilder| {
+        let b = match mutant {
+            Some(m) => b.mutant(m),
+            None => b,
+        };
+        b.build().expect("valid defaults config")
+    };
     match emphasis {
-        Emphasis::Restart => restart(seed),
-        Emphasis::Queued => queued(seed),
-        Emphasis::Fresh => fresh(seed),
+        Emphasis::Restart => restart(seed, build),
+        Emphasis::Queued => queued(seed, build),
+        Emphasis::Fresh => fresh(seed, build),
     }
 }
 
@@ -101,15 +113,24 @@ impl fmt::Display for Broken {
     }
 }
 
-/// The first property `report` broke, if any (see [`Broken`] for the order).
-pub fn broken(report: &Report) -> Option<Broken> {
+/// How long a waiter that cannot subscribe (every node denies the channels) may wait
+/// before hand-offs past it count: a line hears nothing of it, and lets it go first only
+/// once it has handed over locally for a second (the core's `queue::COURTESY_AFTER`), for
+/// the retry policy's longest delay (250 ms by default); and a round trip or two.
+pub const DEAF_PATIENCE: Duration = Duration::from_millis(1_000 + 250 + 50);
+
+/// The first property the run of `scenario` broke, if any (see [`Broken`] for the order).
+pub fn broken(scenario: &Scenario, report: &Report) -> Option<Broken> {
     if let Some(v) = &report.violation {
         return Some(Broken::Safety(v.clone()));
     }
     if let Some(v) = &report.fencing_violation {
         return Some(Broken::Fencing(v.clone()));
     }
-    if let Some(s) = report.checker.handoff_starvation(report.end, HANDOFF_BOUND) {
+    let deaf = scenario.servers.iter().all(|p| !p.channels);
+    let patience = if deaf { DEAF_PATIENCE } else { Duration::ZERO };
+    let starved = (report.checker).handoff_starvation_after(report.end, HANDOFF_BOUND, patience);
+    if let Some(s) = starved {
         return Some(Broken::Starved(s));
     }
     report.linger.clone().map(Broken::Linger)
@@ -125,7 +146,7 @@ pub fn first_broken(
     (0..budget).find_map(|seed| {
         let scenario = family(seed);
         let report = Sim::new(scenario.clone()).run();
-        let broken = broken(&report).filter(|b| wanted(&scenario, b))?;
+        let broken = broken(&scenario, &report).filter(|b| wanted(&scenario, b))?;
         Some(Found {
             scenario,
             report,
@@ -151,14 +172,11 @@ pub struct Found {
 /// cuts. The clients' connections are idle for as long as that step (up to a minute) before
 /// the work and the faults begin, so that the first restart of each node finds them older
 /// than the step.
-fn restart(seed: u64) -> Scenario {
+fn restart(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
     let mut d = Dice::new(seed ^ 0xdefa_0001);
     let nodes = [3, 5][d.index(2)];
     let ttl_max = log_ttl(&mut d);
-    let config = Config::builder(nodes)
-        .ttl(ttl_max)
-        .build()
-        .expect("valid defaults config");
+    let config = build(Config::builder(nodes).ttl(ttl_max));
     let mut s = base(seed, &mut d, config, ttl_max);
     let step = [0, 0, 0, 3, 10, 60, 3_600][d.index(7)];
     s.faults.restart_uptime_ahead = Duration::from_secs(step);
@@ -204,20 +222,16 @@ fn restart(seed: u64) -> Scenario {
 /// one resource, holds of a few milliseconds, waiters that wait up to 2-4 s; in a quarter
 /// of the seeds an ACL denies every pub/sub channel (no waiter can subscribe). Rare
 /// crashes and pauses.
-fn queued(seed: u64) -> Scenario {
+fn queued(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
     let mut d = Dice::new(seed ^ 0xdefa_0002);
     let nodes = if d.chance(0.25) { 5 } else { 3 };
     let ttl_max = log_ttl(&mut d).max(ms(100));
     let wait = d.millis(ms(2_000), ms(4_000));
-    let config = Config::builder(nodes)
-        .ttl(ttl_max)
-        .retry(RetryPolicy {
-            max_attempts: None,
-            max_wait: Some(wait),
-            ..RetryPolicy::default()
-        })
-        .build()
-        .expect("valid defaults config");
+    let config = build(Config::builder(nodes).ttl(ttl_max).retry(RetryPolicy {
+        max_attempts: None,
+        max_wait: Some(wait),
+        ..RetryPolicy::default()
+    }));
     let mut s = base(seed, &mut d, config, ttl_max);
     if d.chance(0.25) {
         s.servers = s.servers.iter().map(|p| p.denying_channels()).collect();
@@ -255,14 +269,11 @@ fn queued(seed: u64) -> Scenario {
 /// later, each doing one or two locks (extended once in two) and exiting; ttls of 1 to
 /// 2 s, so that a key left behind is still there when the release is checked. Rare crashes,
 /// never near a new client's start.
-fn fresh(seed: u64) -> Scenario {
+fn fresh(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
     let mut d = Dice::new(seed ^ 0xdefa_0003);
     let nodes = [3, 5][d.index(2)];
     let ttl_max = d.millis(ms(1_000), ms(2_000));
-    let config = Config::builder(nodes)
-        .ttl(ttl_max)
-        .build()
-        .expect("valid defaults config");
+    let config = build(Config::builder(nodes).ttl(ttl_max));
     let mut s = base(seed, &mut d, config, ttl_max);
     let slow = d.range(1, (nodes as u64 - 1) / 2) as usize;
     let first = d.index(nodes);
