@@ -26,9 +26,10 @@
 //! from call to call with no gap would starve it. So a line that has handed over locally
 //! for [`COURTESY_AFTER`] without yielding yields once anyway (a *courtesy* hand-off): the
 //! releasing call keeps its place until its release is done, and the next call's first
-//! attempt starts an attempt timeout and the retry policy's longest delay later, by which
-//! time a waiter on the same policy has tried again and found the lock free. It costs a
-//! line that is never contested at most that gap in every [`COURTESY_AFTER`] of hand-offs.
+//! attempt starts the retry policy's longest delay later, by which time a waiter on the
+//! same policy has tried again and found the lock free (unless its attempt was slowed past
+//! that by a slow node: then at the next courtesy). It costs a line that is never contested
+//! at most that gap in every [`COURTESY_AFTER`] of hand-offs.
 //!
 //! Pure bookkeeping: who is first, who is next. When a call starts or gives up is the
 //! [`Lock`](crate::Lock)'s business (its queued phase).
@@ -69,8 +70,8 @@ pub(crate) enum HandOff {
     Direct,
     /// [`CONTESTED_YIELD`] later: a waiter of another client heard of the release.
     Contested,
-    /// An attempt timeout and the retry policy's longest delay later: a waiter of another
-    /// client that hears of no release tries on its timer within that time.
+    /// The retry policy's longest delay later: a waiter of another client that hears of no
+    /// release tries on its timer within that time.
     Courtesy,
 }
 

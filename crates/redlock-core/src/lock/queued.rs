@@ -53,11 +53,9 @@ impl Queued {
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs).
             HandOff::Contested => CONTESTED_YIELD,
-            // A waiter that hears of nothing tries again within an attempt and its longest
-            // retry delay of its last try.
-            HandOff::Courtesy => (retry.delay_max)
-                .saturating_add(ctx.params.timing.attempt_timeout)
-                .saturating_add(CONTESTED_YIELD),
+            // A waiter that hears of nothing tries on its timer within its longest retry
+            // delay.
+            HandOff::Courtesy => retry.delay_max.saturating_add(CONTESTED_YIELD),
         };
         let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
         let at = time::add(now, gap.saturating_add(jitter));
