@@ -447,14 +447,13 @@ impl<R: CryptoRng> Client<R> {
                     native: Some(NativeUse::Release),
                     announced: true,
                     ..
-                }) => {
-                    let gathered = &mut self.nodes[i].gathered;
-                    gathered.push(reply);
-                    if gathered.len() < NATIVE_RELEASE_REPLIES {
+                }) => match self.nodes[i].deleted.take() {
+                    None => {
+                        self.nodes[i].deleted = Some(reply);
                         continue;
                     }
-                    server::fold_release(std::mem::take(gathered), self.courtesy)
-                }
+                    Some(deleted) => server::fold_release(deleted, reply, self.courtesy),
+                },
                 _ => reply,
             };
             if let Err(fault) = self.answer(now, node, reply) {
@@ -747,10 +746,9 @@ impl<R: CryptoRng> Client<R> {
                     .then(|| lock.script_form(id))
                     .flatten();
                 // The release of a held lock is announced, as the script announces itself.
-                let announce = (release && lock.announces(id)).then(|| lock.resource().clone());
-                let announce = announce.as_ref().map(|r| r.as_bytes());
+                let announced = release && lock.announces(id);
                 let node = &mut self.nodes[to.index()];
-                node.send((op, id), native, (announce, fallback), &bytes);
+                node.send((op, id), native, (announced, fallback), &bytes);
                 if native == Some(NativeUse::Fence) {
                     node.refresh_clock(now);
                 }
@@ -995,9 +993,6 @@ enum Unmatched {
 
 /// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.
 const FENCED_PIPELINE_REPLIES: usize = 3;
-
-/// The replies of a native release: `DELIFEQ` (or `DELEX`) and `PUBLISH`.
-const NATIVE_RELEASE_REPLIES: usize = 2;
 
 /// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
 /// with one multiply instead of SipHash.

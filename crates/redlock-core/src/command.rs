@@ -482,10 +482,20 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// The RESP bytes of `command`.
+    /// The RESP bytes of `command`; a held lock's native release is followed by its
+    /// announcement, `PUBLISH` (see `announce`), in the same bytes, so that every node of
+    /// the round shares one encoding of both.
     #[inline]
     pub(crate) fn encode(&mut self, command: &Command) -> Bytes {
         command.encode(&mut self.buf);
+        if command.announce
+            && matches!(
+                command.kind,
+                CommandKind::Native(Native::Delifeq | Native::Delex)
+            )
+        {
+            crate::notify::encode_publish(&mut self.buf, &command.key);
+        }
         self.buf.split().freeze()
     }
 }

@@ -148,6 +148,9 @@ pub(crate) struct Node {
     /// The replies read so far of the pipelined request at the front of `in_flight` (a
     /// fenced pipeline's `SET` and `ZADD`, until its `ZINCRBY` comes).
     pub(crate) gathered: Vec<Reply>,
+    /// The delete's reply of an announced native release at the front of `in_flight`, until
+    /// its `PUBLISH`'s comes (a field, not `gathered`: no allocation per release).
+    pub(crate) deleted: Option<Reply>,
     /// Whether each new connection asks `INFO server` and `CONFIG GET` (the restart
     /// quarantine is on).
     ask_identity: bool,
@@ -219,6 +222,7 @@ impl Node {
             clock: None,
             last_clock: None,
             gathered: Vec::new(),
+            deleted: None,
             ask_identity: config.restart_quarantine,
             quarantine_young: config.quarantine_young_nodes,
             #[cfg(feature = "_mutants")]
@@ -300,27 +304,23 @@ impl Node {
 
     /// Queues a request (its RESP bytes) behind everything already written.
     #[inline]
-    /// `announce`: the key of a native release to follow with its `PUBLISH` (notify.rs),
-    /// in the same write, read as one request.
+    /// `announced`: a native release whose `PUBLISH` follows it in `encoded`, read as one
+    /// request (command.rs, `Encoder::encode`).
     pub(crate) fn send(
         &mut self,
         (op, id): (OpId, RequestId),
         native: Option<NativeUse>,
-        (announce, fallback): (Option<&[u8]>, Option<Bytes>),
+        (announced, fallback): (bool, Option<Bytes>),
         encoded: &Bytes,
     ) {
         let pending = Pending::Request {
             op,
             id,
             native,
-            announced: announce.is_some(),
+            announced,
             fallback,
         };
         self.send_pending(encoded, pending);
-        if let Some(key) = announce {
-            self.unshare();
-            notify::encode_publish(&mut self.out, key);
-        }
     }
 
     /// Whether the node's commands are still probed (no `HELLO` reply read): a native
@@ -642,6 +642,7 @@ impl Node {
             check.disconnected();
         }
         self.gathered.clear();
+        self.deleted = None;
         self.resp3 = false;
         self.subscribed.clear();
         self.subscriptions_refused = false;

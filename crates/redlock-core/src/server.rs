@@ -313,11 +313,9 @@ impl NodeClock {
 /// the release script's one reply: 2 if it deleted and someone was subscribed to the
 /// release (another client waits: queue.rs), else the delete's own. `count_waiters` false
 /// is a negative control's (`_mutants`): the count is not read.
-pub(crate) fn fold_release(mut replies: Vec<Reply>, count_waiters: bool) -> Reply {
-    let published = replies.pop();
-    let deleted = replies.pop().unwrap_or(Reply::Nil);
+pub(crate) fn fold_release(deleted: Reply, published: Reply, count_waiters: bool) -> Reply {
     match (deleted, published) {
-        (Reply::Integer(1), Some(Reply::Integer(n))) if n > 0 && count_waiters => Reply::Integer(2),
+        (Reply::Integer(1), Reply::Integer(n)) if n > 0 && count_waiters => Reply::Integer(2),
         (deleted, _) => deleted,
     }
 }
