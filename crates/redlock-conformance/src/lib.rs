@@ -204,6 +204,8 @@ macro_rules! conformance_suite {
             transport::mtls_required_and_supplied,
             transport::tls_untrusted_ca,
             transport::tls_name_mismatch,
+            transport::tls_expired_certificate,
+            transport::tls_ca_certificate_as_server_certificate,
             transport::tls_and_plain_mixed_up,
             transport::tls_unreadable_ca_file,
             transport::unix_socket_lock_and_release,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ADMIN_USER, Auth, NodeConfig, NodeTls};
-use crate::{Error, Node, Proxy, ServerBin, ServerKind, TlsCerts};
+use crate::{Error, Node, Proxy, ServerBin, ServerCert, ServerKind, TlsCerts};
 
 /// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
 /// proxies first, then kills every node and removes its temp dir, also when a test panics.
@@ -104,6 +104,8 @@ pub struct ClusterBuilder {
     command_timeout: Duration,
     /// `Some(client_cert)`: a TLS port on each node, requiring a client certificate or not.
     tls: Option<bool>,
+    /// The certificate the TLS ports present.
+    server_cert: ServerCert,
     unix: bool,
     unix_too: bool,
 }
@@ -120,6 +122,7 @@ impl Default for ClusterBuilder {
             start_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(2),
             tls: None,
+            server_cert: ServerCert::Valid,
             unix: false,
             unix_too: false,
         }
@@ -215,6 +218,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// The certificate each node's TLS port presents (default [`ServerCert::Valid`]); needs
+    /// [`tls`](Self::tls).
+    pub fn server_cert(mut self, cert: ServerCert) -> Self {
+        self.server_cert = cert;
+        self
+    }
+
     /// Makes each node listen on a unix socket only ([`Node::socket_path`], no TCP port):
     /// [`Node::url`] is then `unix:///path`, and the kit talks to it over the socket too.
     /// The proxies of such a cluster reach nothing.
@@ -266,6 +276,7 @@ impl ClusterBuilder {
             .map(|(certs, client_cert)| NodeTls {
                 certs: Arc::clone(certs),
                 client_cert,
+                server_cert: self.server_cert,
             });
         let configs: Vec<Arc<NodeConfig>> = bins
             .iter()

@@ -77,7 +77,7 @@ pub use ports::{HangingPort, refused_port};
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{ServerBin, ServerKind, VALKEY_ENV_VAR, VALKEY_TLS_ENV_VAR};
-pub use tls::TlsCerts;
+pub use tls::{ServerCert, TlsCerts};
 
 /// Everything that can go wrong while starting, driving or querying test nodes.
 #[derive(Debug)]
