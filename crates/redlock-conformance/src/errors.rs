@@ -9,17 +9,60 @@
 //! to the same command and asserts that the driver passes it on verbatim.
 
 use std::error::Error;
+use std::io::{Read, Write};
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use redlock_core::{EXTEND_SCRIPT, MAX_TTL_MS, RELEASE_SCRIPT, Script};
 use redlock_testkit::{Cluster, Conn, HangingPort, Node, Reply, ServerKind, refused_port};
 
-use crate::scenarios::cluster;
+use crate::scenarios::{FakeNode, cluster};
 use crate::servers;
 use crate::{Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
 
 // ---- node rows: the lock fails at `lock()` and names each node by its address ----
+
+/// A port that is not Redis: a real TCP listener on loopback that reads the client's first
+/// bytes and answers as a web server would (an HTTP status line; an XML document). The
+/// node's vote fails saying it does not speak RESP, quoting what it answered and what that
+/// looks like; the listener stops when the test ends (its accept loop is bounded too).
+pub fn errors_not_a_redis_port<D: Driver>() {
+    fn answer(mut s: std::net::TcpStream, bytes: &[u8]) {
+        let mut buf = [0u8; 1024];
+        if s.read(&mut buf).is_ok() {
+            let _ = s.write_all(bytes);
+        }
+    }
+    let http = FakeNode::start(|s| answer(s, b"HTTP/1.1 400 Bad Request\r\n\r\n"));
+    let xml = FakeNode::start(|s| answer(s, b"<?xml version=\"1.0\"?><error/>"));
+    for (node, quoted, looks) in [
+        (
+            &http,
+            r#""HTTP/1.1 400 Bad Request\r\n\r\n""#,
+            "an HTTP server's answer",
+        ),
+        (
+            &xml,
+            r#""<?xml version=\"1.0\"?><error/>""#,
+            "HTML or XML (a web server?)",
+        ),
+    ] {
+        let url = node.url();
+        let err = once::<D>(std::slice::from_ref(&url))
+            .lock("not-redis")
+            .err()
+            .expect("no RESP, no lock");
+        let addr = url.trim_start_matches("redis://");
+        assert_node_message(
+            &err,
+            &format!(
+                "could not acquire the lock: too many nodes failed: {addr}: protocol violation: \
+                 the node does not speak RESP (no Redis or Valkey server at this address?): it \
+                 answered {quoted}, which looks like {looks}"
+            ),
+        );
+    }
+}
 
 /// Refused connection: nothing listens on the port. One node: the whole message; three: each
 /// failed node in the list, separated by `; ` (the second failure decides, so two or three).

@@ -221,6 +221,7 @@ macro_rules! conformance_suite {
             errors::errors_wrongtype,
             errors::errors_oom,
             errors::errors_readonly_replica,
+            errors::errors_not_a_redis_port,
             errors::errors_url_without_host,
             errors::errors_url_port_not_a_number,
             errors::errors_url_port_zero,
