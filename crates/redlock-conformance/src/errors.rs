@@ -273,6 +273,7 @@ fn assert_evalsha_refused<D: Driver>(d: &D, node: &Node, noperm: &str) {
 pub fn errors_noperm_on_delifeq<D: Driver>() {
     let c = Cluster::builder()
         .kinds([ServerKind::Valkey])
+        .min_version(ServerKind::Valkey, 9)
         .deny(["delifeq"])
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
