@@ -29,8 +29,13 @@ pub fn an_extension_lost_on_a_broken_link_is_not_resent<D: Driver>() {
     // Let the keys age, so that an extended key (back to the full ttl) stands out.
     thread::sleep(AGE);
     c.proxy(4).blackhole(true);
+    let dropped = c.proxy(4).dropped_to_node();
     g.extend()
         .expect("four of five nodes answer: the extension succeeds");
+    // Lifted only once the proxy has read and dropped the extension to node 4: a late read
+    // after the lift would forward it.
+    let lost = eventually(RECONNECT, || c.proxy(4).dropped_to_node() > dropped);
+    assert!(lost, "the extension never reached the proxy");
     c.proxy(4).blackhole(false);
     assert!(g.validity() > TTL - AGE / 2, "validity {:?}", g.validity());
     let extended = |i: usize| pttl(&c, i, "ext-lost") > TTL - AGE / 2;
