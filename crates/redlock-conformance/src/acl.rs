@@ -58,10 +58,12 @@ pub fn scripting_denied_by_acl<D: Driver>() {
     assert_scripts_refused(&d, &noperm);
 }
 
-/// Three nodes of `kind` whose clients log in as `locker`, who may not run scripts.
+/// Three nodes of `kind` whose clients log in as `locker`, who may not run scripts; a
+/// Valkey of 9 or later, whose `DELIFEQ` and `SET … IFEQ` the scenario expects.
 fn no_scripts(kind: ServerKind) -> Cluster {
     Cluster::builder()
         .kinds([kind; 3])
+        .min_version(ServerKind::Valkey, 9)
         .user("locker", "pw")
         .deny(NO_SCRIPTS)
         .start()

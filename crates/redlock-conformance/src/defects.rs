@@ -54,9 +54,16 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
     // The connect timeout. `MAX` means no timeout, so the nodes are reached. Zero and 1 ns
     // may fail every connect (an async runtime reports a loopback connect a moment later;
     // mio may see it at once), which leaves the lock without a quorum: a clear error.
+    // One attempt, but a long one: with `MAX` the first call's attempt includes the new
+    // connections' handshakes (HELLO, INFO, CONFIG, script loads), which the default 500 ms
+    // attempt timeout does not bound by construction on a loaded machine; the release
+    // timeout (the attempt timeout by default) likewise. With 0 and 1 ns the connects fail
+    // at once, so the attempt ends as soon as no quorum is left, whatever its timeout.
     for timeout in EXTREMES {
-        let d = D::build_with_connect_timeout(&urls, timeout, |b| b.retry(RetryPolicy::once()))
-            .expect("every connect timeout is accepted");
+        let d = D::build_with_connect_timeout(&urls, timeout, |b| {
+            b.retry(RetryPolicy::once()).attempt_timeout(5 * SECOND)
+        })
+        .expect("every connect timeout is accepted");
         for call in 0..2 {
             lock_with_extreme_connect_timeout(&d, timeout, call);
         }

@@ -9,17 +9,60 @@
 //! to the same command and asserts that the driver passes it on verbatim.
 
 use std::error::Error;
+use std::io::{Read, Write};
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use redlock_core::{EXTEND_SCRIPT, MAX_TTL_MS, RELEASE_SCRIPT, Script};
 use redlock_testkit::{Cluster, Conn, HangingPort, Node, Reply, ServerKind, refused_port};
 
-use crate::scenarios::cluster;
+use crate::scenarios::{FakeNode, cluster};
 use crate::servers;
 use crate::{Driver, Guard, LockError, LockOptions, ReleaseOutcome, RetryPolicy};
 
 // ---- node rows: the lock fails at `lock()` and names each node by its address ----
+
+/// A port that is not Redis: a real TCP listener on loopback that reads the client's first
+/// bytes and answers as a web server would (an HTTP status line; an XML document). The
+/// node's vote fails saying it does not speak RESP, quoting what it answered and what that
+/// looks like; the listener stops when the test ends (its accept loop is bounded too).
+pub fn errors_not_a_redis_port<D: Driver>() {
+    fn answer(mut s: std::net::TcpStream, bytes: &[u8]) {
+        let mut buf = [0u8; 1024];
+        if s.read(&mut buf).is_ok() {
+            let _ = s.write_all(bytes);
+        }
+    }
+    let http = FakeNode::start(|s| answer(s, b"HTTP/1.1 400 Bad Request\r\n\r\n"));
+    let xml = FakeNode::start(|s| answer(s, b"<?xml version=\"1.0\"?><error/>"));
+    for (node, quoted, looks) in [
+        (
+            &http,
+            r#""HTTP/1.1 400 Bad Request\r\n\r\n""#,
+            "an HTTP server's answer",
+        ),
+        (
+            &xml,
+            r#""<?xml version=\"1.0\"?><error/>""#,
+            "HTML or XML (a web server?)",
+        ),
+    ] {
+        let url = node.url();
+        let err = once::<D>(std::slice::from_ref(&url))
+            .lock("not-redis")
+            .err()
+            .expect("no RESP, no lock");
+        let addr = url.trim_start_matches("redis://");
+        assert_node_message(
+            &err,
+            &format!(
+                "could not acquire the lock: too many nodes failed: {addr}: protocol violation: \
+                 the node does not speak RESP (no Redis or Valkey server at this address?): it \
+                 answered {quoted}, which looks like {looks}"
+            ),
+        );
+    }
+}
 
 /// Refused connection: nothing listens on the port. One node: the whole message; three: each
 /// failed node in the list, separated by `; ` (the second failure decides, so two or three).
@@ -230,6 +273,7 @@ fn assert_evalsha_refused<D: Driver>(d: &D, node: &Node, noperm: &str) {
 pub fn errors_noperm_on_delifeq<D: Driver>() {
     let c = Cluster::builder()
         .kinds([ServerKind::Valkey])
+        .min_version(ServerKind::Valkey, 9)
         .deny(["delifeq"])
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -411,7 +455,7 @@ pub fn errors_empty_resource<D: Driver>() {
     let err = d.lock("").err().expect("empty resource");
     let usage = "the resource name is empty; a lock needs a name, e.g. `invoices:42`";
     assert_eq!(err.to_string(), format!("API misuse: {usage}"));
-    assert_eq!(sources(&err), [usage]);
+    assert_eq!(sources(&err), NO_SOURCE);
 }
 
 // ---- helpers ----
@@ -453,6 +497,10 @@ fn failed_nodes(message: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The source chain of an error whose `Display` already says the cause: empty, so that
+/// `{:#}` (anyhow) and chain walkers print each sentence once.
+const NO_SOURCE: [String; 0] = [];
+
 /// The texts of `err`'s `source()` chain, nearest first (bounded: 8 links at most).
 fn sources(err: &dyn Error) -> Vec<String> {
     let mut out = Vec::new();
@@ -465,12 +513,12 @@ fn sources(err: &dyn Error) -> Vec<String> {
     out
 }
 
-/// `build` with `url` fails with `expected`, as an address error whose source says the same.
+/// `build` with `url` fails with `expected`, as an address error with no source repeating it.
 fn assert_url_error<D: Driver>(url: &str, expected: &str) {
     let err = D::build(&[url.to_owned()], |b| b).err().expect("a bad URL");
     assert!(matches!(err, LockError::Address(_)), "{err:?}");
     assert_eq!(err.to_string(), expected);
-    assert_eq!(sources(&err), [expected]);
+    assert_eq!(sources(&err), NO_SOURCE);
     assert!(!format!("{err:?}").contains("hunter2"), "{err:?}");
 }
 
@@ -482,14 +530,14 @@ fn assert_ttl_error<D: Driver>(ttl: Duration, rule: &str) {
         .expect("a bad ttl");
     assert!(matches!(err, LockError::Config(_)), "{err:?}");
     assert_eq!(err.to_string(), format!("bad configuration: {rule}"));
-    assert_eq!(sources(&err), [rule]);
+    assert_eq!(sources(&err), NO_SOURCE);
     let d = once::<D>(&[url]);
     let err = d
         .lock_with("ttl", LockOptions::default().ttl(ttl))
         .err()
         .expect("a bad per-lock ttl");
     assert_eq!(err.to_string(), format!("bad configuration: {rule}"));
-    assert_eq!(sources(&err), [rule]);
+    assert_eq!(sources(&err), NO_SOURCE);
 }
 
 /// The causes of the nodes a release report has as failed, in node order.

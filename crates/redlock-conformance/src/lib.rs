@@ -17,6 +17,7 @@ pub use redlock_core::{
 pub use redlock_driver::LockError;
 
 pub mod acl;
+pub mod broken_link;
 pub mod defects;
 pub mod errors;
 pub mod fencing;
@@ -187,6 +188,7 @@ macro_rules! conformance_suite {
             defects::paused_node_backlog_is_capped,
             release_quorum::release_returns_at_quorum_and_finishes_on_the_paused_node,
             release_quorum::a_release_lost_on_a_broken_link_is_resent_in_the_background,
+            broken_link::an_extension_lost_on_a_broken_link_is_not_resent,
             late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,
@@ -205,6 +207,8 @@ macro_rules! conformance_suite {
             transport::mtls_required_and_supplied,
             transport::tls_untrusted_ca,
             transport::tls_name_mismatch,
+            transport::tls_expired_certificate,
+            transport::tls_ca_certificate_as_server_certificate,
             transport::tls_and_plain_mixed_up,
             transport::tls_unreadable_ca_file,
             transport::unix_socket_lock_and_release,
@@ -220,6 +224,7 @@ macro_rules! conformance_suite {
             errors::errors_wrongtype,
             errors::errors_oom,
             errors::errors_readonly_replica,
+            errors::errors_not_a_redis_port,
             errors::errors_url_without_host,
             errors::errors_url_port_not_a_number,
             errors::errors_url_port_zero,

@@ -67,8 +67,15 @@ pub fn a_release_lost_on_a_broken_link_is_resent_in_the_background<D: Driver>() 
         assert!(set, "node {i} never got the key");
     }
     c.proxy(4).blackhole(true);
+    let dropped = c.proxy(4).dropped_to_node();
     let report = g.release().expect("a release report");
     assert_eq!(report[4], ReleaseOutcome::Pending, "{report:?}");
+    // The release returns at quorum, maybe before the proxy has read the request to node 4:
+    // lifting the blackhole then would forward it. Lift it once the request is dropped.
+    let lost = eventually(Duration::from_secs(5), || {
+        c.proxy(4).dropped_to_node() > dropped
+    });
+    assert!(lost, "the release never reached the proxy");
     c.proxy(4).blackhole(false);
     // The request is gone with the blackhole: the key stays until the link breaks.
     assert_eq!(value_on(&c, 4, "lost"), token);

@@ -550,14 +550,14 @@ fn closed_port() -> std::net::SocketAddr {
 
 /// A fake node on loopback: each accepted connection is handed to `serve` on its own
 /// thread. Stops accepting on drop; bounded to 30 s in any case.
-struct FakeNode {
+pub(crate) struct FakeNode {
     addr: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
 impl FakeNode {
-    fn start(serve: fn(std::net::TcpStream)) -> Self {
+    pub(crate) fn start(serve: fn(std::net::TcpStream)) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -583,7 +583,7 @@ impl FakeNode {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://{}", self.addr)
     }
 }

@@ -3,7 +3,7 @@
 //! lock call failing within its retry policy. The nodes are real servers of the test kit;
 //! their certificates are made by it with rcgen.
 
-use redlock_testkit::{Cluster, ClusterBuilder, Reply, ServerKind, VALKEY_TLS_ENV_VAR};
+use redlock_testkit::{Cluster, ClusterBuilder, Reply, ServerCert, ServerKind, VALKEY_TLS_ENV_VAR};
 
 use std::time::Duration;
 
@@ -65,6 +65,37 @@ pub fn tls_name_mismatch<D: Driver>() {
             "could not acquire the lock: too many nodes failed: localhost:{port}: TLS failed: \
              the node's certificate is not valid for the host name in the URL"
         )
+    );
+}
+
+/// The node's certificate expired (its `notAfter` is in 2001; the CA that signed it is
+/// trusted): the handshake fails, saying so and what to do.
+pub fn tls_expired_certificate<D: Driver>() {
+    let c = tls_cluster_with(1, ServerCert::Expired);
+    let port = c.node(0).tls_port().expect("a TLS port");
+    let ca = c.tls_certs().expect("certificates").ca();
+    let url = format!("rediss://127.0.0.1:{port}?ca={}", ca.display());
+    assert_tls_failure::<D>(
+        &[url],
+        &port.to_string(),
+        "TLS failed: the node's certificate has expired (its notAfter has passed): renew it",
+    );
+}
+
+/// The node presents a self-signed CA certificate (`CA:TRUE`, as `openssl req -x509` makes
+/// by default), trusted as its own CA: it may not serve as a server's certificate, and the
+/// message says so in words (not rustls's `Other(OtherError(CaUsedAsEndEntity))`).
+pub fn tls_ca_certificate_as_server_certificate<D: Driver>() {
+    let c = tls_cluster_with(1, ServerCert::SelfSignedCa);
+    let port = c.node(0).tls_port().expect("a TLS port");
+    let itself = c.tls_certs().expect("certificates").self_signed_ca_cert();
+    let url = format!("rediss://127.0.0.1:{port}?ca={}", itself.display());
+    assert_tls_failure::<D>(
+        &[url],
+        &port.to_string(),
+        "TLS failed: the node's certificate is a CA certificate (basicConstraints CA:TRUE, as \
+         `openssl req -x509` makes by default), which may not serve as a server's own: issue \
+         the node a certificate with CA:FALSE signed by a CA, and give that CA with ca=PATH",
     );
 }
 
@@ -167,7 +198,17 @@ const PLAIN_TO_TLS: &str = "connection failed: Connection reset by peer (os erro
 /// Valkey named by [`VALKEY_TLS_ENV_VAR`] (CI's Valkey pass: Debian's valkey-server 8.0), or
 /// else of redis-server, saying so; so a Valkey pass still checks every driver over TLS.
 fn tls_cluster(n: usize, client_cert: bool) -> Cluster {
-    let start = |b: ClusterBuilder| b.tls(client_cert).start();
+    tls_cluster_as(n, client_cert, ServerCert::Valid)
+}
+
+/// [`tls_cluster`] without client certificates, whose nodes present `cert`.
+fn tls_cluster_with(n: usize, cert: ServerCert) -> Cluster {
+    tls_cluster_as(n, false, cert)
+}
+
+/// [`tls_cluster`], whose nodes present `cert`.
+fn tls_cluster_as(n: usize, client_cert: bool, cert: ServerCert) -> Cluster {
+    let start = |b: ClusterBuilder| b.tls(client_cert).server_cert(cert).start();
     match start(Cluster::builder().nodes(n)) {
         Ok(c) => c,
         Err(e) if e.is_tls_unsupported() => {

@@ -138,6 +138,60 @@ impl NodeAddress {
     }
 }
 
+impl NodeAddress {
+    /// Whether `self` and `other` name the same server, as far as the URLs alone can tell
+    /// (no name is resolved): the same port on the same host, or the same socket path.
+    ///
+    /// - The database, credentials and transport do not count: `/0` and `/1` of one server
+    ///   are one server, whose single failure would take both votes.
+    /// - Host names compare without case and without a trailing dot; IP addresses compare
+    ///   by value (`::1` is `0:0:0:0:0:0:0:1`, `::ffff:10.0.0.1` is `10.0.0.1`).
+    /// - `localhost`, `127.0.0.1` and `::1` are one host, the loopback: `localhost` may
+    ///   resolve to either address, and a server's default `bind 127.0.0.1 -::1` listens on
+    ///   both. Other addresses of `127.0.0.0/8` are told apart.
+    ///
+    /// Two different names of one host (a DNS alias, a host's name and its IP address) are
+    /// told apart here: only the servers' own identity, as the connection reads it, can
+    /// tell those.
+    pub fn same_server(&self, other: &Self) -> bool {
+        self.server() == other.server()
+    }
+
+    /// This address as [`same_server`](Self::same_server) compares it.
+    fn server(&self) -> Server {
+        match &self.transport {
+            Transport::Unix(path) => Server::Unix(path.clone()),
+            _ => Server::Tcp(canonical_host(&self.host), self.port),
+        }
+    }
+}
+
+/// A server's place as the URL names it: host (canonical) and port, or a socket path.
+#[derive(Debug, PartialEq, Eq)]
+enum Server {
+    Tcp(String, u16),
+    Unix(PathBuf),
+}
+
+/// `host` in the form [`NodeAddress::same_server`] compares: the loopback under one name,
+/// IP addresses in their canonical text, names in lower case without a trailing dot.
+fn canonical_host(host: &str) -> String {
+    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    let ip = match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.to_canonical(),
+        Err(_) if name == "localhost" => return "loopback".into(),
+        Err(_) => return name,
+    };
+    let loopback = [
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    ];
+    match loopback.contains(&ip) {
+        true => "loopback".into(),
+        false => ip.to_string(),
+    }
+}
+
 /// `user:password` or a password alone, percent-decoded, into `settings`.
 fn parse_userinfo(userinfo: &str, settings: &mut NodeSettings) -> Result<(), &'static str> {
     let (user, password) = userinfo.split_once(':').unwrap_or(("", userinfo));
@@ -587,6 +641,40 @@ mod tests {
             err.to_string(),
             "invalid node URL `redis://h:0`: port 0 is not a valid port (1 to 65535)"
         );
+    }
+
+    /// One server under several spellings is one server; another port, host or socket is
+    /// another.
+    #[test]
+    fn same_server_sees_through_spellings_but_not_names() {
+        let same = |a: &str, b: &str| {
+            NodeAddress::parse(a)
+                .unwrap()
+                .same_server(&NodeAddress::parse(b).unwrap())
+        };
+        for (a, b) in [
+            ("redis://127.0.0.1:7450", "127.0.0.1:7450"),
+            ("redis://127.0.0.1:7450", "redis://localhost:7450"),
+            ("redis://LocalHost.:7450", "redis://[::1]:7450"),
+            ("redis://[::1]:7450", "redis://[0:0:0:0:0:0:0:1]:7450"),
+            ("redis://[::ffff:10.0.0.1]:1", "redis://10.0.0.1:1"),
+            ("redis://127.0.0.1:7450/0", "redis://127.0.0.1:7450/1"),
+            ("redis://u:a@h:1/2", "rediss://v:b@H:1?roots=mozilla"),
+            ("redis://db.example:6379", "redis://DB.example."),
+            ("unix:///tmp/r.sock?db=1", "redis+unix:///tmp/r.sock"),
+        ] {
+            assert!(same(a, b), "{a} and {b} are one server");
+        }
+        for (a, b) in [
+            ("redis://127.0.0.1:7450", "redis://127.0.0.1:7451"),
+            ("redis://127.0.0.1:7450", "redis://127.0.0.2:7450"),
+            ("redis://db1:6379", "redis://db2:6379"),
+            ("redis://db1:6379", "redis://10.0.0.1:6379"),
+            ("unix:///tmp/a.sock", "unix:///tmp/b.sock"),
+            ("unix:///tmp/a.sock", "redis://localhost:6379"),
+        ] {
+            assert!(!same(a, b), "{a} and {b} are two servers");
+        }
     }
 
     /// The URL in an error never holds the password, whatever the defect; nor does the

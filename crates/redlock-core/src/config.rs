@@ -389,6 +389,9 @@ pub struct ConfigBuilder {
     clock_quarantine: bool,
     /// A node index given to [`node`](Self::node) beyond the node count.
     node_out_of_range: Option<usize>,
+    /// Each node's address, where [`address`](Self::address) gave one: no server may be
+    /// two nodes.
+    addresses: Vec<Option<NodeAddress>>,
     restart_quarantine: bool,
     quarantine_ttl: Option<Duration>,
     quarantine_young_nodes: bool,
@@ -425,6 +428,7 @@ impl ConfigBuilder {
             clock_check: true,
             clock_quarantine: false,
             node_out_of_range: None,
+            addresses: vec![None; nodes],
             restart_quarantine: true,
             quarantine_ttl: None,
             quarantine_young_nodes: false,
@@ -518,7 +522,17 @@ impl ConfigBuilder {
 
     /// The node at `index` is `address`: its session settings (AUTH, SELECT) and its name
     /// (`host:port`, without the password).
-    pub fn address(self, index: usize, address: &NodeAddress) -> Self {
+    ///
+    /// Each server may be one node only: [`build`](Self::build) refuses two addresses of
+    /// one server ([`NodeAddress::same_server`]: the same host and port, whatever the
+    /// database, credentials or spelling of the loopback, or the same socket path) with a
+    /// [`ConfigError`] on `nodes` that names both. One server counted twice would let its
+    /// single failure or restart take several votes, and a "3-node quorum" on one process
+    /// is no quorum.
+    pub fn address(mut self, index: usize, address: &NodeAddress) -> Self {
+        if let Some(slot) = self.addresses.get_mut(index) {
+            *slot = Some(address.clone());
+        }
         self.node(index, address.settings.clone())
             .node_name(index, address.to_string())
     }
@@ -728,6 +742,7 @@ impl ConfigBuilder {
                 format!("settings given for node {index}, but there are only {n} nodes"),
             ));
         }
+        self.check_distinct_servers()?;
         if self.quarantine_young_nodes && !self.restart_quarantine {
             return Err(ConfigError::new(
                 "quarantine_young_nodes",
@@ -739,6 +754,31 @@ impl ConfigBuilder {
                 "clock_quarantine",
                 "needs the clock check on (clock_check(true)): it acts on what the check finds",
             ));
+        }
+        Ok(())
+    }
+
+    /// No server given as two nodes (the algorithm's N nodes are independent servers).
+    fn check_distinct_servers(&self) -> Result<(), ConfigError> {
+        let given: Vec<(usize, &NodeAddress)> = (self.addresses.iter().enumerate())
+            .filter_map(|(i, a)| Some((i, a.as_ref()?)))
+            .collect();
+        for (k, &(i, a)) in given.iter().enumerate() {
+            if let Some(&(j, b)) = given[k + 1..].iter().find(|(_, b)| a.same_server(b)) {
+                let entry = |i: usize, a: &NodeAddress| match a.settings.db {
+                    0 => format!("node {i} (`{a}`)"),
+                    db => format!("node {i} (`{a}/{db}`)"),
+                };
+                return Err(ConfigError::new(
+                    "nodes",
+                    format!(
+                        "{} and {} are the same server; each server may be one node only, \
+                         or its one failure would count as several: give N different servers",
+                        entry(i, a),
+                        entry(j, b)
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -918,6 +958,47 @@ const DEFAULT_RECONNECT_MAX: Duration = Duration::from_secs(2);
 mod tests {
     use super::*;
     use crate::options::LockOptions;
+
+    /// The same server given twice, under any spelling or database, is refused naming both
+    /// entries; different servers build.
+    #[test]
+    fn one_server_may_be_one_node_only() {
+        let build = |urls: &[&str]| {
+            let mut config = Config::builder(urls.len());
+            for (i, url) in urls.iter().enumerate() {
+                config = config.address(i, &NodeAddress::parse(url).unwrap());
+            }
+            config.build()
+        };
+        let err = build(&[
+            "redis://127.0.0.1:7450",
+            "redis://127.0.0.1:7451",
+            "redis://localhost:7450",
+        ])
+        .unwrap_err();
+        assert_eq!(err.field(), "nodes");
+        assert_eq!(
+            err.rule(),
+            "node 0 (`127.0.0.1:7450`) and node 2 (`localhost:7450`) are the same server; each \
+             server may be one node only, or its one failure would count as several: give N \
+             different servers"
+        );
+        let err = build(&[
+            "redis://127.0.0.1:7450/0",
+            "redis://:hunter2@127.0.0.1:7450/1",
+            "redis://127.0.0.1:7450/2",
+        ])
+        .unwrap_err();
+        assert!(
+            err.rule()
+                .starts_with("node 0 (`127.0.0.1:7450`) and node 1 (`127.0.0.1:7450/1`) are"),
+            "{err}"
+        );
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = build(&["127.0.0.1:7450", "redis://127.0.0.1:7450"]).unwrap_err();
+        assert_eq!(err.field(), "nodes", "{err}");
+        build(&["127.0.0.1:7450", "127.0.0.1:7451", "127.0.0.2:7450"]).unwrap();
+    }
 
     #[test]
     fn defaults_follow_the_algorithm_note() {

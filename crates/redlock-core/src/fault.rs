@@ -115,14 +115,10 @@ impl fmt::Display for NodeFault {
     }
 }
 
-impl std::error::Error for NodeFault {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Connection(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No source: a [`NodeFault::Connection`] displays as its [`ConnectionError`], and a cause is
+/// shown in `Display` or returned by `source()`, never both (Rust API guidelines,
+/// C-GOOD-ERR), so that chain printers such as anyhow's `{:#}` say it once.
+impl std::error::Error for NodeFault {}
 
 /// Why a connection closed or could not be opened, as the driver saw it; carried by
 /// [`Input::Disconnected`](crate::Input::Disconnected) and reported inside [`NodeFault::Connection`].

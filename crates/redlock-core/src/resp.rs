@@ -198,6 +198,43 @@ impl Decoder {
     }
 }
 
+/// A reply that does not start with a RESP type byte: the node is not a Redis or Valkey
+/// server (or not at this point of the stream). Says what it answered, escaped and cut to
+/// [`QUOTED_ANSWER`] bytes, and what that looks like: these bytes are the remote's, never
+/// ours, so quoting them shows no secret of this client.
+fn not_resp(buf: &[u8]) -> ProtocolError {
+    let shown = &buf[..buf.len().min(QUOTED_ANSWER)];
+    let more = if buf.len() > QUOTED_ANSWER { "…" } else { "" };
+    let quoted = format!("\"{}{more}\"", shown.escape_ascii());
+    let upper = |prefix: &[u8]| {
+        buf.len() >= prefix.len() && buf[..prefix.len()].eq_ignore_ascii_case(prefix)
+    };
+    let looks = if buf.starts_with(b"HTTP/") {
+        "an HTTP server's answer"
+    } else if buf.starts_with(b"<") {
+        "HTML or XML (a web server?)"
+    } else if buf.starts_with(b"SSH-") {
+        "an SSH server's greeting"
+    } else if matches!(buf, [0x15 | 0x16, 0x03, ..]) {
+        "TLS (use rediss:// for a TLS port)"
+    } else if buf.starts_with(b"{") || buf.starts_with(b"[") {
+        "JSON"
+    } else if upper(b"220 ") || upper(b"220-") {
+        "an SMTP or FTP greeting"
+    } else if shown
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
+        "text that is not RESP"
+    } else {
+        "binary data that is not RESP"
+    };
+    ProtocolError(format!(
+        "the node does not speak RESP (no Redis or Valkey server at this address?): it \
+         answered {quoted}, which looks like {looks}"
+    ))
+}
+
 /// Decodes the reply at the start of `buf`: the reply and its length in bytes, or `None`
 /// if `buf` holds only part of it.
 pub(crate) fn decode(
@@ -216,9 +253,7 @@ pub(crate) fn decode(
         return decode_resp3(buf, max_reply);
     }
     if !matches!(kind, b'+' | b'-' | b':' | b'$') {
-        return Err(ProtocolError(format!(
-            "unexpected reply type byte 0x{kind:02x}"
-        )));
+        return Err(not_resp(buf));
     }
     let decoded = decode_range(buf)
         .map_err(|e| ProtocolError(format!("malformed reply: {}", e.details())))?;
@@ -441,6 +476,9 @@ fn decimal_len(mut n: usize) -> usize {
     digits
 }
 
+/// How many bytes of a non-RESP answer an error quotes.
+const QUOTED_ANSWER: usize = 40;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +494,47 @@ mod tests {
             d.check_buffer()?;
         }
         Ok(out)
+    }
+
+    /// An answer that is not RESP is quoted (escaped, cut) and named by what it looks like.
+    #[test]
+    fn a_node_that_does_not_speak_resp_is_named_by_its_answer() {
+        let say = |bytes: &[u8]| decode(bytes, 1024).unwrap_err().to_string();
+        let start = "the node does not speak RESP (no Redis or Valkey server at this address?): \
+                     it answered ";
+        for (bytes, quoted, looks) in [
+            (
+                &b"HTTP/1.0 400 Bad Request\r\n"[..],
+                r#""HTTP/1.0 400 Bad Request\r\n""#,
+                "an HTTP server's answer",
+            ),
+            (b"<html>", r#""<html>""#, "HTML or XML (a web server?)"),
+            (
+                b"SSH-2.0-OpenSSH_9.2\r\n",
+                r#""SSH-2.0-OpenSSH_9.2\r\n""#,
+                "an SSH server's greeting",
+            ),
+            (
+                b"\x16\x03\x03\x00",
+                r#""\x16\x03\x03\x00""#,
+                "TLS (use rediss:// for a TLS port)",
+            ),
+            (b"{\"error\":1}", r#""{\"error\":1}""#, "JSON"),
+            (
+                b"220 mail ESMTP",
+                r#""220 mail ESMTP""#,
+                "an SMTP or FTP greeting",
+            ),
+            (b"hello", r#""hello""#, "text that is not RESP"),
+            (b"\x00\xff", r#""\x00\xff""#, "binary data that is not RESP"),
+        ] {
+            assert_eq!(
+                say(bytes),
+                format!("{start}{quoted}, which looks like {looks}")
+            );
+        }
+        let long = say(&[b'<'; 100]);
+        assert!(long.contains(&format!("\"{}…\"", "<".repeat(40))), "{long}");
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! disconnection with 70 failed reconnects, a release and a second lock.
 //!
 //! The setters: `ConfigBuilder` (`ttl`, `drift_floor`, `attempt_timeout`, `release_timeout`,
-//! `min_validity`, `reconnect_backoff`, and the durations inside `retry` and `auto_extend`)
-//! and `LockOptions` (`ttl`, `max_wait`, `retry`, `auto_extend`). `NodeSettings` has none.
+//! `min_validity`, `reconnect_backoff`, `notification_jitter` (with release notifications
+//! on), `restart_quarantine_ttl` (with the quarantine on), and the durations inside `retry`
+//! and `auto_extend`) and `LockOptions` (`ttl`, `max_wait`, `retry`, `auto_extend`).
+//! `NodeSettings` has none. `every_duration_setter_has_a_row` reads the sources for them,
+//! so a new one without a row fails.
 
 mod support;
 
@@ -184,6 +187,22 @@ fn rows() -> Vec<Row> {
             [Works; 3],
         ),
         row(
+            "notification_jitter",
+            |b, d| b.release_notifications(true).notification_jitter(d),
+            none,
+            [Works; 3],
+        ),
+        row(
+            "restart_quarantine_ttl",
+            |b, d| b.restart_quarantine(true).restart_quarantine_ttl(d),
+            none,
+            [
+                Refused("restart_quarantine_ttl"),
+                Works,
+                Refused("restart_quarantine_ttl"),
+            ],
+        ),
+        row(
             "LockOptions::ttl",
             same,
             |_, d| LockOptions::default().ttl(d),
@@ -238,6 +257,89 @@ fn every_duration_is_refused_by_name_or_works() {
         }
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
+}
+
+/// Every public `Duration` the configuration API takes has a row above, so the next setter
+/// is not missed: the setters are read from the source (`ConfigBuilder` in config.rs and
+/// `LockOptions` in options.rs: each `pub fn` taking `mut self` whose signature names
+/// `Duration`), and so are the `Duration` fields of `RetryPolicy` and `AutoExtend`
+/// (policy.rs), which `retry` and `auto_extend` carry.
+#[test]
+fn every_duration_setter_has_a_row() {
+    let src = |file: &str| {
+        let path = format!("{}/src/{file}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let (config, options, policy) = (src("config.rs"), src("options.rs"), src("policy.rs"));
+    let setters = duration_setters(&config);
+    for known in [
+        "ttl",
+        "attempt_timeout",
+        "notification_jitter",
+        "reconnect_backoff",
+    ] {
+        assert!(setters.contains(&known.to_owned()), "parsed {setters:?}");
+    }
+    let mut wanted: Vec<String> = setters;
+    wanted.extend((duration_setters(&options).iter()).map(|s| format!("LockOptions::{s}")));
+    for (strukt, prefix) in [("RetryPolicy", "retry."), ("AutoExtend", "auto_extend.")] {
+        let fields = duration_fields(&policy, strukt);
+        assert!(!fields.is_empty(), "no Duration field parsed in {strukt}");
+        wanted.extend(fields.iter().map(|f| format!("{prefix}{f}")));
+    }
+    let rows: Vec<&str> = rows().iter().map(|r| r.setter).collect();
+    let covered = |want: &str| {
+        rows.iter().any(|row| {
+            // `reconnect_backoff(d, d)` covers `reconnect_backoff`; `retry.delay_min and
+            // delay_max` covers `retry.delay_min` and `retry.delay_max`.
+            let (head, field) = want.rsplit_once('.').unwrap_or(("", want));
+            match head.is_empty() {
+                true => row.split(['(', ' ']).next() == Some(want),
+                false => {
+                    row.starts_with(&format!("{head}."))
+                        && row.split([' ', '.']).any(|word| word == field)
+                }
+            }
+        })
+    };
+    let missing: Vec<&String> = wanted.iter().filter(|w| !covered(w)).collect();
+    assert!(
+        missing.is_empty(),
+        "Duration setters without a row in rows(): {missing:?} (rows: {rows:?})"
+    );
+}
+
+/// The names of `src`'s `pub fn name(mut self, ...)` whose signature (up to its `{`) names
+/// `Duration`.
+fn duration_setters(src: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = src;
+    while let Some(at) = rest.find("pub fn ") {
+        rest = &rest[at + "pub fn ".len()..];
+        let signature = &rest[..rest.find('{').unwrap_or(rest.len())];
+        let name: String = (signature.chars())
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let params = signature.split_once("-> ").map_or(signature, |(p, _)| p);
+        if params.contains("mut self") && params.contains("Duration") {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The `pub` fields of `pub struct strukt` in `src` whose type names `Duration`.
+fn duration_fields(src: &str, strukt: &str) -> Vec<String> {
+    let start = src
+        .find(&format!("pub struct {strukt} {{"))
+        .unwrap_or_else(|| panic!("no struct {strukt}"));
+    let body = &src[start..];
+    let body = &body[..body.find("\n}").unwrap_or(body.len())];
+    (body.lines())
+        .filter_map(|line| line.trim().strip_prefix("pub ")?.split_once(':'))
+        .filter(|(_, ty)| ty.contains("Duration"))
+        .map(|(name, _)| name.trim().to_owned())
+        .collect()
 }
 
 /// Builds the config and the lock options with `value`, then runs the scenario.
@@ -470,6 +572,15 @@ impl World {
                     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
                 }
                 b"TIME" => b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n",
+                // How long another holder's key lives (a waiter with notifications on
+                // times its next attempt by it).
+                b"PTTL" => b":100\r\n",
+                // The restart quarantine's questions: an old node (a day up) that does not
+                // sync every write.
+                b"INFO" => b"$47\r\n# Server\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n",
+                b"CONFIG" => {
+                    b"*4\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$11\r\nappendfsync\r\n$8\r\neverysec\r\n"
+                }
                 other => panic!("unexpected command {}", String::from_utf8_lossy(other)),
             };
             out.extend_from_slice(reply);

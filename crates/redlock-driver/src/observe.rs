@@ -79,10 +79,16 @@ use redlock_core::{Client, Event, Input, OpId, Output, Resource};
 /// | `redlock_handoff_wait_seconds` | histogram | | how long a call waited in line behind this client's earlier call for the same resource (only calls that waited) |
 /// | `redlock_node_round_trip_seconds` | histogram | `node` | each node's round trips, as above |
 /// | `redlock_held_locks` | gauge | | locks held now |
-/// | `redlock_nodes_up` | gauge | | node connections up now (over every handle of the process) |
+/// | `redlock_nodes_up` | gauge | `handle`, `node` | 1 while this handle's connection to the node is up, 0 while it is down or failing; one series per node of each handle |
+///
+/// `handle` numbers the handles (driver loops) of the process from 1, in the order they
+/// are built: two handles on the same three nodes are six series, each 0 or 1, so a sum
+/// over `handle` counts connections and a `max` by `node` says whether the process reaches
+/// it. A node's series appears at its first connection or failed attempt.
 ///
 /// The handles are registered when the loop starts (`Builder::build`), so the recorder
-/// MUST be installed before. When a loop ends it takes back what it added to the gauges.
+/// MUST be installed before. When a loop ends it takes back what it added to the gauges
+/// (its locks leave `redlock_held_locks`, its `redlock_nodes_up` series drop to 0).
 ///
 /// # Driver duties
 /// [`Waiters`](crate::Waiters) owns the observer and feeds it the user's requests and the

@@ -230,8 +230,41 @@ fn describe(e: &rustls::Error, client_cert: bool) -> String {
         ) => "the node's certificate is not valid for the host name in the URL".into(),
         E::InvalidCertificate(
             CertificateError::Expired | CertificateError::ExpiredContext { .. },
-        ) => "the node's certificate has expired".into(),
-        E::InvalidCertificate(other) => format!("the node's certificate is refused: {other:?}"),
+        ) => "the node's certificate has expired (its notAfter has passed): renew it".into(),
+        E::InvalidCertificate(CertificateError::Other(other)) => {
+            match other.0.downcast_ref::<webpki::Error>() {
+                Some(webpki::Error::CaUsedAsEndEntity) => CA_AS_SERVER_CERT.into(),
+                Some(webpki::Error::EndEntityUsedAsCa) => {
+                    "a certificate that signs the node's is not a CA (its basicConstraints say \
+                     CA:FALSE): give the CA that really signed it with ca=PATH, or reissue the \
+                     chain from a CA"
+                        .into()
+                }
+                _ => format!("the node's certificate is refused: {other}"),
+            }
+        }
+        E::InvalidCertificate(
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        ) => "the node's certificate is not valid yet (its notBefore is in the future): check \
+              the clocks of the node's issuer and of this host"
+            .into(),
+        E::InvalidCertificate(
+            CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. },
+        ) => "the node's certificate is not for a TLS server (its extendedKeyUsage lacks \
+              serverAuth): reissue it with serverAuth"
+            .into(),
+        E::InvalidCertificate(other) => {
+            let why = match other {
+                CertificateError::BadSignature => "a signature in its chain does not verify",
+                CertificateError::BadEncoding => "it is not a well-formed (DER) certificate",
+                CertificateError::Revoked => "its issuer has revoked it",
+                CertificateError::UnhandledCriticalExtension => {
+                    "it has a critical extension this client does not know"
+                }
+                _ => return format!("the node's certificate is refused: {other}"),
+            };
+            format!("the node's certificate is refused: {why}")
+        }
         E::AlertReceived(alert) if refuses_client(*alert) => match client_cert {
             false => format!(
                 "the node refused the handshake ({alert:?}): it may require a client \
@@ -245,6 +278,11 @@ fn describe(e: &rustls::Error, client_cert: bool) -> String {
         other => other.to_string(),
     }
 }
+
+/// A CA certificate presented as the node's own: what `openssl req -x509` makes by default.
+const CA_AS_SERVER_CERT: &str = "the node's certificate is a CA certificate (basicConstraints CA:TRUE, as `openssl req \
+     -x509` makes by default), which may not serve as a server's own: issue the node a \
+     certificate with CA:FALSE signed by a CA, and give that CA with ca=PATH";
 
 /// Alerts a server sends when it wants a client certificate it did not get or trust.
 fn refuses_client(alert: AlertDescription) -> bool {
@@ -275,6 +313,51 @@ mod tests {
         let config = client_config(&options).expect("Mozilla's roots need no file");
         let name = ServerName::try_from("node.example").expect("a DNS name");
         Wire::tls(config, name, false, out).expect("a TLS client")
+    }
+
+    /// Each refusal of the node's certificate is a sentence: what is wrong, what to do; never
+    /// a `Debug` dump of rustls's or webpki's error.
+    #[test]
+    fn certificate_refusals_say_what_is_wrong_in_words() {
+        use rustls::OtherError;
+        let other = |e: webpki::Error| {
+            rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(e))))
+        };
+        let ca = describe(&other(webpki::Error::CaUsedAsEndEntity), false);
+        assert_eq!(ca, CA_AS_SERVER_CERT);
+        for (e, start) in [
+            (
+                other(webpki::Error::CaUsedAsEndEntity),
+                "the node's certificate is a CA certificate (basicConstraints CA:TRUE",
+            ),
+            (
+                other(webpki::Error::EndEntityUsedAsCa),
+                "a certificate that signs the node's is not a CA",
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::Expired),
+                "the node's certificate has expired (its notAfter has passed): renew it",
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::NotValidYet),
+                "the node's certificate is not valid yet",
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::InvalidPurpose),
+                "the node's certificate is not for a TLS server",
+            ),
+            (
+                rustls::Error::InvalidCertificate(CertificateError::BadSignature),
+                "the node's certificate is refused: a signature in its chain does not verify",
+            ),
+        ] {
+            let text = describe(&e, false);
+            assert!(text.starts_with(start), "{text}");
+            assert!(
+                !text.contains("Other(") && !text.contains("Error("),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{ADMIN_USER, Auth, NodeConfig, NodeTls};
-use crate::{Error, Node, Proxy, ServerBin, ServerKind, TlsCerts};
+use crate::{Error, Node, Proxy, ServerBin, ServerCert, ServerKind, TlsCerts};
 
 /// N running nodes on loopback, each with its own proxy. Dropping the cluster stops the
 /// proxies first, then kills every node and removes its temp dir, also when a test panics.
@@ -104,6 +104,10 @@ pub struct ClusterBuilder {
     command_timeout: Duration,
     /// `Some(client_cert)`: a TLS port on each node, requiring a client certificate or not.
     tls: Option<bool>,
+    /// The certificate the TLS ports present.
+    server_cert: ServerCert,
+    /// The oldest major version each kind may run (`min_version`).
+    min_versions: Vec<(ServerKind, u32)>,
     unix: bool,
     unix_too: bool,
 }
@@ -120,6 +124,8 @@ impl Default for ClusterBuilder {
             start_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(2),
             tls: None,
+            server_cert: ServerCert::Valid,
+            min_versions: Vec::new(),
             unix: false,
             unix_too: false,
         }
@@ -144,6 +150,19 @@ impl ClusterBuilder {
         let kinds: Vec<ServerKind> = kinds.into_iter().collect();
         self.nodes = kinds.len();
         self.kinds = Some(kinds);
+        self
+    }
+
+    /// Nodes of `kind` need its major version `major` or later (e.g. Valkey 9 for
+    /// `DELIFEQ`): each such node's binary is the first recent enough of the places
+    /// [`ServerBin::of_kind_at_least`] looks, so a Valkey 9 named by `REDLOCK_VALKEY_BIN`
+    /// is taken over an older `valkey-server` on `PATH`; with none, [`start`](Self::start)
+    /// fails with [`Error::ServerTooOld`], a sentence naming what was found and how to name
+    /// a newer one, before any node starts. Applies to [`kinds`](Self::kinds) clusters and to
+    /// a default binary of that kind.
+    pub fn min_version(mut self, kind: ServerKind, major: u32) -> Self {
+        self.min_versions.retain(|(k, _)| *k != kind);
+        self.min_versions.push((kind, major));
         self
     }
 
@@ -215,6 +234,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// The certificate each node's TLS port presents (default [`ServerCert::Valid`]); needs
+    /// [`tls`](Self::tls).
+    pub fn server_cert(mut self, cert: ServerCert) -> Self {
+        self.server_cert = cert;
+        self
+    }
+
     /// Makes each node listen on a unix socket only ([`Node::socket_path`], no TCP port):
     /// [`Node::url`] is then `unix:///path`, and the kit talks to it over the socket too.
     /// The proxies of such a cluster reach nothing.
@@ -266,6 +292,7 @@ impl ClusterBuilder {
             .map(|(certs, client_cert)| NodeTls {
                 certs: Arc::clone(certs),
                 client_cert,
+                server_cert: self.server_cert,
             });
         let configs: Vec<Arc<NodeConfig>> = bins
             .iter()
@@ -308,21 +335,35 @@ impl ClusterBuilder {
             Some(path) => ServerBin::at(path),
             None => ServerBin::discover(),
         };
-        let Some(kinds) = &self.kinds else {
-            return Ok(vec![default()?]);
+        let min = |kind: ServerKind| {
+            (self.min_versions.iter())
+                .find(|(k, _)| *k == kind)
+                .map_or(0, |(_, major)| *major)
         };
-        if kinds.is_empty() {
-            return Ok(vec![default()?]);
-        }
+        let recent = |b: &ServerBin| b.major() >= min(b.kind());
+        let kinds = match &self.kinds {
+            Some(kinds) if !kinds.is_empty() => kinds,
+            _ => {
+                let default = default()?;
+                return match recent(&default) {
+                    true => Ok(vec![default]),
+                    false => Ok(vec![ServerBin::of_kind_at_least(
+                        default.kind(),
+                        min(default.kind()),
+                    )?]),
+                };
+            }
+        };
         let default = default().ok();
         let mut found: Vec<ServerBin> = Vec::new();
         kinds
             .iter()
             .map(|&kind| {
-                let known = (default.iter().chain(found.iter())).find(|b| b.kind() == kind);
+                let known =
+                    (default.iter().chain(found.iter())).find(|b| b.kind() == kind && recent(b));
                 let bin = match known {
                     Some(bin) => bin.clone(),
-                    None => ServerBin::of_kind(kind)?,
+                    None => ServerBin::of_kind_at_least(kind, min(kind))?,
                 };
                 found.push(bin.clone());
                 Ok(bin)

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{ServerBin, TlsCerts};
+use crate::{ServerBin, ServerCert, TlsCerts};
 
 /// Settings shared by all nodes of a cluster; built by [`ClusterBuilder`](crate::ClusterBuilder).
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub(crate) struct NodeConfig {
 pub(crate) struct NodeTls {
     pub(crate) certs: Arc<TlsCerts>,
     pub(crate) client_cert: bool,
+    /// Which certificate the TLS port presents.
+    pub(crate) server_cert: ServerCert,
 }
 
 impl NodeConfig {
@@ -61,8 +63,9 @@ impl NodeConfig {
         if let Some(tls) = &self.tls {
             let path = |p: &Path| quote(&p.to_string_lossy());
             line(format!("tls-port {tls_port}"));
-            line(format!("tls-cert-file {}", path(&tls.certs.server_cert())));
-            line(format!("tls-key-file {}", path(&tls.certs.server_key())));
+            let (cert, key) = tls.certs.server_files(tls.server_cert);
+            line(format!("tls-cert-file {}", path(&cert)));
+            line(format!("tls-key-file {}", path(&key)));
             line(format!("tls-ca-cert-file {}", path(&tls.certs.ca())));
             let auth = if tls.client_cert { "yes" } else { "no" };
             line(format!("tls-auth-clients {auth}"));

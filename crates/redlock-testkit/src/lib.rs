@@ -48,7 +48,12 @@
 //! `PATH`; [`ClusterBuilder::server_bin`] overrides both. A cluster of mixed servers
 //! ([`ClusterBuilder::kinds`]) takes each node's binary from [`ServerBin::of_kind`]: the
 //! default one where it is of the node's kind, else `redis-server` on `PATH` or the
-//! `valkey-server` named by `REDLOCK_VALKEY_BIN`. All traffic stays on 127.0.0.1.
+//! `valkey-server` named by `REDLOCK_VALKEY_BIN`. A test that needs a version
+//! ([`ClusterBuilder::min_version`], e.g. Valkey 9 for `DELIFEQ`) takes the first of these
+//! that is recent enough ([`ServerBin::of_kind_at_least`]), so Debian's Valkey 8 on `PATH`
+//! or as the default does not stand in for it; with none it fails before starting a node,
+//! naming the binaries found and the variable to set ([`Error::ServerTooOld`]). All traffic
+//! stays on 127.0.0.1.
 
 #![warn(missing_docs)]
 
@@ -77,7 +82,7 @@ pub use ports::{HangingPort, refused_port};
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{ServerBin, ServerKind, VALKEY_ENV_VAR, VALKEY_TLS_ENV_VAR};
-pub use tls::TlsCerts;
+pub use tls::{ServerCert, TlsCerts};
 
 /// Everything that can go wrong while starting, driving or querying test nodes.
 #[derive(Debug)]
@@ -96,6 +101,16 @@ pub enum Error {
         kind: ServerKind,
         /// Where the kit looked and what went wrong there.
         detail: String,
+    },
+    /// A node must run a server of this kind at this major version or later, and every
+    /// binary of the kind found is older.
+    ServerTooOld {
+        /// The server the node needs.
+        kind: ServerKind,
+        /// The oldest major version that will do.
+        major: u32,
+        /// The binaries found, each as `Kind version (path)`.
+        found: String,
     },
     /// The binary ran but its `--version` output names neither Redis nor Valkey.
     UnknownServer {
@@ -196,6 +211,22 @@ impl fmt::Display for Error {
                  {VALKEY_ENV_VAR} to a valkey-server binary (`.ci/install-servers.sh` installs \
                  one and prints its path; `cargo xtask test --valkey PATH` sets it for every \
                  test)"
+            ),
+            Self::ServerTooOld {
+                kind: ServerKind::Valkey,
+                major,
+                found,
+            } => write!(
+                f,
+                "this test needs Valkey {major} or later and found only {found}: set \
+                 {VALKEY_ENV_VAR} to a valkey-server {major} binary (`.ci/install-servers.sh` \
+                 installs one and prints its path; `cargo xtask test --valkey PATH` sets it for \
+                 every test)"
+            ),
+            Self::ServerTooOld { kind, major, found } => write!(
+                f,
+                "this test needs {kind} {major} or later and found only {found}: put a newer \
+                 redis-server on PATH, or set REDLOCK_SERVER_BIN to one"
             ),
             Self::UnknownServer { path, output } => write!(
                 f,

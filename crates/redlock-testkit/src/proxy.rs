@@ -44,6 +44,7 @@ impl Proxy {
             stop: AtomicBool::new(false),
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
+            dropped_to_node: AtomicU64::new(0),
             late_replies: Mutex::new(Vec::new()),
             links: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
@@ -95,6 +96,16 @@ impl Proxy {
     /// reconnect (or the test can [`Proxy::cut`] it).
     pub fn blackhole(&self, on: bool) {
         self.shared.blackhole.store(on, Ordering::Relaxed);
+    }
+
+    /// How many bytes from clients the blackhole has dropped since the proxy started.
+    ///
+    /// Whether a read is dropped is decided when the proxy's thread reads it, which may be
+    /// a moment after the client wrote it: a test that turns the blackhole off must first
+    /// wait until this count has grown by the request it means to lose, or a late read
+    /// would forward that request after all.
+    pub fn dropped_to_node(&self) -> u64 {
+        self.shared.dropped_to_node.load(Ordering::Relaxed)
     }
 
     /// True while [`Proxy::blackhole`] is on.
@@ -210,6 +221,8 @@ struct Shared {
     stop: AtomicBool,
     latency_nanos: AtomicU64,
     blackhole: AtomicBool,
+    /// Bytes from clients that the blackhole dropped, ever.
+    dropped_to_node: AtomicU64,
     /// Replies of the node on connections whose client side was cut.
     late_replies: Mutex<Vec<u8>>,
     links: Mutex<Vec<Arc<Link>>>,
@@ -232,6 +245,14 @@ impl Shared {
 
     fn blackholed(&self) -> bool {
         self.blackhole.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` bytes going `dir` that the blackhole dropped.
+    fn dropped(&self, dir: Dir, n: usize) {
+        if dir == Dir::ToNode {
+            let n = u64::try_from(n).unwrap_or(u64::MAX);
+            self.dropped_to_node.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     fn latency(&self) -> Duration {
@@ -379,7 +400,7 @@ fn hold_while_blackholed(mut client: &TcpStream, link: &Link, shared: &Shared) -
             Ok(0) => return None,
             // Whether bytes are dropped is decided when the read completes, as in `pump`.
             Ok(n) if !shared.blackholed() => return Some(buf[..n].to_vec()),
-            Ok(_) => {}
+            Ok(n) => shared.dropped(Dir::ToNode, n),
             Err(e) if is_retry(&e) => {}
             Err(_) => return None,
         }
@@ -442,7 +463,7 @@ fn pump(
         match from.read(&mut buf) {
             Ok(0) => break,
             // Blackholed: read so the sender is not stalled by a full window, then drop.
-            Ok(_) if shared.blackholed() => {}
+            Ok(n) if shared.blackholed() => shared.dropped(dir, n),
             Ok(n) if dir == Dir::ToNode && link.is_holding() => {
                 lock(&link.held).extend_from_slice(&buf[..n]);
             }

@@ -59,34 +59,53 @@ impl ServerBin {
     /// `valkey-server` on `PATH`. Fails with [`Error::NoServerOfKind`], whose message says
     /// how to provide one.
     pub fn of_kind(kind: ServerKind) -> Result<Self, Error> {
-        if let Ok(default) = Self::discover()
-            && default.kind == kind
-        {
+        Self::of_kind_at_least(kind, 0)
+    }
+
+    /// [`of_kind`](Self::of_kind), of major version `major` or later: the first of the
+    /// same places whose binary is recent enough, so a Valkey 9 named by
+    /// `REDLOCK_VALKEY_BIN` is found beside an older default or `PATH` Valkey. Fails with
+    /// [`Error::ServerTooOld`], naming what it found and how to name a newer one, where
+    /// every binary of `kind` is older.
+    pub fn of_kind_at_least(kind: ServerKind, major: u32) -> Result<Self, Error> {
+        let fits = |b: &Self| b.kind == kind && b.major() >= major;
+        let default = Self::discover().ok().filter(|d| d.kind == kind);
+        if let Some(default) = default.clone().filter(fits) {
             return Ok(default);
         }
         let missing = |detail: String| Error::NoServerOfKind { kind, detail };
         let found = match kind {
             ServerKind::Redis => find_on_path("redis-server")
-                .ok_or_else(|| missing("no redis-server on PATH".to_owned()))?,
+                .ok_or_else(|| missing("no redis-server on PATH".to_owned())),
             ServerKind::Valkey => match env::var_os(VALKEY_ENV_VAR).filter(|p| !p.is_empty()) {
-                Some(path) => PathBuf::from(path),
+                Some(path) => Ok(PathBuf::from(path)),
                 None => find_on_path("valkey-server").ok_or_else(|| {
                     missing(format!(
                         "{VALKEY_ENV_VAR} is not set and no valkey-server is on PATH"
                     ))
-                })?,
+                }),
             },
         };
-        let bin = Self::at(&found).map_err(|e| {
-            missing(match e {
-                Error::NoServer { detail, .. } => format!("{}: {detail}", found.display()),
-                other => other.to_string(),
-            })
-        })?;
-        if bin.kind != kind {
-            return Err(missing(format!("{bin} is not {kind}")));
+        let bin = found.and_then(|found| {
+            let bin = Self::at(&found).map_err(|e| {
+                missing(match e {
+                    Error::NoServer { detail, .. } => format!("{}: {detail}", found.display()),
+                    other => other.to_string(),
+                })
+            })?;
+            match bin.kind == kind {
+                true => Ok(bin),
+                false => Err(missing(format!("{bin} is not {kind}"))),
+            }
+        });
+        match bin {
+            Ok(bin) if fits(&bin) => Ok(bin),
+            Ok(bin) => Err(too_old(kind, major, default.into_iter().chain([bin]))),
+            Err(e) => match default {
+                Some(default) => Err(too_old(kind, major, [default])),
+                None => Err(e),
+            },
         }
-        Ok(bin)
     }
 
     /// Uses the binary at `path` (a bare name is looked up on `PATH`) and runs its
@@ -156,6 +175,17 @@ impl fmt::Display for ServerBin {
             self.version,
             self.path.display()
         )
+    }
+}
+
+/// [`Error::ServerTooOld`]: no binary of `kind` is at `major`; `found` were older.
+fn too_old(kind: ServerKind, major: u32, found: impl IntoIterator<Item = ServerBin>) -> Error {
+    let mut found: Vec<String> = found.into_iter().map(|b| b.to_string()).collect();
+    found.dedup();
+    Error::ServerTooOld {
+        kind,
+        major,
+        found: found.join(", "),
     }
 }
 

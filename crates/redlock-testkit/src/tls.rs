@@ -1,7 +1,8 @@
 //! Test certificates for TLS nodes ([`TlsCerts`]), made with rcgen at cluster start: a CA,
 //! a server certificate it signs for the IP address 127.0.0.1 only (so `localhost` is a name
 //! mismatch), a client certificate it signs (mTLS), and an unrelated CA that trusts none of
-//! them. PEM files in a temp dir that lives as long as the cluster.
+//! them; and two server certificates a client must refuse ([`ServerCert`]). PEM files in a
+//! temp dir that lives as long as the cluster.
 
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr};
@@ -14,6 +15,21 @@ use rcgen::{
 
 use crate::Error;
 use crate::process::TempDir;
+
+/// Which certificate a TLS node presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ServerCert {
+    /// Signed by [`TlsCerts::ca`] for 127.0.0.1, valid now: what a client should accept.
+    #[default]
+    Valid,
+    /// Signed by [`TlsCerts::ca`] for 127.0.0.1, but its `notAfter` has passed (2001).
+    Expired,
+    /// Self-signed with `basicConstraints CA:TRUE` for 127.0.0.1, as `openssl req -x509`
+    /// makes by default: trusted as its own CA ([`TlsCerts::self_signed_ca_cert`]), it is a
+    /// CA, not a server's certificate.
+    SelfSignedCa,
+}
 
 /// The PEM files of a TLS cluster. Paths only; the files go when the cluster does.
 #[derive(Debug)]
@@ -36,6 +52,15 @@ impl TlsCerts {
             ExtendedKeyUsagePurpose::ServerAuth,
         )?;
         certs.write_leaf(server, &ca, SERVER_CERT, SERVER_KEY)?;
+        let mut expired = leaf(
+            "redlock expired node",
+            vec![SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )?;
+        expired.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        expired.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        certs.write_leaf(expired, &ca, EXPIRED_CERT, EXPIRED_KEY)?;
+        certs.write_self_signed_ca()?;
         let client = leaf(
             "redlock test client",
             vec![],
@@ -63,6 +88,22 @@ impl TlsCerts {
     /// The nodes' private key.
     pub fn server_key(&self) -> PathBuf {
         self.path(SERVER_KEY)
+    }
+
+    /// The certificate file a node presents as `kind`, and its key.
+    pub fn server_files(&self, kind: ServerCert) -> (PathBuf, PathBuf) {
+        let (cert, key) = match kind {
+            ServerCert::Valid => (SERVER_CERT, SERVER_KEY),
+            ServerCert::Expired => (EXPIRED_CERT, EXPIRED_KEY),
+            ServerCert::SelfSignedCa => (SELF_SIGNED_CA_CERT, SELF_SIGNED_CA_KEY),
+        };
+        (self.path(cert), self.path(key))
+    }
+
+    /// The [`ServerCert::SelfSignedCa`] certificate: give it as the client's `ca=` file to
+    /// trust it as its own CA.
+    pub fn self_signed_ca_cert(&self) -> PathBuf {
+        self.path(SELF_SIGNED_CA_CERT)
     }
 
     /// A client certificate the nodes accept (signed by [`ca`](Self::ca)).
@@ -97,6 +138,21 @@ impl TlsCerts {
         let ca = CertifiedIssuer::self_signed(params, key).map_err(rcgen_error)?;
         self.write(file, &ca.pem())?;
         Ok(ca)
+    }
+
+    /// `openssl req -x509 -newkey ... -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1`:
+    /// self-signed, `CA:TRUE` (openssl's default `v3_ca` extensions), for 127.0.0.1.
+    fn write_self_signed_ca(&self) -> Result<(), Error> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(rcgen_error)?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "127.0.0.1");
+        params.subject_alt_names = vec![SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
+        let key = KeyPair::generate().map_err(rcgen_error)?;
+        let cert = params.self_signed(&key).map_err(rcgen_error)?;
+        self.write(SELF_SIGNED_CA_CERT, &cert.pem())?;
+        self.write(SELF_SIGNED_CA_KEY, &key.serialize_pem())
     }
 
     fn write_leaf(
@@ -135,6 +191,10 @@ const CA: &str = "ca.pem";
 const OTHER_CA: &str = "other-ca.pem";
 const SERVER_CERT: &str = "node.pem";
 const SERVER_KEY: &str = "node-key.pem";
+const EXPIRED_CERT: &str = "expired-node.pem";
+const EXPIRED_KEY: &str = "expired-node-key.pem";
+const SELF_SIGNED_CA_CERT: &str = "self-signed-ca-node.pem";
+const SELF_SIGNED_CA_KEY: &str = "self-signed-ca-node-key.pem";
 const CLIENT_CERT: &str = "client.pem";
 const CLIENT_KEY: &str = "client-key.pem";
 
@@ -152,6 +212,10 @@ mod tests {
             certs.server_key(),
             certs.client_cert(),
             certs.client_key(),
+            certs.server_files(ServerCert::Expired).0,
+            certs.server_files(ServerCert::Expired).1,
+            certs.server_files(ServerCert::SelfSignedCa).0,
+            certs.server_files(ServerCert::SelfSignedCa).1,
         ] {
             assert!(path.starts_with(certs.dir.path()), "{}", path.display());
             let text = fs::read_to_string(&path).unwrap();

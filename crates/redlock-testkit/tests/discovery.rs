@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use redlock_testkit::{Cluster, Error, ServerKind};
+use redlock_testkit::{Cluster, Error, ServerBin, ServerKind};
 
 /// Set in the child run of [`env_var_is_the_default_binary`].
 const CHILD_ENV: &str = "REDLOCK_TESTKIT_ENV_CHILD";
@@ -99,6 +99,8 @@ fn zero_nodes_and_bad_options() {
 
 /// Set in the child run of [`a_missing_second_server_is_one_clear_sentence`].
 const KIND_CHILD_ENV: &str = "REDLOCK_TESTKIT_KIND_CHILD";
+/// Set in the child runs of [`a_test_that_needs_valkey_9_says_which_binary_and_how_to_name_it`].
+const VERSION_CHILD_ENV: &str = "REDLOCK_TESTKIT_VERSION_CHILD";
 
 /// A cluster of mixed servers runs each node on the binary of its kind, whichever is the
 /// default (CI runs this with Redis and with Valkey as the default).
@@ -158,9 +160,73 @@ fn a_missing_second_server_is_one_clear_sentence() {
     );
 }
 
+/// A test that needs Valkey 9 (`min_version(Valkey, 9)`) takes the Valkey 9 named by
+/// `REDLOCK_VALKEY_BIN` over an older default; with only the older one it fails before any
+/// node starts, in one sentence naming the binary found and the variable to set. The
+/// binaries are two scripts that answer `--version` as Valkey 8.0.1 and 9.1.2 would (only
+/// the choice is under test; no node is started), run in a child with that environment.
+#[test]
+fn a_test_that_needs_valkey_9_says_which_binary_and_how_to_name_it() {
+    if std::env::var_os(VERSION_CHILD_ENV).is_some() {
+        let needs_9 = Cluster::builder()
+            .kinds([ServerKind::Valkey])
+            .min_version(ServerKind::Valkey, 9);
+        match ServerBin::of_kind_at_least(ServerKind::Valkey, 9) {
+            Ok(bin) => println!("\nFOUND {bin}"),
+            Err(err) => {
+                // The cluster fails with the same sentence, before starting anything.
+                let from_cluster = needs_9.start().err().map(|e| e.to_string());
+                assert_eq!(from_cluster, Some(err.to_string()));
+                println!("\nERROR {err}");
+            }
+        }
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("redlock-versions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = |name: &str, version: &str| {
+        let path = dir.join(name);
+        let script = format!("#!/bin/sh\necho 'Valkey server v={version} sha=00000000:0'\n");
+        std::fs::write(&path, script).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&path, mode).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let (old, new) = (fake("valkey-8", "8.0.1"), fake("valkey-9", "9.1.2"));
+    let run = |env: &[(&str, &str)]| {
+        let mut env = env.to_vec();
+        env.push((VERSION_CHILD_ENV, "1"));
+        child_line(
+            "a_test_that_needs_valkey_9_says_which_binary_and_how_to_name_it",
+            &env,
+        )
+    };
+    let both = run(&[("REDLOCK_SERVER_BIN", &old), ("REDLOCK_VALKEY_BIN", &new)]);
+    let only_old = run(&[("REDLOCK_SERVER_BIN", &old), ("REDLOCK_VALKEY_BIN", &old)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(both, format!("FOUND Valkey 9.1.2 ({new})"));
+    assert_eq!(
+        only_old,
+        format!(
+            "ERROR this test needs Valkey 9 or later and found only Valkey 8.0.1 ({old}): set \
+             REDLOCK_VALKEY_BIN to a valkey-server 9 binary (`.ci/install-servers.sh` installs \
+             one and prints its path; `cargo xtask test --valkey PATH` sets it for every test)"
+        )
+    );
+}
+
 /// Runs `test` alone in a child of this test binary with `env` set, and returns the error
 /// the child printed on its `ERROR ` line.
 fn child_error(test: &str, env: &[(&str, &str)]) -> String {
+    child_line(test, env)
+        .strip_prefix("ERROR ")
+        .unwrap_or_else(|| panic!("the child printed no error"))
+        .to_owned()
+}
+
+/// Runs `test` alone in a child of this test binary with `env` set, and returns the line
+/// the child printed that starts with `ERROR ` or `FOUND `.
+fn child_line(test: &str, env: &[(&str, &str)]) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .envs(env.iter().copied())
@@ -170,7 +236,7 @@ fn child_error(test: &str, env: &[(&str, &str)]) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout
         .lines()
-        .find_map(|l| l.strip_prefix("ERROR "))
+        .find(|l| l.starts_with("ERROR ") || l.starts_with("FOUND "))
         .unwrap_or_else(|| panic!("child printed no error: {stdout}"))
         .to_owned()
 }

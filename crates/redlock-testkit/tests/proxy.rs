@@ -96,6 +96,11 @@ fn blackhole_makes_reads_time_out_until_lifted() {
     let mut held = Conn::open(proxy.addr(), short).unwrap();
     assert!(held.command(&["PING"]).unwrap_err().is_timeout());
     assert_eq!(cluster.node(0).command(&["PING"]).unwrap(), pong());
+    // Both PINGs (14 bytes each), on the old connection and on the held one, were dropped.
+    assert_eq!(
+        proxy.dropped_to_node(),
+        2 * b"*1\r\n$4\r\nPING\r\n".len() as u64
+    );
 
     proxy.blackhole(false);
     let mut fresh = Conn::open(proxy.addr(), TIMEOUT).unwrap();

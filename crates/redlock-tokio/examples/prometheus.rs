@@ -3,7 +3,7 @@
 //! `redlock_lost_total{reason}`, `redlock_released_total`), histograms
 //! (`redlock_acquire_seconds`, `redlock_handoff_wait_seconds`,
 //! `redlock_node_round_trip_seconds{node}`) and gauges (`redlock_held_locks`,
-//! `redlock_nodes_up`).
+//! `redlock_nodes_up{handle,node}`: 1 while that handle's connection to the node is up).
 //!
 //! Run with `cargo run -p redlock-tokio --features metrics --example prometheus`
 //! (`redis-server` on PATH): it starts 3 nodes, installs the exporter's recorder, takes a

@@ -100,6 +100,11 @@ fn counted_lock() {
 }
 
 #[test]
+fn nodes_up_per_node_and_handle() {
+    observe::nodes_up_per_node_and_handle::<Tokio>();
+}
+
+#[test]
 fn healthy_clocks() {
     observe::healthy_clocks::<Tokio>();
 }

@@ -94,9 +94,7 @@ impl Active {
             }
             Input::Connected { .. } => {
                 #[cfg(feature = "metrics")]
-                if !node.up {
-                    self.metrics.node_up(true);
-                }
+                self.metrics.node_up(conn.node(), &self.names, true);
                 (node.up, node.failing, node.sent) = (true, false, None);
                 #[cfg(feature = "tracing")]
                 trace::connected(&self.names, conn);
@@ -104,10 +102,9 @@ impl Active {
             Input::Disconnected { reason, .. } => {
                 let (was_up, repeated) = (node.up, node.failing);
                 (node.up, node.failing, node.sent) = (false, !was_up, None);
+                // Down, or a failed attempt: 0 either way (a node never reached shows too).
                 #[cfg(feature = "metrics")]
-                if was_up {
-                    self.metrics.node_up(false);
-                }
+                self.metrics.node_up(conn.node(), &self.names, false);
                 #[cfg(feature = "tracing")]
                 trace::disconnected(&self.names, conn, reason, was_up, repeated);
                 #[cfg(not(feature = "tracing"))]
@@ -131,7 +128,7 @@ impl Active {
                 node.sent = None;
                 #[cfg(feature = "metrics")]
                 if was_up {
-                    self.metrics.node_up(false);
+                    self.metrics.node_up(conn.node(), &self.names, false);
                 }
                 #[cfg(feature = "tracing")]
                 match output {

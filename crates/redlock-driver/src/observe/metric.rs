@@ -13,8 +13,9 @@
 //! | `redlock_handoff_wait_seconds` | histogram | | time in line behind an earlier call |
 //! | `redlock_node_round_trip_seconds` | histogram | `node` | a write to the next reply |
 //! | `redlock_held_locks` | gauge | | locks held now |
-//! | `redlock_nodes_up` | gauge | | node connections up now |
+//! | `redlock_nodes_up` | gauge | `handle`, `node` | 1 while this handle's connection to the node is up, else 0 |
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use metrics::{
@@ -24,7 +25,8 @@ use metrics::{
 use redlock_core::{AcquireFailure, LostReason, NodeId, NodeName};
 
 /// Every handle the observer updates, and what it added to the gauges (taken back when the
-/// loop ends: the gauges count over every loop in the process).
+/// loop ends: `redlock_held_locks` counts over every loop in the process, and this loop's
+/// `redlock_nodes_up` series drop to 0).
 pub(super) struct Metrics {
     acquired: Counter,
     acquire_failed: [Counter; FAILURES.len()],
@@ -36,9 +38,12 @@ pub(super) struct Metrics {
     /// Registered on each node's first round trip, when its name is known.
     round_trip: Vec<Option<Histogram>>,
     held_locks: Gauge,
-    nodes_up: Gauge,
+    /// This loop's `handle` label: its number among the loops of the process.
+    handle: String,
+    /// Each node's `redlock_nodes_up` series and whether it is at 1; registered on the
+    /// node's first connection or failure, when its name is known.
+    nodes_up: Vec<Option<(Gauge, bool)>>,
     held: u64,
-    up: u64,
 }
 
 impl Default for Metrics {
@@ -55,9 +60,9 @@ impl Default for Metrics {
             handoff_wait: histogram!("redlock_handoff_wait_seconds"),
             round_trip: Vec::new(),
             held_locks: gauge!("redlock_held_locks"),
-            nodes_up: gauge!("redlock_nodes_up"),
+            handle: (NEXT_HANDLE.fetch_add(1, Ordering::Relaxed) + 1).to_string(),
+            nodes_up: Vec::new(),
             held: 0,
-            up: 0,
         }
     }
 }
@@ -109,15 +114,20 @@ impl Metrics {
         self.let_go(held);
     }
 
-    /// A node's connection came up (`true`) or went down.
-    pub(super) fn node_up(&mut self, up: bool) {
-        if up {
-            self.up += 1;
-            self.nodes_up.increment(1.0);
-        } else {
-            self.up = self.up.saturating_sub(1);
-            self.nodes_up.decrement(1.0);
+    /// `node`'s connection came up (`true`), or went down or failed: its series is 1 or 0.
+    pub(super) fn node_up(&mut self, node: NodeId, names: &[NodeName], up: bool) {
+        let i = node.index();
+        if self.nodes_up.len() <= i {
+            self.nodes_up.resize(i + 1, None);
         }
+        let handle = &self.handle;
+        let (gauge, is_up) = self.nodes_up[i].get_or_insert_with(|| {
+            let name = node_label(node, names);
+            let gauge = gauge!("redlock_nodes_up", "handle" => handle.clone(), "node" => name);
+            (gauge, false)
+        });
+        *is_up = up;
+        gauge.set(if up { 1.0 } else { 0.0 });
     }
 
     /// One round trip to `node`.
@@ -126,12 +136,9 @@ impl Metrics {
         if self.round_trip.len() <= i {
             self.round_trip.resize(i + 1, None);
         }
-        let histogram = self.round_trip[i].get_or_insert_with(|| {
-            let name = names
-                .get(i)
-                .map_or_else(|| node.to_string(), |n| n.as_str().to_owned());
-            histogram!("redlock_node_round_trip_seconds", "node" => name)
-        });
+        let histogram = self.round_trip[i].get_or_insert_with(
+            || histogram!("redlock_node_round_trip_seconds", "node" => node_label(node, names)),
+        );
         histogram.record(rtt);
     }
 
@@ -154,7 +161,11 @@ impl Drop for Metrics {
     /// The loop is over: its locks and connections no longer count.
     fn drop(&mut self) {
         self.held_locks.decrement(self.held as f64);
-        self.nodes_up.decrement(self.up as f64);
+        for (gauge, up) in self.nodes_up.iter_mut().flatten() {
+            if std::mem::take(up) {
+                gauge.set(0.0);
+            }
+        }
     }
 }
 
@@ -187,8 +198,22 @@ fn describe() {
         "From a write to a node to its next reply"
     );
     describe_gauge!("redlock_held_locks", "Locks held now");
-    describe_gauge!("redlock_nodes_up", "Node connections up now");
+    describe_gauge!(
+        "redlock_nodes_up",
+        "1 while this handle's connection to the node is up, else 0"
+    );
 }
+
+/// The `node` label: the node's name from the configuration (its address, no password).
+fn node_label(node: NodeId, names: &[NodeName]) -> String {
+    names
+        .get(node.index())
+        .map_or_else(|| node.to_string(), |n| n.as_str().to_owned())
+}
+
+/// The number of the next loop's `handle` label, less one: loops are numbered from 1 in
+/// the order they start in this process.
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(0);
 
 /// The `reason` label of each acquisition failure.
 const FAILURES: [&str; 7] = [
