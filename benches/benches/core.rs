@@ -247,6 +247,16 @@ fn report_allocations() {
     }
 }
 
+/// `hello` with node `i`'s own run id (one run id twice is one server named twice).
+fn own_run_id(hello: &[u8], i: usize) -> Vec<u8> {
+    let at = (hello.windows(10))
+        .position(|w| w == b"run_id:abc")
+        .expect("a run id");
+    let mut out = hello.to_vec();
+    out[at + 9] = b'0' + (i % 10) as u8;
+    out
+}
+
 /// Checks once, outside any timing, that a cycle really locks and unlocks.
 fn check_one_cycle(
     server: Server,
@@ -402,7 +412,7 @@ fn connected_client(
         let input = Input::Received {
             now: clock.tick(),
             conn,
-            bytes: server.hello(),
+            bytes: &own_run_id(server.hello(), conn.node().index()),
         };
         client.handle_input(input).expect("drained");
         let mut trace = Trace::default();

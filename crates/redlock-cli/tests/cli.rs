@@ -1058,8 +1058,9 @@ fn a_usage_error_shows_clap_s_whole_message_and_no_password() {
 
 #[test]
 fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
-    let refused = redlock_testkit::refused_port().unwrap();
-    let nodes = format!("{refused},{refused},{refused}");
+    // Three ports: one server named three times is refused before any connection.
+    let refused = || redlock_testkit::refused_port().unwrap();
+    let nodes = format!("{},{},{}", refused(), refused(), refused());
     for wait in [&["--no-wait"][..], &[][..], &["--wait", "1h"][..]] {
         let mut command = Command::new(bin());
         command
@@ -1072,6 +1073,23 @@ fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
         assert_eq!(out.status.code(), Some(NODE_ERROR), "{wait:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{wait:?}: {err}");
         assert!(err.contains("could not acquire r"), "{wait:?}: {err}");
+    }
+}
+
+/// One server given as several nodes is no quorum: refused at once, naming both entries.
+#[test]
+fn one_server_named_twice_is_a_configuration_error() {
+    let port = redlock_testkit::refused_port().unwrap().port();
+    for nodes in [
+        format!("redis://127.0.0.1:{port},127.0.0.1:{port},redis://localhost:{port}"),
+        format!("redis://127.0.0.1:{port}/0,redis://127.0.0.1:{port}/1,redis://127.0.0.1:{port}/2"),
+    ] {
+        let mut command = Command::new(bin());
+        command.args(["exec", "r", "--no-wait", "--nodes", &nodes, "--", "true"]);
+        let out = finish(Running::spawn(command, false), Duration::from_secs(10));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(USAGE), "{nodes}: {err}");
+        assert!(err.contains("same server"), "{nodes}: {err}");
     }
 }
 

@@ -182,6 +182,7 @@ macro_rules! conformance_suite {
             restart_quarantine::a_node_restarted_empty_votes_no_until_its_window_passes,
             restart_quarantine::a_node_that_syncs_every_write_is_not_quarantined,
             restart_quarantine::a_fresh_client_refuses_a_node_that_started_long_after_its_peers,
+            restart_quarantine::a_server_named_twice_votes_once,
             defects::extreme_durations_keep_the_driver_alive,
             defects::with_lock_past_the_deadline_is_lost,
             defects::extension_racing_release_is_never_shutdown,

@@ -213,3 +213,63 @@ pub fn a_fresh_client_refuses_a_node_that_started_long_after_its_peers<D: Driver
         "granted before {until:?}"
     );
 }
+
+/// One server named twice, by its port and by its unix socket with another database (no
+/// address check can tell): its handshakes report one run id, so the client counts it once. Three names of two
+/// servers: granted while both answer; with the other server killed, the two names of the
+/// first are no quorum, and every attempt says why.
+pub fn a_server_named_twice_votes_once<D: Driver>() {
+    let c = (Cluster::builder().nodes(2).unix_socket_too().start()).expect("start test nodes");
+    // Database 1 through the socket: its SET does not meet the one through the port, so
+    // the server would grant twice.
+    let urls = vec![
+        c.node(0).url(),
+        format!("{}?db=1", c.node(0).unix_url().expect("a unix socket")),
+        c.node(1).url(),
+    ];
+    let d = D::build(&urls, quarantine_on).unwrap();
+    let mut last = None;
+    let granted = eventually(BOUND, || match d.try_lock("twice") {
+        Ok(g) => {
+            g.release().expect("a release report");
+            true
+        }
+        Err(e) => {
+            last = Some(e);
+            false
+        }
+    });
+    assert!(granted, "two servers never granted: {last:?}");
+    c.node(1).kill().expect("kill node 1");
+    let mut seen = false;
+    let mut last = None;
+    for _ in 0..5 {
+        match d.try_lock("twice") {
+            Ok(g) => panic!("granted by one server named twice: {:?}", g.release()),
+            Err(e) => {
+                last = Some(e.to_string());
+                let LockError::Acquire {
+                    reason: AcquireFailure::QuorumUnreachable { errors },
+                    ..
+                } = &e
+                else {
+                    continue;
+                };
+                seen |= errors.iter().any(|(node, fault)| {
+                    node.id().index() == 1
+                        && matches!(
+                            fault,
+                            NodeFault::Quarantined {
+                                cause: QuarantineCause::SameServer,
+                                ..
+                            }
+                        )
+                });
+            }
+        }
+    }
+    assert!(
+        seen,
+        "the second name of node 0 was never said to be the same server: {last:?}"
+    );
+}

@@ -508,6 +508,7 @@ impl<R: CryptoRng> Client<R> {
                 }
                 SessionReply::Decided(verdict) => {
                     self.on_verdict(node, verdict);
+                    self.find_same_servers(now);
                     self.settle_first_sights(now, window);
                     Unmatched::Read
                 }
@@ -876,6 +877,25 @@ impl<R: CryptoRng> Client<R> {
         if let Some(lock) = self.locks.get_mut(&op) {
             lock.handle_release_notice(now, node, &mut self.rng);
             self.pump(now, op);
+        }
+    }
+
+    /// Marks each node whose connection reported the run id of a node before it in the
+    /// configuration as the same server (it must not vote twice), and clears the mark of
+    /// one that no longer does; tells the application of each new mark.
+    fn find_same_servers(&mut self, now: Instant) {
+        for k in 1..self.nodes.len() {
+            let same = self.nodes[k]
+                .current_run_id()
+                .and_then(|id| (0..k).find(|&j| self.nodes[j].current_run_id() == Some(id)));
+            let before = std::mem::replace(&mut self.nodes[k].same_as, same);
+            if same.is_some() && before.is_none() {
+                self.events.push_back(Event::NodeQuarantined {
+                    node: crate::round::name(&self.config.names, k),
+                    until: crate::time::add(now, crate::node::SAME_SERVER_FOR),
+                    cause: QuarantineCause::SameServer,
+                });
+            }
         }
     }
 

@@ -177,6 +177,9 @@ pub(crate) struct Node {
     first_sight: Option<Quarantine>,
     /// When the node's process started, as its last `INFO` said (`now - uptime`).
     pub(crate) started: Option<Instant>,
+    /// Another node (by index) whose connection reported the same run id as this one's:
+    /// one server named twice; its votes for acquisitions do not count meanwhile.
+    pub(crate) same_as: Option<usize>,
     /// Its replies to acquisition attempts while its first sight is undecided: counted,
     /// or vetoed, once its peers have told (client.rs).
     held_votes: Vec<(OpId, RequestId, Reply)>,
@@ -241,6 +244,7 @@ impl Node {
             first_sight: None,
             started: None,
             held_votes: Vec::new(),
+            same_as: None,
             rate_check: (config.clock_check).then(|| RateCheck::new(config.timing.drift_factor)),
             clock_finding: None,
         }
@@ -254,10 +258,22 @@ impl Node {
             cause: q.cause,
         };
         match (self.quarantine, self.first_sight) {
+            _ if self.same_as.is_some() => Some(NodeFault::Quarantined {
+                until: time::add(now, SAME_SERVER_FOR),
+                cause: QuarantineCause::SameServer,
+            }),
             (Some(q), _) if q.until > now => Some(fault(q)),
             (_, Some(q)) if q.until > now => Some(fault(q)),
             _ => None,
         }
+    }
+
+    /// The run id of the process behind the current connection, once its `INFO` was read.
+    pub(crate) fn current_run_id(&self) -> Option<&Bytes> {
+        self.seen
+            .as_ref()
+            .filter(|_| self.identified)
+            .map(|s| &s.run_id)
     }
 
     /// The start of a young node seen for the first time whose peers have not told yet
@@ -714,6 +730,10 @@ impl Node {
         ConnId::new(self.id, self.generation)
     }
 }
+
+/// How long ahead a quarantine for being the same server as another node is said to last:
+/// it lasts while the connection reports that run id, re-checked at each connection.
+pub(crate) const SAME_SERVER_FOR: Duration = Duration::from_secs(86_400);
 
 /// Appends `HELLO 3` (RESP3, for release notifications) or `HELLO` (the protocol stays
 /// RESP2).

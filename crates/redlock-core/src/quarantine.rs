@@ -58,6 +58,10 @@ pub enum QuarantineCause {
     /// The clock check found the node's clock stepped
     /// ([`Event::ClockStep`](crate::Event::ClockStep); opt-in, as `ClockRate`).
     ClockStep,
+    /// The node reported the same `run_id` as another node of the configuration: one
+    /// server named twice (an alias, a unix socket and a port), which must not vote twice.
+    /// It does not vote for acquisitions while its connection reports that run id.
+    SameServer,
 }
 
 impl std::fmt::Display for QuarantineCause {
@@ -67,6 +71,7 @@ impl std::fmt::Display for QuarantineCause {
             Self::Young => "the node started less than the quarantine window ago",
             Self::ClockRate => "the node's clock runs at a rate outside the drift allowance",
             Self::ClockStep => "the node's clock stepped",
+            Self::SameServer => "the node is the same server as another node (the same run_id)",
         })
     }
 }

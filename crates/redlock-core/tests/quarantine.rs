@@ -502,3 +502,50 @@ fn a_young_nodes_grant_waits_for_its_peers_instead_of_failing_the_attempt() {
     };
     assert_eq!((a.op, a.stats.attempts), (op, 1));
 }
+
+/// Two nodes of the configuration whose handshakes report one run id are one server named
+/// twice (an alias, or a unix socket and a port): the later one's grant does not count,
+/// and the application is told; once its connection reports another run id, it votes.
+#[test]
+fn two_nodes_that_are_one_server_vote_once() {
+    let mut h = Harness::new(config(true));
+    h.drain();
+    assert!(up(&mut h, 0, &info("a0", DAY), NO_AOF).is_empty());
+    assert!(up(&mut h, 1, &info("a1", DAY), NO_AOF).is_empty());
+    let events = up(&mut h, 2, &info("a0", DAY), NO_AOF);
+    let [Event::NodeQuarantined { node, cause, .. }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        (node.clone(), *cause),
+        (name(2), QuarantineCause::SameServer)
+    );
+    // With node 1 down, nodes 0 and 2 would make a quorum of one server.
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    let [Event::AcquireFailed { reason, .. }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert!(
+        reason
+            .to_string()
+            .contains("the same server as another node"),
+        "{reason}"
+    );
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":1\r\n");
+    // Node 1 back; node 2 turns out to be a server of its own after all: it votes.
+    fire_until_connect(&mut h);
+    assert!(up(&mut h, 1, &info("a1", DAY), NO_AOF).is_empty());
+    reconnect(&mut h, 2);
+    // Another run id than before: a restart to this client, quarantined for its window.
+    let events = up(&mut h, 2, &info("c2", DAY), NO_AOF);
+    let [Event::NodeQuarantined { until, cause, .. }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(*cause, QuarantineCause::Restarted);
+    h.now = *until;
+    h.disconnect(1, ConnectionError::Closed);
+    let (events, _) = acquire_all_grant(&mut h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}

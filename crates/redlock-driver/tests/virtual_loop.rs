@@ -314,10 +314,12 @@ impl Harness {
         self.reply(node, REDIS_7_HELLO);
         self.reply(node, b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n");
         // Up for a day: no restart quarantine.
-        self.reply(
-            node,
-            b"$37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n",
+        // Each node its own run id (one run id twice is one server named twice).
+        let info = format!(
+            "$37\r\nrun_id:ab{}\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n",
+            node % 10
         );
+        self.reply(node, info.as_bytes());
         for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
             self.reply(node, format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }

@@ -48,6 +48,9 @@ pub struct Node {
     /// `uptime_in_seconds` counts from it on the wall clock, as Redis does, so a step of
     /// the wall clock moves the uptime.
     started_wall: u64,
+    /// Which node of its cluster this is: servers' run ids differ (real ones are random),
+    /// so each node's is drawn from it and its incarnation.
+    id: u64,
 }
 
 /// Whether the node process runs.
@@ -66,6 +69,13 @@ impl Node {
     /// `preload` fills the script cache with every registered script.
     pub fn new(clock: Clock, scripts: &Scripts, preload: bool) -> Self {
         Self::with_profile(clock, scripts, preload, ServerProfile::REDIS_7_0)
+    }
+
+    /// The same node as number `id` of its cluster: its run id (`INFO`) differs from the
+    /// other nodes', as real servers' do.
+    pub fn numbered(mut self, id: u64) -> Self {
+        self.id = id;
+        self
     }
 
     /// A running node that behaves as `profile` says (its `HELLO` reply and native
@@ -97,6 +107,7 @@ impl Node {
             persisted: false,
             // Up for a day when the simulation starts: no quarantine at first sight.
             started_wall: WALL_EPOCH_NANOS.saturating_sub(DAY_NANOS),
+            id: 0,
         }
     }
 
@@ -372,7 +383,7 @@ impl Node {
                 }
                 Err(_) => ServerReply::error(TIME_DENIED).into(),
             }),
-            b"INFO" => Some(info(self.incarnation, self.started_wall, wall)),
+            b"INFO" => Some(info((self.id, self.incarnation), self.started_wall, wall)),
             b"CONFIG" => config_get(rest).map(Frame::from),
             b"EVALSHA" | b"EVAL" | b"SCRIPT" => {
                 // A script's `PUBLISH` answers how many connections receive it.
@@ -401,9 +412,11 @@ impl Node {
 /// `INFO` (any section) of the process `incarnation`, started at wall time `started`: its
 /// run id (new at each restart) and its uptime in whole seconds on the wall clock `wall`
 /// (0 if the clock was stepped back past its start), as Redis's `INFO server` says them.
-fn info(incarnation: u32, started: u64, wall: u64) -> Frame {
+fn info((id, incarnation): (u64, u32), started: u64, wall: u64) -> Frame {
     let uptime = wall.saturating_sub(started) / 1_000_000_000;
-    let run_id = u64::from(incarnation).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let run_id = (u64::from(incarnation).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ id.wrapping_mul(0xc2b2_ae3d_27d4_eb4f))
+        | 1;
     let text = format!(
         "# Server\r\nredis_version:7.0.15\r\nrun_id:{run_id:040x}\r\nuptime_in_seconds:{uptime}\r\n"
     );

@@ -106,6 +106,7 @@ impl Sim {
                     scenario.preload_scripts,
                     scenario.server(i),
                 )
+                .numbered(i as u64)
             })
             .collect();
         let seed = scenario.seed;

@@ -23,7 +23,15 @@ const NODE_TIME: &[u8] = b"*2\r\n$10\r\n1795190400\r\n$6\r\n000017\r\n";
 
 /// An `INFO server` reply of a node up for a day, and a `CONFIG GET append*` reply without
 /// persistence: no quarantine.
-const OLD_NODE_INFO: &[u8] = b"$37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n";
+/// `INFO server` and `CONFIG GET` of node `i`, up for a day (no quarantine); each node its
+/// own run id (the same one twice would be one server named twice).
+fn old_node_info(i: usize) -> Vec<u8> {
+    format!(
+        "$37\r\nrun_id:ab{}\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n",
+        i % 10
+    )
+    .into_bytes()
+}
 
 /// A client on virtual time, connected to every node, with its preloads answered.
 struct Rig {
@@ -47,7 +55,7 @@ impl Rig {
             rig.reply(i, REDIS_7_HELLO);
             rig.reply(i, NODE_TIME);
             if rig.client.config().restart_quarantine() {
-                rig.reply(i, OLD_NODE_INFO);
+                rig.reply(i, &old_node_info(i));
             }
             rig.reply(i, b"+OK\r\n+OK\r\n");
         }
