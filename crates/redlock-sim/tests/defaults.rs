@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{
     Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, defaults_with, first_broken,
 };
-use redlock_core::Mutant;
+use redlock_core::{AcquireFailure, Mutant, NodeFault};
 use redlock_sim::{Scenario, Sim};
 
 /// Seeds each detection may look at.
@@ -194,6 +194,9 @@ fn correct_core_keeps_every_property_with_every_default_on_with_fresh_clients() 
 fn the_family_exercises_every_default() {
     let (mut crashes, mut stepped, mut late, mut queued, mut fenced) = (0, 0, 0, 0, 0);
     let (mut native, mut refused, mut spread, mut released) = (0, 0, 0, 0);
+    // Where the fix is that the client refuses: calls that failed with a restarted node's
+    // grant not counted.
+    let mut quarantined = 0;
     for emphasis in Emphasis::ALL {
         for seed in 0..20 {
             let scenario = defaults(seed, emphasis);
@@ -220,6 +223,14 @@ fn the_family_exercises_every_default() {
             refused += report.stats.native_refused;
             spread += u32::from(!scenario.wall_spread.is_zero());
             released += ops.iter().filter(|r| r.released).count();
+            quarantined += (ops.iter())
+                .filter(|r| match &r.failed {
+                    Some(AcquireFailure::QuorumUnreachable { errors }) => errors
+                        .iter()
+                        .any(|(_, f)| matches!(f, NodeFault::Quarantined { .. })),
+                    _ => false,
+                })
+                .count();
             assert!(
                 scenario.faults.restart_delay == (Duration::ZERO, Duration::ZERO),
                 "restarts without delay"
@@ -236,6 +247,7 @@ fn the_family_exercises_every_default() {
         ("native commands refused", refused as usize),
         ("scenarios with spread wall clocks", spread as usize),
         ("releases", released),
+        ("calls refused for a quarantined node's grant", quarantined),
     ];
     for (what, n) in counts {
         assert!(n > 10, "only {n} {what}");
