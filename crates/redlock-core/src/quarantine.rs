@@ -207,7 +207,13 @@ pub(crate) enum FirstSight {
     Undecided,
 }
 
+/// How much later than the true one a start read from `uptime_in_seconds` may be: the
+/// server rounds its uptime down to whole seconds.
+const UPTIME_STEP: Duration = Duration::from_secs(1);
+
 /// Tells a young node's restart from a new cluster by its peers' starts (module docs).
+/// Starts are `now - uptime`, each up to [`UPTIME_STEP`] late: a peer counts as started
+/// before the node only if it did whatever the rounding.
 pub(crate) fn first_sight(
     started: Instant,
     peers: impl Iterator<Item = Instant>,
@@ -216,7 +222,7 @@ pub(crate) fn first_sight(
 ) -> FirstSight {
     let mut together = 1;
     for peer in peers {
-        if time::add(peer, window) < started {
+        if time::add(peer, window.saturating_add(UPTIME_STEP)) < started {
             return FirstSight::Restarted;
         }
         together += 1;
@@ -323,10 +329,14 @@ mod tests {
         assert_eq!(sight(&[4, 2]), FirstSight::NewCluster);
         assert_eq!(sight(&[4, 100]), FirstSight::Restarted);
         assert_eq!(sight(&[100]), FirstSight::Restarted);
-        // Exactly a window apart is still together.
+        // A window and a second apart (uptimes are whole seconds, rounded down) is still
+        // together; a moment more is not.
+        let apart = WINDOW + s(1);
+        let sight_at = |gap| first_sight(started, [started - gap].into_iter(), WINDOW, 2);
+        assert_eq!(sight_at(apart), FirstSight::NewCluster);
         assert_eq!(
-            first_sight(started, [started - WINDOW].into_iter(), WINDOW, 2),
-            FirstSight::NewCluster
+            sight_at(apart + Duration::from_millis(1)),
+            FirstSight::Restarted
         );
     }
 
