@@ -110,6 +110,18 @@ pub fn errors_connect_timeout<D: Driver>() {
             port.addr()
         ),
     );
+    // With the defaults the connect timeout (1 s) is above the attempt's (500 ms for the
+    // default ttl): the attempt's deadline comes first, and says so.
+    let d = D::build(&[port.url()], |b| b.retry(RetryPolicy::once())).expect("valid");
+    let err = d.lock("slow").err().expect("no connection");
+    assert_node_message(
+        &err,
+        &format!(
+            "could not acquire the lock: too many nodes failed: {}: no answer before the \
+             attempt's deadline",
+            port.addr()
+        ),
+    );
 }
 
 /// DNS failure, without a query leaving the machine: the host name has a 64-byte label, one
