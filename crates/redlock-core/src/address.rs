@@ -74,7 +74,8 @@ impl NodeAddress {
     /// - `rediss://[user:password@]host[:port][/db][?ca=PATH&cert=PATH&key=PATH&roots=R]`,
     ///   TLS with the options of [`TlsOptions`] (values percent-encoded);
     /// - `unix:///path/to/redis.sock[?db=N&user=U&password=P]`, or `redis+unix://` spelled
-    ///   the same way.
+    ///   the same way;
+    /// - `valkey://` and `valkeys://`, valkey-cli's spellings of `redis://` and `rediss://`.
     ///
     /// User and password may be percent-encoded; `redis://secret@host` is a password
     /// without a user. Each defect has its own [`AddressError::reason`], which says what was
@@ -86,8 +87,9 @@ impl NodeAddress {
             reason,
         };
         let (rest, tls) = match split_scheme(url) {
-            Some(("redis", rest)) => (rest, false),
-            Some(("rediss", rest)) => (rest, true),
+            // valkey-cli 8 takes `valkey://` and `valkeys://` for the same URLs.
+            Some(("redis" | "valkey", rest)) => (rest, false),
+            Some(("rediss" | "valkeys", rest)) => (rest, true),
             Some(("unix" | "redis+unix", rest)) => return parse_unix(rest).map_err(err),
             Some((scheme, _)) => {
                 return Err(err(format!(
@@ -490,6 +492,12 @@ mod tests {
         assert_eq!(a.settings.password.as_deref(), Some("secret"));
         assert_eq!(a.to_string(), "[::1]:7003");
         assert_eq!(NodeAddress::parse("redis://h").unwrap().port, 6379);
+        // valkey-cli's spellings of the same URLs.
+        let a = NodeAddress::parse("valkey://app:pw@127.0.0.1:7004/1").unwrap();
+        let b = NodeAddress::parse("redis://app:pw@127.0.0.1:7004/1").unwrap();
+        assert_eq!(a, b);
+        let a = NodeAddress::parse("valkeys://h:6380").unwrap();
+        assert_eq!(a, NodeAddress::parse("rediss://h:6380").unwrap());
     }
 
     #[test]
