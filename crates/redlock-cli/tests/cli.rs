@@ -1282,10 +1282,15 @@ fn the_demo_runs_on_unix_sockets_and_names_the_node_it_cannot_use() {
         "{err}"
     );
     // A lock node nobody answers on is named, not a verdict about nothing.
+    // Three ports: one server named three times is refused before any connection.
     let refused = redlock_testkit::refused_port().unwrap();
+    let (r2, r3) = (
+        redlock_testkit::refused_port().unwrap(),
+        redlock_testkit::refused_port().unwrap(),
+    );
     let out = Command::new(bin())
         .args(run)
-        .args(["--nodes", &format!("{urls},{refused},{refused},{refused}")])
+        .args(["--nodes", &format!("{urls},{refused},{r2},{r3}")])
         .output()
         .unwrap();
     let err = text(&out.stderr);
