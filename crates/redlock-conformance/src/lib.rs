@@ -18,6 +18,7 @@ pub use redlock_driver::LockError;
 
 pub mod acl;
 pub mod broken_link;
+pub mod composition;
 pub mod defects;
 pub mod errors;
 pub mod fencing;
@@ -235,6 +236,10 @@ macro_rules! conformance_suite {
             errors::errors_ttl_too_small,
             errors::errors_ttl_too_large,
             errors::errors_empty_resource,
+            composition::a_later_holder_never_gets_a_smaller_fencing_token_after_an_empty_restart,
+            composition::a_waiter_of_another_client_gets_the_lock_from_a_busy_line,
+            composition::a_waiter_that_cannot_subscribe_gets_the_lock_from_a_busy_line,
+            composition::releases_refused_late_leave_no_key,
         );
     };
     (@tests $driver:ty; $($module:ident::$name:ident),* $(,)?) => {
