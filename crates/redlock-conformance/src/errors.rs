@@ -111,17 +111,19 @@ pub fn errors_connect_timeout<D: Driver>() {
         ),
     );
     // With the defaults the connect timeout (1 s) is above the attempt's (500 ms for the
-    // default ttl): the attempt's deadline comes first, and says so.
+    // default ttl): the attempt's deadline usually comes first, and says so; a driver that
+    // waits for a first connection to fail before it reads the deadline says that instead.
     let d = D::build(&[port.url()], |b| b.retry(RetryPolicy::once())).expect("valid");
     let err = d.lock("slow").err().expect("no connection");
-    assert_node_message(
-        &err,
-        &format!(
-            "could not acquire the lock: too many nodes failed: {}: no answer before the \
-             attempt's deadline",
-            port.addr()
-        ),
+    let failed = format!(
+        "could not acquire the lock: too many nodes failed: {}",
+        port.addr()
     );
+    let either = [
+        format!("{failed}: no answer before the attempt's deadline"),
+        format!("{failed}: no connection within 1s"),
+    ];
+    assert!(either.contains(&err.to_string()), "{err}");
 }
 
 /// DNS failure, without a query leaving the machine: the host name has a 64-byte label, one
