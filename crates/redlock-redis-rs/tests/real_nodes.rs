@@ -375,7 +375,8 @@ async fn extension_moves_the_deadline_and_replaced_keys_lose_the_lock() {
                 "node {i}"
             );
         }
-        assert_eq!(value_on(&c, 2, "e"), Reply::Nil);
+        // Decided at a quorum (nodes 0 and 1): node 2's release may still be on its way.
+        assert!(eventually(SLACK, || value_on(&c, 2, "e") == Reply::Nil).await);
     })
     .await;
 }
