@@ -7,6 +7,7 @@
 // Only for the counting allocator below: `GlobalAlloc` is an unsafe trait.
 #![allow(unsafe_code)]
 
+use redlock_benches::own_run_id;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::io::Write as _;
@@ -245,16 +246,6 @@ fn report_allocations() {
             bytes as f64 / replies as f64
         );
     }
-}
-
-/// `hello` with node `i`'s own run id (one run id twice is one server named twice).
-fn own_run_id(hello: &[u8], i: usize) -> Vec<u8> {
-    let at = (hello.windows(10))
-        .position(|w| w == b"run_id:abc")
-        .expect("a run id");
-    let mut out = hello.to_vec();
-    out[at + 9] = b'0' + (i % 10) as u8;
-    out
 }
 
 /// Checks once, outside any timing, that a cycle really locks and unlocks.

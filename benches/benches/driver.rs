@@ -8,6 +8,7 @@
 //! README.md, "Observability". `REDLOCK_DRIVER_BENCH_CYCLES=N` runs N cycles and exits
 //! instead of running criterion, for callgrind.
 
+use redlock_benches::own_run_id;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
@@ -195,15 +196,6 @@ const STEP: Duration = Duration::from_micros(3);
 const HELLO_REDIS7: &[u8] = b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n\
     7.0.15\r\n*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n\
     $37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n";
-/// `hello` with node `i`'s own run id (one run id twice is one server named twice).
-fn own_run_id(hello: &[u8], i: usize) -> Vec<u8> {
-    let at = (hello.windows(10))
-        .position(|w| w == b"run_id:abc")
-        .expect("a run id");
-    let mut out = hello.to_vec();
-    out[at + 9] = b'0' + (i % 10) as u8;
-    out
-}
 
 const RESOURCES: [&str; 8] = [
     "bench:0", "bench:1", "bench:2", "bench:3", "bench:4", "bench:5", "bench:6", "bench:7",

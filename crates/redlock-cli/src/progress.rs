@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use redlock_tokio::Inspection;
+use redlock_tokio::{Inspection, KeyState};
 
 /// The waiting line, or nothing.
 pub(crate) struct WaitLine {
@@ -65,7 +65,7 @@ impl WaitLine {
 /// `; held by T, valid for 8.1s` (or by no quorum).
 fn describe_holder(i: &Inspection) -> String {
     match (&i.holder, i.validity) {
-        (Some(holder), _) if crate::status::never_expires(i) => {
+        (Some(holder), _) if never_expires(i) => {
             format!("; held by {}, with no expiry", short(holder))
         }
         (Some(holder), Some(validity)) => format!(
@@ -94,4 +94,17 @@ fn short(token: &[u8]) -> String {
 /// `3.2s`.
 pub(crate) fn seconds(d: Duration) -> String {
     format!("{:.1}s", d.as_secs_f64())
+}
+
+/// Whether a quorum of the nodes that agree on the holder have its key without expiry:
+/// its validity would be counted from no ttl at all (a century, by the core's reckoning).
+/// No Redlock client sets such a key; something else wrote it, or made it persist.
+pub(crate) fn never_expires(seen: &Inspection) -> bool {
+    let Some(holder) = &seen.holder else {
+        return false;
+    };
+    let forever = (seen.nodes.iter())
+        .filter(|n| matches!(n, KeyState::Held { value, ttl: None } if value == holder))
+        .count();
+    forever >= seen.quorum
 }

@@ -9,7 +9,7 @@ use crate::cli::{ReleaseArgs, StatusArgs};
 use crate::exit::{self, Exit};
 use crate::json;
 use crate::out::say;
-use crate::progress::seconds;
+use crate::progress::{never_expires, seconds};
 
 /// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else as
 /// [`unusable`] says (the report is printed either way).
@@ -61,19 +61,6 @@ pub(crate) fn not_a_lock(seen: &Inspection, names: &[NodeName]) -> Option<String
         String::from_utf8_lossy(seen.resource.as_bytes()),
         nodes.join(", ")
     ))
-}
-
-/// Whether a quorum of the nodes that agree on the holder have its key without expiry:
-/// its validity would be counted from no ttl at all (a century, by the core's reckoning).
-/// No Redlock client sets such a key; something else wrote it, or made it persist.
-pub(crate) fn never_expires(seen: &Inspection) -> bool {
-    let Some(holder) = &seen.holder else {
-        return false;
-    };
-    let forever = (seen.nodes.iter())
-        .filter(|n| matches!(n, KeyState::Held { value, ttl: None } if value == holder))
-        .count();
-    forever >= seen.quorum
 }
 
 /// Whether the node found the key to be of another type than a lock's (a string).

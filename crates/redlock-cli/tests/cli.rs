@@ -149,6 +149,14 @@ fn key_anywhere(c: &Cluster, key: &str) -> bool {
     (c.nodes().iter()).any(|n| n.command(&["EXISTS", key]).unwrap().as_int() != Some(0))
 }
 
+/// Asserts that `out` exited with `code` and its stderr says `needle`; the stderr.
+fn fails_with(out: &Output, code: i32, needle: &str) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err}");
+    err
+}
+
 #[test]
 fn exec_runs_the_command_and_exits_with_its_status_leaving_nothing_locked() {
     let c = Cluster::start(3).unwrap();
@@ -350,9 +358,7 @@ fn node_urls_reach_neither_the_command_nor_its_arguments() {
     assert_eq!(out.status.code(), Some(USAGE), "{}", text(&out.stderr));
     let _ = std::fs::remove_file(&file);
     let out = redlock(&c, &["status", "r", "--nodes-file", path]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(USAGE), "{err}");
-    assert!(err.contains("cannot read the nodes file"), "{err}");
+    fails_with(&out, USAGE, "cannot read the nodes file");
 }
 
 #[test]
@@ -589,16 +595,12 @@ fn a_release_that_fewer_than_a_quorum_answered_is_a_node_error() {
     c.node(1).kill().unwrap();
     c.node(2).kill().unwrap();
     let out = redlock(&c, &["release", "few", "--token", "mine"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(NODE_ERROR), "{err}");
-    assert!(err.contains("only 1 of 3 nodes answered"), "{err}");
+    let err = fails_with(&out, NODE_ERROR, "only 1 of 3 nodes answered");
     assert!(!err.contains("held nothing"), "{err}");
     // With a quorum answering, nothing held is nothing held.
     c.node(1).restart().unwrap();
     let out = redlock(&c, &["release", "few", "--token", "mine"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(NOT_ACQUIRED), "{err}");
-    assert!(err.contains("the token held nothing"), "{err}");
+    fails_with(&out, NOT_ACQUIRED, "the token held nothing");
 }
 
 #[test]
@@ -730,9 +732,7 @@ fn a_demo_that_runs_for_no_time_is_a_usage_error() {
         .env_remove("REDLOCK_NODES")
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(USAGE), "{err}");
-    assert!(err.contains("must be above zero"), "{err}");
+    fails_with(&out, USAGE, "must be above zero");
     assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
 }
 

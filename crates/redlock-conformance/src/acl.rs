@@ -1,4 +1,4 @@
-//! ACL users without scripting (issue 11, item 6). Where the server has commands of its own
+//! ACL users without scripting (docs/design.md, "Native commands"). Where the server has commands of its own
 //! for releases and extensions (Valkey 9: `DELIFEQ`, `SET … IFEQ`), a user who may not run
 //! scripts can still lock, extend and release; where it has not (Redis 7), or with
 //! `native_commands(false)`, the release and the extension fail with the node's `NOPERM`

@@ -186,8 +186,7 @@ pub fn a_waiter_that_cannot_subscribe_gets_the_lock_from_a_busy_line<D: Driver>(
 /// since the last; W subscribes to release notifications with `notifications`, and each of
 /// its calls waits up to `wait`.
 fn busy_line<D: Driver>(notifications: bool, wait: Duration) {
-    let c = Cluster::builder()
-        .kinds([ServerKind::Valkey; 3])
+    let c = (Cluster::builder().kinds([ServerKind::Valkey; 3]))
         .min_version(ServerKind::Valkey, 9)
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -243,16 +242,7 @@ fn busy_line<D: Driver>(notifications: bool, wait: Duration) {
                 }) {
                     idle += 1;
                 }
-                let start = Instant::now();
-                match w.lock_with(LINE, LockOptions::default().max_wait(w.config(), wait)) {
-                    Ok(g) => {
-                        let got = start.elapsed();
-                        section();
-                        g.release().expect("a release report");
-                        Ok(got)
-                    }
-                    Err(e) => Err(format!("{e} after {:?}", start.elapsed())),
-                }
+                waiter_call(&w, wait, section)
             })
             .collect();
         let during = h_sections.load(Ordering::Relaxed) - before;
@@ -269,6 +259,21 @@ fn busy_line<D: Driver>(notifications: bool, wait: Duration) {
          {during} times ({} of H's calls failed): {outcomes:?}",
         h_failures.load(Ordering::Relaxed)
     );
+}
+
+/// One call of W: how long it took to get the lock (its section then run and the lock
+/// released), or why it did not.
+fn waiter_call<D: Driver>(w: &D, wait: Duration, section: impl Fn()) -> Result<Duration, String> {
+    let start = Instant::now();
+    match w.lock_with(LINE, LockOptions::default().max_wait(w.config(), wait)) {
+        Ok(g) => {
+            let got = start.elapsed();
+            section();
+            g.release().expect("a release report");
+            Ok(got)
+        }
+        Err(e) => Err(format!("{e} after {:?}", start.elapsed())),
+    }
 }
 
 // ---- Releases refused late ------------------------------------------------------------

@@ -1,4 +1,4 @@
-//! Scenarios for the driver defects of issue 17, one function each, generic over the
+//! Scenarios for driver defects found in review (docs/design.md, "Connections: generations and reasons"), one function each, generic over the
 //! [`Driver`] adapter: extreme durations (P1), `with_lock` past the deadline (W1), an
 //! extension racing a release (E1), and a paused node's capped backlog (L2). Each failed on
 //! the drivers before their fix; each asserts what holds by construction, so a loaded
@@ -87,18 +87,7 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
             Err(e) => panic!("max_wait {extreme:?} on a free resource: {e:?}"),
         }
         let err = d.lock_with("busy", wait).err();
-        assert!(
-            matches!(
-                err,
-                Some(LockError::Acquire {
-                    reason: AcquireFailure::Contended { .. }
-                        | AcquireFailure::WaitDeadline { .. }
-                        | AcquireFailure::HeldLocally,
-                    ..
-                })
-            ),
-            "max_wait {extreme:?} on a held resource: {err:?}"
-        );
+        assert_held_elsewhere(err, &format!("max_wait {extreme:?}"));
         // Retry delays at the extreme; the 1 s wait bound ends the retries.
         let delays = LockOptions::default().retry(RetryPolicy {
             max_attempts: None,
@@ -107,18 +96,7 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
             delay_max: extreme,
         });
         let err = d.lock_with("busy", delays).err();
-        assert!(
-            matches!(
-                err,
-                Some(LockError::Acquire {
-                    reason: AcquireFailure::Contended { .. }
-                        | AcquireFailure::WaitDeadline { .. }
-                        | AcquireFailure::HeldLocally,
-                    ..
-                })
-            ),
-            "retry delay {extreme:?} on a held resource: {err:?}"
-        );
+        assert_held_elsewhere(err, &format!("retry delay {extreme:?}"));
         // No such ttl is valid (zero; not whole milliseconds): a configuration error.
         let err = d
             .lock_with("ttl", LockOptions::default().ttl(extreme))
@@ -132,6 +110,23 @@ pub fn extreme_durations_keep_the_driver_alive<D: Driver>() {
     d.lock("after").unwrap().release().unwrap();
     // Generous: each step above is bounded by about a second.
     assert!(started.elapsed() < 30 * SECOND, "{:?}", started.elapsed());
+}
+
+/// Asserts that a lock call on a resource held by another guard failed as it should: held,
+/// or its wait ran out (`what` names the setting under test).
+fn assert_held_elsewhere(err: Option<LockError>, what: &str) {
+    assert!(
+        matches!(
+            err,
+            Some(LockError::Acquire {
+                reason: AcquireFailure::Contended { .. }
+                    | AcquireFailure::WaitDeadline { .. }
+                    | AcquireFailure::HeldLocally,
+                ..
+            })
+        ),
+        "{what} on a held resource: {err:?}"
+    );
 }
 
 /// W1: a `with_lock` closure that returns just after the lock's deadline gets

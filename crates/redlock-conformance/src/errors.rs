@@ -1,4 +1,4 @@
-//! The error table of issue 10 (`docs/errors.md`), one scenario per row, generic over the
+//! The error table of `docs/errors.md`, one scenario per row, generic over the
 //! [`Driver`] adapter: each provokes its case on loopback and asserts the exact
 //! [`LockError`] text (`to_string()`, prose, never `Debug`) and, where there is one, its
 //! `source()` chain. URL and configuration rows fail at [`Driver::build`]; node rows fail

@@ -1,4 +1,4 @@
-//! The two operations on a lock held by anyone (issue 13): inspection shows each node's
+//! The two operations on a lock held by anyone (`Lock::inspect`, `Lock::release_token`): inspection shows each node's
 //! holder and ttl, the quorum's holder and its validity, also where an ACL denies scripts;
 //! release by token frees exactly the named holder's keys and reports each node.
 

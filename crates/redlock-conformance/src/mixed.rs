@@ -1,4 +1,4 @@
-//! Clusters of mixed servers (issue 11, item 5): five nodes, some Redis 7 and some Valkey 9,
+//! Clusters of mixed servers (docs/design.md, "Native commands"): five nodes, some Redis 7 and some Valkey 9,
 //! started from both binaries whatever the default server is. Each node must be sent its
 //! own server's commands (scripts to Redis 7, `DELIFEQ` and `SET … IFEQ` to Valkey 9), and
 //! the servers' own counts (`INFO commandstats`) must show it. A missing second binary

@@ -1,4 +1,4 @@
-//! Faults a node's connection or a key's owner may throw at a held lock (issue 16): a
+//! Faults a node's connection or a key's owner may throw at a held lock (docs/algorithm.md §9, §13): a
 //! release whose connection was killed is sent again on the next one, and an extension
 //! refused for good is reported lost at once instead of at the deadline.
 

@@ -1,4 +1,4 @@
-//! Release notifications (issue 14): a waiter of another client learns of a release from
+//! Release notifications (docs/design.md, "Release notifications"): a waiter of another client learns of a release from
 //! the nodes (RESP3 pushes on its one connection per node) and tries at once, instead of a
 //! retry delay later; a subscription that a node drops falls back to the timer and is made
 //! again on the new connection; a node whose ACL denies the channel refuses the

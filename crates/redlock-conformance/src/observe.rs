@@ -1,4 +1,4 @@
-//! Observability (issue 15): a driver built with its `tracing` and `metrics` features,
+//! Observability (docs/errors.md and the drivers' READMEs): a driver built with its `tracing` and `metrics` features,
 //! watched through a capturing subscriber ([`Capture`]) and recorder ([`Recorded`]) while
 //! it locks on real nodes. Both are the process's global ones (the driver loops run on
 //! threads of their own), so a driver runs these scenarios in a test binary of its own, and
@@ -239,7 +239,7 @@ pub fn healthy_clocks<S: Subject>() {
     }
 }
 
-/// The restart quarantine traced (issue 16 item 1): with the quarantine on, node 0 is
+/// The restart quarantine traced (docs/safety.md, "Restart quarantine"): with the quarantine on, node 0 is
 /// killed with `kill -9` and started again empty on its port; the reconnection finds a new
 /// `run_id`, and a `WARN` event names the node, the cause and how long its votes do not
 /// count.

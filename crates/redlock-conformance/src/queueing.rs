@@ -1,4 +1,4 @@
-//! Local queueing (issue 14): lock calls of one client for one resource wait in line and
+//! Local queueing (docs/design.md, "Local queueing"): lock calls of one client for one resource wait in line and
 //! only the first contends, so a hand-off inside a process costs no retry.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

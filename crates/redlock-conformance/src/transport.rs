@@ -1,4 +1,4 @@
-//! TLS (`rediss://`) and unix-socket (`unix://`) nodes (issue 15): a lock taken and released
+//! TLS (`rediss://`) and unix-socket (`unix://`) nodes (docs/errors.md, TLS rows): a lock taken and released
 //! over each, mTLS required and supplied, and each TLS failure with its own message, the
 //! lock call failing within its retry policy. The nodes are real servers of the test kit;
 //! their certificates are made by it with rcgen.

@@ -1,4 +1,4 @@
-//! The fencing contract (issue 12): the fenced acquire and the fence write-back scripts,
+//! The fencing contract (docs/safety.md, "Fencing tokens"): the fenced acquire and the fence write-back scripts,
 //! and the script-free acquire's sorted-set commands, on every state of the lock's key K
 //! and, where it matters, of its counter F (a sorted set whose member `n` is the count),
 //! with the reply and the effect on both keys, run against any [`Target`].

@@ -93,9 +93,9 @@ pub struct Client<R> {
     largest_ttl: Duration,
     /// Whether any lock started was fenced: the window then also covers the fencing floor.
     fenced: bool,
-    /// Whether a line yields on its own after a while (queue.rs, courtesy hand-offs) and a
-    /// native release's `PUBLISH` count is read; off only in a negative control.
-    courtesy: bool,
+    /// Whether a native release's `PUBLISH` count is read; off only in a negative control
+    /// (which also keeps lines from yielding unasked: queue.rs).
+    count_waiters: bool,
     /// Whether a probed native release refused after its lock stopped waiting is sent
     /// again as the script; off only in a negative control.
     resend_late: bool,
@@ -130,9 +130,9 @@ impl<R: CryptoRng> Client<R> {
             .filter_map(|n| n.current().map(Output::Connect))
             .collect();
         #[cfg(feature = "_mutants")]
-        let courtesy = config.mutant != Some(crate::mutant::Mutant::LineDeafToWaiters);
+        let count_waiters = config.mutant != Some(crate::mutant::Mutant::LineDeafToWaiters);
         #[cfg(not(feature = "_mutants"))]
-        let courtesy = true;
+        let count_waiters = true;
         #[cfg(feature = "_mutants")]
         let resend_late = config.mutant != Some(crate::mutant::Mutant::LateRefusalDropped);
         #[cfg(not(feature = "_mutants"))]
@@ -150,11 +150,15 @@ impl<R: CryptoRng> Client<R> {
             drained: false,
             dirty: VecDeque::new(),
             encoder: Encoder::default(),
-            lines: Lines::default(),
+            lines: if count_waiters {
+                Lines::default()
+            } else {
+                Lines::without_courtesy()
+            },
             watching: BTreeMap::new(),
             largest_ttl: Duration::ZERO,
             fenced: false,
-            courtesy,
+            count_waiters,
             resend_late,
         }
     }
@@ -452,7 +456,7 @@ impl<R: CryptoRng> Client<R> {
                         self.nodes[i].deleted = Some(reply);
                         continue;
                     }
-                    Some(deleted) => server::fold_release(deleted, reply, self.courtesy),
+                    Some(deleted) => server::fold_release(deleted, reply, self.count_waiters),
                 },
                 _ => reply,
             };
@@ -758,47 +762,15 @@ impl<R: CryptoRng> Client<R> {
                     self.dirty.push_back(to);
                 }
             } else {
-                // A dead or backlogged node never delays a decision. A backlogged one keeps
-                // its connection: see node.rs for why the request is refused, not queued.
-                let fault = if node.accepts_requests() {
-                    NodeFault::Backlogged {
-                        max_in_flight: node.max_in_flight,
-                    }
-                } else {
-                    // Down: the request fails for the reason the node went down with.
-                    node.down_cause.clone()
-                };
-                lock.handle_reply(now, id, Err(fault), &mut self.rng);
+                // A dead or backlogged node never delays a decision.
+                lock.handle_reply(now, id, Err(node.refusal()), &mut self.rng);
             }
         }
         while let Some(event) = lock.poll_event() {
             self.events.push_back(event);
         }
         let timer = lock.poll_timeout();
-        let mut next = None;
-        if lock.take_contested() {
-            // Also after the lock left its line: the next hand-off of the line is fair.
-            self.lines.contest(lock.resource(), now);
-        }
-        // A contested line, or one that owes a courtesy hand-off, keeps the releasing lock's
-        // place until its release is done: its next call then starts when a waiter of
-        // another client hears of the release, or has tried on its timer (queue.rs).
-        if lock.in_line && !lock.needs_place() {
-            let contested = self.lines.is_contested(lock.resource(), now);
-            let courtesy = self.courtesy && self.lines.owes_courtesy(lock.resource(), now);
-            if !((contested || courtesy) && lock.is_releasing()) {
-                lock.in_line = false;
-                // The next call yields only if another client waited for this very release.
-                let yields = contested && lock.release_awaited();
-                next = self.lines.leave(lock.resource(), op, now, yields);
-                if !self.courtesy
-                    && let Some((_, how @ HandOff::Courtesy)) = &mut next
-                {
-                    // A negative control's (`_mutants`): the line never yields unasked.
-                    *how = HandOff::Direct;
-                }
-            }
-        }
+        let next = leave_line(&mut self.lines, lock, now);
         let finished = lock.is_finished();
         if lock.subscribed && (finished || !lock.is_waiting_for_release()) {
             self.watch(op);
@@ -999,6 +971,30 @@ impl<R: CryptoRng> Client<R> {
         self.now = Some(now);
         now
     }
+}
+
+/// Takes `lock` out of its resource's line once it no longer needs its place there, and
+/// returns the next call in line with how it starts (queue.rs). A contested line, or one that
+/// owes a courtesy hand-off, keeps the releasing lock's place until its release is done: its
+/// next call then starts when a waiter of another client hears of the release, or has tried
+/// on its timer.
+fn leave_line(lines: &mut Lines, lock: &mut Lock, now: Instant) -> Option<(OpId, HandOff)> {
+    if lock.take_contested() {
+        // Also after the lock left its line: the next hand-off of the line is fair.
+        lines.contest(lock.resource(), now);
+    }
+    if !lock.in_line || lock.needs_place() {
+        return None;
+    }
+    let contested = lines.is_contested(lock.resource(), now);
+    let courtesy = lines.owes_courtesy(lock.resource(), now);
+    if (contested || courtesy) && lock.is_releasing() {
+        return None;
+    }
+    lock.in_line = false;
+    // The next call yields only if another client waited for this very release.
+    let yields = contested && lock.release_awaited();
+    lines.leave(lock.resource(), lock.op(), now, yields)
 }
 
 /// What [`Client::read_unmatched`] found.

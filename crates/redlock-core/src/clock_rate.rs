@@ -1,4 +1,4 @@
-//! The clock-rate check (issue 16, item 2): from a node's `TIME` readings, whether its clock
+//! The clock-rate check (docs/safety.md, "Checking the clock rates"): from a node's `TIME` readings, whether its clock
 //! runs at a rate within the drift allowance of the client's monotonic clock, and whether
 //! it stepped.
 //!

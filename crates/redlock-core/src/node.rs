@@ -15,7 +15,7 @@
 //!   onto the wrong request.
 //! - A reset would hand the stale commands to the server on a dead connection while new
 //!   ones go out on a fresh one: the server does not order two connections, so a late
-//!   cleanup release could then run after a later attempt's `SET` (issue 17, S1). Keeping
+//!   cleanup release could then run after a later attempt's `SET` (algorithm.md §13). Keeping
 //!   one connection keeps one order.
 //! - A paused server still accepts TCP connections (the kernel completes the handshake), so
 //!   a reset would only start the same backlog again on a new socket, once per backoff.
@@ -337,6 +337,19 @@ impl Node {
             fallback,
         };
         self.send_pending(encoded, pending);
+    }
+
+    /// Why a request to this node fails at once: it is down (for the reason it went down
+    /// with), or backlogged (it keeps its connection: see the module docs for why the request
+    /// is refused, not queued).
+    pub(crate) fn refusal(&self) -> NodeFault {
+        if self.accepts_requests() {
+            NodeFault::Backlogged {
+                max_in_flight: self.max_in_flight,
+            }
+        } else {
+            self.down_cause.clone()
+        }
     }
 
     /// Whether the node's commands are still probed (no `HELLO` reply read): a native

@@ -48,6 +48,8 @@ use crate::token::Resource;
 #[derive(Debug, Default)]
 pub(crate) struct Lines {
     lines: BTreeMap<Resource, Line>,
+    /// A negative control's (`_mutants`): lines never yield unasked.
+    no_courtesy: bool,
 }
 
 #[derive(Debug)]
@@ -125,12 +127,23 @@ impl Lines {
         (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
     }
 
+    /// Lines that never yield unasked, for a negative control (`_mutants`).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    pub(crate) fn without_courtesy() -> Self {
+        Self {
+            no_courtesy: true,
+            ..Self::default()
+        }
+    }
+
     /// Whether `resource`'s line has handed over locally for [`COURTESY_AFTER`] at `now`,
     /// with a call waiting: its next hand-off is a courtesy one.
     pub(crate) fn owes_courtesy(&self, resource: &Resource, now: Instant) -> bool {
-        (self.lines.get(resource)).is_some_and(|l| {
-            !l.waiting.is_empty() && now.saturating_duration_since(l.streak_since) >= COURTESY_AFTER
-        })
+        !self.no_courtesy
+            && (self.lines.get(resource)).is_some_and(|l| {
+                !l.waiting.is_empty()
+                    && now.saturating_duration_since(l.streak_since) >= COURTESY_AFTER
+            })
     }
 
     /// Takes `op` out of `resource`'s line at `now`. If it was first, the next call (if any)

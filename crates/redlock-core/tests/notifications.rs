@@ -112,6 +112,19 @@ fn probe_all(h: &mut Harness, replies: &[u8]) -> Drained {
     all
 }
 
+/// With `held` holding "res" in a contested line, queues a third call behind it and releases
+/// `held`: the release goes out alone (no `SET` right behind it). The third call.
+fn release_into_a_contested_line(h: &mut Harness, held: redlock_core::OpId) -> redlock_core::OpId {
+    let third = (h.client)
+        .acquire(h.now, redlock_core::Resource::from("res"))
+        .unwrap();
+    h.drain();
+    h.client.release(h.now, held).unwrap();
+    let out = h.drain();
+    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    third
+}
+
 fn sent(out: &Drained, node: usize) -> String {
     support::mask_tokens(&out.sent_to(node))
 }
@@ -384,13 +397,9 @@ fn a_release_that_another_client_waits_for_makes_the_next_hand_off_fair() {
         h.reply(i, b":2\r\n+OK\r\n");
     }
     assert!(h.client.held(second).is_some());
-    let third = h.client.acquire(h.now, res()).unwrap();
-    h.drain();
     // Now the hand-off waits for the release to be done; nobody waits for this one (1 on
     // every node), so the next call then starts at once.
-    h.client.release(h.now, second).unwrap();
-    let out = h.drain();
-    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    let third = release_into_a_contested_line(&mut h, second);
     h.reply(0, b":1\r\n");
     let out = h.reply(1, b":1\r\n");
     assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
@@ -495,13 +504,9 @@ fn a_native_release_that_another_client_waits_for_makes_the_next_hand_off_fair()
         h.reply(i, b":1\r\n:1\r\n+OK\r\n");
     }
     assert!(h.client.held(second).is_some());
-    let third = h.client.acquire(h.now, res()).unwrap();
-    h.drain();
     // The line is contested now: the hand-off waits for the release to be done, and the
     // next call starts a millisecond after it, letting the waiter go first.
-    h.client.release(h.now, second).unwrap();
-    let out = h.drain();
-    assert!(!sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
+    let third = release_into_a_contested_line(&mut h, second);
     for i in 0..3 {
         h.reply(i, b":1\r\n:1\r\n");
     }

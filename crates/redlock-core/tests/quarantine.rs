@@ -107,6 +107,24 @@ fn acquire_all_grant(h: &mut Harness) -> (Vec<Event>, Drained) {
     (events, cleanup)
 }
 
+/// An acquisition with every node granting fails (node 1 is down, node 0's grant does not
+/// count); the cleanup releases of nodes 0 and 2 are answered.
+fn refused(h: &mut Harness) {
+    let (events, _) = acquire_all_grant(h);
+    assert!(
+        matches!(&events[..], [Event::AcquireFailed { .. }]),
+        "{events:?}"
+    );
+    h.reply(0, b":1\r\n");
+    h.reply(2, b":1\r\n");
+}
+
+/// An acquisition with every node granting succeeds.
+fn granted(h: &mut Harness) {
+    let (events, _) = acquire_all_grant(h);
+    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+}
+
 fn quarantined(events: &[Event]) -> (Instant, QuarantineCause) {
     match events {
         [Event::NodeQuarantined { node, until, cause }] => {
@@ -155,16 +173,9 @@ fn a_restarted_node_votes_no_for_acquisitions_until_the_window_has_passed() {
 
     // Just before the end, still no; once it has passed, its vote counts.
     h.now = until - Duration::from_millis(1);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(
-        matches!(&events[..], [Event::AcquireFailed { .. }]),
-        "{events:?}"
-    );
-    h.reply(0, b":1\r\n");
-    h.reply(2, b":1\r\n");
+    refused(&mut h);
     h.now = until;
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 #[test]
@@ -178,8 +189,7 @@ fn with_the_quarantine_off_the_handshake_asks_nothing_and_a_restart_votes_at_onc
     reconnect(&mut h, 0);
     assert!(h.connect(0).transmits.is_empty());
     h.disconnect(1, ConnectionError::Closed);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 #[test]
@@ -226,8 +236,7 @@ fn a_node_that_syncs_every_write_is_not_quarantined_and_says_why() {
     assert_eq!(*node, name(0));
     assert_eq!(*reason, QuarantineSkip::Durable(QuarantineCause::Restarted));
     h.disconnect(1, ConnectionError::Closed);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 #[test]
@@ -257,8 +266,7 @@ fn a_node_that_refuses_info_is_told_and_votes_as_without_quarantine() {
         "{events:?}"
     );
     assert!(up(&mut h, 2, &info("a2", DAY), NO_AOF).is_empty());
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 #[test]
@@ -449,16 +457,9 @@ fn a_fresh_client_quarantines_a_node_that_started_long_after_its_peers() {
     assert!(up(&mut h, 2, &info("a2", DAY), NO_AOF).is_empty());
     // With node 1 down, node 0's grant would decide: it does not count.
     h.disconnect(1, ConnectionError::Closed);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(
-        matches!(&events[..], [Event::AcquireFailed { .. }]),
-        "{events:?}"
-    );
-    h.reply(0, b":1\r\n");
-    h.reply(2, b":1\r\n");
+    refused(&mut h);
     h.now = until;
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 /// Nodes that started together, a moment ago, are a new cluster: granted at once, as soon
@@ -472,8 +473,7 @@ fn a_fresh_client_trusts_a_cluster_started_together() {
     assert!(up(&mut h, 2, &info("a2", 0), NO_AOF).is_empty());
     // Node 1 never answers: the two others are a quorum, and decide.
     h.disconnect(1, ConnectionError::Closed);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }
 
 /// A young node's grant that comes before any peer has told its start is kept, not
@@ -546,6 +546,5 @@ fn two_nodes_that_are_one_server_vote_once() {
     assert_eq!(*cause, QuarantineCause::Restarted);
     h.now = *until;
     h.disconnect(1, ConnectionError::Closed);
-    let (events, _) = acquire_all_grant(&mut h);
-    assert!(matches!(&events[..], [Event::Acquired(_)]), "{events:?}");
+    granted(&mut h);
 }

@@ -1,4 +1,4 @@
-//! The release property (issue 16): once a release's deadline (the release timeout, counted
+//! The release property (docs/algorithm.md §6): once a release's deadline (the release timeout, counted
 //! from the release call) has passed, its key is gone from every node the client could
 //! reach, whether the node answered before the release was decided, was still pending and
 //! was released in the background, had its connection broken and got the release again on

@@ -1,4 +1,4 @@
-//! The liveness property of release notifications (issue 14): while the resource is
+//! The liveness property of release notifications (docs/design.md, "Release notifications"): while the resource is
 //! released often, every waiter eventually acquires. A lock call *starves* if it never got
 //! the lock (it gave up, or was still waiting when the run ended) although the lock became
 //! free after the call began: some other hold of the resource ended (released, cancelled,
@@ -148,36 +148,25 @@ impl fmt::Display for Starvation {
             None if self.op.acquired_after.is_some() => "acquired".to_owned(),
             None => "was still waiting".to_owned(),
         };
-        if let Some(bound) = self.bound {
-            return write!(
-                f,
-                "seed {}: client {} {} on {:?}, waiting since {}, {how} at {} after client {} \
-                 handed the lock to its own next call {} times in a row meanwhile (bound \
-                 {bound}; first: {})",
-                self.seed,
-                self.op.client,
-                self.op.op,
-                self.op.resource,
-                self.op.started_at,
-                self.until,
-                self.freed[0].client,
-                self.freed.len(),
-                self.freed[0],
-            );
-        }
+        let op = &self.op;
         write!(
             f,
-            "seed {}: client {} {} on {:?}, waiting since {}, {how} at {} although the lock \
-             was freed {} times meanwhile (first: {})",
-            self.seed,
-            self.op.client,
-            self.op.op,
-            self.op.resource,
-            self.op.started_at,
-            self.until,
-            self.freed.len(),
-            self.freed[0],
-        )
+            "seed {}: client {} {} on {:?}, waiting since {}, {how} at {} ",
+            self.seed, op.client, op.op, op.resource, op.started_at, self.until
+        )?;
+        let (times, first) = (self.freed.len(), &self.freed[0]);
+        match self.bound {
+            Some(bound) => write!(
+                f,
+                "after client {} handed the lock to its own next call {times} times in a row \
+                 meanwhile (bound {bound}; first: {first})",
+                first.client
+            ),
+            None => write!(
+                f,
+                "although the lock was freed {times} times meanwhile (first: {first})"
+            ),
+        }
     }
 }
 

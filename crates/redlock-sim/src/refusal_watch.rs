@@ -1,4 +1,4 @@
-//! The refusal watch (issue 16, item 5): an explicit extension called while more than
+//! The refusal watch (docs/algorithm.md §9): an explicit extension called while more than
 //! `N - q` nodes hold another type of key under the lock's name (they refuse it for good,
 //! `WRONGTYPE`) cannot succeed, and must be reported lost at once, within one attempt
 //! timeout, rather than retried until the lock's deadline. The watch records when the first

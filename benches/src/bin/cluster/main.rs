@@ -4,7 +4,7 @@
 //! subjects (raw, tokio, rslock) run on a `current_thread` and on a 2-worker `multi_thread`
 //! runtime; the two drivers with their own thread (async-std, blocking) run once, in the
 //! `current_thread` pass, and report as `own-thread`. Then `nodes` (cluster sizes 1 to 9) and
-//! `release` (a release with one of 5 nodes paused against a healthy one, issue 16) and
+//! `release` (a release with one of 5 nodes paused against a healthy one) and
 //! `held` (10,000 and 100,000 auto-extended locks, redlock-tokio only) each run on clusters
 //! of their own. It prints markdown tables and writes
 //! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
@@ -696,7 +696,7 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`; and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
-/// `notification_jitter` of 1 ms, to set against the default of none (the herd of issue 14).
+/// `notification_jitter` of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
 pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
     "tokio-j1",
     "blocking-j1",

@@ -1,6 +1,6 @@
 //! `release`: how long a release call takes with one of five nodes paused (SIGSTOP: its
 //! connection stays open and it never answers) against the same driver's release on a
-//! healthy cluster, in the same run (issue 16, item 3). A release returns once a quorum has
+//! healthy cluster, in the same run (docs/algorithm.md §6). A release returns once a quorum has
 //! answered, so the paused node must not show in its latency; before that it waited the
 //! whole release timeout.
 //!

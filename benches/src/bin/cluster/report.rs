@@ -10,17 +10,17 @@ use crate::held::{self, HeldRow};
 use crate::scenario::{Contended, fairness};
 use crate::stats::Summary;
 
-/// Serial: each of our drivers' p50 at most this many times raw's (issue 4).
+/// Serial: each of our drivers' p50 at most this many times raw's (benches/README.md).
 pub(crate) const SERIAL_P50_RATIO_MAX: f64 = 1.2;
 /// concurrent32: each of our drivers' cycles per second at least this share of raw's (the
 /// cluster bench's first issue).
 pub(crate) const CONCURRENT_OPS_RATIO_MIN: f64 = 0.8;
 /// concurrent32: tokio's cycles per second at least this many times rslock's on the same
-/// runtime flavour (issue 5).
+/// runtime flavour (benches/README.md).
 pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 
 /// concurrent32: redlock-tokio's cycles per second with native commands at least this many
-/// times its own with scripts forced, on servers that have the commands (issue 11).
+/// times its own with scripts forced, on servers that have the commands (benches/README.md).
 pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
 
 /// Our drivers: the subjects the targets apply to.
@@ -35,7 +35,7 @@ const OURS: [&str; 8] = [
     "tokio-fenced-scripts",
 ];
 
-/// serial: a fenced lock's p50 at most this many times an unfenced one's (issue 12).
+/// serial: a fenced lock's p50 at most this many times an unfenced one's (benches/README.md).
 pub(crate) const FENCED_OVER_UNFENCED_MAX: f64 = 1.15;
 
 /// One subject in one scenario, with the raw baseline of the same pass and scenario.
@@ -105,14 +105,14 @@ impl ContendedRow {
     }
 }
 
-/// Contended scenarios: our drivers' sections/s at least this many times rslock's (issue 14).
+/// Contended scenarios: our drivers' sections/s at least this many times rslock's (benches/README.md).
 pub(crate) const CONTENDED_OPS_OVER_RSLOCK_MIN: f64 = 1.5;
 /// Contended scenarios: our drivers' p99 acquire wait at most this share of rslock's.
 pub(crate) const CONTENDED_P99_OVER_RSLOCK_MAX: f64 = 0.1;
 /// Contended scenarios: busiest worker's sections at most this many times the least busy's.
 pub(crate) const FAIRNESS_MAX: f64 = 2.0;
 
-/// One of our drivers against rslock in one contended scenario (issue 14).
+/// One of our drivers against rslock in one contended scenario (benches/README.md).
 #[derive(Debug, Clone)]
 pub(crate) struct ContendedPeer<'a> {
     pub(crate) scenario: &'static str,
@@ -199,7 +199,7 @@ pub(crate) fn nodes_ratios(rows: &[Row]) -> Vec<(&'static str, f64)> {
     out
 }
 
-/// tokio against rslock in `concurrent32` on one runtime flavour (issue 5).
+/// tokio against rslock in `concurrent32` on one runtime flavour (benches/README.md).
 #[derive(Debug, Clone)]
 pub(crate) struct PeerRatio {
     pub(crate) runtime: &'static str,
@@ -298,7 +298,7 @@ impl PeerRatio {
 }
 
 /// redlock-tokio with native commands (`tokio`) against itself with scripts forced
-/// (`tokio-scripts`) in one scenario on one runtime flavour (issue 11).
+/// (`tokio-scripts`) in one scenario on one runtime flavour (benches/README.md).
 #[derive(Debug, Clone)]
 pub(crate) struct NativeRatio {
     pub(crate) scenario: &'static str,
@@ -651,7 +651,7 @@ fn verdict_lines(s: &mut String, rows: &[Row], peers: &[PeerRatio]) {
 
 /// serial: fenced (`tokio-fenced`, the pipeline where the server has it) and fenced by
 /// script (`tokio-fenced-scripts`) against unfenced (`tokio`), p50 and the nodes' CPU, where
-/// they ran in the same pass (issue 12).
+/// they ran in the same pass (benches/README.md).
 fn fenced_lines(s: &mut String, rows: &[Row]) {
     let serial = |subject: &str, runtime: &str| {
         rows.iter()

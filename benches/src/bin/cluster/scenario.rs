@@ -165,7 +165,7 @@ impl Subject {
         Self::new(Driver::Tokio(redlock), "tokio-scripts", flavour, flavour)
     }
 
-    /// redlock-tokio with every lock fenced (issue 12): the pipeline (`SET NX`, `ZADD GT`,
+    /// redlock-tokio with every lock fenced (benches/README.md): the pipeline (`SET NX`, `ZADD GT`,
     /// `ZINCRBY`) where the server has `ZADD … GT`, else the script.
     pub(crate) fn tokio_fenced(redlock: redlock_tokio::Redlock, flavour: &'static str) -> Self {
         Self {

@@ -1,4 +1,4 @@
-//! The opt-in subjects over other transports (issue 15): `tokio-tls`, `tokio-unix`,
+//! The opt-in subjects over other transports (docs/errors.md, "TLS and unix sockets"): `tokio-tls`, `tokio-unix`,
 //! `blocking-tls` and `blocking-unix` reach the same 5 nodes as `tokio` and `blocking`,
 //! over each node's TLS port (`rediss://`, the kit's CA) or its unix socket, so their rows
 //! compare with plain TCP in the same run.
