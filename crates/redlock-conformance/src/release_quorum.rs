@@ -1,4 +1,4 @@
-//! Issue 16, item 3: a release returns once a quorum has answered, and the nodes still
+//! A release returns once a quorum has answered (algorithm.md §6), and the nodes still
 //! pending then are released in the background, bounded by the release timeout.
 //!
 //! Whether the release returns *fast* is the cluster bench's to measure (a same-run ratio);

@@ -152,7 +152,7 @@ fn released_nodes(out: Vec<Output>) -> Vec<ReleaseOutcome> {
     }
 }
 
-/// Issue 17, L1: one long-held lock kept every later stale timer entry (10,001 entries for
+/// A leak found by review: one long-held lock kept every later stale timer entry (10,001 entries for
 /// 1 live operation after 10,000 cycles). The queue now stays within twice the live timers
 /// (one per lock, one per node) plus a small slack.
 #[test]
@@ -210,7 +210,7 @@ fn cycle_without_node_2(rig: &mut Rig, key: &'static str) -> (AcquireOutcome, Re
     (acquired.stats.nodes[2].outcome.clone(), released[2].clone())
 }
 
-/// Issue 17, L2: a node that keeps its connection open and never answers queued every
+/// A leak found by review (algorithm.md §13): a node that keeps its connection open and never answers queued every
 /// request in flight (40,000 after 20,000 cycles, with 0 operations active). The queue now
 /// stops at `max_in_flight`, and locks still succeed on the 2 healthy nodes.
 #[test]
