@@ -63,6 +63,7 @@ mod exec;
 mod exit;
 mod job;
 mod json;
+mod local_nodes;
 mod out;
 mod progress;
 mod signals;
