@@ -182,7 +182,11 @@ impl Server {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Launch::Failed(format!("cannot run {}: {e}", self.path.display())))?;
-        wait_until_ours(&mut process, port).await?;
+        if let Err(e) = wait_until_ours(&mut process, port).await {
+            // Killed and reaped here, not left to `kill_on_drop`'s unreaped kill.
+            let _ = process.kill().await;
+            return Err(e);
+        }
         // From now on its log is read and dropped, so that a full pipe never blocks it.
         for mut log in pipes(&mut process) {
             tokio::spawn(async move { tokio::io::copy(&mut log, &mut tokio::io::sink()).await });
