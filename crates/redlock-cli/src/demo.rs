@@ -1,10 +1,10 @@
 //! `redlock demo`: the algorithm at work, and what goes wrong without it, in one command.
 //!
-//! Six local nodes it starts (crate::local_nodes): five for the lock, one holding a counter. K workers
-//! increment the counter with a `GET` then a `SET` (two round trips, so an unprotected
-//! increment can be lost), first inside the lock, with one lock node killed a third of the
-//! way in and restarted once the longest ttl has passed (a restart without persistence must
-//! wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
+//! Six local nodes it starts (crate::local_nodes): five for the lock, one holding a counter.
+//! K workers increment the counter with a `GET` then a `SET` (two round trips, so an
+//! unprotected increment can be lost), first inside the lock, with one lock node killed a
+//! third of the way in and restarted once the longest ttl has passed (a restart without
+//! persistence must wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
 //! counter equals the number of sections; without it, the difference is the lost updates.
 //! Every node stops when the demo ends, is interrupted (INT, TERM, HUP, QUIT) or fails.
 //!
