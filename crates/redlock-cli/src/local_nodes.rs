@@ -1,15 +1,11 @@
-//! The demo's own nodes: N `redis-server` (or `valkey-server`) processes on 127.0.0.1, without
-//! persistence or TLS, started for `redlock demo` and stopped by it. Only what the demo
-//! needs: start them, kill one, restart it (empty: nothing is persisted), see which run,
-//! stop them all. It knows nothing of locks, and it is no test kit: the tests' fuller one
-//! (paused nodes, proxies, TLS, credentials) is `redlock-testkit`, which the shipped binary
-//! does not depend on.
+//! The demo's own nodes: N `redis-server` (or `valkey-server`) processes on 127.0.0.1, with
+//! no persistence or TLS. Only what the demo needs: start them, kill one, restart it (empty),
+//! see which run, stop them all. It knows nothing of locks; the tests' fuller kit (pauses,
+//! proxies, TLS) is `redlock-testkit`, which the shipped binary does not depend on.
 //!
 //! Every process it starts is stopped by it: [`LocalNodes::stop`] kills and reaps them, and
-//! each is also killed when dropped (tokio's `kill_on_drop`), so a demo interrupted (its
-//! future dropped on INT, TERM, HUP or QUIT), failing or unwinding from a panic leaves none
-//! running. The servers stay in `redlock`'s process group, so a terminal's Ctrl-C reaches
-//! them too.
+//! each is killed when dropped (tokio's `kill_on_drop`), so a demo interrupted (its future
+//! dropped on INT, TERM, HUP or QUIT), failing or unwinding from a panic leaves none running.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -82,7 +78,7 @@ impl LocalNodes {
     pub(crate) async fn restart(&mut self, i: usize) -> io::Result<()> {
         self.kill(i).await?;
         let port = self.nodes[i].port;
-        let process = self.server.launch(port).await.map_err(Launch::into_error)?;
+        let process = self.server.launch(port).await?;
         self.nodes[i].process = Some(process);
         Ok(())
     }
@@ -158,18 +154,22 @@ impl Server {
             let port = free_port()?;
             match self.launch(port).await {
                 Ok(process) => {
-                    let process = Some(process);
-                    return Ok(LocalNode { port, process });
+                    return Ok(LocalNode {
+                        port,
+                        process: Some(process),
+                    });
                 }
-                Err(Launch::PortTaken(_)) if attempts < PORT_ATTEMPTS => attempts += 1,
-                Err(e) => return Err(e.into_error()),
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts < PORT_ATTEMPTS => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(e),
             }
         }
     }
 
     /// Starts the server on 127.0.0.1:`port` (no snapshots, no AOF) and waits until it is
-    /// the process answering there.
-    async fn launch(&self, port: u16) -> Result<Child, Launch> {
+    /// the process answering there. A port another process took fails with `AddrInUse`.
+    async fn launch(&self, port: u16) -> io::Result<Child> {
         let port_arg = port.to_string();
         let mut process = Command::new(&self.path)
             .args(["--bind", "127.0.0.1", "--port", &port_arg])
@@ -181,7 +181,7 @@ impl Server {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| Launch::Failed(format!("cannot run {}: {e}", self.path.display())))?;
+            .map_err(|e| io::Error::other(format!("cannot run {}: {e}", self.path.display())))?;
         if let Err(e) = wait_until_ours(&mut process, port).await {
             // Killed and reaped here, not left to `kill_on_drop`'s unreaped kill.
             let _ = process.kill().await;
@@ -201,24 +201,10 @@ impl fmt::Display for Server {
     }
 }
 
-/// Why a node did not start: its port was taken (another try may succeed), or anything else.
-enum Launch {
-    PortTaken(String),
-    Failed(String),
-}
-
-impl Launch {
-    fn into_error(self) -> io::Error {
-        match self {
-            Self::PortTaken(reason) | Self::Failed(reason) => io::Error::other(reason),
-        }
-    }
-}
-
 /// Waits until `process` is the server answering on 127.0.0.1:`port`; fails if it exits
 /// first (its last words say why), another process answers there, or [`START_TIMEOUT`]
 /// passes.
-async fn wait_until_ours(process: &mut Child, port: u16) -> Result<(), Launch> {
+async fn wait_until_ours(process: &mut Child, port: u16) -> io::Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = process.try_wait() {
@@ -232,22 +218,22 @@ async fn wait_until_ours(process: &mut Child, port: u16) -> Result<(), Launch> {
                 last_line(&log)
             );
             return Err(match log.contains("Address already in use") {
-                true => Launch::PortTaken(reason),
-                false => Launch::Failed(reason),
+                true => io::Error::new(io::ErrorKind::AddrInUse, reason),
+                false => io::Error::other(reason),
             });
         }
         match (answering_pid(port).await, process.id()) {
             (Some(pid), Some(ours)) if pid == ours => return Ok(()),
             (Some(pid), _) => {
                 let reason = format!("port {port} is served by another process ({pid})");
-                return Err(Launch::PortTaken(reason));
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, reason));
             }
             _ => {}
         }
         if Instant::now() >= deadline {
             let reason =
                 format!("the server on port {port} did not answer within {START_TIMEOUT:?}");
-            return Err(Launch::Failed(reason));
+            return Err(io::Error::other(reason));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -293,8 +279,7 @@ fn pipes(process: &mut Child) -> impl Iterator<Item = Box<dyn Pipe>> {
 trait Pipe: tokio::io::AsyncRead + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + Unpin + Send> Pipe for T {}
 
-/// A loopback port that was free a moment ago (the server may lose it to another process:
-/// [`Launch::PortTaken`]).
+/// A loopback port that was free a moment ago (the server may lose it to another process).
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
         .local_addr()?
