@@ -1,5 +1,6 @@
 //! The driver thread: owns the core `Client`, one `mio::Poll` and the N node sockets, and runs
-//! the run loop of `Client`'s MUST list. It moves bytes; requests and events go through
+//! the run loop of `Client`'s MUST list (its comments cite that list's duties by number). It
+//! moves bytes; requests and events go through
 //! `redlock-driver`'s `Waiters`, and every decision is the core's.
 
 use std::collections::VecDeque;
@@ -112,8 +113,8 @@ impl Driver {
     pub(crate) fn run(mut self) {
         let mut events = Events::with_capacity(256);
         let mut busy = false;
-        // 1. The client was built from the config and an OS-seeded CSPRNG (`Builder::build`);
-        //    its first outputs ask to connect to every node.
+        // `Client`'s MUST list, duty 1: the client was built from the config and an
+        // OS-seeded CSPRNG (`Builder::build`); its first outputs ask to connect to every node.
         self.drain();
         loop {
             // Failures found while draining go first, one input per turn.
@@ -139,8 +140,8 @@ impl Driver {
                 self.drain();
                 continue;
             }
-            // 2. Wait for readiness on any node socket, the core's deadline, a connect
-            //    timeout, or a user command or name lookup's answer (the waker).
+            // Duty 3: wait for readiness on any node socket, the core's deadline, a connect
+            // timeout, or a user command or name lookup's answer (the waker).
             let wake = self.conns.iter().filter_map(|c| c.connecting?.deadline);
             let timeout = match busy {
                 true => Some(Duration::ZERO),
@@ -153,8 +154,9 @@ impl Driver {
                 // The poller is broken: give up; handles then see `LockError::Shutdown`.
                 Err(_) => return,
             }
-            // 3. Feed what happened one input at a time, each with a fresh `now` and each
-            //    followed by a drain (4.): replies first, then lookups, timers, commands.
+            // Duty 3, then: feed what happened one input at a time, each with a fresh `now`
+            // from the one clock (duty 4) and each followed by a drain (duty 2): replies
+            // first, then lookups, timers, commands.
             for ready in events.iter() {
                 let i = ready.token().0 & NODE_MASK;
                 // Not a node (the waker: commands are read every turn), or a closed socket.
@@ -189,7 +191,8 @@ impl Driver {
         self.drain();
     }
 
-    /// 4. Acts on every output until the core returns `Timeout` or `Idle`.
+    /// Acts on every output until the core returns `Timeout` or `Idle` (`Client`'s MUST
+    /// list, duty 2).
     fn drain(&mut self) {
         loop {
             let output = self.client.poll_output();
@@ -234,7 +237,8 @@ impl Driver {
                 Err(e) => break (conn, c.wire.ended(ConnectionError::from_io(&e))),
             }
         };
-        // End of stream or a socket error.
+        // End of stream or a socket error, reported with its reason (`Client`'s MUST list,
+        // duty 6).
         self.close(node);
         let now = self.now();
         self.feed(Input::Disconnected { now, conn, reason });
@@ -387,7 +391,8 @@ impl Driver {
     }
 
     /// The one way a connection attempt ends in failure: closes what is left of it and tells
-    /// the core. Not while draining (an input): `connect` queues its failures in `failed`.
+    /// the core (`Client`'s MUST list, duty 5). Not while draining (an input): `connect`
+    /// queues its failures in `failed`.
     fn connect_failed(&mut self, node: NodeId, reason: ConnectionError) {
         self.close(node);
         #[cfg(test)]

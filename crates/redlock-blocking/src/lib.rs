@@ -61,12 +61,7 @@ use redlock_core::Config;
 use redlock_driver::{DriverParts, Start};
 
 pub use guard::{LockGuard, LockRef};
-pub use redlock_core::{
-    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    Inspection, KeyState, LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome,
-    ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
-};
-pub use redlock_driver::{LockError, WithLockError};
+pub use redlock_driver::prelude::*;
 
 use driver::Driver;
 use park::block_on;

@@ -1,10 +1,10 @@
 //! `redlock demo`: the algorithm at work, and what goes wrong without it, in one command.
 //!
-//! Six local nodes through the test kit: five for the lock, one holding a counter. K workers
-//! increment the counter with a `GET` then a `SET` (two round trips, so an unprotected
-//! increment can be lost), first inside the lock, with one lock node killed a third of the
-//! way in and restarted once the longest ttl has passed (a restart without persistence must
-//! wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
+//! Six local nodes it starts (crate::local_nodes): five for the lock, one holding a counter.
+//! K workers increment the counter with a `GET` then a `SET` (two round trips, so an
+//! unprotected increment can be lost), first inside the lock, with one lock node killed a
+//! third of the way in and restarted once the longest ttl has passed (a restart without
+//! persistence must wait that long: docs/safety.md); then without the lock. The verdicts: with the lock the
 //! counter equals the number of sections; without it, the difference is the lost updates.
 //! Every node stops when the demo ends, is interrupted (INT, TERM, HUP, QUIT) or fails.
 //!
@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock_core::{NodeAddress, Transport};
-use redlock_testkit::Cluster;
 use redlock_tokio::{Redlock, RetryPolicy};
 use tokio::task::JoinSet;
 
@@ -26,6 +25,7 @@ use crate::cli::DemoArgs;
 use crate::counter::Counter;
 use crate::exit::{self, Exit};
 use crate::json;
+use crate::local_nodes::LocalNodes;
 use crate::out::{note, say};
 use crate::progress::seconds;
 use crate::signals::{self, Caught};
@@ -43,48 +43,36 @@ pub(crate) async fn run(args: DemoArgs) -> Exit {
     if given.is_empty() {
         return run_local(&args, &mut caught).await;
     }
-    let nodes = match Nodes::given(given) {
+    let mut nodes = match Nodes::given(given) {
         Ok(nodes) => nodes,
         Err(exit) => return exit,
     };
     // Interrupted, a worker's lock key expires within the ttl; the counters stay behind.
     tokio::select! {
-        exit = both_runs(&nodes, &args) => exit,
+        exit = both_runs(&mut nodes, &args) => exit,
         signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted"),
     }
 }
 
 /// The demo on local nodes it starts (and stops, whatever happens).
 async fn run_local(args: &DemoArgs, caught: &mut Caught) -> Exit {
-    let mut start = tokio::task::spawn_blocking(|| Cluster::start(LOCK_NODES + 1));
-    let cluster = tokio::select! {
-        started = &mut start => started,
-        signal = caught.recv() => {
-            // Whatever it started stops when its result is dropped.
-            drop(start.await);
-            return Exit::code(signals::exit_code(signal));
-        }
+    // Interrupted while starting, the nodes started so far are killed as they are dropped.
+    let local = tokio::select! {
+        started = LocalNodes::start(LOCK_NODES + 1) => started,
+        signal = caught.recv() => return Exit::code(signals::exit_code(signal)),
     };
-    let cluster = match cluster {
-        Ok(Ok(cluster)) => Arc::new(cluster),
-        Ok(Err(e)) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
+    let mut nodes = match local.map(Nodes::local) {
+        Ok(Ok(nodes)) => nodes,
+        Ok(Err(exit)) => return exit,
         Err(e) => return Exit::with(exit::NODE_ERROR, format_args!("cannot start nodes: {e}")),
     };
-    let exit = match Nodes::local(&cluster) {
-        Ok(nodes) => tokio::select! {
-            exit = both_runs(&nodes, args) => exit,
-            signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted; stopping the nodes"),
-        },
-        Err(exit) => exit,
+    let exit = tokio::select! {
+        exit = both_runs(&mut nodes, args) => exit,
+        signal = caught.recv() => Exit::with(signals::exit_code(signal), "interrupted; stopping the nodes"),
     };
-    // A node restart may still run on a blocking thread; its nodes stop with the last `Arc`.
-    for _ in 0..200 {
-        if Arc::strong_count(&cluster) == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if let Some(local) = nodes.local {
+        local.stop().await;
     }
-    drop(cluster);
     exit
 }
 
@@ -92,7 +80,7 @@ async fn run_local(args: &DemoArgs, caught: &mut Caught) -> Exit {
 /// user's (`--nodes`), which it never touches but for its own keys.
 struct Nodes {
     /// The nodes it started; `None` on the user's.
-    local: Option<Arc<Cluster>>,
+    local: Option<LocalNodes>,
     /// The lock's nodes.
     lock: Vec<String>,
     /// The counter's node.
@@ -102,16 +90,17 @@ struct Nodes {
 }
 
 impl Nodes {
-    fn local(cluster: &Arc<Cluster>) -> Result<Self, Exit> {
-        let counter = cluster.node(LOCK_NODES).url();
+    /// The nodes it started: the lock on the first [`LOCK_NODES`], the counter on the last.
+    fn local(local: LocalNodes) -> Result<Self, Exit> {
+        let counter = local.url(LOCK_NODES);
         Ok(Self {
-            local: Some(Arc::clone(cluster)),
-            lock: cluster.urls()[..LOCK_NODES].to_vec(),
+            lock: (0..LOCK_NODES).map(|i| local.url(i)).collect(),
             counter: NodeAddress::parse(&counter).map_err(|e| Exit::usage(e.to_string()))?,
             about: format!(
                 "{LOCK_NODES} local lock nodes, 1 counter node ({})",
-                cluster.server()
+                local.server()
             ),
+            local: Some(local),
         })
     }
 
@@ -136,7 +125,7 @@ impl Nodes {
 }
 
 /// The locked run, then the unlocked one, then the verdicts.
-async fn both_runs(nodes: &Nodes, args: &DemoArgs) -> Exit {
+async fn both_runs(nodes: &mut Nodes, args: &DemoArgs) -> Exit {
     let say = !args.quiet && !args.json;
     if say {
         say!(
@@ -208,13 +197,12 @@ struct Run {
 /// Runs the workers for the configured time (killing and restarting a lock node when
 /// locked), then reads the counter.
 async fn one_run(
-    nodes: &Nodes,
+    nodes: &mut Nodes,
     redlock: Option<Redlock>,
     args: &DemoArgs,
     key: &str,
 ) -> std::io::Result<Run> {
-    let cluster = nodes.local.as_ref();
-    let chaos = redlock.is_some() && cluster.is_some();
+    let chaos = redlock.is_some() && nodes.local.is_some();
     // Counts from zero, on nodes of the user's too.
     Counter::connect(&nodes.counter, key)
         .await?
@@ -252,14 +240,14 @@ async fn one_run(
                 Some(Err(e)) => return Err(std::io::Error::other(e)),
             },
             _ = tick.tick() => {
-                if let (Some(chaos), Some(cluster)) = (&mut chaos, cluster) {
-                    chaos.step(cluster, &mut line).await?;
+                if let (Some(chaos), Some(local)) = (&mut chaos, &mut nodes.local) {
+                    chaos.step(local, &mut line).await?;
                 }
-                line.draw(started.elapsed(), &tally, cluster);
+                line.draw(started.elapsed(), &tally, health(nodes.local.as_mut()));
             }
         }
     }
-    line.finish(started.elapsed(), &tally, cluster);
+    line.finish(started.elapsed(), &tally, health(nodes.local.as_mut()));
     let mut reader = Counter::connect(&nodes.counter, key).await?;
     let counter = reader.get().await?;
     reader.delete().await?;
@@ -326,33 +314,39 @@ impl Chaos {
         }
     }
 
-    async fn step(&mut self, cluster: &Arc<Cluster>, line: &mut Line) -> std::io::Result<()> {
+    async fn step(&mut self, local: &mut LocalNodes, line: &mut Line) -> std::io::Result<()> {
         let now = Instant::now();
         if self.done {
             return Ok(());
         }
-        let node = Arc::clone(cluster);
         match self.restart_at {
             None if now >= self.kill_at => {
-                node.node(LOCK_NODES - 1)
-                    .kill()
-                    .map_err(std::io::Error::other)?;
+                local.kill(LOCK_NODES - 1).await?;
                 line.say("killed lock node 5; restarting it once the ttl has passed");
                 self.restart_at = Some(now + line.ttl + Duration::from_millis(100));
             }
             Some(at) if now >= at => {
-                let restart =
-                    tokio::task::spawn_blocking(move || node.node(LOCK_NODES - 1).restart());
-                restart
-                    .await
-                    .map_err(std::io::Error::other)?
-                    .map_err(std::io::Error::other)?;
+                local.restart(LOCK_NODES - 1).await?;
                 line.say("restarted lock node 5 (empty)");
                 self.done = true;
             }
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The lock nodes' health for the progress line, `  nodes [UUUU-]` (`U` runs, `-` was
+/// killed), on the nodes it started only: the user's are not watched.
+fn health(local: Option<&mut LocalNodes>) -> String {
+    match local {
+        Some(local) => {
+            let nodes: String = (0..LOCK_NODES)
+                .map(|i| if local.is_running(i) { 'U' } else { '-' })
+                .collect();
+            format!("  nodes [{nodes}]")
+        }
+        None => String::new(),
     }
 }
 
@@ -375,7 +369,7 @@ impl Line {
         }
     }
 
-    fn text(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) -> String {
+    fn text(&self, elapsed: Duration, tally: &Tally, health: String) -> String {
         let sections = tally.sections.load(Ordering::Relaxed);
         let rate = sections as f64 / elapsed.as_secs_f64().max(0.001);
         let waits = tally.waits.load(Ordering::Relaxed);
@@ -386,18 +380,6 @@ impl Line {
                 tally.wait_us.load(Ordering::Relaxed) as f64 / n as f64 / 1e3
             ),
         };
-        // Only the nodes it started: the user's are not watched.
-        let health = match cluster {
-            Some(cluster) => (cluster.nodes()[..LOCK_NODES].iter())
-                .map(|n| if n.is_running() { 'U' } else { '-' })
-                .collect(),
-            None => String::new(),
-        };
-        let health = if health.is_empty() {
-            health
-        } else {
-            format!("  nodes [{health}]")
-        };
         format!(
             "  {:<14} {:>5}  sections {sections:>6} ({rate:>6.0}/s)  lock waits {waits} (avg {avg_wait}){health}",
             self.name,
@@ -405,10 +387,10 @@ impl Line {
         )
     }
 
-    fn draw(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
+    fn draw(&self, elapsed: Duration, tally: &Tally, health: String) {
         if self.live {
             let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r{}\x20", self.text(elapsed, tally, cluster));
+            let _ = write!(err, "\r{}\x20", self.text(elapsed, tally, health));
             let _ = err.flush();
         }
     }
@@ -422,12 +404,12 @@ impl Line {
         }
     }
 
-    fn finish(&self, elapsed: Duration, tally: &Tally, cluster: Option<&Arc<Cluster>>) {
+    fn finish(&self, elapsed: Duration, tally: &Tally, health: String) {
         if self.live {
             crate::out::stderr(format_args!("\r{:100}\r", ""));
         }
         if self.say {
-            note!("{}", self.text(elapsed, tally, cluster));
+            note!("{}", self.text(elapsed, tally, health));
         }
     }
 }

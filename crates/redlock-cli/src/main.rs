@@ -22,8 +22,9 @@
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.
 //! - `release --token T` deletes the key where it holds exactly `T` and reports each node.
-//! - `demo` needs no nodes: it starts 5 local ones (`redis-server` on `PATH`, or
-//!   `REDLOCK_SERVER_BIN`), kills one midway and restarts it after the ttl.
+//! - `demo` needs no nodes: it starts 5 local ones (`redis-server` or `valkey-server` on
+//!   `PATH`, or `REDLOCK_SERVER_BIN`: crate::local_nodes), kills one midway and restarts it
+//!   after the ttl.
 //!
 //! - Nodes come from `--nodes`, `--nodes-file`, `REDLOCK_NODES` or `REDLOCK_NODES_FILE`
 //!   (crate::cli); the command does not inherit `REDLOCK_NODES`.
@@ -63,6 +64,7 @@ mod exec;
 mod exit;
 mod job;
 mod json;
+mod local_nodes;
 mod out;
 mod progress;
 mod signals;

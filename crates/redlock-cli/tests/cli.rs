@@ -737,6 +737,41 @@ fn a_demo_that_runs_for_no_time_is_a_usage_error() {
 }
 
 #[test]
+fn a_demo_without_a_server_binary_says_what_it_looked_for_and_how_to_provide_one() {
+    let demo = |path: &str, server_bin: Option<&str>| {
+        let mut command = Command::new(bin());
+        command
+            .args(["demo", "--duration", "1s"])
+            .env_remove("REDLOCK_NODES")
+            .env("PATH", path);
+        match server_bin {
+            Some(server_bin) => command.env("REDLOCK_SERVER_BIN", server_bin),
+            None => command.env_remove("REDLOCK_SERVER_BIN"),
+        };
+        command.output().unwrap()
+    };
+    // What it looked for, and the three ways out: install one, name one, or bring nodes.
+    let err = fails_with(
+        &demo("/nonexistent", None),
+        NODE_ERROR,
+        "no redis-server or valkey-server on PATH",
+    );
+    for how in [
+        "apt-get install redis-server",
+        "REDLOCK_SERVER_BIN",
+        "--nodes",
+    ] {
+        assert!(err.contains(how), "{err}");
+    }
+    let err = fails_with(
+        &demo("/nonexistent", Some("/nonexistent/redis-server")),
+        NODE_ERROR,
+        "REDLOCK_SERVER_BIN=/nonexistent/redis-server cannot be used",
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn a_redlock_stopped_past_its_validity_loses_the_lock_and_its_command_is_terminated() {
     let c = Cluster::start(3).unwrap();
     let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";

@@ -1,6 +1,7 @@
 //! The async drivers' one loop ([`IoLoop`]), over what each runtime provides ([`Runtime`]):
 //! non-blocking sockets with readiness, a timer, a connect, a yield. It owns the core
-//! `Client` and the N connections and runs the run loop of `Client`'s MUST list. It moves bytes;
+//! `Client` and the N connections and runs the run loop of `Client`'s MUST list (its
+//! comments cite that list's duties by number). It moves bytes;
 //! requests and events go through [`Waiters`], and every decision is the core's.
 
 use std::collections::VecDeque;
@@ -99,7 +100,8 @@ impl<R: Runtime> IoLoop<R> {
     /// The loop. Ends once every handle is gone and every operation has finished.
     pub async fn run(mut self) {
         loop {
-            // 4. Drain the core, then write what it asked for: one write per node.
+            // `Client`'s MUST list, duty 2: drain the core, then write what it asked for:
+            // one write per node.
             let deadline = self.drain();
             self.flush();
             if self.closed && self.client.active_ops() == 0 {
@@ -117,7 +119,7 @@ impl<R: Runtime> IoLoop<R> {
                 self.feed(Input::Disconnected { now, conn, reason });
                 continue;
             }
-            // 2. Wait for exactly one thing.
+            // Duty 3: wait for exactly one thing.
             if let Some(at) = deadline
                 && self.armed != deadline
             {
@@ -125,7 +127,7 @@ impl<R: Runtime> IoLoop<R> {
                 self.armed = deadline;
             }
             let wake = poll_fn(|cx| self.poll_wake(cx, deadline.is_some())).await;
-            // 3. Feed it, stamped with a fresh `now`.
+            // Duty 3, then: feed it, stamped with a fresh `now` from the one clock (duty 4).
             let now = (self.clock)();
             match wake {
                 Wake::Cmd(Some(cmd)) => {
@@ -216,7 +218,8 @@ impl<R: Runtime> IoLoop<R> {
         Poll::Pending
     }
 
-    /// A connection attempt ended: the stream is kept, or the reason reported.
+    /// A connection attempt ended: the stream is kept, or the reason reported (`Client`'s
+    /// MUST list, duty 5: every outcome of a `Connect` is reported).
     fn connected(
         &mut self,
         now: Instant,
@@ -269,6 +272,7 @@ impl<R: Runtime> IoLoop<R> {
             Err(e) if is_retry(&e) => return,
             Err(e) => ConnectionError::from_io(&e),
         };
+        // A dropped connection is reported with its reason (`Client`'s MUST list, duty 6).
         let reason = c.wire.ended(reason);
         self.conns[node.index()] = Conn::default();
         self.feed(Input::Disconnected { now, conn, reason });

@@ -9,8 +9,10 @@
 //! [`docs/errors.md`](https://github.com/redlock-rs/redlock/blob/main/docs/errors.md).
 //!
 //! Users reach this crate through a driver, which names [`Redlock<ItsStart>`](Redlock) its
-//! `Redlock` and re-exports [`LockError`], [`LockGuard`], [`LockRef`] and [`WithLockError`]
-//! (the blocking driver wraps the last three in blocking calls). What a driver gets from here:
+//! `Redlock` and re-exports the [`prelude`] (the core's lock options and outcomes,
+//! [`LockError`] and [`WithLockError`]); the async drivers re-export [`LockGuard`] and
+//! [`LockRef`] too (the blocking driver wraps them in blocking calls). What a driver gets
+//! from here:
 //! - [`Redlock`] and [`Builder`], generic over the driver's [`Start`]: how it starts its loop,
 //!   the loop's clock ([`Start::now`]), and the handle users call through `Deref`.
 //! - [`Setup`] collects what every builder collects (node URLs, core configuration, connect
@@ -79,6 +81,7 @@ mod handle;
 mod handshake;
 mod io_loop;
 mod observe;
+pub mod prelude;
 mod redlock;
 mod request;
 mod runtime;

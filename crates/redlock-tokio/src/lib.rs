@@ -50,12 +50,8 @@ use std::time::Instant;
 
 use redlock_driver::{DriverParts, IoLoop, Start};
 
-pub use redlock_core::{
-    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    Inspection, KeyState, LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome,
-    ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
-};
-pub use redlock_driver::{Handle, LockError, LockGuard, LockRef, WithLockError};
+pub use redlock_driver::prelude::*;
+pub use redlock_driver::{Handle, LockGuard, LockRef};
 
 /// A handle to a set of N nodes, served by one driver task. Cheap to clone; `Send + Sync`.
 ///

@@ -29,8 +29,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `redlock demo`: starts six local nodes through the test kit, runs workers with and
-/// without the lock, and stops every node on exit or Ctrl-C.
+/// `redlock demo`: starts six local nodes (the CLI's own launcher, no test kit), runs
+/// workers with and without the lock, and stops every node on exit or Ctrl-C.
 fn demo() -> Result<(), String> {
     ensure_redis()?;
     cargo(
