@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_core::{KeyState, NodeFault, QuarantineCause};
+use redlock_core::{KeyState, NodeFault, QuarantineCause, RestartQuarantine};
 use redlock_testkit::Cluster;
 
 use crate::scenarios::eventually;
@@ -18,7 +18,7 @@ const TTL: Duration = Duration::from_secs(2);
 const BOUND: Duration = Duration::from_secs(15);
 
 fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
-    b.restart_quarantine(true)
+    b.restart_quarantine(Some(RestartQuarantine::default()))
         .ttl(TTL)
         // Back within tens of milliseconds of the restart, well inside the window.
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))

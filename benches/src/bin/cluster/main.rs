@@ -265,15 +265,22 @@ async fn subjects(
     }
     if args.wants_subject("tokio-fenced", name) {
         let redlock = redlock_tokio::Redlock::builder(urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+            .and_then(|b| {
+                b.config(|c| c.ttl(TTL).fencing(redlock_core::Fencing::every_lock()))
+                    .build()
+            })
             .map_err(|e| format!("tokio-fenced: build: {e}"))?;
         subjects.push(Subject::tokio_fenced(redlock, name));
     }
     if args.wants_subject("tokio-fenced-scripts", name) {
         let redlock = redlock_tokio::Redlock::builder(urls)
             .and_then(|b| {
-                b.config(|c| c.ttl(TTL).fencing(true).native_commands(false))
-                    .build()
+                b.config(|c| {
+                    c.ttl(TTL)
+                        .fencing(redlock_core::Fencing::every_lock())
+                        .native_commands(false)
+                })
+                .build()
             })
             .map_err(|e| format!("tokio-fenced-scripts: build: {e}"))?;
         subjects.push(Subject::tokio_fenced_scripts(redlock, name));
@@ -322,8 +329,11 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
     } else {
         redlock_core::DEFAULT_NOTIFICATION_JITTER
     };
-    let config =
-        |c: redlock_core::ConfigBuilder| c.ttl(TTL).retry(retry).notification_jitter(jitter);
+    let config = |c: redlock_core::ConfigBuilder| {
+        c.ttl(TTL)
+            .retry(retry)
+            .release_notifications(Some(redlock_core::ReleaseNotifications { jitter }))
+    };
     match name {
         "tokio" | "tokio-j1" => redlock_tokio::Redlock::builder(urls)
             .and_then(|b| b.config(config).build())
@@ -459,7 +469,10 @@ fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
             }
             if args.wants_subject("tokio-fenced", name) {
                 let redlock = redlock_tokio::Redlock::builder(&urls)
-                    .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+                    .and_then(|b| {
+                        b.config(|c| c.ttl(TTL).fencing(redlock_core::Fencing::every_lock()))
+                            .build()
+                    })
                     .map_err(|e| format!("tokio-fenced: build: {e}"))?;
                 subjects.push(Subject::tokio_fenced(redlock, name));
             }
