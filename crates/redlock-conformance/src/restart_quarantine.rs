@@ -28,7 +28,7 @@ fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
 /// Waits until every node has answered on its connection (an inspection that none failed),
 /// so that each node's `INFO` has been read and its run id is remembered: a restart is told
 /// by a run id that changed, and a node first seen after its restart is trusted (young
-/// nodes are quarantined only with `quarantine_young_nodes`). Then locks and releases
+/// nodes are quarantined only with `RestartQuarantine::young_nodes`). Then locks and releases
 /// `resource` once.
 fn wait_until_all_seen<D: Driver>(d: &D, resource: &str) {
     let mut last = None;

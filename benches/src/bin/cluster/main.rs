@@ -312,7 +312,7 @@ async fn subjects(
 }
 
 /// A subject of the contended scenarios (`tokio`, `blocking`, `rslock`, or `tokio-j1` and
-/// `blocking-j1`: ours with a `notification_jitter` of 1 ms), with the retry: 20
+/// `blocking-j1`: ours with a release-notification jitter (`ReleaseNotifications::jitter`) of 1 ms), with the retry: 20
 /// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
 /// attempts in all, delay uniform in whole ms 0..10.
@@ -709,7 +709,7 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`; and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
-/// `notification_jitter` of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
+/// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
 pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
     "tokio-j1",
     "blocking-j1",

@@ -57,6 +57,56 @@ fn defaults_follow_the_algorithm_note() {
     assert_eq!(long.unwrap().attempt_timeout(), Duration::from_secs(1));
 }
 
+/// The features' defaults: the restart quarantine, the clock check and release
+/// notifications on, with their settings off or none; locks fenced only where they ask.
+#[test]
+fn every_feature_has_its_default() {
+    let c = Config::builder(3).build().unwrap();
+    let quarantine = RestartQuarantine {
+        ttl: None,
+        young_nodes: false,
+    };
+    assert_eq!(c.restart_quarantine(), Some(&quarantine));
+    assert_eq!(c.clock_check(), Some(&ClockCheck { quarantine: false }));
+    let notifications = ReleaseNotifications {
+        jitter: Duration::ZERO,
+    };
+    assert_eq!(c.release_notifications(), Some(&notifications));
+    assert_eq!(c.fencing().suffix, ":fence");
+    assert!(!c.fencing().by_default);
+    assert!(Fencing::every_lock().by_default);
+    assert_eq!(c.auto_extend(), None);
+}
+
+/// The features' value rules name the field inside the feature.
+#[test]
+fn feature_rules_name_their_field() {
+    let field = |b: ConfigBuilder| b.build().unwrap_err().field();
+    let quarantine = |ttl| {
+        Some(RestartQuarantine {
+            ttl: Some(ttl),
+            ..RestartQuarantine::default()
+        })
+    };
+    let builder = || Config::builder(3);
+    let zero = builder().restart_quarantine(quarantine(Duration::ZERO));
+    assert_eq!(field(zero), "restart_quarantine.ttl");
+    let max = Duration::from_millis(MAX_TTL_MS);
+    let above = builder().restart_quarantine(quarantine(max + Duration::from_millis(1)));
+    assert_eq!(field(above), "restart_quarantine.ttl");
+    assert!(
+        builder()
+            .restart_quarantine(quarantine(max))
+            .build()
+            .is_ok()
+    );
+    let empty = Fencing {
+        suffix: String::new(),
+        ..Fencing::default()
+    };
+    assert_eq!(field(builder().fencing(empty)), "fencing.suffix");
+}
+
 #[test]
 fn every_rule_names_its_field() {
     let field = |b: ConfigBuilder| b.build().unwrap_err().field();
