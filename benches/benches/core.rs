@@ -18,9 +18,9 @@ use chacha20::ChaCha20Rng;
 use criterion::{Criterion, Throughput};
 use rand_core::SeedableRng;
 use redlock_core::{
-    AcquireOutcome, Client, Config, ConnId, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
-    Decoder, EXTEND_SCRIPT, Event, Input, NodeId, OpId, Output, RELEASE_SCRIPT, ReleaseOutcome,
-    Resource,
+    AcquireOutcome, Client, ClockCheck, Config, ConnId, DEFAULT_MAX_READ_BUFFER,
+    DEFAULT_MAX_REPLY_SIZE, Decoder, EXTEND_SCRIPT, Event, Input, NodeId, OpId, Output,
+    RELEASE_SCRIPT, ReleaseOutcome, Resource,
 };
 
 /// Counts every allocation (and reallocation) made by this process, then defers to `System`.
@@ -360,7 +360,7 @@ fn connected_client(
     sampling: Sampling,
 ) -> (Client<ChaCha20Rng>, Clock, Vec<ConnId>) {
     let config = Config::builder(NODES)
-        .clock_check(sampling != Sampling::Off)
+        .clock_check((sampling != Sampling::Off).then(ClockCheck::default))
         .build()
         .expect("default config is valid");
     let mut client = Client::new(config, ChaCha20Rng::seed_from_u64(42));

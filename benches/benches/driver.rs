@@ -83,7 +83,7 @@ impl Bench {
         // The nodes answer a scripted cycle: no clock-rate samples (see the core bench for
         // their cost).
         let (handle, parts) = (Setup::from_urls(urls).expect("urls"))
-            .config(|c| c.clock_check(false))
+            .config(|c| c.clock_check(None))
             .build(Instant::now)
             .expect("a valid configuration");
         let mut driver = Loop {

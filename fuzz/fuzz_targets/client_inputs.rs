@@ -42,8 +42,9 @@ use chacha20::rand_core::SeedableRng;
 use libfuzzer_sys::fuzz_target;
 use redlock_core::{
     AutoExtend, Client, Config, ConnId, ConnectionError, EXTEND_SCRIPT, Event,
-    FENCED_ACQUIRE_SCRIPT, Input, LockOptions, NodeId, NodeSettings, OpId, Output,
-    RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Resource, RetryPolicy, Token, UsageError,
+    FENCED_ACQUIRE_SCRIPT, Fencing, Input, LockOptions, NodeId, NodeSettings, OpId, Output,
+    RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Resource, RestartQuarantine, RetryPolicy, Token,
+    UsageError,
 };
 use redlock_testkit::resp::{self, Reply};
 
@@ -913,7 +914,7 @@ fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64, bool) {
         .retry(retry)
         .max_reply_size(max_reply)
         .max_read_buffer(max_read_buffer)
-        .restart_quarantine(quarantine)
+        .restart_quarantine(quarantine.then(RestartQuarantine::default))
         .preload_scripts(flags & 1 == 0)
         // Small caps reach the backlog path: requests past it fail unsent.
         .max_in_flight([1, 2, 4, 10_000][usize::from((caps >> 4) & 3)]);
@@ -958,7 +959,10 @@ fn read_config(s: &mut Script<'_>) -> (Config, usize, u8, u64, bool) {
     }
     // Fenced locks by default; `acquire_with` may still say otherwise per lock.
     let fencing = caps & 0x40 != 0;
-    builder = builder.fencing(fencing);
+    builder = builder.fencing(Fencing {
+        by_default: fencing,
+        ..Fencing::default()
+    });
     let config = builder.build().expect("the harness builds valid configs");
     (config, n, flags, seed, fencing)
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_core::{NodeFault, QuarantineCause};
+use redlock_core::{Fencing, NodeFault, QuarantineCause, ReleaseNotifications};
 use redlock_testkit::{Cluster, Node, Reply, ServerKind};
 
 use crate::scenarios::{cluster, eventually};
@@ -36,7 +36,10 @@ const FENCED_LOCKS: usize = 20;
 pub fn a_later_holder_never_gets_a_smaller_fencing_token_after_an_empty_restart<D: Driver>() {
     const R: &str = "fence-restart";
     let c = cluster(3);
-    let d = D::build(&c.proxy_urls(), |b| b.fencing(true).ttl(FENCED_TTL)).expect("driver");
+    let d = D::build(&c.proxy_urls(), |b| {
+        b.fencing(Fencing::every_lock()).ttl(FENCED_TTL)
+    })
+    .expect("driver");
     all_seen(&d, R);
 
     c.proxy(2).blackhole(true);
@@ -191,7 +194,10 @@ fn busy_line<D: Driver>(notifications: bool, wait: Duration) {
         .start()
         .unwrap_or_else(|e| panic!("{e}"));
     let h = D::build(&c.urls(), |b| b).expect("driver H");
-    let w = D::build(&c.urls(), |b| b.release_notifications(notifications)).expect("driver W");
+    let w = D::build(&c.urls(), |b| {
+        b.release_notifications(notifications.then(ReleaseNotifications::default))
+    })
+    .expect("driver W");
     // Both connected and past their handshakes: W's calls measure the line, not a start.
     for client in [&h, &w] {
         lock_within_bound(client, "warm-up", "a warm-up lock")

@@ -6,6 +6,7 @@
 use std::thread;
 use std::time::Duration;
 
+use redlock_core::Fencing;
 use redlock_testkit::{Cluster, Reply};
 
 use crate::scenarios::cluster;
@@ -19,7 +20,7 @@ const ACQUISITIONS: usize = 1_000;
 pub fn fencing_tokens_grow_across_clients<D: Driver>() {
     let c = cluster(5);
     let clients: Vec<D> = (0..3)
-        .map(|_| D::build(&c.urls(), |b| b.fencing(true)).expect("driver"))
+        .map(|_| D::build(&c.urls(), |b| b.fencing(Fencing::every_lock())).expect("driver"))
         .collect();
     let mut last = 0u64;
     for i in 0..ACQUISITIONS {
@@ -60,7 +61,7 @@ pub fn a_counter_behind_is_written_back_and_an_empty_restart_keeps_tokens_growin
     let ttl = Duration::from_millis(1_000);
     let ms = Duration::from_millis;
     let d = D::build(&c.proxy_urls(), |b| {
-        b.fencing(true)
+        b.fencing(Fencing::every_lock())
             .ttl(ttl)
             .attempt_timeout(ms(50))
             .release_timeout(ms(50))

@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redlock_core::RestartQuarantine;
 use redlock_testkit::{Cluster, ClusterBuilder, ServerKind};
 
 pub use capture::{Capture, EventSeen, Seen};
@@ -249,8 +250,9 @@ pub fn traced_quarantine<S: Subject>() {
     let cluster = Cluster::start(3).unwrap_or_else(|e| panic!("{e}"));
     let node0 = format!("127.0.0.1:{}", cluster.node(0).port());
     let d = S::start_with(&cluster.urls(), |c| {
-        (c.restart_quarantine(true).ttl(Duration::from_secs(2)))
-            .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
+        (c.restart_quarantine(Some(RestartQuarantine::default()))
+            .ttl(Duration::from_secs(2)))
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
     })
     .expect("build");
     // Every node answers an inspection, so each connection's handshake is over.

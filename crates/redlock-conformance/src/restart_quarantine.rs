@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_core::{KeyState, NodeFault, QuarantineCause};
+use redlock_core::{KeyState, NodeFault, QuarantineCause, RestartQuarantine};
 use redlock_testkit::Cluster;
 
 use crate::scenarios::eventually;
@@ -18,7 +18,7 @@ const TTL: Duration = Duration::from_secs(2);
 const BOUND: Duration = Duration::from_secs(15);
 
 fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
-    b.restart_quarantine(true)
+    b.restart_quarantine(Some(RestartQuarantine::default()))
         .ttl(TTL)
         // Back within tens of milliseconds of the restart, well inside the window.
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(50))
@@ -28,7 +28,7 @@ fn quarantine_on(b: ConfigBuilder) -> ConfigBuilder {
 /// Waits until every node has answered on its connection (an inspection that none failed),
 /// so that each node's `INFO` has been read and its run id is remembered: a restart is told
 /// by a run id that changed, and a node first seen after its restart is trusted (young
-/// nodes are quarantined only with `quarantine_young_nodes`). Then locks and releases
+/// nodes are quarantined only with `RestartQuarantine::young_nodes`). Then locks and releases
 /// `resource` once.
 fn wait_until_all_seen<D: Driver>(d: &D, resource: &str) {
     let mut last = None;

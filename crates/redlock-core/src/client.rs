@@ -536,7 +536,7 @@ impl<R: CryptoRng> Client<R> {
     /// wall clocks are now (docs/safety.md, "Restarts and lost writes").
     fn quarantine_window(&self, now: Instant) -> Duration {
         let window = self.config.quarantine_window(self.largest_ttl);
-        if !(self.fenced || self.config.fenced) {
+        if !(self.fenced || self.config.fencing.by_default) {
             return window;
         }
         let readings = self.nodes.iter().filter_map(|n| n.last_clock);
@@ -547,15 +547,14 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Reports what the node's last `TIME` reply showed about its clock, if anything, and
-    /// quarantines the node for it if asked to (`ConfigBuilder::clock_quarantine`).
+    /// quarantines the node for it if asked to (`ClockCheck::quarantine`).
     fn report_clock(&mut self, now: Instant, id: NodeId, window: Duration) {
         let Some(finding) = self.nodes[id.index()].clock_finding.take() else {
             return;
         };
         let node = crate::round::name(&self.config.names, id.index());
-        let quarantine = self
-            .config
-            .clock_quarantine
+        let quarantine = (self.config.clock_check)
+            .is_some_and(|check| check.quarantine)
             .then(|| quarantine::for_clock(now, window, &finding));
         let event = match finding {
             Finding::Rate { low, high, over } => Event::ClockRate {

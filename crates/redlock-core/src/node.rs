@@ -198,9 +198,9 @@ impl Node {
             down_cause: NodeFault::closed(),
             settings,
             preload_scripts: config.preload_scripts,
-            ask_hello: config.native_commands || config.release_notifications,
+            ask_hello: config.native_commands || config.release_notifications.is_some(),
             native_commands: config.native_commands,
-            ask_resp3: config.release_notifications,
+            ask_resp3: config.release_notifications.is_some(),
             resp3: false,
             subscribed: Vec::new(),
             subscriptions_refused: false,
@@ -226,8 +226,8 @@ impl Node {
             last_clock: None,
             gathered: Vec::new(),
             deleted: None,
-            ask_identity: config.restart_quarantine,
-            quarantine_young: config.quarantine_young_nodes,
+            ask_identity: config.restart_quarantine.is_some(),
+            quarantine_young: (config.restart_quarantine).is_some_and(|q| q.young_nodes),
             #[cfg(feature = "_mutants")]
             forget_run_id: config.mutant == Some(crate::mutant::Mutant::ForgetRunId),
             #[cfg(not(feature = "_mutants"))]
@@ -245,7 +245,7 @@ impl Node {
             started: None,
             held_votes: Vec::new(),
             same_as: None,
-            rate_check: (config.clock_check).then(|| RateCheck::new(config.timing.drift_factor)),
+            rate_check: (config.clock_check).map(|_| RateCheck::new(config.timing.drift_factor)),
             clock_finding: None,
         }
     }

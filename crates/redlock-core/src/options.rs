@@ -122,12 +122,13 @@ impl LockOptions {
             extend_script: &EXTEND_SCRIPT,
             deadline_ends_lock: true,
             stamp_supplied: true,
-            fenced: self.fenced.unwrap_or(config.fenced),
+            fenced: self.fenced.unwrap_or(config.fencing.by_default),
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
-            notify: config.release_notifications,
-            notification_jitter: config.notification_jitter,
+            notify: config.release_notifications.is_some(),
+            notification_jitter: (config.release_notifications)
+                .map_or(Duration::ZERO, |n| n.jitter),
             release_in_background: true,
             refuse_for_good: true,
         };

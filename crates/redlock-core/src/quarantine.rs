@@ -53,7 +53,7 @@ pub enum QuarantineCause {
     Young,
     /// The clock check found the node's clock running at a rate outside the drift allowance
     /// ([`Event::ClockRate`](crate::Event::ClockRate); opt-in:
-    /// [`ConfigBuilder::clock_quarantine`](crate::ConfigBuilder::clock_quarantine)).
+    /// [`ClockCheck::quarantine`](crate::ClockCheck::quarantine)).
     ClockRate,
     /// The clock check found the node's clock stepped
     /// ([`Event::ClockStep`](crate::Event::ClockStep); opt-in, as `ClockRate`).

@@ -8,7 +8,7 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    AcquireFailure, Config, Event, NodeFault, NodeId, QuarantineCause, RetryPolicy,
+    AcquireFailure, ClockCheck, Config, Event, NodeFault, NodeId, QuarantineCause, RetryPolicy,
 };
 use support::{Harness, NODE_SECS, set_nx_px};
 
@@ -20,14 +20,16 @@ fn harness() -> Harness {
 
 fn harness_with(clock_quarantine: bool) -> Harness {
     let config = Config::builder(1)
-        .release_notifications(false)
-        .restart_quarantine(false)
+        .release_notifications(None)
+        .restart_quarantine(None)
         .ttl(Duration::from_secs(10))
-        .clock_quarantine(clock_quarantine)
+        .clock_check(Some(ClockCheck {
+            quarantine: clock_quarantine,
+        }))
         .retry(RetryPolicy::once())
         .build()
         .expect("valid config");
-    assert!(config.clock_check(), "on by default");
+    assert!(config.clock_check().is_some(), "on by default");
     Harness::connected(config)
 }
 
@@ -234,12 +236,15 @@ fn a_misbehaving_clock_quarantines_its_node_when_asked() {
     );
 }
 
+/// The clock check is on by default, without the quarantine; the quarantine is a setting
+/// of the check, so it cannot be asked for with the check off.
 #[test]
-fn the_clock_quarantine_needs_the_check() {
-    let err = Config::builder(1)
-        .clock_check(false)
-        .clock_quarantine(true)
-        .build()
-        .expect_err("refused");
-    assert_eq!(err.field(), "clock_quarantine");
+fn the_clock_quarantine_is_part_of_the_check() {
+    let config = Config::builder(1).build().expect("the defaults");
+    assert_eq!(
+        config.clock_check(),
+        Some(&ClockCheck { quarantine: false })
+    );
+    let config = Config::builder(1).clock_check(None).build().expect("off");
+    assert_eq!(config.clock_check(), None);
 }

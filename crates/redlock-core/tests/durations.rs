@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use chacha20::ChaCha20Rng;
 use redlock_core::{
     AutoExtend, Client, Config, ConfigBuilder, ConnId, ConnectionError, Event, Input, LockOptions,
-    MAX_RECONNECT_BACKOFF, NodeId, OpId, Output, Resource, RetryPolicy, UsageError,
+    MAX_RECONNECT_BACKOFF, NodeId, OpId, Output, ReleaseNotifications, Resource, RestartQuarantine,
+    RetryPolicy, UsageError,
 };
 
 const NS: Duration = Duration::from_nanos(1);
@@ -187,19 +188,24 @@ fn rows() -> Vec<Row> {
             [Works; 3],
         ),
         row(
-            "notification_jitter",
-            |b, d| b.release_notifications(true).notification_jitter(d),
+            "release_notifications.jitter",
+            |b, d| b.release_notifications(Some(ReleaseNotifications { jitter: d })),
             none,
             [Works; 3],
         ),
         row(
-            "restart_quarantine_ttl",
-            |b, d| b.restart_quarantine(true).restart_quarantine_ttl(d),
+            "restart_quarantine.ttl",
+            |b, d| {
+                b.restart_quarantine(Some(RestartQuarantine {
+                    ttl: Some(d),
+                    ..RestartQuarantine::default()
+                }))
+            },
             none,
             [
-                Refused("restart_quarantine_ttl"),
+                Refused("restart_quarantine.ttl"),
                 Works,
-                Refused("restart_quarantine_ttl"),
+                Refused("restart_quarantine.ttl"),
             ],
         ),
         row(
@@ -260,30 +266,45 @@ fn every_duration_is_refused_by_name_or_works() {
 }
 
 /// Every public `Duration` the configuration API takes has a row above, so the next setter
-/// is not missed: the setters are read from the source (`ConfigBuilder` in config.rs and
-/// `LockOptions` in options.rs: each `pub fn` taking `mut self` whose signature names
+/// is not missed: the setters are read from the source (`ConfigBuilder` in config/builder.rs
+/// and `LockOptions` in options.rs: each `pub fn` taking `mut self` whose signature names
 /// `Duration`), and so are the `Duration` fields of `RetryPolicy` and `AutoExtend`
-/// (policy.rs), which `retry` and `auto_extend` carry.
+/// (policy.rs), which `retry` and `auto_extend` carry, and of the features' settings
+/// (config/subsystems.rs), which their setters of the same names carry.
 #[test]
 fn every_duration_setter_has_a_row() {
     let src = |file: &str| {
         let path = format!("{}/src/{file}", env!("CARGO_MANIFEST_DIR"));
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
     };
-    let (config, options, policy) = (src("config.rs"), src("options.rs"), src("policy.rs"));
+    let (config, options, policy) = (
+        src("config/builder.rs"),
+        src("options.rs"),
+        src("policy.rs"),
+    );
+    let subsystems = src("config/subsystems.rs");
     let setters = duration_setters(&config);
     for known in [
         "ttl",
         "attempt_timeout",
-        "notification_jitter",
+        "release_timeout",
         "reconnect_backoff",
     ] {
         assert!(setters.contains(&known.to_owned()), "parsed {setters:?}");
     }
     let mut wanted: Vec<String> = setters;
     wanted.extend((duration_setters(&options).iter()).map(|s| format!("LockOptions::{s}")));
-    for (strukt, prefix) in [("RetryPolicy", "retry."), ("AutoExtend", "auto_extend.")] {
-        let fields = duration_fields(&policy, strukt);
+    for (src, strukt, prefix) in [
+        (&policy, "RetryPolicy", "retry."),
+        (&policy, "AutoExtend", "auto_extend."),
+        (&subsystems, "RestartQuarantine", "restart_quarantine."),
+        (
+            &subsystems,
+            "ReleaseNotifications",
+            "release_notifications.",
+        ),
+    ] {
+        let fields = duration_fields(src, strukt);
         assert!(!fields.is_empty(), "no Duration field parsed in {strukt}");
         wanted.extend(fields.iter().map(|f| format!("{prefix}{f}")));
     }

@@ -8,7 +8,8 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    AcquireFailure, Config, ConnectionError, Event, FenceCommand, NodeFault, NodeId, RetryPolicy,
+    AcquireFailure, Config, ConnectionError, Event, FenceCommand, Fencing, NodeFault, NodeId,
+    RetryPolicy,
 };
 use support::{Harness, NODE_SECS, acquired, mask_tokens};
 
@@ -17,7 +18,7 @@ const MS: Duration = Duration::from_millis(1);
 fn config(n: usize) -> Config {
     support::builder(n)
         .ttl(Duration::from_millis(10_000))
-        .fencing(true)
+        .fencing(Fencing::every_lock())
         .retry(RetryPolicy {
             max_attempts: Some(2),
             max_wait: None,

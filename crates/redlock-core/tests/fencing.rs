@@ -9,7 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{AcquireFailure, Config, Event, LockOptions, NodeFault, Resource, RetryPolicy};
+use redlock_core::{
+    AcquireFailure, Config, Event, Fencing, LockOptions, NodeFault, Resource, RetryPolicy,
+};
 use support::{Harness, acquired, mask_tokens, name};
 
 const MS: Duration = Duration::from_millis(1);
@@ -17,7 +19,10 @@ const MS: Duration = Duration::from_millis(1);
 fn config(n: usize, fenced: bool) -> Config {
     support::builder(n)
         .ttl(Duration::from_millis(10_000))
-        .fencing(fenced)
+        .fencing(Fencing {
+            by_default: fenced,
+            ..Fencing::default()
+        })
         .retry(RetryPolicy {
             max_attempts: Some(2),
             max_wait: None,
@@ -213,6 +218,14 @@ fn a_fenced_lock_where_scripting_is_denied_fails_naming_the_refusal() {
 
 #[test]
 fn an_empty_fence_suffix_is_refused() {
-    let err = support::builder(1).fence_suffix("").build().unwrap_err();
-    assert_eq!(err.field(), "fence_suffix");
+    let empty = Fencing {
+        suffix: String::new(),
+        ..Fencing::default()
+    };
+    let err = support::builder(1).fencing(empty).build().unwrap_err();
+    assert_eq!(err.field(), "fencing.suffix");
+    assert_eq!(
+        err.to_string(),
+        "invalid `fencing.suffix`: empty, but the fencing counter needs a key of its own"
+    );
 }

@@ -15,8 +15,8 @@ use support::Harness;
 fn harness(n: usize) -> Harness {
     // Every byte is scripted: no clock samples.
     let config = Config::builder(n)
-        .restart_quarantine(false)
-        .clock_check(false)
+        .restart_quarantine(None)
+        .clock_check(None)
         .ttl(Duration::from_secs(10))
         .build()
         .expect("valid config");

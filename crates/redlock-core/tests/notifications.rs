@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, ConnectionError, Event, RetryPolicy};
+use redlock_core::{Config, ConnectionError, Event, ReleaseNotifications, RetryPolicy};
 use support::{Drained, Harness, NODE_SECS, time_reply};
 
 const MS: Duration = Duration::from_millis(1);
@@ -30,8 +30,8 @@ fn cleanup_then_probe(cleanup: &str, probe: &str) -> Vec<u8> {
 /// come from a notification or the probe), no jitter (so its timing is exact).
 fn config(jitter: Duration) -> Config {
     Config::builder(3)
-        .restart_quarantine(false)
-        .clock_check(false)
+        .restart_quarantine(None)
+        .clock_check(None)
         .ttl(Duration::from_secs(10))
         .retry(RetryPolicy {
             max_attempts: Some(3),
@@ -39,7 +39,7 @@ fn config(jitter: Duration) -> Config {
             delay_min: Duration::from_secs(1),
             delay_max: Duration::from_secs(1),
         })
-        .notification_jitter(jitter)
+        .release_notifications(Some(ReleaseNotifications { jitter }))
         .build()
         .expect("valid config")
 }
@@ -328,9 +328,9 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
 #[test]
 fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     let config = Config::builder(3)
-        .restart_quarantine(false)
-        .clock_check(false)
-        .release_notifications(false)
+        .restart_quarantine(None)
+        .clock_check(None)
+        .release_notifications(None)
         .build()
         .unwrap();
     let mut h = Harness::new(config);
@@ -339,9 +339,9 @@ fn notifications_off_sends_plain_hello_no_probe_and_no_subscription() {
     assert!(String::from_utf8_lossy(&out.sent_to(0)).starts_with("*1\r\n$5\r\nHELLO\r\n"));
     let mut h = Harness::connected(
         Config::builder(3)
-            .restart_quarantine(false)
-            .clock_check(false)
-            .release_notifications(false)
+            .restart_quarantine(None)
+            .clock_check(None)
+            .release_notifications(None)
             .build()
             .unwrap(),
     );

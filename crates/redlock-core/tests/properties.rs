@@ -211,7 +211,7 @@ proptest! {
         n in 1usize..=7,
         steps in proptest::collection::vec(step_strategy(), 0..80),
     ) {
-        let config = Config::builder(n).restart_quarantine(false)
+        let config = Config::builder(n).restart_quarantine(None)
             .ttl(300 * MS)
             .auto_extend(Some(redlock_core::AutoExtend::default()))
             .build()
@@ -331,7 +331,7 @@ proptest! {
     ) {
         let q = (n / 2 + 1 + extra_quorum).min(n);
         let ttl = 1000 * MS;
-        let config = Config::builder(n).restart_quarantine(false)
+        let config = Config::builder(n).restart_quarantine(None)
             .ttl(ttl)
             .quorum(q)
             .retry(RetryPolicy::once())
@@ -407,12 +407,7 @@ proptest! {
 #[test]
 fn outputs_are_never_lost_when_draining_late() {
     // Poll order is stable: connects, then transmits, then events, then the timer.
-    let mut h = Harness::new(
-        Config::builder(2)
-            .restart_quarantine(false)
-            .build()
-            .unwrap(),
-    );
+    let mut h = Harness::new(Config::builder(2).restart_quarantine(None).build().unwrap());
     assert!(matches!(h.client.poll_output(), Output::Connect(_)));
     assert!(matches!(h.client.poll_output(), Output::Connect(_)));
     assert!(matches!(h.client.poll_output(), Output::Idle));

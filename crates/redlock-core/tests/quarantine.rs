@@ -9,8 +9,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlock_core::{
-    AcquireFailure, Config, ConnectionError, Event, NodeFault, QuarantineCause, QuarantineSkip,
-    RetryPolicy,
+    AcquireFailure, Config, ConnectionError, Event, Fencing, NodeFault, QuarantineCause,
+    QuarantineSkip, RestartQuarantine, RetryPolicy,
 };
 use support::{Drained, Harness, fire_until_connect, name};
 
@@ -21,16 +21,21 @@ const NO_AOF: &str =
 const AOF_ALWAYS: &str =
     "*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n";
 const DAY: u64 = 86_400;
+/// The restart quarantine, young nodes quarantined too.
+const YOUNG_NODES_TOO: RestartQuarantine = RestartQuarantine {
+    ttl: None,
+    young_nodes: true,
+};
 
 /// 3 nodes, ttl 1 s, one attempt per lock; no `HELLO`, `TIME` (nor the clock check's) or
 /// preloads, so that the handshake is `INFO` and `CONFIG GET` alone.
 fn config(quarantine: bool) -> Config {
     Config::builder(3)
-        .release_notifications(false)
-        .clock_check(false)
+        .release_notifications(None)
+        .clock_check(None)
         .native_commands(false)
         .preload_scripts(false)
-        .restart_quarantine(quarantine)
+        .restart_quarantine(quarantine.then(RestartQuarantine::default))
         .ttl(Duration::from_secs(1))
         .retry(RetryPolicy {
             max_attempts: Some(1),
@@ -40,14 +45,14 @@ fn config(quarantine: bool) -> Config {
         .expect("valid config")
 }
 
-/// [`config`] with the quarantine on, young nodes too (`quarantine_young_nodes`).
+/// [`config`] with the quarantine on, young nodes too (`RestartQuarantine::young_nodes`).
 fn strict() -> Config {
     Config::builder(3)
-        .release_notifications(false)
-        .clock_check(false)
+        .release_notifications(None)
+        .clock_check(None)
         .native_commands(false)
         .preload_scripts(false)
-        .quarantine_young_nodes(true)
+        .restart_quarantine(Some(YOUNG_NODES_TOO))
         .ttl(Duration::from_secs(1))
         .retry(RetryPolicy {
             max_attempts: Some(1),
@@ -271,38 +276,40 @@ fn a_node_that_refuses_info_is_told_and_votes_as_without_quarantine() {
 
 #[test]
 fn the_quarantine_ttl_must_be_a_ttl() {
+    let with_ttl = |ttl| {
+        Config::builder(3).restart_quarantine(Some(RestartQuarantine {
+            ttl: Some(ttl),
+            ..RestartQuarantine::default()
+        }))
+    };
     for ttl in [Duration::ZERO, Duration::from_millis((1 << 50) + 1)] {
-        let e = Config::builder(3)
-            .restart_quarantine_ttl(ttl)
-            .build()
-            .unwrap_err();
+        let e = with_ttl(ttl).build().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "invalid `restart_quarantine_ttl`: must be above zero and at most \
+            "invalid `restart_quarantine.ttl`: must be above zero and at most \
              1125899906842624 ms"
         );
     }
-    let config = Config::builder(3)
-        .restart_quarantine_ttl(Duration::from_secs(30))
-        .build()
-        .expect("a ttl");
-    assert!(config.restart_quarantine(), "on by default");
-    assert!(
-        !config.quarantine_young_nodes(),
-        "young nodes trusted by default"
-    );
-    let e = Config::builder(3)
-        .restart_quarantine(false)
-        .quarantine_young_nodes(true)
-        .build()
-        .unwrap_err();
+    let config = with_ttl(Duration::from_secs(30)).build().expect("a ttl");
     assert_eq!(
-        e.to_string(),
-        "invalid `quarantine_young_nodes`: needs the restart quarantine on (restart_quarantine(true))"
+        config.restart_quarantine().and_then(|q| q.ttl),
+        Some(Duration::from_secs(30))
     );
+    let defaults = Config::builder(3).build().expect("the defaults");
+    assert_eq!(
+        defaults.restart_quarantine(),
+        Some(&RestartQuarantine {
+            ttl: None,
+            young_nodes: false
+        }),
+        "on by default, young nodes trusted"
+    );
+    // Young nodes are a setting of the quarantine: off, there is nothing to set.
+    let off = Config::builder(3).restart_quarantine(None).build();
+    assert_eq!(off.expect("off").restart_quarantine(), None);
     // A node's INFO reply in parts must fit the read buffer.
     let e = Config::builder(3)
-        .restart_quarantine(true)
+        .restart_quarantine(Some(RestartQuarantine::default()))
         .max_reply_size(1024)
         .max_read_buffer(4096)
         .build()
@@ -313,28 +320,32 @@ fn the_quarantine_ttl_must_be_a_ttl() {
     );
 }
 
-/// Other clients' longer ttls are set with `restart_quarantine_ttl`; this client's own
+/// Other clients' longer ttls are set with `RestartQuarantine::ttl`; this client's own
 /// longer per-lock ttls widen the window by themselves.
 #[test]
 fn the_window_is_the_longest_ttl_known_plus_its_drift() {
     let build = |b: redlock_core::ConfigBuilder| {
-        (b.release_notifications(false).native_commands(false))
+        (b.release_notifications(None).native_commands(false))
             .preload_scripts(false)
-            .clock_check(false)
-            .quarantine_young_nodes(true)
+            .clock_check(None)
             .ttl(Duration::from_secs(1))
             .build()
             .expect("valid config")
     };
-    let mut h = Harness::new(build(
-        Config::builder(1).restart_quarantine_ttl(Duration::from_secs(30)),
-    ));
+    let mut h = Harness::new(build(Config::builder(1).restart_quarantine(Some(
+        RestartQuarantine {
+            ttl: Some(Duration::from_secs(30)),
+            young_nodes: true,
+        },
+    ))));
     h.drain();
     let (until, _) = quarantined(&up(&mut h, 0, &info("a0", 0), NO_AOF));
     // 30 s + 1% + 2 ms.
     assert_eq!(until, h.now + Duration::from_millis(30_302));
 
-    let mut h = Harness::new(build(Config::builder(1)));
+    let mut h = Harness::new(build(
+        Config::builder(1).restart_quarantine(Some(YOUNG_NODES_TOO)),
+    ));
     h.drain();
     let options = redlock_core::LockOptions::default().ttl(Duration::from_secs(5));
     h.client
@@ -384,11 +395,11 @@ fn a_stepped_uptime_is_caught_against_the_last_reply_on_an_old_connection() {
 /// [`config`] with every lock fenced and a ttl of `ttl`.
 fn fenced(ttl: Duration) -> Config {
     Config::builder(3)
-        .release_notifications(false)
-        .clock_check(false)
+        .release_notifications(None)
+        .clock_check(None)
         .native_commands(false)
         .preload_scripts(false)
-        .fencing(true)
+        .fencing(Fencing::every_lock())
         .ttl(ttl)
         .retry(RetryPolicy {
             max_attempts: Some(1),

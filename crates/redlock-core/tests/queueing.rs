@@ -15,8 +15,8 @@ const DELETED: &[u8] = b":1\r\n";
 
 fn harness() -> Harness {
     let config = Config::builder(3)
-        .restart_quarantine(false)
-        .clock_check(false)
+        .restart_quarantine(None)
+        .clock_check(None)
         .ttl(Duration::from_secs(1))
         .build()
         .expect("valid config");

@@ -37,7 +37,7 @@ fn node_address_debug_hides_the_password() {
 #[test]
 fn config_and_its_builder_hide_the_password() {
     let builder = Config::builder(3)
-        .restart_quarantine(false)
+        .restart_quarantine(None)
         .node(1, settings());
     assert_hidden("ConfigBuilder", &format!("{builder:?}"));
     let config = builder.build().unwrap();

@@ -34,7 +34,7 @@ impl Scripted {
         let (handle, parts) = Setup::from_urls(["127.0.0.1:1"])
             .unwrap()
             // The replies are scripted: no clock-rate samples.
-            .config(|c| configure(c.clock_check(false)))
+            .config(|c| configure(c.clock_check(None)))
             .build(Instant::now)
             .unwrap();
         let DriverParts {

@@ -224,7 +224,7 @@ impl Harness {
         let (handle, parts) = Setup::from_urls(urls)
             .expect("urls")
             // The replies are scripted: no clock-rate samples.
-            .config(|c| configure(c.clock_check(false)))
+            .config(|c| configure(c.clock_check(None)))
             .connect_timeout(CONNECT_TIMEOUT)
             .build(virtual_now)
             .expect("config");

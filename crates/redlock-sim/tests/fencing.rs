@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{MUTANT_BUDGET, contention, family_count, ms, retry, safety, scenario_count};
-use redlock_core::{Config, ConfigBuilder, Mutant, NO_FLOOR_FENCED_ACQUIRE_SCRIPT};
+use redlock_core::{Config, ConfigBuilder, Fencing, Mutant, NO_FLOOR_FENCED_ACQUIRE_SCRIPT};
 use redlock_sim::script::fenced_acquire_with;
 use redlock_sim::{Dice, FaultKnobs, Keys, Report, Resources, Scenario, ServerReply, Sim};
 
@@ -47,7 +47,7 @@ fn fenced_safety(seed: u64) -> Scenario {
 /// apart, so quorums often answer counters of different seconds; `evict` turns on lock key
 /// eviction (a node drops a key with a ttl, never the counter).
 fn fenced_contention(seed: u64, tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Scenario {
-    let mut s = contention(seed, |b| tweak(b.fencing(true)));
+    let mut s = contention(seed, |b| tweak(b.fencing(Fencing::every_lock())));
     let mut d = Dice::new(seed ^ 0xfe9c0);
     s.wall_spread = d.millis(ms(100), ms(700));
     s
@@ -85,7 +85,7 @@ fn fenced_crashy(
         .ttl(ms(300))
         .attempt_timeout(ms(15))
         .reconnect_backoff(ms(2), ms(20))
-        .fencing(true)
+        .fencing(Fencing::every_lock())
         .retry(retry(&mut d, 20, 3, 15));
     let mut s = Scenario::new(seed, tweak(builder).build().expect("valid config"));
     s.scripts
@@ -245,9 +245,9 @@ fn mutant_fence_count_refused_is_caught() {
     assert_caught("FenceCountRefused", |seed| {
         fenced_evictions(seed, |b| {
             (b.mutant(Mutant::FenceCountRefused))
-                .release_notifications(false)
-                .clock_check(false)
-                .restart_quarantine(false)
+                .release_notifications(None)
+                .clock_check(None)
+                .restart_quarantine(None)
         })
     });
 }
@@ -259,7 +259,7 @@ fn mutant_fence_no_floor_is_caught() {
     // (the counter is as empty when the window ends), beyond most of these runs.
     assert_caught("FenceNoFloor", |seed| {
         fenced_crashy(seed, None, |b| {
-            b.mutant(Mutant::FenceNoFloor).restart_quarantine(false)
+            b.mutant(Mutant::FenceNoFloor).restart_quarantine(None)
         })
     });
 }
@@ -272,7 +272,7 @@ fn mutant_fence_pipeline_no_floor_is_caught() {
     assert_caught("FencePipelineNoFloor", |seed| {
         fenced_crashy(seed, None, |b| {
             b.mutant(Mutant::FencePipelineNoFloor)
-                .restart_quarantine(false)
+                .restart_quarantine(None)
         })
     });
 }
@@ -284,7 +284,7 @@ fn restart_with_the_wall_clock_behind_is_caught() {
     // cover a step back shorter than itself.
     assert_caught("clock stepped back on an empty restart", |seed| {
         fenced_crashy(seed, Some(Duration::from_secs(2)), |b| {
-            b.restart_quarantine(false)
+            b.restart_quarantine(None)
         })
     });
 }

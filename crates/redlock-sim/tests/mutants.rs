@@ -16,7 +16,7 @@ use common::{
     MUTANT_BUDGET, assert_safe, clock_edge, contention, crashy, crashy_stepped, family_count,
     first_violation, late_delivery, late_extend, late_releases, skewed, slow_network,
 };
-use redlock_core::Mutant;
+use redlock_core::{Mutant, RestartQuarantine};
 use redlock_sim::profile::NodeMutant;
 use redlock_sim::{Scenario, ServerProfile, Sim, SuppliedToken};
 
@@ -76,7 +76,7 @@ fn mutant_drift_allowance_half_the_clock_edge_is_caught() {
 #[test]
 fn mutant_restart_without_delay_is_caught() {
     assert_caught("restart without delay, quarantine off", |seed| {
-        crashy(seed, Some(Duration::ZERO), |b| b.restart_quarantine(false))
+        crashy(seed, Some(Duration::ZERO), |b| b.restart_quarantine(None))
     });
 }
 
@@ -92,7 +92,7 @@ fn correct_core_is_safe_with_delayed_restarts() {
 fn correct_core_quarantines_restarts_without_delay() {
     for seed in 0..MUTANT_BUDGET {
         assert_safe(crashy(seed, Some(Duration::ZERO), |b| {
-            b.restart_quarantine(true)
+            b.restart_quarantine(Some(RestartQuarantine::default()))
         }));
     }
 }
@@ -101,7 +101,8 @@ fn correct_core_quarantines_restarts_without_delay() {
 fn mutant_forget_run_id_is_caught() {
     assert_caught("ForgetRunId", |seed| {
         crashy_stepped(seed, |b| {
-            b.restart_quarantine(true).mutant(Mutant::ForgetRunId)
+            b.restart_quarantine(Some(RestartQuarantine::default()))
+                .mutant(Mutant::ForgetRunId)
         })
     });
 }
@@ -109,7 +110,9 @@ fn mutant_forget_run_id_is_caught() {
 #[test]
 fn correct_core_quarantines_restarts_whose_uptime_was_stepped() {
     for seed in 0..MUTANT_BUDGET {
-        assert_safe(crashy_stepped(seed, |b| b.restart_quarantine(true)));
+        assert_safe(crashy_stepped(seed, |b| {
+            b.restart_quarantine(Some(RestartQuarantine::default()))
+        }));
     }
 }
 

@@ -265,15 +265,22 @@ async fn subjects(
     }
     if args.wants_subject("tokio-fenced", name) {
         let redlock = redlock_tokio::Redlock::builder(urls)
-            .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+            .and_then(|b| {
+                b.config(|c| c.ttl(TTL).fencing(redlock_core::Fencing::every_lock()))
+                    .build()
+            })
             .map_err(|e| format!("tokio-fenced: build: {e}"))?;
         subjects.push(Subject::tokio_fenced(redlock, name));
     }
     if args.wants_subject("tokio-fenced-scripts", name) {
         let redlock = redlock_tokio::Redlock::builder(urls)
             .and_then(|b| {
-                b.config(|c| c.ttl(TTL).fencing(true).native_commands(false))
-                    .build()
+                b.config(|c| {
+                    c.ttl(TTL)
+                        .fencing(redlock_core::Fencing::every_lock())
+                        .native_commands(false)
+                })
+                .build()
             })
             .map_err(|e| format!("tokio-fenced-scripts: build: {e}"))?;
         subjects.push(Subject::tokio_fenced_scripts(redlock, name));
@@ -305,7 +312,7 @@ async fn subjects(
 }
 
 /// A subject of the contended scenarios (`tokio`, `blocking`, `rslock`, or `tokio-j1` and
-/// `blocking-j1`: ours with a `notification_jitter` of 1 ms), with the retry: 20
+/// `blocking-j1`: ours with a release-notification jitter (`ReleaseNotifications::jitter`) of 1 ms), with the retry: 20
 /// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
 /// attempts in all, delay uniform in whole ms 0..10.
@@ -322,8 +329,11 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
     } else {
         redlock_core::DEFAULT_NOTIFICATION_JITTER
     };
-    let config =
-        |c: redlock_core::ConfigBuilder| c.ttl(TTL).retry(retry).notification_jitter(jitter);
+    let config = |c: redlock_core::ConfigBuilder| {
+        c.ttl(TTL)
+            .retry(retry)
+            .release_notifications(Some(redlock_core::ReleaseNotifications { jitter }))
+    };
     match name {
         "tokio" | "tokio-j1" => redlock_tokio::Redlock::builder(urls)
             .and_then(|b| b.config(config).build())
@@ -459,7 +469,10 @@ fn nodes_scenario(plan: Plan, args: &Args) -> Result<Vec<Row>, String> {
             }
             if args.wants_subject("tokio-fenced", name) {
                 let redlock = redlock_tokio::Redlock::builder(&urls)
-                    .and_then(|b| b.config(|c| c.ttl(TTL).fencing(true)).build())
+                    .and_then(|b| {
+                        b.config(|c| c.ttl(TTL).fencing(redlock_core::Fencing::every_lock()))
+                            .build()
+                    })
                     .map_err(|e| format!("tokio-fenced: build: {e}"))?;
                 subjects.push(Subject::tokio_fenced(redlock, name));
             }
@@ -696,7 +709,7 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`; and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
-/// `notification_jitter` of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
+/// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
 pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
     "tokio-j1",
     "blocking-j1",

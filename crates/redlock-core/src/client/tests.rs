@@ -54,7 +54,7 @@ impl Rig {
             // restart quarantine on), then the two SCRIPT LOAD replies, which are not read.
             rig.reply(i, REDIS_7_HELLO);
             rig.reply(i, NODE_TIME);
-            if rig.client.config().restart_quarantine() {
+            if rig.client.config().restart_quarantine().is_some() {
                 rig.reply(i, &old_node_info(i));
             }
             rig.reply(i, b"+OK\r\n+OK\r\n");
@@ -159,7 +159,7 @@ fn released_nodes(out: Vec<Output>) -> Vec<ReleaseOutcome> {
 fn timer_queue_is_bounded_by_live_operations() {
     let nodes = 3;
     // The replies are scripted: no clock samples.
-    let config = (Config::builder(nodes).clock_check(false))
+    let config = (Config::builder(nodes).clock_check(None))
         .build()
         .expect("valid config");
     let mut rig = Rig::connected(config);
@@ -215,7 +215,7 @@ fn cycle_without_node_2(rig: &mut Rig, key: &'static str) -> (AcquireOutcome, Re
 /// stops at `max_in_flight`, and locks still succeed on the 2 healthy nodes.
 #[test]
 fn silent_node_queue_stops_at_the_cap() {
-    let config = (Config::builder(3).clock_check(false))
+    let config = (Config::builder(3).clock_check(None))
         .build()
         .expect("valid config");
     let cap = config.max_in_flight();
@@ -244,7 +244,7 @@ fn silent_node_queue_stops_at_the_cap() {
 fn late_replies_after_the_cap_match_their_own_requests() {
     let cap = 4;
     let config = Config::builder(3)
-        .clock_check(false)
+        .clock_check(None)
         .max_in_flight(cap)
         .build()
         .expect("valid config");

@@ -747,7 +747,7 @@ impl Ctx {
         let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
         let fence_key = params.fenced.then(|| {
             let mut key = BytesMut::from(resource.as_bytes());
-            key.extend_from_slice(&config.fence_suffix);
+            key.extend_from_slice(config.fencing.suffix.as_bytes());
             key.freeze()
         });
         Ok(Self {

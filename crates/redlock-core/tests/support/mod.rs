@@ -322,7 +322,7 @@ pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
 #[allow(dead_code)]
 pub(crate) fn builder(nodes: usize) -> redlock_core::ConfigBuilder {
     Config::builder(nodes)
-        .release_notifications(false)
-        .restart_quarantine(false)
-        .clock_check(false)
+        .release_notifications(None)
+        .restart_quarantine(None)
+        .clock_check(None)
 }

@@ -313,8 +313,8 @@ pub fn stale_reads(seed: u64, as_current: bool) -> Scenario {
     // misplaced `+OK`, is a protocol error that drops the connection and so hides the
     // misplacement).
     let builder = Config::builder(nodes)
-        .clock_check(false)
-        .restart_quarantine(false)
+        .clock_check(None)
+        .restart_quarantine(None)
         .ttl(ms(300))
         .attempt_timeout(ms(60))
         .reconnect_backoff(ms(1), ms(2))
