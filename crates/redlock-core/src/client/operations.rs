@@ -19,8 +19,9 @@ use crate::token::{Resource, Token};
 impl<R: CryptoRng> Client<R> {
     /// Starts acquiring `resource` with the configured retry policy.
     ///
-    /// `now` is `t0` of the first attempt. The outcome comes as [`Event::Acquired`] or
-    /// [`Event::AcquireFailed`] carrying the returned id.
+    /// `now` is `t0` of the first attempt. The outcome comes as
+    /// [`Event::Acquired`](crate::Event::Acquired) or
+    /// [`Event::AcquireFailed`](crate::Event::AcquireFailed) carrying the returned id.
     pub fn acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
         self.acquire_with(now, resource, &LockOptions::default())
     }
@@ -85,7 +86,8 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Starts a read-only inspection of `resource` on every node; see [`Lock::inspect`].
-    /// The outcome comes as [`Event::Inspected`] carrying the returned id.
+    /// The outcome comes as [`Event::Inspected`](crate::Event::Inspected) carrying the
+    /// returned id.
     pub fn inspect(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
         self.start(now, false, |now, op, config, _| {
             Lock::inspect(now, op, config, resource)
@@ -94,7 +96,7 @@ impl<R: CryptoRng> Client<R> {
 
     /// Starts releasing `resource` where it holds exactly `token`, on every node, for a
     /// lock this client does not hold; see [`Lock::release_token`]. The outcome comes as
-    /// [`Event::Released`] carrying the returned id.
+    /// [`Event::Released`](crate::Event::Released) carrying the returned id.
     pub fn release_token(
         &mut self,
         now: Instant,

@@ -45,17 +45,12 @@ impl<R: CryptoRng> Client<R> {
             // Before its requests: the subscription goes out ahead of the probe.
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
         }
-        let (nodes, dirty, drift) = (
-            &mut self.nodes,
-            &mut self.dirty,
-            self.config.timing.drift_factor,
-        );
         send_requests(
             now,
             &mut entry.lock,
-            nodes,
-            dirty,
-            drift,
+            &mut self.nodes,
+            &mut self.dirty,
+            self.config.timing.drift_factor,
             &mut self.encoder,
             &mut self.rng,
         );

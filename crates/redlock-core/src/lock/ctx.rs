@@ -52,8 +52,9 @@ pub(super) struct Ctx {
     pub(super) awaited: bool,
 }
 
-/// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept inline, so a lock that reports
-/// one event at a time (the usual case) never allocates for them.
+/// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
+/// inline, so a lock that reports one event at a time (the usual case) never allocates for
+/// them.
 #[derive(Debug, Default)]
 pub(super) struct Events {
     /// The oldest event; set only while `rest` is empty, so it is always the oldest.
