@@ -1,38 +1,57 @@
 //! [`Client`]: the connection layer. N ordered byte streams, many concurrent
-//! [`Lock`]s, RESP in and out, reply matching, reconnection, and one timer queue.
+//! [`Lock`](crate::Lock)s, RESP in and out, reply matching, reconnection, and one timer
+//! queue.
 //!
-//! All lock logic is in [`Lock`]; this file only moves requests and replies between locks
-//! and node streams, and wakes locks when their timers are due.
+//! All lock logic is in [`Lock`](crate::Lock); the client moves requests and replies
+//! between locks and node streams, and wakes locks when their timers are due. Each feature
+//! around that has a room the client calls into: the local line of lock calls (queue.rs,
+//! `Lines`), release notifications (notify.rs, `Watching`), a node's connection and session
+//! (node.rs), the restart quarantine and the clock check (quarantine.rs, clock_rate.rs).
+//!
+//! This file holds [`Client`] with the driver's contract and its getters, reading each
+//! node's bytes and matching its replies to requests, closing and reconnecting nodes, the
+//! timers, and the node-health steps that look at every node at once (the same server
+//! behind two addresses, first sights, quarantine verdicts and clock findings told as
+//! events). Beside it: client/operations.rs starts and changes operations,
+//! client/locks.rs keeps the table of locks with the client's marks of each,
+//! client/pump.rs moves one lock's requests, events and timer out after it changed, and
+//! client/controls.rs reads the client's negative controls.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::VecDeque;
+use std::hash::BuildHasherDefault;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use rand_core::CryptoRng;
 
 use crate::clock_rate::Finding;
 use crate::command::Encoder;
 use crate::config::Config;
 use crate::error::UsageError;
-use crate::id::{ConnId, NodeId, OpId, RequestId};
+use crate::id::{ConnId, NodeId, OpId, OpIdHasher, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
-use crate::lock::Lock;
 use crate::node::{Link, Node, Pending, SessionReply};
-use crate::notify::{Push, decode_push, release_channel};
-use crate::options::LockOptions;
-use crate::policy::RetryPolicy;
+use crate::notify::{Push, Watching, decode_push};
 use crate::quarantine::{self, FirstSight, Quarantine, QuarantineCause, QuarantineSkip, Verdict};
-use crate::queue::{HandOff, Lines};
+use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{self, NativeUse, NodeCommands, is_unsupported};
-use crate::time::TimerQueue;
-use crate::token::{Resource, Token};
+use crate::time::{Timer, TimerQueue};
+use crate::token::Token;
+use controls::ClientControls;
+use locks::Locks;
+
+mod controls;
+mod locks;
+mod operations;
+mod pump;
 
 /// The sans-IO Redlock client for N nodes: feed it inputs, drain its outputs.
 ///
 /// # Methods
-/// - Getters: [`config`](Self::config), [`held`](Self::held), [`is_up`](Self::is_up).
+/// - Getters: [`config`](Self::config), [`held`](Self::held),
+///   [`active_ops`](Self::active_ops); and per node: [`is_up`](Self::is_up),
+///   [`connection`](Self::connection), [`down_cause`](Self::down_cause),
+///   [`node_commands`](Self::node_commands), [`noscript_replies`](Self::noscript_replies).
 /// - Input: [`handle_input`](Self::handle_input).
 /// - Mutations: [`acquire`](Self::acquire), [`acquire_with`](Self::acquire_with),
 ///   [`try_acquire`](Self::try_acquire), [`extend`](Self::extend),
@@ -70,7 +89,8 @@ pub struct Client<R> {
     config: Config,
     rng: R,
     nodes: Vec<Node>,
-    locks: HashMap<OpId, Lock, BuildHasherDefault<OpIdHasher>>,
+    /// The operations not yet finished, with the client's marks of each (client/locks.rs).
+    locks: Locks,
     /// Each lock's next deadline and each down node's reconnection.
     timers: TimerQueue<Timer, BuildHasherDefault<OpIdHasher>>,
     actions: VecDeque<Output>,
@@ -86,35 +106,15 @@ pub struct Client<R> {
     /// The lock calls in flight per resource, in arrival order: only the first contends
     /// (queue.rs).
     lines: Lines,
-    /// The release channels subscribed to, and the lock waiting on each (notify.rs). A
-    /// `BTreeMap` for the reason `Lines` is one: the keys come from the application.
-    watching: BTreeMap<Bytes, OpId>,
+    /// The release channels watched, and the lock waiting on each (notify.rs).
+    watching: Watching,
     /// The largest ttl of any lock started, for the restart quarantine's window.
     largest_ttl: Duration,
     /// Whether any lock started was fenced: the window then also covers the fencing floor.
     fenced: bool,
-    /// Whether a native release's `PUBLISH` count is read; off only in a negative control
-    /// (which also keeps lines from yielding unasked: queue.rs).
-    count_waiters: bool,
-    /// Whether a probed native release refused after its lock stopped waiting is sent
-    /// again as the script; off only in a negative control.
-    resend_late: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    Node(NodeId),
-    Op(OpId),
-}
-
-impl Hash for Timer {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // One word per key: the derived hash would also write the discriminant.
-        state.write_u64(match *self {
-            Self::Op(op) => op.as_raw() << 1,
-            Self::Node(node) => ((node.index() as u64) << 1) | 1,
-        });
-    }
+    /// The negative controls (test scaffolding: client/controls.rs), all on but under a
+    /// mutant.
+    controls: ClientControls,
 }
 
 // `Client` is generic over its RNG, so its methods are compiled in the driver's crate. The
@@ -129,19 +129,12 @@ impl<R: CryptoRng> Client<R> {
         let actions = (nodes.iter())
             .filter_map(|n| n.current().map(Output::Connect))
             .collect();
-        #[cfg(feature = "_mutants")]
-        let count_waiters = config.mutant != Some(crate::mutant::Mutant::LineDeafToWaiters);
-        #[cfg(not(feature = "_mutants"))]
-        let count_waiters = true;
-        #[cfg(feature = "_mutants")]
-        let resend_late = config.mutant != Some(crate::mutant::Mutant::LateRefusalDropped);
-        #[cfg(not(feature = "_mutants"))]
-        let resend_late = true;
+        let controls = ClientControls::of(&config);
         Self {
             config,
             rng,
             nodes,
-            locks: HashMap::default(),
+            locks: Locks::default(),
             timers: TimerQueue::default(),
             actions,
             events: VecDeque::new(),
@@ -150,16 +143,15 @@ impl<R: CryptoRng> Client<R> {
             drained: false,
             dirty: VecDeque::new(),
             encoder: Encoder::default(),
-            lines: if count_waiters {
+            lines: if controls.count_waiters {
                 Lines::default()
             } else {
                 Lines::without_courtesy()
             },
-            watching: BTreeMap::new(),
+            watching: Watching::default(),
             largest_ttl: Duration::ZERO,
             fenced: false,
-            count_waiters,
-            resend_late,
+            controls,
         }
     }
 
@@ -178,6 +170,12 @@ impl<R: CryptoRng> Client<R> {
         self.nodes
             .get(node.index())
             .is_some_and(|n| n.link == Link::Up)
+    }
+
+    /// The node's current connection: the one being opened or up (`None` while the node is
+    /// down, waiting to reconnect).
+    pub fn connection(&self, node: NodeId) -> Option<ConnId> {
+        self.nodes.get(node.index())?.current()
     }
 
     /// Why the node's last connection ended, while no connection is up: a refused
@@ -249,120 +247,6 @@ impl<R: CryptoRng> Client<R> {
         Ok(())
     }
 
-    /// The node's current connection: the one being opened or up (`None` while the node is
-    /// down, waiting to reconnect).
-    pub fn connection(&self, node: NodeId) -> Option<ConnId> {
-        self.nodes.get(node.index())?.current()
-    }
-
-    /// Starts acquiring `resource` with the configured retry policy.
-    ///
-    /// `now` is `t0` of the first attempt. The outcome comes as [`Event::Acquired`] or
-    /// [`Event::AcquireFailed`] carrying the returned id.
-    pub fn acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
-        self.acquire_with(now, resource, &LockOptions::default())
-    }
-
-    /// Makes one attempt to acquire `resource`, without retry.
-    pub fn try_acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
-        let once = RetryPolicy {
-            max_attempts: Some(1),
-            max_wait: None,
-            ..self.config.retry
-        };
-        self.acquire_with(now, resource, &LockOptions::default().retry(once))
-    }
-
-    /// Starts acquiring `resource` with per-lock options (ttl, token, retry, auto-extension).
-    ///
-    /// Lock calls of this client for one resource queue in arrival order: while an earlier
-    /// one contends on the nodes or holds the lock, this one waits without sending anything
-    /// and makes its first attempt as soon as that one releases, is lost or gives up. It
-    /// waits at most as long as its retry policy would have let it retry (the overall wait,
-    /// or every delay at its longest), then fails with
-    /// [`AcquireFailure::HeldLocally`](crate::AcquireFailure::HeldLocally); a single attempt
-    /// fails so at once.
-    pub fn acquire_with(
-        &mut self,
-        now: Instant,
-        resource: Resource,
-        options: &LockOptions,
-    ) -> Result<OpId, UsageError> {
-        let first = self.lines.is_free(&resource);
-        self.start(now, true, |now, op, config, rng| {
-            if first {
-                Lock::acquire(now, op, config, resource, options, rng)
-            } else {
-                Lock::queued(now, op, config, resource, options)
-            }
-        })
-    }
-
-    /// Starts the operation `make` creates under a fresh id (a usage error changes nothing),
-    /// at the end of its resource's line if `in_line` (lock calls; queue.rs).
-    fn start(
-        &mut self,
-        now: Instant,
-        in_line: bool,
-        make: impl FnOnce(Instant, OpId, &Config, &mut R) -> Result<Lock, UsageError>,
-    ) -> Result<OpId, UsageError> {
-        self.check_drained()?;
-        let now = self.clock(now);
-        let op = OpId::from_raw(self.next_op);
-        let mut lock =
-            make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
-        self.next_op += 1;
-        self.largest_ttl = self.largest_ttl.max(lock.ttl());
-        self.fenced |= lock.is_fenced();
-        if in_line {
-            lock.in_line = true;
-            self.lines.join(lock.resource(), op, now);
-        }
-        self.locks.insert(op, lock);
-        self.pump(now, op);
-        Ok(op)
-    }
-
-    /// Starts a read-only inspection of `resource` on every node; see [`Lock::inspect`].
-    /// The outcome comes as [`Event::Inspected`] carrying the returned id.
-    pub fn inspect(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
-        self.start(now, false, |now, op, config, _| {
-            Lock::inspect(now, op, config, resource)
-        })
-    }
-
-    /// Starts releasing `resource` where it holds exactly `token`, on every node, for a
-    /// lock this client does not hold; see [`Lock::release_token`]. The outcome comes as
-    /// [`Event::Released`] carrying the returned id.
-    pub fn release_token(
-        &mut self,
-        now: Instant,
-        resource: Resource,
-        token: &Token,
-    ) -> Result<OpId, UsageError> {
-        self.start(now, false, |now, op, config, _| {
-            Lock::release_token(now, op, config, resource, token)
-        })
-    }
-
-    /// Extends a held lock by its ttl from `now`; see [`Lock::extend`].
-    pub fn extend(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
-        self.mutate(now, op, |lock, now| lock.extend(now))
-    }
-
-    /// Releases a held lock on all nodes; see [`Lock::release`].
-    pub fn release(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
-        self.mutate(now, op, |lock, now| lock.release(now))
-    }
-
-    /// Cancels an acquisition or releases a held lock; see [`Lock::cancel`].
-    pub fn cancel(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
-        self.mutate(now, op, |lock, now| {
-            lock.cancel(now);
-            Ok(())
-        })
-    }
-
     /// The next thing the driver must do. Call until `Timeout` or `Idle`.
     ///
     /// Connection requests come first, then bytes to write, then events. The result
@@ -387,26 +271,6 @@ impl<R: CryptoRng> Client<R> {
     }
 
     // ---- internals ----
-
-    fn mutate(
-        &mut self,
-        now: Instant,
-        op: OpId,
-        f: impl FnOnce(&mut Lock, Instant) -> Result<(), UsageError>,
-    ) -> Result<(), UsageError> {
-        self.check_drained()?;
-        let now = self.clock(now);
-        let result = match self.locks.get_mut(&op) {
-            Some(lock) => f(lock, now),
-            None => Err(UsageError::UnknownOp(op)),
-        };
-        match result {
-            Ok(()) => self.pump(now, op),
-            // Nothing changed: still drained.
-            Err(_) => self.drained = true,
-        }
-        result
-    }
 
     fn receive(&mut self, now: Instant, node: NodeId, bytes: &[u8]) {
         let i = node.index();
@@ -456,7 +320,9 @@ impl<R: CryptoRng> Client<R> {
                         self.nodes[i].deleted = Some(reply);
                         continue;
                     }
-                    Some(deleted) => server::fold_release(deleted, reply, self.count_waiters),
+                    Some(deleted) => {
+                        server::fold_release(deleted, reply, self.controls.count_waiters)
+                    }
                 },
                 _ => reply,
             };
@@ -624,7 +490,7 @@ impl<R: CryptoRng> Client<R> {
                     // Before the lock sees it: its resend then goes out as the script.
                     n.commands.fall_back(used);
                     let waits = (self.locks.get_mut(&op)).is_some_and(|l| l.awaits(id));
-                    if let Some(script) = fallback.filter(|_| !waits && self.resend_late) {
+                    if let Some(script) = fallback.filter(|_| !waits && self.controls.resend_late) {
                         // The release returned (or gave up) before this refusal came: no
                         // round resends it, and the key would live until its ttl.
                         self.nodes[node.index()].send_pending(&script, Pending::Resent);
@@ -706,143 +572,18 @@ impl<R: CryptoRng> Client<R> {
         }
     }
 
-    /// Moves a lock's requests to node streams (failing those to down nodes at once), its
-    /// events to the output queue, and re-arms its timer. When the lock leaves the front of
-    /// its resource's line, the next call in line starts, and is pumped in turn.
-    fn pump(&mut self, now: Instant, op: OpId) {
-        let mut next = Some(op);
-        // Each turn takes a lock out of its line for good, so this ends.
-        while let Some(op) = next.take() {
-            let handed = self.pump_one(now, op);
-            if let Some((op, how)) = handed
-                && let Some(lock) = self.locks.get_mut(&op)
-            {
-                lock.start_queued(now, how, &mut self.rng);
-                next = Some(op);
-            }
-        }
-    }
-
-    /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
-    /// left the front, and how it starts (queue.rs).
-    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, HandOff)> {
-        let lock = self.locks.get_mut(&op)?;
-        if lock.is_waiting_for_release() != lock.subscribed {
-            // Before its requests: the subscription goes out ahead of the probe.
-            self.watch(op);
-        }
-        let lock = self.locks.get_mut(&op)?;
-        loop {
-            let nodes = &self.nodes;
-            let drift = self.config.timing.drift_factor;
-            let commands = |n: NodeId| nodes[n.index()].offer(now, drift);
-            let Some((id, to, native, bytes)) = lock.next_transmit(&mut self.encoder, commands)
-            else {
-                break;
-            };
-            let bytes = bytes.clone();
-            let node = &mut self.nodes[to.index()];
-            if node.accepts_requests() && node.has_room() {
-                // A probed node may refuse a native release after the lock stopped waiting:
-                // its script form then goes out in its place (see `answer`).
-                let release = native == Some(NativeUse::Release);
-                let fallback = (release && node.is_probed())
-                    .then(|| lock.script_form(id))
-                    .flatten();
-                // The release of a held lock is announced, as the script announces itself.
-                let announced = release && lock.announces(id);
-                let node = &mut self.nodes[to.index()];
-                node.send((op, id), native, (announced, fallback), &bytes);
-                if native == Some(NativeUse::Fence) {
-                    node.refresh_clock(now);
-                }
-                node.sample_clock(now);
-                if node.mark_dirty() {
-                    self.dirty.push_back(to);
-                }
-            } else {
-                // A dead or backlogged node never delays a decision.
-                lock.handle_reply(now, id, Err(node.refusal()), &mut self.rng);
-            }
-        }
-        while let Some(event) = lock.poll_event() {
-            self.events.push_back(event);
-        }
-        let timer = lock.poll_timeout();
-        let next = leave_line(&mut self.lines, lock, now);
-        let finished = lock.is_finished();
-        if lock.subscribed && (finished || !lock.is_waiting_for_release()) {
-            self.watch(op);
-        }
-        if finished {
-            self.locks.remove(&op);
-        }
-        self.timers.arm(Timer::Op(op), timer);
-        next
-    }
-
-    /// Subscribes to the lock's release channel on every node that speaks RESP3, or
-    /// unsubscribes, as the lock now wants (notify.rs).
-    fn watch(&mut self, op: OpId) {
-        let Some(lock) = self.locks.get_mut(&op) else {
-            return;
-        };
-        let wants = lock.is_waiting_for_release() && !lock.is_finished();
-        lock.subscribed = wants;
-        let channel = release_channel(lock.resource());
-        if wants {
-            self.watching.insert(channel.clone(), op);
-        } else if self.watching.get(&channel) == Some(&op) {
-            self.watching.remove(&channel);
-        } else {
-            return;
-        }
-        for i in 0..self.nodes.len() {
-            let node = &mut self.nodes[i];
-            if node.link != Link::Up {
-                continue;
-            }
-            let had = node.subscribed.iter().position(|c| *c == channel);
-            match (wants, had) {
-                (true, None) if node.may_subscribe() => node.subscribe(&channel),
-                (false, Some(at)) => node.unsubscribe(at),
-                _ => continue,
-            }
-            self.mark_dirty(NodeId::new(i));
-        }
-    }
-
-    /// The node's connection now speaks RESP3: it subscribes to every channel a lock waits
-    /// on (a reconnection subscribes again).
+    /// The node's connection now speaks RESP3: it subscribes to every watched channel
+    /// (notify.rs, `Watching::subscribe_all`).
     fn subscribe_all(&mut self, node: NodeId) {
-        let n = &mut self.nodes[node.index()];
-        for channel in self.watching.keys() {
-            if !n.subscribed.contains(channel) {
-                n.subscribe(channel);
-            }
-        }
-        if !self.watching.is_empty() {
+        if (self.watching).subscribe_all(&mut self.nodes[node.index()]) {
             self.mark_dirty(node);
         }
     }
 
-    /// A push frame from `node`: a release announced on a channel a lock waits on is
-    /// handed to it; anything else is dropped.
+    /// A push frame from `node`: a release announced on a watched channel is handed to
+    /// the lock waiting on it (notify.rs, `Watching::route`).
     fn on_push(&mut self, now: Instant, node: NodeId, push: Push) {
-        let channel = match push {
-            Push::Message(channel) => channel,
-            Push::Confirmation => {
-                // The answer to the subscription at the front, if it is one (a confirmation
-                // nobody asked for is dropped).
-                let n = &mut self.nodes[node.index()];
-                if let Some(Pending::Subscription { .. }) = n.in_flight.front() {
-                    n.in_flight.pop_front();
-                }
-                return;
-            }
-            Push::Other => return,
-        };
-        let Some(&op) = self.watching.get(&channel) else {
+        let Some(op) = (self.watching).route(push, &mut self.nodes[node.index()]) else {
             return;
         };
         if let Some(lock) = self.locks.get_mut(&op) {
@@ -972,30 +713,6 @@ impl<R: CryptoRng> Client<R> {
     }
 }
 
-/// Takes `lock` out of its resource's line once it no longer needs its place there, and
-/// returns the next call in line with how it starts (queue.rs). A contested line, or one that
-/// owes a courtesy hand-off, keeps the releasing lock's place until its release is done: its
-/// next call then starts when a waiter of another client hears of the release, or has tried
-/// on its timer.
-fn leave_line(lines: &mut Lines, lock: &mut Lock, now: Instant) -> Option<(OpId, HandOff)> {
-    if lock.take_contested() {
-        // Also after the lock left its line: the next hand-off of the line is fair.
-        lines.contest(lock.resource(), now);
-    }
-    if !lock.in_line || lock.needs_place() {
-        return None;
-    }
-    let contested = lines.is_contested(lock.resource(), now);
-    let courtesy = lines.owes_courtesy(lock.resource(), now);
-    if (contested || courtesy) && lock.is_releasing() {
-        return None;
-    }
-    lock.in_line = false;
-    // The next call yields only if another client waited for this very release.
-    let yields = contested && lock.release_awaited();
-    lines.leave(lock.resource(), lock.op(), now, yields)
-}
-
 /// What [`Client::read_unmatched`] found.
 enum Unmatched {
     /// Read a push frame or a session reply: go on reading.
@@ -1008,28 +725,6 @@ enum Unmatched {
 
 /// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.
 const FENCED_PIPELINE_REPLIES: usize = 3;
-
-/// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
-/// with one multiply instead of SipHash.
-#[derive(Debug, Default, Clone, Copy)]
-struct OpIdHasher(u64);
-
-impl Hasher for OpIdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        // Fibonacci hashing: the high bits, which the table uses, depend on every input bit.
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 #[cfg(test)]
 mod tests;

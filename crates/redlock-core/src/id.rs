@@ -176,6 +176,29 @@ impl RequestId {
     }
 }
 
+/// Hashes the client's own operation ids (never attacker-chosen, so no flooding concern)
+/// with one multiply instead of SipHash: the hasher of the client's table of locks and of
+/// its timers (client.rs; time.rs, `Timer`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct OpIdHasher(u64);
+
+impl std::hash::Hasher for OpIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits, which the table uses, depend on every input bit.
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

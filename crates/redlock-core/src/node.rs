@@ -744,6 +744,39 @@ impl Node {
     }
 }
 
+/// The node as notification routing sees it (notify.rs, `Watching`).
+impl notify::Subscriber for Node {
+    fn is_up(&self) -> bool {
+        self.link == Link::Up
+    }
+
+    fn subscribed(&self) -> &[Bytes] {
+        &self.subscribed
+    }
+
+    fn may_subscribe(&self) -> bool {
+        Self::may_subscribe(self)
+    }
+
+    fn subscribe(&mut self, channel: &Bytes) {
+        Self::subscribe(self, channel);
+    }
+
+    fn unsubscribe(&mut self, at: usize) {
+        Self::unsubscribe(self, at);
+    }
+
+    fn confirm_subscription(&mut self) {
+        if let Some(Pending::Subscription { .. }) = self.in_flight.front() {
+            self.in_flight.pop_front();
+        }
+    }
+
+    fn mark_dirty(&mut self) -> bool {
+        Self::mark_dirty(self)
+    }
+}
+
 /// How long ahead a quarantine for being the same server as another node is said to last:
 /// it lasts while the connection reports that run id, re-checked at each connection.
 pub(crate) const SAME_SERVER_FOR: Duration = Duration::from_secs(86_400);

@@ -10,9 +10,17 @@
 //! notifications"). A notification is only a hint: one can be lost (a node down, a
 //! subscription not yet active, a lock that expired instead), so the retry timer stays, and
 //! an early attempt that finds the lock still held is only a failed attempt.
+//!
+//! The client's routing of them is [`Watching`]: which lock waits on which channel, what
+//! each node must subscribe to or unsubscribe from for that, and which lock an announcement
+//! is for. The client calls it as it calls `Lines` (queue.rs); it reaches the nodes through
+//! [`Subscriber`], which node.rs implements.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::id::{NodeId, OpId};
 use crate::resp::{self, ProtocolError, Reply};
 use crate::token::Resource;
 
@@ -126,6 +134,99 @@ pub(crate) fn decode_push(
         _ => Push::Other,
     };
     Ok(Some((push, pos)))
+}
+
+/// The release channels the client watches, each for the one lock waiting on it, and the
+/// subscriptions that follow on every node. A `BTreeMap` for the reason `Lines` is one
+/// (queue.rs): the keys come from the application.
+#[derive(Debug, Default)]
+pub(crate) struct Watching {
+    /// Each watched channel and the lock waiting on it.
+    channels: BTreeMap<Bytes, OpId>,
+}
+
+/// What [`Watching`] needs of a node's connection (node.rs implements it for `Node`).
+pub(crate) trait Subscriber {
+    /// Whether the connection is up.
+    fn is_up(&self) -> bool;
+    /// The release channels subscribed on the current connection.
+    fn subscribed(&self) -> &[Bytes];
+    /// Whether a channel may be subscribed to on the current connection: it speaks RESP3,
+    /// and refused no subscription yet.
+    fn may_subscribe(&self) -> bool;
+    /// Queues `SUBSCRIBE channel` and counts the channel as subscribed.
+    fn subscribe(&mut self, channel: &Bytes);
+    /// Queues `UNSUBSCRIBE` for the subscribed channel at `at` in
+    /// [`subscribed`](Self::subscribed).
+    fn unsubscribe(&mut self, at: usize);
+    /// A push confirmed a subscription: the one at the front of the node's queue, if it is
+    /// one, is answered (a confirmation nobody asked for is dropped).
+    fn confirm_subscription(&mut self);
+    /// Marks the node as having bytes to write: true if it was not marked yet (it then
+    /// joins the client's list of nodes to write to).
+    fn mark_dirty(&mut self) -> bool;
+}
+
+impl Watching {
+    /// Watches `resource`'s release channel for `op` if `wants`, or stops watching it if
+    /// `op` watched it, and subscribes or unsubscribes every node that is up to match;
+    /// each node that got a command to send joins `dirty`.
+    pub(crate) fn watch<N: Subscriber>(
+        &mut self,
+        op: OpId,
+        resource: &Resource,
+        wants: bool,
+        nodes: &mut [N],
+        dirty: &mut VecDeque<NodeId>,
+    ) {
+        let channel = release_channel(resource);
+        if wants {
+            self.channels.insert(channel.clone(), op);
+        } else if self.channels.get(&channel) == Some(&op) {
+            self.channels.remove(&channel);
+        } else {
+            return;
+        }
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if !node.is_up() {
+                continue;
+            }
+            let had = node.subscribed().iter().position(|c| *c == channel);
+            match (wants, had) {
+                (true, None) if node.may_subscribe() => node.subscribe(&channel),
+                (false, Some(at)) => node.unsubscribe(at),
+                _ => continue,
+            }
+            if node.mark_dirty() {
+                dirty.push_back(NodeId::new(i));
+            }
+        }
+    }
+
+    /// The node's connection now speaks RESP3: it subscribes to every watched channel (a
+    /// reconnection subscribes again). Whether it may have commands to send.
+    pub(crate) fn subscribe_all<N: Subscriber>(&self, node: &mut N) -> bool {
+        for channel in self.channels.keys() {
+            if !node.subscribed().contains(channel) {
+                node.subscribe(channel);
+            }
+        }
+        !self.channels.is_empty()
+    }
+
+    /// Routes a push frame from `node`: a release announced on a watched channel is for
+    /// the lock waiting on it, returned; a subscription's confirmation answers the node's
+    /// subscription; anything else is dropped.
+    pub(crate) fn route<N: Subscriber>(&self, push: Push, node: &mut N) -> Option<OpId> {
+        match push {
+            Push::Message(channel) => self.channels.get(&channel).copied(),
+            Push::Confirmation => {
+                node.confirm_subscription();
+                None
+            }
+            Push::Other => None,
+        }
+    }
 }
 
 #[cfg(test)]

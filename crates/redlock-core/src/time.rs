@@ -1,5 +1,5 @@
-//! Time without surprises: saturating `Instant` arithmetic and the timer queue that gives
-//! the client its next wake-up.
+//! Time without surprises: saturating `Instant` arithmetic, and the timer queue (with its
+//! key, [`Timer`]) that gives the client its next wake-up.
 //!
 //! The core never reads a clock. Every `Instant` comes from the caller's `now`; the attempt
 //! start `t0` is the `now` passed to `acquire`/`extend`, before any byte is written, which
@@ -7,10 +7,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasher, Hash};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use rand_core::Rng;
+
+use crate::id::{NodeId, OpId};
 
 /// `t + d`, saturating at a point about a century after `t` instead of panicking.
 pub(crate) fn add(t: Instant, d: Duration) -> Instant {
@@ -138,6 +140,26 @@ const COMPACTION_SLACK: usize = 16;
 
 /// About a century: the stand-in for "never" when a sum would overflow.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// What a timer of the client wakes: a lock (its next deadline) or a down node (its
+/// reconnection). The key of the client's [`TimerQueue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Timer {
+    /// A down node's reconnection is due.
+    Node(NodeId),
+    /// A lock has work at its next deadline (`Lock::poll_timeout`).
+    Op(OpId),
+}
+
+impl Hash for Timer {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // One word per key: the derived hash would also write the discriminant.
+        state.write_u64(match *self {
+            Self::Op(op) => op.as_raw() << 1,
+            Self::Node(node) => ((node.index() as u64) << 1) | 1,
+        });
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,9 @@ use rand_core::SeedableRng;
 use super::*;
 use crate::id::NodeName;
 use crate::io::{AcquireOutcome, Acquired, NodeOutcome, ReleaseOutcome};
+use crate::options::LockOptions;
 use crate::policy::AutoExtend;
+use crate::token::Resource;
 
 const HOUR: Duration = Duration::from_secs(3600);
 const MS: Duration = Duration::from_millis(1);

@@ -10,35 +10,34 @@
 //! timers, its token) and its handlers, in acquire.rs, extend.rs and release.rs; a handler
 //! updates its phase in place and returns the next phase when the lock moves on (`None`:
 //! it stays), so a phase that stays is never moved. This file only routes replies and
-//! timers to the phase, and keeps what every phase shares ([`Ctx`]).
+//! timers to the phase; what every phase shares is in ctx.rs ([`Ctx`]), and which request
+//! goes out next, in which form, in send.rs.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
 use rand_core::CryptoRng;
 
-use crate::command::{Command, Encoder};
+use crate::command::Command;
 use crate::config::Config;
 use crate::error::UsageError;
-use crate::id::{NodeId, NodeName, OpId, RequestId};
+use crate::id::{NodeId, OpId, RequestId};
 use crate::io::{Event, NodeFault};
-use crate::options::{LockOptions, LockParams, ValidityFrom};
-use crate::quorum::{self, Decision};
+use crate::options::LockOptions;
 use crate::resp::Reply;
-use crate::round::{Form, Round, Slot};
-use crate::server::{NativeUse, NodeCommands, Offer};
+use crate::round::Round;
 use crate::token::{Resource, Token};
 
 mod acquire;
+mod ctx;
 mod extend;
 mod inspect;
 mod queued;
 mod release;
+mod send;
 mod wait;
 
 use acquire::Acquiring;
+use ctx::Ctx;
 use extend::Held;
 use inspect::Inspecting;
 use queued::Queued;
@@ -63,12 +62,6 @@ use release::{Expired, Releasing};
 pub struct Lock {
     ctx: Ctx,
     phase: Phase,
-    /// Whether the lock is in its resource's line at a [`Client`](crate::Client) (queue.rs);
-    /// the client sets and clears it. Always false in the operation layer.
-    pub(crate) in_line: bool,
-    /// Whether a [`Client`](crate::Client) subscribed to the resource's release channel for
-    /// this lock (notify.rs); the client sets and clears it.
-    pub(crate) subscribed: bool,
 }
 
 /// A request for one node, handed out by [`Lock::poll_request`].
@@ -102,63 +95,6 @@ enum Phase {
     Finished,
 }
 
-/// What every phase shares: the lock's identity and parameters, its events, the silent
-/// cleanup releases of failed attempts, and round numbering.
-#[derive(Debug)]
-struct Ctx {
-    op: OpId,
-    resource: Resource,
-    params: LockParams,
-    /// The nodes' names, for failure reasons and statistics.
-    names: Arc<[NodeName]>,
-    supplied_token: Option<Token>,
-    /// The fencing counter key F of a fenced lock: the resource's key and the configured
-    /// suffix.
-    fence_key: Option<Bytes>,
-    /// Releases of failed or cancelled attempts; they report nothing.
-    cleanup: Vec<Round>,
-    next_seq: u32,
-    events: Events,
-    /// The slots of the last finished round, kept for the next round's use.
-    spare_slots: Vec<Slot>,
-    /// Another client was met since the client last asked: an attempt found the lock held
-    /// by it, or the release found it waiting (queue.rs: a contested line hands over
-    /// fairly).
-    contested: bool,
-    /// A node's release found someone subscribed to it (the release script answered 2).
-    awaited: bool,
-}
-
-/// Events waiting for [`Lock::poll_event`]. The first is kept inline, so a lock that reports
-/// one event at a time (the usual case) never allocates for them.
-#[derive(Debug, Default)]
-struct Events {
-    /// The oldest event; set only while `rest` is empty, so it is always the oldest.
-    first: Option<Event>,
-    rest: VecDeque<Event>,
-}
-
-impl Events {
-    #[inline]
-    fn push_back(&mut self, event: Event) {
-        if self.first.is_none() && self.rest.is_empty() {
-            self.first = Some(event);
-        } else {
-            self.rest.push_back(event);
-        }
-    }
-
-    #[inline]
-    fn pop_front(&mut self) -> Option<Event> {
-        // Checked before taking: `take` of an empty slot still moves a whole `Event`.
-        if self.first.is_some() {
-            self.first.take()
-        } else {
-            self.rest.pop_front()
-        }
-    }
-}
-
 impl Lock {
     /// Starts acquiring `resource`; the first attempt's requests are ready at once.
     ///
@@ -173,12 +109,7 @@ impl Lock {
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, options)?;
         let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
-        Ok(Self {
-            ctx,
-            phase,
-            in_line: false,
-            subscribed: false,
-        })
+        Ok(Self { ctx, phase })
     }
 
     /// A lock call that waits in line behind another of the same client (queue.rs): nothing
@@ -195,12 +126,7 @@ impl Lock {
         let queued = Queued::new(&ctx, now);
         // A call that may not wait at all (a "try") fails at once.
         let phase = (queued.on_timer(&mut ctx, now)).unwrap_or(Phase::Queued(queued));
-        Ok(Self {
-            ctx,
-            phase,
-            in_line: false,
-            subscribed: false,
-        })
+        Ok(Self { ctx, phase })
     }
 
     /// The call ahead in line let go: a queued lock starts its first attempt as `how` says
@@ -293,12 +219,7 @@ impl Lock {
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
         let phase = Inspecting::start(&mut ctx, now);
-        Ok(Self {
-            ctx,
-            phase,
-            in_line: false,
-            subscribed: false,
-        })
+        Ok(Self { ctx, phase })
     }
 
     /// Starts releasing `resource` on all N nodes where it holds exactly `token` (the
@@ -317,12 +238,7 @@ impl Lock {
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
         let phase = release::start(&mut ctx, now, token, false);
-        Ok(Self {
-            ctx,
-            phase,
-            in_line: false,
-            subscribed: false,
-        })
+        Ok(Self { ctx, phase })
     }
 
     /// The operation id events carry.
@@ -359,43 +275,6 @@ impl Lock {
         matches!(self.phase, Phase::Finished) && self.ctx.cleanup.is_empty()
     }
 
-    /// The next request to send, if any, releasing and extending by script on every node.
-    /// Drain after every call that changes the lock.
-    pub fn poll_request(&mut self) -> Option<Request> {
-        self.poll_request_using(|_| NodeCommands::SCRIPTS)
-    }
-
-    /// The next request to send, if any, releasing and extending each node by the commands
-    /// `commands` names for it (see [`NodeCommands`]; the scripts work everywhere).
-    ///
-    /// A node that answers a native command with "unknown command" or a syntax error gets
-    /// the request again as the script, at once; say [`NodeCommands::SCRIPTS`] for that node
-    /// from then on to save the round trip.
-    pub fn poll_request_using(
-        &mut self,
-        commands: impl Fn(NodeId) -> NodeCommands,
-    ) -> Option<Request> {
-        let (round, id, node, form) = self.next_send(commands)?;
-        let command = round.command_for(form);
-        Some(Request { id, node, command })
-    }
-
-    /// The next request as its id, its node, what it uses a native command for (if it does)
-    /// and its RESP bytes, shared with the other nodes' requests of its round of that form.
-    #[inline]
-    pub(crate) fn next_transmit<O: Into<Offer>>(
-        &mut self,
-        encoder: &mut Encoder,
-        commands: impl Fn(NodeId) -> O,
-    ) -> Option<(RequestId, NodeId, Option<NativeUse>, &Bytes)> {
-        let (round, id, node, form) = self.next_send(commands)?;
-        let native = match form {
-            Form::Native(native) => Some(native.used_for()),
-            Form::Plain | Form::Eval => None,
-        };
-        Some((id, node, native, round.encoded(form, encoder)))
-    }
-
     /// Whether the request `id` still waits for its node's reply in one of the lock's rounds
     /// (a reply to it would be read; otherwise it would be dropped).
     pub(crate) fn awaits(&mut self, id: RequestId) -> bool {
@@ -413,66 +292,6 @@ impl Lock {
             Phase::Acquiring(a) => a.round().is_some_and(|r| r.seq == id.round()),
             _ => false,
         }
-    }
-
-    /// Whether the request `id` is the release of a held lock, whose native form the
-    /// client follows with the release's announcement (command.rs, `announce`).
-    pub(crate) fn announces(&mut self, id: RequestId) -> bool {
-        let seq = id.round();
-        match self.ctx.cleanup.iter().find(|r| r.seq == seq) {
-            Some(round) => round.command.announces(),
-            None => (self.phase.round_with_seq(seq)).is_some_and(|r| r.command.announces()),
-        }
-    }
-
-    /// The script form of the request `id`, as `EVAL` (never answered `-NOSCRIPT`), to be
-    /// sent in its place if the node refuses its native command after the lock stopped
-    /// waiting for it (client.rs). None if its round is gone or its command is no script.
-    pub(crate) fn script_form(&mut self, id: RequestId) -> Option<Bytes> {
-        let seq = id.round();
-        let round = match self.ctx.cleanup.iter().find(|r| r.seq == seq) {
-            Some(round) => round,
-            None => self.phase.round_with_seq(seq)?,
-        };
-        let eval = round.command.as_eval()?;
-        let mut buf = BytesMut::new();
-        eval.encode(&mut buf);
-        Some(buf.freeze())
-    }
-
-    /// The next request, with its round: cleanup releases first, then the phase's round.
-    ///
-    /// No order between rounds is needed for safety: every attempt stores its own value, so
-    /// an older round's command that runs after a newer one's, on this connection or on a
-    /// dead one whose bytes arrive late, compares another value and touches nothing of the
-    /// newer attempt (algorithm.md §5).
-    #[inline]
-    fn next_send<O: Into<Offer>>(
-        &mut self,
-        commands: impl Fn(NodeId) -> O,
-    ) -> Option<(&mut Round, RequestId, NodeId, Form)> {
-        let floor = self.ctx.params.pipeline_floor;
-        let commands = |n: NodeId| {
-            let mut offer: Offer = commands(n).into();
-            // A negative control's (`_mutants`): the pipeline without its floor.
-            offer.floorless = !floor;
-            offer
-        };
-        for round in &mut self.ctx.cleanup {
-            if let Some((id, node, form)) = round.next_send(commands) {
-                return Some((round, id, node, form));
-            }
-        }
-        let (round, second) = self.phase.rounds_mut();
-        if let Some(round) = round
-            && let Some((id, node, form)) = round.next_send(commands)
-        {
-            return Some((round, id, node, form));
-        }
-        // Only an inspection has a second round: its `PTTL`s, after every `GET`.
-        let round = second?;
-        let (id, node, form) = round.next_send(commands)?;
-        Some((round, id, node, form))
     }
 
     /// The next event, if any.
@@ -729,87 +548,5 @@ impl Phase {
             | Self::Inspecting(_)
             | Self::Finished => None,
         }
-    }
-}
-
-impl Ctx {
-    /// The context of a new operation on `resource`; refuses an empty resource and bad
-    /// options.
-    fn new(
-        op: OpId,
-        config: &Config,
-        resource: Resource,
-        options: &LockOptions,
-    ) -> Result<Self, UsageError> {
-        if resource.as_bytes().is_empty() {
-            return Err(UsageError::EmptyResource);
-        }
-        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
-        let fence_key = params.fenced.then(|| {
-            let mut key = BytesMut::from(resource.as_bytes());
-            key.extend_from_slice(config.fencing.suffix.as_bytes());
-            key.freeze()
-        });
-        Ok(Self {
-            op,
-            resource,
-            params,
-            names: Arc::clone(&config.names),
-            supplied_token: options.token.clone(),
-            fence_key,
-            cleanup: Vec::new(),
-            next_seq: 0,
-            events: Events::default(),
-            spare_slots: Vec::new(),
-            contested: false,
-            awaited: false,
-        })
-    }
-
-    /// A round of `command` to every node, needing the lock's quorum of yes votes.
-    fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
-        let n = self.params.nodes;
-        let q = self.params.quorum;
-        let slots = std::mem::take(&mut self.spare_slots);
-        Round::new(self.seq(), command, now, deadline, (n, q), slots)
-    }
-
-    /// A round of `command` to the nodes `targets` marks, needing `quorum` yes votes among
-    /// them (a fence write-back).
-    fn new_round_to(
-        &mut self,
-        command: Command,
-        times: (Instant, Instant),
-        targets: &[bool],
-        quorum: usize,
-    ) -> Round {
-        let slots = std::mem::take(&mut self.spare_slots);
-        Round::to_nodes(self.seq(), command, times, targets, quorum, slots)
-    }
-
-    /// Keeps a finished round's slots for the next round (saves an allocation per round).
-    fn recycle(&mut self, round: Round) {
-        self.spare_slots = round.slots;
-    }
-
-    fn seq(&mut self) -> u32 {
-        self.next_seq = self.next_seq.wrapping_add(1);
-        self.next_seq
-    }
-
-    /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1` (algorithm.md §4).
-    fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
-        let start = match self.params.validity_from {
-            ValidityFrom::AttemptStart => t0,
-            ValidityFrom::Decision => t1,
-        };
-        let timing = &self.params.timing;
-        quorum::deadline(start, timing.ttl(), timing.drift())
-    }
-
-    /// Whether a round's votes decide it.
-    #[inline]
-    fn decided(round: &Round) -> bool {
-        round.decision() != Decision::Open
     }
 }

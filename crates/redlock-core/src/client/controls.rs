@@ -1,0 +1,50 @@
+//! The client's negative controls (`_mutants`): test scaffolding that turns off one
+//! behaviour of the client itself, read once when the client is built, as option
+//! resolution reads the lock's (options.rs, `with_mutant`; mutant.rs lists them all).
+
+use crate::config::Config;
+#[cfg(feature = "_mutants")]
+use crate::mutant::Mutant;
+
+/// The client's own negative controls: test scaffolding, each `true` in a correct client and
+/// `false` only under its mutant (`_mutants`). Read once, where the client is built
+/// (`Client::new`), as option resolution reads the lock's
+/// (options.rs, `with_mutant`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClientControls {
+    /// Whether a native release's `PUBLISH` count is read (server.rs, `fold_release`), and
+    /// lines yield unasked (queue.rs, `Lines::without_courtesy`);
+    /// off under `Mutant::LineDeafToWaiters`.
+    pub(super) count_waiters: bool,
+    /// Whether a probed native release refused after its lock stopped waiting is sent
+    /// again as the script (client.rs, `answer`); off under `Mutant::LateRefusalDropped`.
+    pub(super) resend_late: bool,
+}
+
+impl ClientControls {
+    /// The controls `config` asks for: all on unless its mutant turns one off.
+    #[cfg_attr(not(feature = "_mutants"), allow(unused_variables))]
+    pub(super) fn of(config: &Config) -> Self {
+        let correct = Self {
+            count_waiters: true,
+            resend_late: true,
+        };
+        #[cfg(feature = "_mutants")]
+        match config.mutant {
+            Some(Mutant::LineDeafToWaiters) => {
+                return Self {
+                    count_waiters: false,
+                    ..correct
+                };
+            }
+            Some(Mutant::LateRefusalDropped) => {
+                return Self {
+                    resend_late: false,
+                    ..correct
+                };
+            }
+            _ => {}
+        }
+        correct
+    }
+}

@@ -1,0 +1,118 @@
+//! The client's table of its operations: each [`Lock`] with what the client alone keeps
+//! of it, where it stands in its resource's line (queue.rs) and whether its release channel
+//! is watched (notify.rs). The [`Lock`] itself, which an embedder may drive directly,
+//! knows of neither.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+use std::time::Instant;
+
+use crate::id::{NodeId, OpId, OpIdHasher};
+use crate::lock::Lock;
+use crate::node::Node;
+use crate::notify::Watching;
+use crate::queue::{HandOff, Lines};
+
+/// The operations not yet finished, by id: each one's [`Entry`]. Reads and writes the lock
+/// alone as a map of locks would; [`entry_mut`](Self::entry_mut) reaches the client's marks.
+#[derive(Debug, Default)]
+pub(super) struct Locks(HashMap<OpId, Entry, BuildHasherDefault<OpIdHasher>>);
+
+/// One operation of the client: the lock, and the client's marks beside it.
+#[derive(Debug)]
+pub(super) struct Entry {
+    /// The operation.
+    pub(super) lock: Lock,
+    /// Whether the lock is in its resource's line (queue.rs): a lock call from when it
+    /// starts until [`leave_line`](Self::leave_line) takes it out.
+    in_line: bool,
+    /// Whether the lock's release channel is watched for it (notify.rs, `Watching`).
+    pub(super) subscribed: bool,
+}
+
+impl Locks {
+    /// The lock `op`, if it is not finished.
+    #[inline]
+    pub(super) fn get(&self, op: &OpId) -> Option<&Lock> {
+        self.0.get(op).map(|e| &e.lock)
+    }
+
+    /// The lock `op`, if it is not finished, to drive.
+    #[inline]
+    pub(super) fn get_mut(&mut self, op: &OpId) -> Option<&mut Lock> {
+        self.0.get_mut(op).map(|e| &mut e.lock)
+    }
+
+    /// The lock `op` with the client's marks, if it is not finished.
+    #[inline]
+    pub(super) fn entry_mut(&mut self, op: OpId) -> Option<&mut Entry> {
+        self.0.get_mut(&op)
+    }
+
+    /// Adds the lock `op`, in its resource's line if `in_line`.
+    pub(super) fn insert(&mut self, op: OpId, lock: Lock, in_line: bool) {
+        let entry = Entry {
+            lock,
+            in_line,
+            subscribed: false,
+        };
+        self.0.insert(op, entry);
+    }
+
+    /// Drops the finished lock `op`.
+    #[inline]
+    pub(super) fn remove(&mut self, op: &OpId) {
+        self.0.remove(op);
+    }
+
+    /// How many operations are not finished.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Entry {
+    /// Takes the lock out of its resource's line once it no longer needs its place there,
+    /// and returns the next call in line with how it starts (queue.rs). A contested line, or
+    /// one that owes a courtesy hand-off, keeps the releasing lock's place until its release
+    /// is done: its next call then starts when a waiter of another client hears of the
+    /// release, or has tried on its timer.
+    #[inline]
+    pub(super) fn leave_line(
+        &mut self,
+        lines: &mut Lines,
+        now: Instant,
+    ) -> Option<(OpId, HandOff)> {
+        let lock = &mut self.lock;
+        if lock.take_contested() {
+            // Also after the lock left its line: the next hand-off of the line is fair.
+            lines.contest(lock.resource(), now);
+        }
+        if !self.in_line || lock.needs_place() {
+            return None;
+        }
+        let contested = lines.is_contested(lock.resource(), now);
+        let courtesy = lines.owes_courtesy(lock.resource(), now);
+        if (contested || courtesy) && lock.is_releasing() {
+            return None;
+        }
+        self.in_line = false;
+        // The next call yields only if another client waited for this very release.
+        let yields = contested && lock.release_awaited();
+        lines.leave(lock.resource(), lock.op(), now, yields)
+    }
+
+    /// Watches the lock's release channel while it waits for a release, and stops once it
+    /// does not or is finished (notify.rs); nodes with commands to send join `dirty`.
+    pub(super) fn watch(
+        &mut self,
+        watching: &mut Watching,
+        nodes: &mut [Node],
+        dirty: &mut VecDeque<NodeId>,
+    ) {
+        let wants = self.lock.is_waiting_for_release() && !self.lock.is_finished();
+        self.subscribed = wants;
+        let (op, resource) = (self.lock.op(), self.lock.resource());
+        watching.watch(op, resource, wants, nodes, dirty);
+    }
+}

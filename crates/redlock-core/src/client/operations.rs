@@ -1,0 +1,150 @@
+//! Starting and changing operations: the lock calls (each joins its resource's line:
+//! queue.rs), a read-only inspection, a release by token, and extending, releasing or
+//! cancelling a lock. Each checks that the client was drained, clamps `now`, changes the
+//! lock and pumps it (client/pump.rs).
+
+use std::time::Instant;
+
+use rand_core::CryptoRng;
+
+use super::Client;
+use crate::config::Config;
+use crate::error::UsageError;
+use crate::id::OpId;
+use crate::lock::Lock;
+use crate::options::LockOptions;
+use crate::policy::RetryPolicy;
+use crate::token::{Resource, Token};
+
+impl<R: CryptoRng> Client<R> {
+    /// Starts acquiring `resource` with the configured retry policy.
+    ///
+    /// `now` is `t0` of the first attempt. The outcome comes as
+    /// [`Event::Acquired`](crate::Event::Acquired) or
+    /// [`Event::AcquireFailed`](crate::Event::AcquireFailed) carrying the returned id.
+    pub fn acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        self.acquire_with(now, resource, &LockOptions::default())
+    }
+
+    /// Makes one attempt to acquire `resource`, without retry.
+    pub fn try_acquire(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        let once = RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            ..self.config.retry
+        };
+        self.acquire_with(now, resource, &LockOptions::default().retry(once))
+    }
+
+    /// Starts acquiring `resource` with per-lock options (ttl, token, retry, auto-extension).
+    ///
+    /// Lock calls of this client for one resource queue in arrival order: while an earlier
+    /// one contends on the nodes or holds the lock, this one waits without sending anything
+    /// and makes its first attempt as soon as that one releases, is lost or gives up. It
+    /// waits at most as long as its retry policy would have let it retry (the overall wait,
+    /// or every delay at its longest), then fails with
+    /// [`AcquireFailure::HeldLocally`](crate::AcquireFailure::HeldLocally); a single attempt
+    /// fails so at once.
+    pub fn acquire_with(
+        &mut self,
+        now: Instant,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<OpId, UsageError> {
+        let first = self.lines.is_free(&resource);
+        self.start(now, true, |now, op, config, rng| {
+            if first {
+                Lock::acquire(now, op, config, resource, options, rng)
+            } else {
+                Lock::queued(now, op, config, resource, options)
+            }
+        })
+    }
+
+    /// Starts the operation `make` creates under a fresh id (a usage error changes nothing),
+    /// at the end of its resource's line if `in_line` (lock calls; queue.rs).
+    fn start(
+        &mut self,
+        now: Instant,
+        in_line: bool,
+        make: impl FnOnce(Instant, OpId, &Config, &mut R) -> Result<Lock, UsageError>,
+    ) -> Result<OpId, UsageError> {
+        self.check_drained()?;
+        let now = self.clock(now);
+        let op = OpId::from_raw(self.next_op);
+        let lock =
+            make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
+        self.next_op += 1;
+        self.largest_ttl = self.largest_ttl.max(lock.ttl());
+        self.fenced |= lock.is_fenced();
+        if in_line {
+            self.lines.join(lock.resource(), op, now);
+        }
+        self.locks.insert(op, lock, in_line);
+        self.pump(now, op);
+        Ok(op)
+    }
+
+    /// Starts a read-only inspection of `resource` on every node; see [`Lock::inspect`].
+    /// The outcome comes as [`Event::Inspected`](crate::Event::Inspected) carrying the
+    /// returned id.
+    pub fn inspect(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
+        self.start(now, false, |now, op, config, _| {
+            Lock::inspect(now, op, config, resource)
+        })
+    }
+
+    /// Starts releasing `resource` where it holds exactly `token`, on every node, for a
+    /// lock this client does not hold; see [`Lock::release_token`]. The outcome comes as
+    /// [`Event::Released`](crate::Event::Released) carrying the returned id.
+    pub fn release_token(
+        &mut self,
+        now: Instant,
+        resource: Resource,
+        token: &Token,
+    ) -> Result<OpId, UsageError> {
+        self.start(now, false, |now, op, config, _| {
+            Lock::release_token(now, op, config, resource, token)
+        })
+    }
+
+    /// Extends a held lock by its ttl from `now`; see [`Lock::extend`].
+    pub fn extend(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| lock.extend(now))
+    }
+
+    /// Releases a held lock on all nodes; see [`Lock::release`].
+    pub fn release(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| lock.release(now))
+    }
+
+    /// Cancels an acquisition or releases a held lock; see [`Lock::cancel`].
+    pub fn cancel(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
+        self.mutate(now, op, |lock, now| {
+            lock.cancel(now);
+            Ok(())
+        })
+    }
+
+    /// Changes the lock `op` by `f` and pumps it; a usage error (an unknown `op`, or one
+    /// `f` returns) changes nothing.
+    fn mutate(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        f: impl FnOnce(&mut Lock, Instant) -> Result<(), UsageError>,
+    ) -> Result<(), UsageError> {
+        self.check_drained()?;
+        let now = self.clock(now);
+        let result = match self.locks.get_mut(&op) {
+            Some(lock) => f(lock, now),
+            None => Err(UsageError::UnknownOp(op)),
+        };
+        match result {
+            Ok(()) => self.pump(now, op),
+            // Nothing changed: still drained.
+            Err(_) => self.drained = true,
+        }
+        result
+    }
+}

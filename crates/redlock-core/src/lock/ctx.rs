@@ -1,0 +1,170 @@
+//! [`Ctx`]: what every phase of a [`Lock`](super::Lock) shares: the lock's identity and
+//! parameters, its events waiting to be polled, the silent cleanup releases of failed
+//! attempts, and the numbering (and recycling) of its rounds. Each phase's handlers take it
+//! by `&mut` beside their own state (mod.rs, `Phase`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::command::Command;
+use crate::config::Config;
+use crate::error::UsageError;
+use crate::id::{NodeName, OpId};
+use crate::io::Event;
+use crate::options::{LockOptions, LockParams, ValidityFrom};
+use crate::quorum::{self, Decision};
+use crate::round::{Round, Slot};
+use crate::token::{Resource, Token};
+
+/// What every phase shares: the lock's identity and parameters, its events, the silent
+/// cleanup releases of failed attempts, and round numbering.
+#[derive(Debug)]
+pub(super) struct Ctx {
+    /// The operation id the lock's events carry.
+    pub(super) op: OpId,
+    /// The resource locked (the key on every node).
+    pub(super) resource: Resource,
+    /// The lock's options resolved against the configuration (options.rs).
+    pub(super) params: LockParams,
+    /// The nodes' names, for failure reasons and statistics.
+    pub(super) names: Arc<[NodeName]>,
+    /// The token the application chose, if it did (else each attempt draws one).
+    pub(super) supplied_token: Option<Token>,
+    /// The fencing counter key F of a fenced lock: the resource's key and the configured
+    /// suffix.
+    pub(super) fence_key: Option<Bytes>,
+    /// Releases of failed or cancelled attempts; they report nothing.
+    pub(super) cleanup: Vec<Round>,
+    /// The last round's number.
+    next_seq: u32,
+    /// Events waiting for [`Lock::poll_event`](super::Lock::poll_event).
+    pub(super) events: Events,
+    /// The slots of the last finished round, kept for the next round's use.
+    pub(super) spare_slots: Vec<Slot>,
+    /// Another client was met since the client last asked: an attempt found the lock held
+    /// by it, or the release found it waiting (queue.rs: a contested line hands over
+    /// fairly).
+    pub(super) contested: bool,
+    /// A node's release found someone subscribed to it (the release script answered 2).
+    pub(super) awaited: bool,
+}
+
+/// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
+/// inline, so a lock that reports one event at a time (the usual case) never allocates for
+/// them.
+#[derive(Debug, Default)]
+pub(super) struct Events {
+    /// The oldest event; set only while `rest` is empty, so it is always the oldest.
+    first: Option<Event>,
+    /// The others, oldest first.
+    rest: VecDeque<Event>,
+}
+
+impl Events {
+    /// Queues `event` behind the others.
+    #[inline]
+    pub(super) fn push_back(&mut self, event: Event) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(event);
+        } else {
+            self.rest.push_back(event);
+        }
+    }
+
+    /// The oldest event, if any.
+    #[inline]
+    pub(super) fn pop_front(&mut self) -> Option<Event> {
+        // Checked before taking: `take` of an empty slot still moves a whole `Event`.
+        if self.first.is_some() {
+            self.first.take()
+        } else {
+            self.rest.pop_front()
+        }
+    }
+}
+
+impl Ctx {
+    /// The context of a new operation on `resource`; refuses an empty resource and bad
+    /// options.
+    pub(super) fn new(
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+    ) -> Result<Self, UsageError> {
+        if resource.as_bytes().is_empty() {
+            return Err(UsageError::EmptyResource);
+        }
+        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let fence_key = params.fenced.then(|| {
+            let mut key = BytesMut::from(resource.as_bytes());
+            key.extend_from_slice(config.fencing.suffix.as_bytes());
+            key.freeze()
+        });
+        Ok(Self {
+            op,
+            resource,
+            params,
+            names: Arc::clone(&config.names),
+            supplied_token: options.token.clone(),
+            fence_key,
+            cleanup: Vec::new(),
+            next_seq: 0,
+            events: Events::default(),
+            spare_slots: Vec::new(),
+            contested: false,
+            awaited: false,
+        })
+    }
+
+    /// A round of `command` to every node, needing the lock's quorum of yes votes.
+    pub(super) fn new_round(&mut self, command: Command, now: Instant, deadline: Instant) -> Round {
+        let n = self.params.nodes;
+        let q = self.params.quorum;
+        let slots = std::mem::take(&mut self.spare_slots);
+        Round::new(self.seq(), command, now, deadline, (n, q), slots)
+    }
+
+    /// A round of `command` to the nodes `targets` marks, needing `quorum` yes votes among
+    /// them (a fence write-back).
+    pub(super) fn new_round_to(
+        &mut self,
+        command: Command,
+        times: (Instant, Instant),
+        targets: &[bool],
+        quorum: usize,
+    ) -> Round {
+        let slots = std::mem::take(&mut self.spare_slots);
+        Round::to_nodes(self.seq(), command, times, targets, quorum, slots)
+    }
+
+    /// Keeps a finished round's slots for the next round (saves an allocation per round).
+    pub(super) fn recycle(&mut self, round: Round) {
+        self.spare_slots = round.slots;
+    }
+
+    /// The next round's number (rounds are told apart by it: `RequestId::round`).
+    pub(super) fn seq(&mut self) -> u32 {
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.next_seq
+    }
+
+    /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1` (algorithm.md §4).
+    pub(super) fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
+        let start = match self.params.validity_from {
+            ValidityFrom::AttemptStart => t0,
+            ValidityFrom::Decision => t1,
+        };
+        let timing = &self.params.timing;
+        quorum::deadline(start, timing.ttl(), timing.drift())
+    }
+
+    /// Whether a round's votes decide it.
+    #[inline]
+    pub(super) fn decided(round: &Round) -> bool {
+        round.decision() != Decision::Open
+    }
+}
