@@ -2,7 +2,7 @@
 //! ([`LockOptions::resolve`](crate::LockOptions)) reads them: each one changes a resolved
 //! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] and
 //! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
-//! (node.rs), as settings of the node.
+//! (health.rs, `NodeHealth::new`), as settings of the node.
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

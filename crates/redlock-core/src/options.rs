@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use crate::command::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, Script};
+use crate::command::EXTEND_SCRIPT;
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
+use crate::fencing::FENCED_ACQUIRE_SCRIPT;
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
+use crate::script::Script;
 use crate::token::Token;
 
 /// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
@@ -176,7 +178,7 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             ..params
         },
         Mutant::FenceNoFloor => LockParams {
-            fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
+            fenced_acquire_script: &crate::fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
         Mutant::PermanentRetried => LockParams {
@@ -191,8 +193,8 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             pipeline_floor: false,
             ..params
         },
-        // Not lock parameters: read by the node (node.rs), the client (client.rs) or the
-        // quarantine window (config.rs).
+        // Not lock parameters: read by the node's health (health.rs), the client (client.rs)
+        // or the quarantine window (config.rs).
         Mutant::ForgetRunId
         | Mutant::SightingAtConnection
         | Mutant::FenceWindowTtlOnly
