@@ -310,7 +310,8 @@ impl<R: CryptoRng> Client<R> {
         let mut lock =
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
-        (self.health).lock_started(&self.config, lock.ttl(), lock.is_fenced());
+        let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
+        (self.health).lock_started((&self.config, &self.nodes), now, ttl, fenced);
         if in_line {
             lock.in_line = true;
             self.lines.join(lock.resource(), op, now);

@@ -294,7 +294,7 @@ pub(crate) struct Health {
     fenced: bool,
     /// How far apart the nodes' wall clocks are, from their last `TIME` readings
     /// (fencing.rs, `wall_spread`; the same at any later time, each reading carried forward
-    /// on our clock).
+    /// on our clock), kept while any lock or the configuration fences.
     spread: Duration,
     /// The restart quarantine's window (quarantine.rs), kept as the above change.
     window: Duration,
@@ -313,12 +313,24 @@ impl Health {
         health
     }
 
-    /// A lock of `ttl` started, fenced or not: the window grows to cover it.
+    /// A lock of `ttl` started at `now`, fenced or not: the window grows to cover it (the
+    /// first fenced lock also makes it cover the fencing floor, from the spread of the
+    /// `nodes`' wall clocks).
     #[inline]
-    pub(crate) fn lock_started(&mut self, config: &Config, ttl: Duration, fenced: bool) {
-        if ttl > self.largest_ttl || (fenced && !self.fenced) {
+    pub(crate) fn lock_started<N: AsRef<NodeHealth>>(
+        &mut self,
+        (config, nodes): (&Config, &[N]),
+        now: Instant,
+        ttl: Duration,
+        fenced: bool,
+    ) {
+        let first_fenced = fenced && !self.fenced;
+        if ttl > self.largest_ttl || first_fenced {
             self.largest_ttl = self.largest_ttl.max(ttl);
-            self.fenced |= fenced;
+            if first_fenced {
+                self.fenced = true;
+                self.spread = spread(nodes, now);
+            }
             self.window = self.window(config);
         }
     }
@@ -353,10 +365,12 @@ impl Health {
             Learned::Clock(clock) => {
                 nodes[i].as_mut().clock_read(now, clock);
                 self.report_clock(now, config, nodes[i].as_mut(), i, events);
-                // After the report: its quarantine took the window as it was before.
-                let readings = nodes.iter().filter_map(|n| n.as_ref().last_clock);
-                self.spread = fencing::wall_spread(readings, now);
-                self.window = self.window(config);
+                // After the report: its quarantine took the window as it was before. Only the
+                // fenced window depends on the clocks.
+                if self.fenced || config.fenced {
+                    self.spread = spread(nodes, now);
+                    self.window = self.window(config);
+                }
             }
             Learned::Identity(said) => nodes[i].as_mut().said = Some(said),
             Learned::Persistence(persistence) => {
@@ -462,6 +476,13 @@ impl Health {
         }
         held
     }
+}
+
+/// How far apart the `nodes`' wall clocks are, from their last `TIME` readings (fencing.rs,
+/// `wall_spread`).
+fn spread<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Duration {
+    let readings = nodes.iter().filter_map(|n| n.as_ref().last_clock);
+    fencing::wall_spread(readings, now)
 }
 
 /// Marks each node whose connection reported the run id of a node before it in the
