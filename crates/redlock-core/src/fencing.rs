@@ -11,8 +11,9 @@
 //!   step ([`FENCE_FLOOR_STEP`]) make the fenced part of the restart quarantine's window
 //!   ("Restarts and lost writes"; `Config::fence_window`, health.rs).
 //! - The token's reading: a fenced acquire's reply (the script's integer, or the
-//!   pipeline's three replies) becomes a counter ([`counter`], [`read_pipeline`]); the lock
-//!   takes the largest of a quorum's counters as its token (lock/acquire.rs).
+//!   pipeline's three replies) becomes a counter ([`counter`], [`read_pipeline`]), and a
+//!   quorum's counters the token ([`quorum_token`]: the largest, final once a quorum holds
+//!   it; lock/acquire.rs writes it back to the nodes behind).
 
 use std::time::{Duration, Instant};
 
@@ -171,6 +172,60 @@ pub(crate) fn read_pipeline(reply: &Reply) -> PipelineReply<'_> {
     }
 }
 
+/// How a fenced quorum's counters become its fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FenceQuorum {
+    /// The largest counter, final once a quorum holds it (written back to the nodes behind
+    /// while they still hold our key): the correct rule.
+    Max,
+    /// The smallest counter handed out (a deliberate bug, for the negative controls).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    Min,
+    /// The largest counter, final at once (a deliberate bug).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    NoWriteBack,
+    /// A write-back answered 0 counted as raised (a deliberate bug).
+    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
+    CountRefused,
+}
+
+/// What a fenced quorum's counters make of the fencing token (docs/safety.md, "The
+/// protocol"): the largest counter, final at once if a quorum's counters are already
+/// there, else once the nodes behind are raised to it (lock/acquire.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QuorumToken {
+    /// The largest counter: what the nodes behind are raised to.
+    pub(crate) value: u64,
+    /// How many nodes' counters are at `value`.
+    pub(crate) agreed: usize,
+    /// The token handed out: `value` (a negative control may pick another).
+    pub(crate) token: u64,
+    /// Whether the token is final without a write-back.
+    pub(crate) final_now: bool,
+}
+
+/// Reads the `counters` of a fenced attempt's quorum (one per node, `None` where the node
+/// gave none) as its token, by `rule` (`FenceQuorum::Max` but in a negative control), for
+/// a `quorum` of nodes.
+pub(crate) fn quorum_token(
+    counters: &[Option<u64>],
+    quorum: usize,
+    rule: FenceQuorum,
+) -> QuorumToken {
+    let value = counters.iter().flatten().copied().max().unwrap_or(0);
+    let agreed = counters.iter().filter(|c| **c == Some(value)).count();
+    let token = match rule {
+        FenceQuorum::Min => counters.iter().flatten().copied().min().unwrap_or(0),
+        _ => value,
+    };
+    QuorumToken {
+        value,
+        agreed,
+        token,
+        final_now: agreed >= quorum || rule == FenceQuorum::NoWriteBack,
+    }
+}
+
 /// A counter as `ZINCRBY` prints it: a whole number from 1 to 2^53, in plain digits (as
 /// Redis and Valkey print such scores) or in a float form that denotes one exactly.
 fn parse_score(score: &[u8]) -> Option<u64> {
@@ -185,4 +240,90 @@ fn parse_score(score: &[u8]) -> Option<u64> {
         }
     };
     (1..=MAX_FENCE).contains(&n).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    #[test]
+    fn a_quorum_token_is_the_largest_counter() {
+        let counters = [Some(7), None, Some(9), Some(9)];
+        let t = quorum_token(&counters, 3, FenceQuorum::Max);
+        assert_eq!((t.value, t.agreed, t.token, t.final_now), (9, 2, 9, false));
+        assert!(quorum_token(&counters, 2, FenceQuorum::Max).final_now);
+        assert_eq!(quorum_token(&counters, 3, FenceQuorum::Min).token, 7);
+        assert!(quorum_token(&counters, 3, FenceQuorum::NoWriteBack).final_now);
+        assert_eq!(quorum_token(&[None, None], 2, FenceQuorum::Max).value, 0);
+    }
+
+    #[test]
+    fn counters_and_pipeline_replies() {
+        assert_eq!(counter(1), Some(1));
+        assert_eq!(counter(MAX_FENCE as i64), Some(MAX_FENCE));
+        assert_eq!(counter(0), None);
+        assert_eq!(counter(MAX_FENCE as i64 + 1), None);
+        let score = |s: &'static [u8]| Reply::Bulk(Bytes::from_static(s));
+        let replies = |set, zincrby| Reply::Replies(vec![set, Reply::Integer(0), zincrby]);
+        assert_eq!(
+            read_pipeline(&replies(Reply::Ok, score(b"1048577"))),
+            PipelineReply::Counter(1_048_577)
+        );
+        assert_eq!(
+            read_pipeline(&replies(Reply::Ok, score(b"1.5e1"))),
+            PipelineReply::Counter(15)
+        );
+        assert_eq!(
+            read_pipeline(&replies(Reply::Nil, score(b"3"))),
+            PipelineReply::NotLocked
+        );
+        let refused = Reply::Error(Bytes::from_static(b"ERR syntax error"));
+        assert_eq!(
+            read_pipeline(&Reply::Replies(vec![
+                Reply::Ok,
+                refused.clone(),
+                score(b"3")
+            ])),
+            PipelineReply::Refused("ZADD", &refused)
+        );
+        let odd = score(b"0.5");
+        assert_eq!(
+            read_pipeline(&replies(Reply::Ok, odd.clone())),
+            PipelineReply::Unexpected(&odd)
+        );
+        assert!(matches!(
+            read_pipeline(&Reply::Ok),
+            PipelineReply::Unexpected(_)
+        ));
+    }
+
+    #[test]
+    fn the_floor_is_low_and_the_spread_is_the_clocks_gap() {
+        let read_at = crate::test_epoch::epoch();
+        let clock = NodeClock {
+            since_epoch: Duration::from_secs(100),
+            read_at,
+        };
+        // 1 s later at a drift factor of 0.01: 100.99 s, floored to 100 s.
+        assert_eq!(
+            clock.floor(read_at + Duration::from_secs(1), 0.01),
+            100 << 20
+        );
+        assert_eq!(
+            clock.floor(read_at + Duration::from_secs(2), 0.01),
+            101 << 20
+        );
+        let ahead = NodeClock {
+            since_epoch: Duration::from_millis(100_250),
+            read_at,
+        };
+        let later = read_at + Duration::from_secs(5);
+        assert_eq!(
+            wall_spread([clock, ahead].into_iter(), later),
+            Duration::from_millis(250)
+        );
+        assert_eq!(wall_spread(std::iter::empty(), later), Duration::ZERO);
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::command::EXTEND_SCRIPT;
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
-use crate::fencing::FENCED_ACQUIRE_SCRIPT;
+use crate::fencing::{FENCED_ACQUIRE_SCRIPT, FenceQuorum};
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
 use crate::script::Script;
 use crate::token::Token;
@@ -246,23 +246,6 @@ pub(crate) struct LockParams {
     /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
     /// is lost at once (a negative control retries it until the deadline instead).
     pub(crate) refuse_for_good: bool,
-}
-
-/// How a fenced quorum's counters become its fencing token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FenceQuorum {
-    /// The largest counter, final once a quorum holds it (written back to the nodes behind
-    /// while they still hold our key): the correct rule.
-    Max,
-    /// The smallest counter handed out (a deliberate bug, for the negative controls).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    Min,
-    /// The largest counter, final at once (a deliberate bug).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    NoWriteBack,
-    /// A write-back answered 0 counted as raised (a deliberate bug).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    CountRefused,
 }
 
 /// The instant a round's validity is counted from.
