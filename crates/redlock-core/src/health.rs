@@ -535,3 +535,61 @@ fn verdict_event(config: &Config, i: usize, verdict: Verdict) -> Option<Event> {
         Verdict::Clear | Verdict::FirstSight(_) => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node as the room sees it: its health alone.
+    struct Node(NodeHealth);
+
+    impl AsRef<NodeHealth> for Node {
+        fn as_ref(&self) -> &NodeHealth {
+            &self.0
+        }
+    }
+
+    impl AsMut<NodeHealth> for Node {
+        fn as_mut(&mut self) -> &mut NodeHealth {
+            &mut self.0
+        }
+    }
+
+    /// Node `i` of `nodes` answers `TIME` with `secs` at `now`.
+    fn time(
+        health: &mut Health,
+        (config, now): (&Config, Instant),
+        nodes: &mut [Node],
+        i: usize,
+        secs: u64,
+    ) {
+        let clock = Learned::Clock(Some(Duration::from_secs(secs)));
+        let mut events = VecDeque::new();
+        let held = health.on_session(now, config, (nodes, i), clock, &mut events);
+        assert!(held.is_empty() && events.is_empty());
+    }
+
+    #[test]
+    fn the_window_is_set_by_the_largest_ttl_and_for_fencing_by_the_clocks_spread() {
+        let config = Config::builder(3).build().expect("default config");
+        let now = crate::test_epoch::epoch();
+        let mut nodes: Vec<Node> = (0..3).map(|_| Node(NodeHealth::new(&config))).collect();
+        let mut health = Health::new(&config);
+        assert_eq!(health.window, config.quarantine_window(Duration::ZERO));
+        // Unfenced, the clocks' spread does not count.
+        time(&mut health, (&config, now), &mut nodes, 0, 100);
+        time(&mut health, (&config, now), &mut nodes, 1, 200);
+        assert_eq!(health.window, config.quarantine_window(Duration::ZERO));
+        let ttl = Duration::from_secs(40);
+        health.lock_started((&config, &nodes), now, ttl, false);
+        assert_eq!(health.window, config.quarantine_window(ttl));
+        // The first fenced lock: the floor must pass the node 100 s ahead.
+        health.lock_started((&config, &nodes), now, Duration::from_secs(1), true);
+        let fenced = |spread| config.fence_window(Duration::from_secs(spread)).unwrap();
+        assert!(fenced(100) > config.quarantine_window(ttl));
+        assert_eq!(health.window, fenced(100));
+        // And from then on each reading counts.
+        time(&mut health, (&config, now), &mut nodes, 2, 400);
+        assert_eq!(health.window, fenced(300));
+    }
+}
