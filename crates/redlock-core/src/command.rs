@@ -6,6 +6,8 @@
 //! or extension goes out as that command instead, chosen per node when it is sent.
 //! A different acquire command (a fencing-counter script, a multi-key script) is one more
 //! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
+//! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
+//! counter are fencing.rs's.
 //! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
 
 use bytes::{Bytes, BytesMut};

@@ -1,5 +1,6 @@
-//! [`Script`]: a Lua script run on the nodes, named by its SHA1 (algorithm.md §6; the
-//! scripts themselves are in command.rs and, for fencing, fencing.rs).
+//! [`Script`]: a Lua script run on the nodes, sent as `EVALSHA` by its SHA1 and as `EVAL`
+//! once after `-NOSCRIPT` (algorithm.md §12). The scripts themselves are in command.rs
+//! (release, extension) and fencing.rs (the fenced acquire and its write-back).
 
 /// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
 #[derive(Debug, PartialEq, Eq)]

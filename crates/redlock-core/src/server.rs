@@ -13,9 +13,9 @@
 //! | anything else | script | script | script |
 //!
 //! The fenced pipeline is `SET key token NX PX ttl`, `ZADD fence GT floor n`, `ZINCRBY
-//! fence 1 n`, three commands written together (docs/safety.md, "Fencing"); a node gets it
-//! once its `TIME`, asked after `HELLO`, has been read on the current connection, and the
-//! script until then.
+//! fence 1 n`, three commands written together (fencing.rs; docs/safety.md, "Fencing
+//! tokens"); a node gets it once its `TIME`, asked after `HELLO`, has been read on the
+//! current connection, and the script until then.
 //!
 //! Each node is asked `HELLO` (no arguments: the protocol stays RESP2) on every new
 //! connection, after `AUTH` and `SELECT`, and its reply's `server` and `version` choose the
