@@ -19,22 +19,22 @@
 
 use std::collections::VecDeque;
 use std::hash::BuildHasherDefault;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand_core::CryptoRng;
 
-use crate::clock_rate::Finding;
 use crate::command::Encoder;
 use crate::config::Config;
 use crate::error::UsageError;
+use crate::health::Health;
 use crate::id::{ConnId, NodeId, OpId, OpIdHasher, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::node::{Link, Node, Pending, SessionReply};
 use crate::notify::{Push, Watching, decode_push};
-use crate::quarantine::{self, FirstSight, Quarantine, QuarantineCause, QuarantineSkip, Verdict};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
-use crate::server::{self, NativeUse, NodeCommands, is_unsupported};
+use crate::server::{NodeCommands, is_unsupported};
+use crate::session::Learned;
 use crate::time::{Timer, TimerQueue};
 use crate::token::Token;
 use controls::ClientControls;
@@ -108,10 +108,9 @@ pub struct Client<R> {
     lines: Lines,
     /// The release channels watched, and the lock waiting on each (notify.rs).
     watching: Watching,
-    /// The largest ttl of any lock started, for the restart quarantine's window.
-    largest_ttl: Duration,
-    /// Whether any lock started was fenced: the window then also covers the fencing floor.
-    fenced: bool,
+    /// The nodes' health across them: the restart quarantine's window, the decisions that
+    /// compare nodes (health.rs).
+    health: Health,
     /// The negative controls (test scaffolding: client/controls.rs), all on but under a
     /// mutant.
     controls: ClientControls,
@@ -131,6 +130,7 @@ impl<R: CryptoRng> Client<R> {
             .collect();
         let controls = ClientControls::of(&config);
         Self {
+            health: Health::new(&config),
             config,
             rng,
             nodes,
@@ -149,8 +149,6 @@ impl<R: CryptoRng> Client<R> {
                 Lines::without_courtesy()
             },
             watching: Watching::default(),
-            largest_ttl: Duration::ZERO,
-            fenced: false,
             controls,
         }
     }
@@ -297,34 +295,9 @@ impl<R: CryptoRng> Client<R> {
                     return self.close(now, node, fault, true);
                 }
             };
-            // A pipelined request's replies are gathered until its last one.
-            let reply = match self.nodes[i].in_flight.front() {
-                Some(Pending::Request {
-                    native: Some(NativeUse::Fence),
-                    ..
-                }) => {
-                    let gathered = &mut self.nodes[i].gathered;
-                    gathered.push(reply);
-                    if gathered.len() < FENCED_PIPELINE_REPLIES {
-                        continue;
-                    }
-                    Reply::Replies(std::mem::take(gathered))
-                }
-                // A native release and its `PUBLISH`, read as the release script's one reply.
-                Some(Pending::Request {
-                    native: Some(NativeUse::Release),
-                    announced: true,
-                    ..
-                }) => match self.nodes[i].deleted.take() {
-                    None => {
-                        self.nodes[i].deleted = Some(reply);
-                        continue;
-                    }
-                    Some(deleted) => {
-                        server::fold_release(deleted, reply, self.controls.count_waiters)
-                    }
-                },
-                _ => reply,
+            // A request written as several commands: its replies are gathered until its last.
+            let Some(reply) = self.nodes[i].gather(reply, self.controls.count_waiters) else {
+                continue;
             };
             if let Err(fault) = self.answer(now, node, reply) {
                 return self.close(now, node, fault, true);
@@ -362,89 +335,39 @@ impl<R: CryptoRng> Client<R> {
             };
         }
         // Checked here first: almost every reply answers a lock's request.
-        if !matches!(
-            n.in_flight.front(),
-            Some(Pending::Hello { .. } | Pending::Time | Pending::Info | Pending::Config)
-        ) {
+        if !matches!(n.in_flight.front(), Some(Pending::Session(_))) {
             return Ok(Unmatched::NotNext);
         }
-        let window = self.quarantine_window(now);
-        let n = &mut self.nodes[node.index()];
-        Ok(
-            match n.read_session_reply(now, bytes, window).map_err(protocol)? {
-                SessionReply::Read => {
-                    self.report_clock(now, node, window);
-                    Unmatched::Read
-                }
-                SessionReply::Decided(verdict) => {
-                    self.on_verdict(node, verdict);
-                    self.find_same_servers(now);
-                    self.settle_first_sights(now, window);
-                    Unmatched::Read
-                }
-                SessionReply::Resp3 => {
-                    self.subscribe_all(node);
-                    Unmatched::Read
-                }
-                SessionReply::AskedAgain => {
-                    self.mark_dirty(node);
-                    Unmatched::Read
-                }
-                SessionReply::Incomplete => Unmatched::Incomplete,
-                SessionReply::NotNext => Unmatched::NotNext,
-            },
-        )
+        Ok(match n.read_session_reply(now, bytes).map_err(protocol)? {
+            SessionReply::Read => Unmatched::Read,
+            SessionReply::Health(learned) => {
+                self.on_health(now, node, learned);
+                Unmatched::Read
+            }
+            SessionReply::Resp3 => {
+                self.subscribe_all(node);
+                Unmatched::Read
+            }
+            SessionReply::AskedAgain => {
+                self.mark_dirty(node);
+                Unmatched::Read
+            }
+            SessionReply::Incomplete => Unmatched::Incomplete,
+            SessionReply::NotNext => Unmatched::NotNext,
+        })
     }
 
-    /// The restart quarantine's window at `now` (quarantine.rs): the largest ttl and its
-    /// drift, and for a client that fences, at least the time the fencing floor needs to
-    /// pass every number a restarted node may have lost, given how far apart the nodes'
-    /// wall clocks are now (docs/safety.md, "Restarts and lost writes").
-    fn quarantine_window(&self, now: Instant) -> Duration {
-        let window = self.config.quarantine_window(self.largest_ttl);
-        if !(self.fenced || self.config.fencing.by_default) {
-            return window;
-        }
-        let readings = self.nodes.iter().filter_map(|n| n.last_clock);
-        let spread = server::wall_spread(readings, now);
-        self.config
-            .fence_window(spread)
-            .map_or(window, |f| window.max(f))
-    }
-
-    /// Reports what the node's last `TIME` reply showed about its clock, if anything, and
-    /// quarantines the node for it if asked to (`ClockCheck::quarantine`).
-    fn report_clock(&mut self, now: Instant, id: NodeId, window: Duration) {
-        let Some(finding) = self.nodes[id.index()].clock_finding.take() else {
-            return;
-        };
-        let node = crate::round::name(&self.config.names, id.index());
-        let quarantine = (self.config.clock_check)
-            .is_some_and(|check| check.quarantine)
-            .then(|| quarantine::for_clock(now, window, &finding));
-        let event = match finding {
-            Finding::Rate { low, high, over } => Event::ClockRate {
-                node: node.clone(),
-                low,
-                high,
-                over,
-            },
-            Finding::Step { forward, by } => Event::ClockStep {
-                node: node.clone(),
-                forward,
-                by,
-            },
-        };
-        self.events.push_back(event);
-        if let Some(q) = quarantine {
-            let n = &mut self.nodes[id.index()];
-            let q = quarantine::merge(n.quarantine.take(), q);
-            n.quarantine = Some(q);
-            self.events.push_back(Event::NodeQuarantined {
-                node,
-                until: q.until,
-                cause: q.cause,
-            });
+    /// The node's session answered with what concerns its health (health.rs): the events
+    /// it tells go out, and the votes it held for a first sight now count.
+    fn on_health(&mut self, now: Instant, node: NodeId, learned: Learned) {
+        let nodes = (&mut self.nodes[..], node.index());
+        let held = (self.health).on_session(now, &self.config, nodes, learned, &mut self.events);
+        for vote in held {
+            if let Some(lock) = self.locks.get_mut(&vote.op) {
+                let reply = Ok(&vote.reply);
+                lock.handle_vote(now, vote.id, reply, vote.veto, &mut self.rng);
+                self.pump(now, vote.op);
+            }
         }
     }
 
@@ -455,13 +378,7 @@ impl<R: CryptoRng> Client<R> {
         let n = &mut self.nodes[node.index()];
         match n.in_flight.pop_front() {
             None => return Err(NodeFault::Protocol("reply without a request".into())),
-            Some(
-                Pending::Preload
-                | Pending::Hello { .. }
-                | Pending::Time
-                | Pending::Info
-                | Pending::Config,
-            ) => {}
+            Some(Pending::Preload | Pending::Session(_)) => {}
             Some(Pending::Handshake(command)) => {
                 if let Some(message) = reply.error_message() {
                     return Err(NodeFault::Handshake { command, message });
@@ -497,16 +414,12 @@ impl<R: CryptoRng> Client<R> {
                         self.mark_dirty(node);
                     }
                 }
+                // Held while the node's first sight is undecided (health.rs).
+                let attempt = || (self.locks.get(&op)).is_some_and(|l| l.is_attempt(id));
                 let n = &mut self.nodes[node.index()];
-                if n.first_sight_pending(now).is_some()
-                    && (self.locks.get(&op)).is_some_and(|l| l.is_attempt(id))
-                {
-                    // A young node seen for the first time: its grant waits until its peers
-                    // tell a restart from a new cluster (quarantine.rs, `first_sight`).
-                    n.hold_vote(op, id, reply);
+                let Some((reply, veto)) = n.health.vote(now, (op, id), reply, attempt) else {
                     return Ok(());
-                }
-                let veto = n.quarantined(now);
+                };
                 if let Some(lock) = self.locks.get_mut(&op) {
                     lock.handle_vote(now, id, Ok(&reply), veto, &mut self.rng);
                     self.pump(now, op);
@@ -592,94 +505,6 @@ impl<R: CryptoRng> Client<R> {
         }
     }
 
-    /// Marks each node whose connection reported the run id of a node before it in the
-    /// configuration as the same server (it must not vote twice), and clears the mark of
-    /// one that no longer does; tells the application of each new mark.
-    fn find_same_servers(&mut self, now: Instant) {
-        for k in 1..self.nodes.len() {
-            let same = self.nodes[k]
-                .current_run_id()
-                .and_then(|id| (0..k).find(|&j| self.nodes[j].current_run_id() == Some(id)));
-            let before = std::mem::replace(&mut self.nodes[k].same_as, same);
-            if same.is_some() && before.is_none() {
-                self.events.push_back(Event::NodeQuarantined {
-                    node: crate::round::name(&self.config.names, k),
-                    until: crate::time::add(now, crate::node::SAME_SERVER_FOR),
-                    cause: QuarantineCause::SameServer,
-                });
-            }
-        }
-    }
-
-    /// Decides each young node seen for the first time whose peers' starts now tell a
-    /// restart (quarantined, and told) from a new cluster (trusted): quarantine.rs,
-    /// `first_sight`.
-    fn settle_first_sights(&mut self, now: Instant, window: Duration) {
-        let quorum = self.config.quorum();
-        for i in 0..self.nodes.len() {
-            let Some(started) = self.nodes[i].first_sight_pending(now) else {
-                continue;
-            };
-            let peers = (self.nodes.iter().enumerate())
-                .filter(|&(j, _)| j != i)
-                .filter_map(|(_, n)| n.started);
-            let restart = match quarantine::first_sight(started, peers, window, quorum) {
-                FirstSight::Undecided => continue,
-                FirstSight::NewCluster => None,
-                FirstSight::Restarted => Some(Quarantine {
-                    until: crate::time::add(started, window),
-                    cause: QuarantineCause::Restarted,
-                }),
-            };
-            self.nodes[i].settle_first_sight(restart);
-            if let Some(q) = restart {
-                self.events.push_back(Event::NodeQuarantined {
-                    node: crate::round::name(&self.config.names, i),
-                    until: q.until,
-                    cause: q.cause,
-                });
-            }
-        }
-        // The votes kept meanwhile count now, as the node's quarantine says.
-        for i in 0..self.nodes.len() {
-            for (op, id, reply) in self.nodes[i].take_held_votes(now) {
-                let veto = self.nodes[i].quarantined(now);
-                if let Some(lock) = self.locks.get_mut(&op) {
-                    lock.handle_vote(now, id, Ok(&reply), veto, &mut self.rng);
-                    self.pump(now, op);
-                }
-            }
-        }
-    }
-
-    /// The restart quarantine's decision for `node` (quarantine.rs), told to the
-    /// application.
-    fn on_verdict(&mut self, node: NodeId, verdict: Verdict) {
-        let node = crate::round::name(&self.config.names, node.index());
-        let event = match verdict {
-            Verdict::Quarantine(q) => Event::NodeQuarantined {
-                node,
-                until: q.until,
-                cause: q.cause,
-            },
-            Verdict::Durable(cause) => Event::QuarantineSkipped {
-                node,
-                reason: QuarantineSkip::Durable(cause),
-            },
-            Verdict::Unknown(Some(message)) => Event::QuarantineSkipped {
-                node,
-                reason: QuarantineSkip::InfoRefused(message),
-            },
-            Verdict::Unknown(None) => Event::QuarantineSkipped {
-                node,
-                reason: QuarantineSkip::InfoUnreadable,
-            },
-            // Told once its peers decide (`settle_first_sights`).
-            Verdict::Clear | Verdict::FirstSight(_) => return,
-        };
-        self.events.push_back(event);
-    }
-
     fn mark_dirty(&mut self, node: NodeId) {
         if self.nodes[node.index()].mark_dirty() {
             self.dirty.push_back(node);
@@ -722,9 +547,6 @@ enum Unmatched {
     /// Neither is next: a request's reply is.
     NotNext,
 }
-
-/// The replies of a fenced pipeline: `SET`, `ZADD`, `ZINCRBY`.
-const FENCED_PIPELINE_REPLIES: usize = 3;
 
 #[cfg(test)]
 mod tests;

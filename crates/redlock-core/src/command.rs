@@ -6,25 +6,18 @@
 //! or extension goes out as that command instead, chosen per node when it is sent.
 //! A different acquire command (a fencing-counter script, a multi-key script) is one more
 //! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
+//! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
+//! counter are fencing.rs's.
 //! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
 
 use bytes::{Bytes, BytesMut};
 
+use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
 use crate::io::NodeFault;
 use crate::resp::{self, Reply};
-use crate::server::{
-    self, ExtendCommand, FenceCommand, MAX_FENCE, NativeUse, Offer, ReleaseCommand,
-};
+use crate::script::Script;
+use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
-
-/// A Lua script we run on the nodes, with its SHA1 for `EVALSHA`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Script {
-    /// The script's source, sent with `EVAL` after a `-NOSCRIPT` reply.
-    pub body: &'static str,
-    /// The lowercase hex SHA1 of `body`, sent with `EVALSHA`.
-    pub sha1: &'static str,
-}
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
 /// holds another token (algorithm.md §6). A delete is announced on the resource's release
@@ -44,30 +37,6 @@ pub const EXTEND_SCRIPT: Script = Script {
     sha1: "3c47f94dc28d90f47ce03eabe2ebe59e85e54bf1",
 };
 
-/// Fenced acquire (docs/safety.md, "Fencing"): `SET K token NX PX ttl`; on success the
-/// counter (member `n` of the sorted set F) becomes `max(F, floor) + 1` and is returned,
-/// else nil. The floor is the node's clock in whole seconds times 2^20 (`TIME`), so a node
-/// that restarts empty after more than a second (and its clock offset) starts above every
-/// number it issued before; within one second the counter counts, so nodes that agree stay
-/// in agreement and an acquisition costs one round trip. Numbers stay below 2^53, exact in
-/// Lua's doubles and in a sorted set's scores. The script form of
-/// [`FenceCommand::Pipeline`](crate::FenceCommand::Pipeline), for servers without
-/// `ZADD … GT` and nodes whose clock is not known yet; `ZSCORE` and `ZADD` keep it working
-/// on any server.
-pub const FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then local floor = tonumber(redis.call('TIME')[1]) * 1048576 local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < floor then redis.call('ZADD', KEYS[2], floor, 'n') end return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
-    sha1: "884cdd9ecd5b1458789c7dc2e1a1cbbc8dc11eae",
-};
-
-/// The write-back of a fenced acquire: raises the counter (member `n` of the sorted set F)
-/// to `ARGV[2]` only while K still holds our token, and says whether it did (1) or K is no
-/// longer ours (0). A node that answers 1 holds F at least at the token for as long as our
-/// key is on it.
-pub const RAISE_FENCE_SCRIPT: Script = Script {
-    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then local n = tonumber(redis.call('ZSCORE', KEYS[2], 'n')) if n == nil or n < tonumber(ARGV[2]) then redis.call('ZADD', KEYS[2], ARGV[2], 'n') end return 1 else return 0 end",
-    sha1: "e10aa1b19bc679ad9d458a1ef3c1afb12d112ce1",
-};
-
 /// The RedLock.net bug, for the simulation's negative control only: an extension that
 /// re-creates a missing key.
 #[cfg(feature = "_mutants")]
@@ -75,15 +44,6 @@ pub const RAISE_FENCE_SCRIPT: Script = Script {
 pub const RESURRECTING_EXTEND_SCRIPT: Script = Script {
     body: "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) elseif v == false then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 else return 0 end",
     sha1: "b6fa0c0c2cd7bbd10159d8ed8e48b5ed1f5b01ba",
-};
-
-/// The fenced acquire without its floor, for the simulation's negative control only: the
-/// counter restarts from 1 on a node that restarts empty.
-#[cfg(feature = "_mutants")]
-#[doc(hidden)]
-pub const NO_FLOOR_FENCED_ACQUIRE_SCRIPT: Script = Script {
-    body: "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return tonumber(redis.call('ZINCRBY', KEYS[2], 1, 'n')) else return false end",
-    sha1: "47ac86c36f94a5b648cb8469165e07a55d714d45",
 };
 
 /// One command for one node, as the operation layer hands it out.
@@ -356,9 +316,7 @@ impl Command {
         if let CommandKind::Native(Native::FencedPipeline { floor }) = self.kind {
             // The two counter commands follow the `SET` that `with_args` wrote.
             let fence = self.fence_key.as_deref().unwrap_or_default();
-            let floor = format_u64(floor, &mut digits);
-            resp::encode(buf, &[b"ZADD", fence, b"GT", floor, FENCE_MEMBER]);
-            resp::encode(buf, &[b"ZINCRBY", fence, b"1", FENCE_MEMBER]);
+            fencing::encode_counter_commands(buf, fence, format_u64(floor, &mut digits));
         }
     }
 
@@ -436,10 +394,10 @@ impl CommandKind {
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
-                    (ScriptUse::FencedAcquire, n) if (1..=MAX_FENCE as i64).contains(n) => {
-                        Vote::Counter(n.unsigned_abs())
-                    }
-                    (ScriptUse::FencedAcquire, _) => Vote::Fault(unexpected(reply)),
+                    (ScriptUse::FencedAcquire, &n) => match fencing::counter(n) {
+                        Some(counter) => Vote::Counter(counter),
+                        None => Vote::Fault(unexpected(reply)),
+                    },
                     (_, 1) | (ScriptUse::Release, 2) => Vote::Yes,
                     (_, 0) => Vote::No,
                     (ScriptUse::Release, -1) => Vote::Missing,
@@ -516,53 +474,25 @@ fn script_args(
     }
 }
 
-/// The member of the fencing counter's sorted set that holds the count.
-const FENCE_MEMBER: &[u8] = b"n";
-
-/// Reads the fenced pipeline's three replies (`SET`, `ZADD`, `ZINCRBY`; the client hands
-/// them over as one array) as one vote: the counter if `SET` locked, "no" if it did not.
-/// An error in any part is that command's refusal; "unknown command" or a syntax error
-/// (a server without `ZADD … GT`) asks for the script instead.
+/// The fenced pipeline's three replies read as one vote (fencing.rs, `read_pipeline`): an
+/// error in any part is that command's refusal; "unknown command" or a syntax error (a
+/// server without `ZADD … GT`) asks for the script instead.
 fn pipeline_vote(reply: &Reply) -> Vote {
-    let Reply::Replies(parts) = reply else {
-        return Vote::Fault(unexpected(reply));
-    };
-    let [set, zadd, zincrby] = &parts[..] else {
-        return Vote::Fault(unexpected(reply));
-    };
-    for (part, command) in [(set, "SET"), (zadd, "ZADD"), (zincrby, "ZINCRBY")] {
-        if let Some(message) = part.error_message() {
-            let refused = NodeFault::Server { command, message };
-            return match server::is_unsupported(part) {
+    match fencing::read_pipeline(reply) {
+        PipelineReply::Counter(n) => Vote::Counter(n),
+        PipelineReply::NotLocked => Vote::No,
+        PipelineReply::Refused(command, part) => {
+            let refused = NodeFault::Server {
+                command,
+                message: part.error_message().unwrap_or_default(),
+            };
+            match server::is_unsupported(part) {
                 true => Vote::Unsupported(refused),
                 false => Vote::Fault(refused),
-            };
+            }
         }
+        PipelineReply::Unexpected(part) => Vote::Fault(unexpected(part)),
     }
-    match (set, zadd, zincrby) {
-        (Reply::Nil, Reply::Integer(_), _) => Vote::No,
-        (Reply::Ok, Reply::Integer(_), Reply::Bulk(score)) => match parse_score(&score[..]) {
-            Some(n) => Vote::Counter(n),
-            None => Vote::Fault(unexpected(zincrby)),
-        },
-        _ => Vote::Fault(unexpected(reply)),
-    }
-}
-
-/// A counter as `ZINCRBY` prints it: a whole number from 1 to 2^53, in plain digits (as
-/// Redis and Valkey print such scores) or in a float form that denotes one exactly.
-fn parse_score(score: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(score).ok()?;
-    let n = match text.parse::<u64>() {
-        Ok(n) => n,
-        Err(_) => {
-            let f = text.parse::<f64>().ok()?;
-            // `as` saturates; the round trip rejects fractions, NaN and the infinities.
-            let n = f as u64;
-            ((n as f64) == f).then_some(n)?
-        }
-    };
-    (1..=MAX_FENCE).contains(&n).then_some(n)
 }
 
 fn unexpected(reply: &Reply) -> NodeFault {

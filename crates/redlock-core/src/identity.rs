@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::resp::{self, ProtocolError, Reply};
-use crate::server;
+use crate::session::decode;
 
 /// The largest `INFO server` or `CONFIG GET` reply read (a Redis 7 `INFO server` is about
 /// 1.5 KB), whatever [`max_reply_size`](crate::ConfigBuilder::max_reply_size) says: the
@@ -134,7 +134,7 @@ pub(crate) fn decode_config(
         if pos > max {
             return Err(ProtocolError(format!("reply exceeds {max} bytes")));
         }
-        let Some((value, next)) = server::element(buf, pos, max)? else {
+        let Some((value, next)) = decode::element(buf, pos, max)? else {
             return Ok(None);
         };
         pos = next;

@@ -94,6 +94,8 @@ mod command;
 mod config;
 mod error;
 mod fault;
+mod fencing;
+mod health;
 mod id;
 mod identity;
 mod inspection;
@@ -109,7 +111,9 @@ mod queue;
 mod quorum;
 mod resp;
 mod round;
+mod script;
 mod server;
+mod session;
 mod time;
 mod token;
 
@@ -133,9 +137,7 @@ pub mod docs {
 
 pub use address::{AddressError, NodeAddress, TlsOptions, TlsRoots, Transport};
 pub use client::Client;
-pub use command::{
-    Command, EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Script,
-};
+pub use command::{Command, EXTEND_SCRIPT, RELEASE_SCRIPT};
 pub use config::{
     ClockCheck, Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR,
     DEFAULT_FENCE_SUFFIX, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
@@ -143,6 +145,7 @@ pub use config::{
     ReleaseNotifications, RestartQuarantine,
 };
 pub use error::{ConfigError, UsageError};
+pub use fencing::{FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT};
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
 pub use inspection::{Inspection, KeyState};
 pub use io::{
@@ -158,6 +161,7 @@ pub use policy::{
 };
 pub use quarantine::{QuarantineCause, QuarantineSkip};
 pub use resp::{Decoder, ProtocolError, Reply};
+pub use script::Script;
 pub use server::{
     CommandSource, ExtendCommand, FenceCommand, NodeCommands, ReleaseCommand, ServerFamily,
     ServerVersion,
@@ -166,7 +170,10 @@ pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
-pub use command::{NO_FLOOR_FENCED_ACQUIRE_SCRIPT, RESURRECTING_EXTEND_SCRIPT};
+pub use command::RESURRECTING_EXTEND_SCRIPT;
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub use fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT;
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use mutant::Mutant;

@@ -2,8 +2,8 @@
 //! ([`LockOptions::resolve`](crate::LockOptions)) reads them: each one changes a resolved
 //! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] and
 //! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
-//! (node.rs), as settings of the node, and [`Mutant::LineDeafToWaiters`] and
-//! [`Mutant::LateRefusalDropped`] where the client is built, as its controls
+//! (health.rs, `NodeHealth::new`), as settings of the node, and [`Mutant::LineDeafToWaiters`]
+//! and [`Mutant::LateRefusalDropped`] where the client is built, as its controls
 //! (client/controls.rs).
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use crate::command::{EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, Script};
+use crate::command::EXTEND_SCRIPT;
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
+use crate::fencing::{FENCED_ACQUIRE_SCRIPT, FenceQuorum};
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
+use crate::script::Script;
 use crate::token::Token;
 
 /// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
@@ -177,7 +179,7 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             ..params
         },
         Mutant::FenceNoFloor => LockParams {
-            fenced_acquire_script: &crate::command::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
+            fenced_acquire_script: &crate::fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
             ..params
         },
         Mutant::PermanentRetried => LockParams {
@@ -192,8 +194,8 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             pipeline_floor: false,
             ..params
         },
-        // Not lock parameters: read by the node (node.rs), the client (client.rs) or the
-        // quarantine window (config.rs).
+        // Not lock parameters: read by the node's health (health.rs), the client (client.rs)
+        // or the quarantine window (config.rs).
         Mutant::ForgetRunId
         | Mutant::SightingAtConnection
         | Mutant::FenceWindowTtlOnly
@@ -245,23 +247,6 @@ pub(crate) struct LockParams {
     /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
     /// is lost at once (a negative control retries it until the deadline instead).
     pub(crate) refuse_for_good: bool,
-}
-
-/// How a fenced quorum's counters become its fencing token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FenceQuorum {
-    /// The largest counter, final once a quorum holds it (written back to the nodes behind
-    /// while they still hold our key): the correct rule.
-    Max,
-    /// The smallest counter handed out (a deliberate bug, for the negative controls).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    Min,
-    /// The largest counter, final at once (a deliberate bug).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    NoWriteBack,
-    /// A write-back answered 0 counted as raised (a deliberate bug).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    CountRefused,
 }
 
 /// The instant a round's validity is counted from.

@@ -19,9 +19,9 @@
 //! The run id checks the uptime: a server counts its uptime on its wall clock, which can
 //! be stepped, so a node whose run id changed since it was last seen answering, but whose
 //! uptime says it started before that (impossible), is counted as started now. The last
-//! reply read from the process is the sighting (node.rs), not its connection's `INFO`. A
-//! node that persists every write before answering loses no key in a restart and is not
-//! quarantined.
+//! reply read from the process is the sighting (health.rs, `NodeHealth::sighted`), not its
+//! connection's `INFO`. A node that persists every write before answering loses no key in
+//! a restart and is not quarantined.
 
 use std::time::{Duration, Instant};
 

@@ -75,8 +75,8 @@ impl<R: CryptoRng> Client<R> {
         let lock =
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
-        self.largest_ttl = self.largest_ttl.max(lock.ttl());
-        self.fenced |= lock.is_fenced();
+        let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
+        (self.health).lock_started((&self.config, &self.nodes), now, ttl, fenced);
         if in_line {
             self.lines.join(lock.resource(), op, now);
         }

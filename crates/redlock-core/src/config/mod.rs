@@ -210,7 +210,7 @@ impl Config {
         if self.mutant == Some(Mutant::FenceWindowTtlOnly) {
             return None;
         }
-        let base = crate::server::FENCE_FLOOR_STEP.saturating_add(spread);
+        let base = crate::fencing::FENCE_FLOOR_STEP.saturating_add(spread);
         let timing = &self.timing;
         let drift = crate::quorum::drift(base, timing.drift_factor, timing.drift_floor);
         Some(base.saturating_add(drift.saturating_mul(2)))

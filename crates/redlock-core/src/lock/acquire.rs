@@ -10,11 +10,12 @@ use super::extend::Held;
 use super::wait::Wait;
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
+use crate::fencing::{self, FenceQuorum, QuorumToken};
 use crate::id::{NodeId, NodeName};
 use crate::io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
 };
-use crate::options::{FenceQuorum, LockParams};
+use crate::options::LockParams;
 use crate::quorum::{self, Decision};
 use crate::round::{self, Round, Slot};
 use crate::time;
@@ -256,15 +257,14 @@ impl Acquiring {
         let started = round.started;
         let deadline = round.deadline;
         ctx.recycle(round);
-        let value = counters.iter().flatten().copied().max().unwrap_or(0);
-        let agreed = counters.iter().filter(|c| **c == Some(value)).count();
         let quorum = ctx.params.quorum;
-        // The token handed out: the largest counter (a negative control may pick another).
-        let token = match ctx.params.fence_quorum {
-            FenceQuorum::Min => counters.iter().flatten().copied().min().unwrap_or(0),
-            _ => value,
-        };
-        if agreed >= quorum || ctx.params.fence_quorum == FenceQuorum::NoWriteBack {
+        let QuorumToken {
+            value,
+            agreed,
+            token,
+            final_now,
+        } = fencing::quorum_token(&counters, quorum, ctx.params.fence_quorum);
+        if final_now {
             return self.grant(ctx, now, rng, (started, Some(token)), nodes, Vec::new());
         }
         let behind: Vec<bool> = (counters.iter())
