@@ -18,10 +18,27 @@
 //!   reading. For library authors who own their connections: send each request's
 //!   [`Command`] to its node with any client, hand back the decoded [`Reply`].
 //! - **Connection layer**, [`Client`]: N ordered byte streams and any number of concurrent
-//!   locks. It encodes RESP, pipelines, decodes replies from arbitrarily split chunks,
-//!   matches them in FIFO order, runs the `AUTH`/`SELECT` handshake, fails requests to down
-//!   nodes (and to nodes with `max_in_flight` requests unanswered) at once and decides when
-//!   to reconnect. Drivers use this one.
+//!   locks. Drivers use this one.
+//!
+//! What each layer gives, and where it lives (docs/design.md has the module map):
+//!
+//! | feature | [`Lock`] (an embedder's own connections) | what only [`Client`] adds |
+//! |---|---|---|
+//! | acquire with retries, quorum, drift, validity ([`docs::algorithm`] §1–§5, §7) | `lock/acquire.rs`, `lock/wait.rs`, `quorum.rs`, `round.rs` | |
+//! | extension and auto-extension (§8–§10) | `lock/extend.rs` | |
+//! | release on all N, cleanup of failed attempts (§6) | `lock/release.rs` | release at a quorum, the rest in the background |
+//! | inspection, release by token | `lock/inspect.rs`, [`Lock::release_token`] | |
+//! | fencing tokens ([`docs::safety`], "Fencing tokens") | the counter script, its floor read by the script (`fencing.rs`) | the pipelined `ZADD GT` form, its floor from the node's `TIME` (`fencing.rs`, `session/`) |
+//! | native release and extension (`DELIFEQ`, `SET IFEQ`) | when the caller says each node's [`NodeCommands`] ([`Lock::poll_request_using`]) | chosen per node from its `HELLO` (`server.rs`, `session/`) |
+//! | RESP, FIFO reply matching, handshake, reconnection, backlog cap (§13) | | `resp.rs`, `node/`, `session/` |
+//! | local queueing: one contender per resource per client | | `queue.rs` (`Lines`), `lock/queued.rs` |
+//! | release notifications: wait for the release, not the retry timer | [`Lock::handle_release_notice`] | subscriptions and routing (`notify.rs`, `Watching`) |
+//! | restart quarantine, same server named twice ([`docs::safety`], "Node restarts") | | `INFO`/`CONFIG GET` at connect, the decision and its window (`health.rs`, `quarantine.rs`) |
+//! | clock-rate check ([`docs::safety`], "Checking the clock rates") | | `TIME` samples and findings (`health.rs`, `clock_rate.rs`) |
+//!
+//! The configuration is one [`Config`], typed by feature: each node-level feature above is
+//! one value of its builder ([`RestartQuarantine`], [`ClockCheck`], [`ReleaseNotifications`],
+//! [`Fencing`], [`RetryPolicy`], [`AutoExtend`]).
 //!
 //! # The run loop
 //! Drain outputs, wait for one thing, feed it with a fresh `now`, repeat. The numbered

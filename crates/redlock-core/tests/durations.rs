@@ -1,5 +1,5 @@
 //! Every `Duration` the public configuration API takes, at 0, 1 ns and `Duration::MAX`
-//! (issue 17, P2): each value is either refused by `build()` (or, per lock, by `acquire_with`)
+//! (a review's finding): each value is either refused by `build()` (or, per lock, by `acquire_with`)
 //! with an error naming its field, or accepted and then driven without a panic through a
 //! connection, a lock (with a contended first attempt, so that a retry follows), a
 //! disconnection with 70 failed reconnects, a release and a second lock.

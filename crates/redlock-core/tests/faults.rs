@@ -1,5 +1,5 @@
 //! Faults that cannot heal end an extension at once; faults that may heal are retried
-//! within the validity (issue 16, item 5).
+//! within the validity (algorithm.md §9).
 
 mod support;
 

@@ -1,4 +1,4 @@
-//! Local queueing (issue 14): lock calls of one client for one resource wait in line, in
+//! Local queueing (docs/design.md, "Local queueing"): lock calls of one client for one resource wait in line, in
 //! arrival order, and only the first contends on the nodes.
 
 mod support;

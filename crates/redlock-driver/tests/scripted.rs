@@ -262,7 +262,7 @@ fn with_lock_runs_the_closure_then_releases() {
     assert!(matches!(poll(run.as_mut()), Poll::Ready(Ok(7))));
 }
 
-/// Issue 17 W1: a closure that returns at or after the deadline makes `with_lock` report the
+/// A review's finding: a closure that returns at or after the deadline makes `with_lock` report the
 /// lock lost, although the loop has not handled its deadline timer (this loop never feeds a
 /// `Timeout`, so only the handle's own check can tell).
 #[test]
@@ -306,7 +306,7 @@ fn with_lock_returning_past_the_deadline_is_lost() {
     assert_eq!(l.client.active_ops(), 0);
 }
 
-/// Issue 17 E1: an extension overtaken by a release is answered "not held", not `Shutdown`
+/// A review's finding: an extension overtaken by a release is answered "not held", not `Shutdown`
 /// (the release round replaces the extension in the core, whose answer never comes), and the
 /// release succeeds.
 #[test]

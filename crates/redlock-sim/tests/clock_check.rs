@@ -1,4 +1,4 @@
-//! The clock-rate check (issue 16 item 2; docs/safety.md, "Checking the clock rates") on
+//! The clock-rate check (docs/safety.md, "Checking the clock rates") on
 //! simulated node clocks with the simulation's network jitter: nodes whose clocks run off
 //! by 2× and 10× the drift factor, or step, are reported by every client; a node off by
 //! 0.5× the drift factor, or exact, never is, across many seeds.

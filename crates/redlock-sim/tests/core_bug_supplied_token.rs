@@ -16,7 +16,7 @@
 //! That fix orders requests on one connection only. If the connection's client side dies
 //! while the cleanup release is still on its way (a half-close with late delivery), the
 //! cleanup counts as failed, the next attempt's `SET` goes out on a new connection, and the
-//! late release can again delete its key: issue 17 S1, shown by `tests/late_delivery.rs`.
+//! late release can again delete its key, shown by `tests/late_delivery.rs`.
 //! The scenarios here have no half-closes, so they test the one-connection case alone.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Fencing tokens (issue 12): of two fenced holds of one resource, the one that ended
+//! Fencing tokens (docs/safety.md, "Fencing tokens"): of two fenced holds of one resource, the one that ended
 //! before the other began has the smaller token, and every fenced hold has one.
 //!
 //! The property runs over the safety families' seeds (`REDLOCK_SIM_SCENARIOS`, 2,000 by

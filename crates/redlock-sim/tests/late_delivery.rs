@@ -1,5 +1,5 @@
 //! Property (S) when connections are half-closed: a connection's client side dies while the
-//! bytes the client wrote on it still reach the node 50-300 ms later (issue 17 S1, issue 18).
+//! bytes the client wrote on it still reach the node 50-300 ms later (algorithm.md §13).
 //!
 //! With tokens the core generates per attempt, a late command can only touch the key of the
 //! attempt that wrote it. With a supplied token, d3e0833's core stores the same value in

@@ -85,7 +85,7 @@ fn correct_core_is_safe_with_delayed_restarts() {
     assert_family_safe(|seed| crashy(seed, None, |b| b));
 }
 
-/// The restart quarantine (issue 16 item 1) turns the restart delay from an assumption into
+/// The restart quarantine (docs/safety.md, "Restart quarantine") turns the restart delay from an assumption into
 /// a property: the family whose negative control above is caught within the mutant budget
 /// is safe over that whole budget with the quarantine on.
 #[test]

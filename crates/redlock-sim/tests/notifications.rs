@@ -1,4 +1,4 @@
-//! Release notifications (issue 14) under every fault on their way: lost, doubled, held back
+//! Release notifications (docs/design.md, "Release notifications") under every fault on their way: lost, doubled, held back
 //! (past the waiter's next attempt, or past its giving up), stalling their connection, never
 //! subscribed; with cuts,
 //! pauses and crashes dropping subscriptions. Safety (S) is unchanged, and the liveness

@@ -1,4 +1,4 @@
-//! Issue 16, item 5: an extension refused for good (`WRONGTYPE`: another program replaced
+//! An extension refused for good (algorithm.md §9; `WRONGTYPE`: another program replaced
 //! the lock's key by a list) on more than `N - q` nodes reports the loss within one attempt
 //! timeout of the extension call, instead of retrying until the lock's deadline. The
 //! negative control (`Mutant::PermanentRetried`: the refusals retried like any failure)

@@ -1,4 +1,4 @@
-//! Issue 16, items 3 and 4: a release returns once a quorum has answered and finishes on the
+//! A release returns once a quorum has answered and finishes on the
 //! other nodes in the background, sending again on the next connection where one broke.
 //! Property: no released key outlives its release by more than the release timeout on a
 //! node the client can reach ([`redlock_sim::Linger`]), and safety is unchanged. The

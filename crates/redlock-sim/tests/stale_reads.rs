@@ -1,5 +1,5 @@
-//! Property (S) when a driver keeps reading connections the client replaced (issue 10,
-//! connection generations): with links cut every few milliseconds while replies are in
+//! Property (S) when a driver keeps reading connections the client replaced (connection
+//! generations: docs/design.md, "Connections: generations and reasons"): with links cut every few milliseconds while replies are in
 //! flight, every reply that reaches a given-up connection is fed to the client under that
 //! connection's `ConnId`. The client ignores input from any connection but the node's
 //! current one; credited to the new connection instead, an old `+OK` would answer the new

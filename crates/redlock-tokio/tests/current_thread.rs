@@ -1,5 +1,5 @@
 //! `with_lock` on a current-thread runtime whose closure blocks the runtime's only thread, so
-//! the driver task cannot run while the lock expires (issue 17, W1). The loop never handles
+//! the driver task cannot run while the lock expires (a review's finding). The loop never handles
 //! the deadline before the closure returns; `with_lock` must still report the loss.
 
 use std::convert::Infallible;

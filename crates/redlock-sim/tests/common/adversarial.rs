@@ -70,7 +70,7 @@ pub fn skewed(seed: u64, drift_factor: f64, drift_floor: Duration) -> Scenario {
 }
 
 /// Every clock (clients and nodes) at 0.495% fast or slow, so two rates differ by up to
-/// 0.995%, just inside the default 1% drift allowance, which gets no floor here (issue 17,
+/// 0.995%, just inside the default 1% drift allowance, which gets no floor here (a review's finding,
 /// "Also"). Holders hold past their deadline and contenders retry every few milliseconds, so
 /// a contender takes the lock as soon as the keys expire. `drift_factor` is the allowance.
 pub fn clock_edge(seed: u64, drift_factor: f64) -> Scenario {

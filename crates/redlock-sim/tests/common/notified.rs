@@ -1,4 +1,4 @@
-//! Scenario families for release notifications (issue 14): contended workers that release
+//! Scenario families for release notifications (docs/design.md, "Release notifications"): contended workers that release
 //! often, on nodes that speak RESP3 (and some that do not), with each fault on the way of a
 //! notification: lost, doubled, held back past the waiter's next attempt or past its giving
 //! up, or never subscribed. Network faults (cuts, pauses, crashes with a safe restart delay)
