@@ -20,8 +20,9 @@
 //!
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
-//! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
-//!   sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
+//! - [`node`], `keyspace`, [`script`], [`kinds`] (the models of the multi-resource,
+//!   reader-writer and semaphore scripts, with their tables of cases), `conditional`,
+//!   `sorted` (the fencing counter's sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
 //!   (RESP2 and RESP3): a node executing the core's commands; [`profile`]: which server it
 //!   behaves as (its `HELLO`, its native commands, its ACL).
 //! - `push`: pub/sub messages on their way to subscribed connections, and their faults
@@ -48,6 +49,7 @@ mod driver;
 mod event;
 mod fault;
 mod keyspace;
+pub mod kinds;
 mod linger;
 mod liveness;
 mod network;

@@ -542,7 +542,8 @@ fn script_command(
 
 /// Splits `numkeys key.. arg..` and runs the script. An error the script raises carries
 /// the script's name, as Redis 7 words it (`WRONGTYPE ... script: <sha>, on
-/// @user_script:1.`).
+/// @user_script:1.`); one it returns (`redis.error_reply`: `kinds`, `is_returned_error`)
+/// goes out as it is.
 fn run_script(
     script: &NativeScript,
     keys: &mut Keys<'_>,
@@ -554,7 +555,7 @@ fn run_script(
         .and_then(|s| s.parse::<usize>().ok());
     match n {
         Some(n) if n <= tail.len() => match (script.run)(keys, &tail[..n], &tail[n..]) {
-            ServerReply::Error(e) => {
+            ServerReply::Error(e) if !crate::kinds::is_returned_error(&e) => {
                 ServerReply::Error(format!("{e} script: {}, on @user_script:1.", script.sha1))
             }
             reply => reply,

@@ -39,8 +39,9 @@ pub struct NativeScript {
 }
 
 impl Default for Scripts {
-    /// The models of the release and extend scripts, under the sources they were written
-    /// from (which a test checks are `redlock-core`'s).
+    /// The models of the release, extend and fencing scripts, under the sources they were
+    /// written from (which a test checks are `redlock-core`'s), and of the lock kinds'
+    /// scripts (`kinds`).
     fn default() -> Self {
         let mut scripts = Self {
             entries: Vec::new(),
@@ -49,6 +50,7 @@ impl Default for Scripts {
         scripts.register(EXTEND_SOURCE, extend);
         scripts.register(FENCED_ACQUIRE_SOURCE, fenced_acquire);
         scripts.register(RAISE_FENCE_SOURCE, raise_fence);
+        crate::kinds::register(&mut scripts);
         scripts
     }
 }
@@ -162,9 +164,7 @@ pub fn fenced_acquire_with(
     if floor {
         let Ok((secs, _)) = keys.time() else {
             // An ACL that denies `TIME` denies it inside the script, after K was set.
-            return ServerReply::error(
-                "ERR The user executing the script can't run this command or subcommand",
-            );
+            return ServerReply::error(TIME_DENIED_IN_SCRIPT);
         };
         let floor = (secs * FENCE_FLOOR_PER_SECOND) as f64;
         // `ZSCORE`, then `ZADD F floor n` when `n` is missing or below the floor.
@@ -219,10 +219,14 @@ fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply 
     ServerReply::Int(1)
 }
 
+/// What a script's `redis.call('TIME')` raises where an ACL denies `TIME`.
+pub(crate) const TIME_DENIED_IN_SCRIPT: &str =
+    "ERR The user executing the script can't run this command or subcommand";
+
 /// Lua 5.1's `tonumber` on a string, for the decimal numbers a counter holds: surrounding
 /// spaces allowed, an integer or a finite decimal (hexadecimal is left out, as no counter
 /// is written so), else nil.
-fn lua_tonumber(text: &[u8]) -> Option<f64> {
+pub(crate) fn lua_tonumber(text: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(text).ok()?.trim();
     let numeric = |c: char| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E');
     if text.is_empty() || !text.chars().all(numeric) {
@@ -232,7 +236,7 @@ fn lua_tonumber(text: &[u8]) -> Option<f64> {
 }
 
 /// `SET`'s `PX` argument inside a script: an integer above zero.
-fn set_px_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
+pub(crate) fn set_px_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
     let ms = std::str::from_utf8(arg)
         .ok()
         .and_then(|s| s.parse::<i64>().ok());
@@ -295,7 +299,8 @@ fn extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     }
 }
 
-fn arity_error() -> ServerReply {
+/// What a model answers when `KEYS` or `ARGV` lacks an entry it reads.
+pub(crate) fn arity_error() -> ServerReply {
     // What Lua would raise indexing a missing KEYS/ARGV entry, roughly.
     ServerReply::error("ERR Error running script: missing KEYS or ARGV")
 }
