@@ -21,9 +21,11 @@
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
 //! - [`node`], `keyspace`, [`script`], [`kinds`] (the models of the multi-resource,
-//!   reader-writer and semaphore scripts, with their tables of cases), `conditional`,
-//!   `sorted` (the fencing counter's sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
-//!   (RESP2 and RESP3): a node executing the core's commands; [`profile`]: which server it
+//!   reader-writer and semaphore scripts, with their tables of cases), `lua` (what the
+//!   models share: argument reading, errors, the release channel), `conditional`, `sorted`
+//!   (the fencing counter's sorted-set commands), [`pubsub`] (sessions, channels,
+//!   `SUBSCRIBE`/`PUBLISH`), `resp` (RESP2 and RESP3): a node executing the core's
+//!   commands; [`profile`]: which server it
 //!   behaves as (its `HELLO`, its native commands, its ACL).
 //! - `push`: pub/sub messages on their way to subscribed connections, and their faults
 //!   ([`PushFaults`]: lost, doubled, held back; `SUBSCRIBE` ignored).
@@ -52,6 +54,7 @@ mod keyspace;
 pub mod kinds;
 mod linger;
 mod liveness;
+mod lua;
 mod network;
 pub mod node;
 mod orphan;

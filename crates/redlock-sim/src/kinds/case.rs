@@ -10,8 +10,8 @@
 use bytes::Bytes;
 
 use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
+use crate::lua::{ScriptFn, release_channel};
 use crate::resp::ServerReply;
-use crate::script::{ScriptFn, release_channel};
 
 /// One key's state before or after a row.
 #[derive(Debug, Clone, Copy)]

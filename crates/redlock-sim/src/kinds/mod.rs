@@ -18,41 +18,43 @@ pub mod semaphore;
 use bytes::Bytes;
 
 use crate::keyspace::Keys;
+use crate::lua::{ScriptFn, TIME_DENIED_IN_SCRIPT, lua_tonumber, millis_arg, release_channel};
 use crate::resp::ServerReply;
-use crate::script::{Scripts, TIME_DENIED_IN_SCRIPT, lua_tonumber, millis_arg, release_channel};
 
-/// Registers the models of the normative kinds' scripts (what `Scripts::default` holds).
-pub(crate) fn register(scripts: &mut Scripts) {
-    scripts.register(multi::MULTI_ACQUIRE_SOURCE, multi::multi_acquire);
-    scripts.register(multi::MULTI_RELEASE_SOURCE, multi::multi_release);
-    scripts.register(multi::MULTI_EXTEND_SOURCE, multi::multi_extend);
-    scripts.register(rw::READ_ACQUIRE_SOURCE, rw::read_acquire);
-    scripts.register(rw::WRITE_ACQUIRE_SOURCE, rw::write_acquire);
-    scripts.register(rw::WRITE_ABANDON_SOURCE, rw::write_abandon);
-    scripts.register(rw::READ_RELEASE_SOURCE, rw::read_release);
-    scripts.register(rw::READ_EXTEND_SOURCE, rw::read_extend);
-    scripts.register(semaphore::SEM_ACQUIRE_SOURCE, semaphore::sem_acquire);
-    scripts.register(semaphore::SEM_RELEASE_SOURCE, semaphore::sem_release);
-    scripts.register(semaphore::SEM_EXTEND_SOURCE, semaphore::sem_extend);
-}
+/// The models of the normative kinds' scripts under their bodies (what `Scripts::default`
+/// registers).
+pub const MODELS: &[(&str, ScriptFn)] = &[
+    (multi::MULTI_ACQUIRE_SOURCE, multi::multi_acquire),
+    (multi::MULTI_RELEASE_SOURCE, multi::multi_release),
+    (multi::MULTI_EXTEND_SOURCE, multi::multi_extend),
+    (rw::READ_ACQUIRE_SOURCE, rw::read_acquire),
+    (rw::WRITE_ACQUIRE_SOURCE, rw::write_acquire),
+    (rw::WRITE_ABANDON_SOURCE, rw::write_abandon),
+    (rw::READ_RELEASE_SOURCE, rw::read_release),
+    (rw::READ_EXTEND_SOURCE, rw::read_extend),
+    (semaphore::SEM_ACQUIRE_SOURCE, semaphore::sem_acquire),
+    (semaphore::SEM_RELEASE_SOURCE, semaphore::sem_release),
+    (semaphore::SEM_EXTEND_SOURCE, semaphore::sem_extend),
+];
 
-/// Registers the models of the kinds' mutant scripts (negative controls behind the core's
-/// `_mutants` feature): a scenario that runs a mutant calls this on its `scripts`, as
-/// tests/fencing.rs registers the no-floor fenced acquire.
-pub fn register_mutants(scripts: &mut Scripts) {
-    scripts.register(
+/// The models of the kinds' mutant scripts (negative controls behind the core's `_mutants`
+/// feature) under their bodies: a scenario that runs a mutant registers them on its
+/// `scripts` (`Scripts::register_all`), as tests/fencing.rs registers the no-floor fenced
+/// acquire.
+pub const MUTANT_MODELS: &[(&str, ScriptFn)] = &[
+    (
         semaphore::SEM_ACQUIRE_OFF_BY_ONE_SOURCE,
         semaphore::sem_acquire_off_by_one,
-    );
-    scripts.register(
+    ),
+    (
         rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE,
         rw::write_acquire_ignoring_readers,
-    );
-    scripts.register(
+    ),
+    (
         rw::READ_EXTEND_RESURRECTS_SOURCE,
         rw::read_extend_resurrecting,
-    );
-}
+    ),
+];
 
 /// The prefix of the one error a kinds script returns (`redis.error_reply`) rather than
 /// raises: SEM_ACQUIRE's `-PERMITS <k in place>`.
@@ -137,119 +139,6 @@ fn freed(heard: bool) -> ServerReply {
 mod tests {
     use super::*;
     use crate::keyspace::Keyspace;
-    use crate::script::{ScriptFn, sha1_hex};
-
-    /// Every modelled body, its SHA1 as `sha1sum` printed it when the body was copied from
-    /// the design of the kinds, and its model.
-    const BODIES: [(&str, &str, ScriptFn); 14] = [
-        (
-            multi::MULTI_ACQUIRE_SOURCE,
-            "dc07deb80cfd3448180030e6296446cfc2fdfe04",
-            multi::multi_acquire,
-        ),
-        (
-            multi::MULTI_RELEASE_SOURCE,
-            "6ef052ea23ac6e17fe9814b09b580fe545fb4c43",
-            multi::multi_release,
-        ),
-        (
-            multi::MULTI_EXTEND_SOURCE,
-            "56159681025295dcd63df963c495694f593a40ce",
-            multi::multi_extend,
-        ),
-        (
-            rw::READ_ACQUIRE_SOURCE,
-            "c6828516496aeb2aaff6faff4aee5f987af2a21b",
-            rw::read_acquire,
-        ),
-        (
-            rw::WRITE_ACQUIRE_SOURCE,
-            "6e29c1230d98787635fb1a5cf272559eb221803f",
-            rw::write_acquire,
-        ),
-        (
-            rw::WRITE_ABANDON_SOURCE,
-            "e212a91aa9756e471f2c4b7c088d396d70748b11",
-            rw::write_abandon,
-        ),
-        (
-            rw::READ_RELEASE_SOURCE,
-            "445e27ac61f3e2dd5b8c2e4d863f1d16b12be140",
-            rw::read_release,
-        ),
-        (
-            rw::READ_EXTEND_SOURCE,
-            "1ce34b6bde9b739bdb4e8ebad47f8d7f476ba221",
-            rw::read_extend,
-        ),
-        (
-            semaphore::SEM_ACQUIRE_SOURCE,
-            "733158110e8faa37adcdbff159f8796dfc5f4ca0",
-            semaphore::sem_acquire,
-        ),
-        (
-            semaphore::SEM_RELEASE_SOURCE,
-            "20a51b377419d9d5c2be03a16f76f6d021b89533",
-            semaphore::sem_release,
-        ),
-        (
-            semaphore::SEM_EXTEND_SOURCE,
-            "b3a4cd9bb9d5321973bf23ba70c08ed02e651c2b",
-            semaphore::sem_extend,
-        ),
-        (
-            semaphore::SEM_ACQUIRE_OFF_BY_ONE_SOURCE,
-            "fd0d8a50070b58678fd9a86bfac66e85df120b32",
-            semaphore::sem_acquire_off_by_one,
-        ),
-        (
-            rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE,
-            "db1c692439a0108d608e4253fedb49359833e985",
-            rw::write_acquire_ignoring_readers,
-        ),
-        (
-            rw::READ_EXTEND_RESURRECTS_SOURCE,
-            "b93a1f11d669bbc5760a8b551aa98e9c42a7984b",
-            rw::read_extend_resurrecting,
-        ),
-    ];
-
-    /// The tripwire: an edit to a body (here or in the design it was copied from) shows as a
-    /// SHA1 that no longer matches the literal, and the core's constant is compared with
-    /// the same literal once it exists.
-    #[test]
-    fn each_body_is_the_one_copied_and_its_model_answers_to_it() {
-        let mut scripts = Scripts::default();
-        register_mutants(&mut scripts);
-        for (body, sha1, run) in BODIES {
-            assert_eq!(sha1_hex(body), sha1, "the body changed: {body}");
-            let model = scripts.by_sha(sha1.as_bytes()).expect("registered");
-            assert_eq!(model.body, body);
-            assert!(
-                std::ptr::fn_addr_eq(model.run, run),
-                "{sha1} runs its own model"
-            );
-        }
-        let normative = Scripts::default();
-        for (body, _, _) in &BODIES[11..] {
-            assert!(
-                normative.by_body(body.as_bytes()).is_none(),
-                "mutants are opt-in"
-            );
-        }
-    }
-
-    #[test]
-    fn the_mutants_differ_from_their_scripts_in_one_place() {
-        let off_by_one = semaphore::SEM_ACQUIRE_SOURCE.replace(
-            "if n >= tonumber(ARGV[3]) then",
-            "if n > tonumber(ARGV[3]) then",
-        );
-        assert_eq!(off_by_one, semaphore::SEM_ACQUIRE_OFF_BY_ONE_SOURCE);
-        let ignores = rw::WRITE_ACQUIRE_SOURCE
-            .replace(" and redis.call('ZCARD', KEYS[2]) == 0 then", " then");
-        assert_eq!(ignores, rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE);
-    }
 
     /// Every script that reads `TIME` fails as `redis.call('TIME')` does where an ACL
     /// denies it, before anything is written.
@@ -257,7 +146,7 @@ mod tests {
     fn a_denied_time_fails_the_scripts_that_read_it() {
         let bytes = |s: [&'static str; 3]| s.map(|s| Bytes::from_static(s.as_bytes()));
         let (names, args) = (bytes(["r", "r:x", "r:y"]), bytes(["t", "100", "2"]));
-        for (body, _, run) in BODIES {
+        for &(body, run) in MODELS.iter().chain(MUTANT_MODELS) {
             let mut space = Keyspace::new();
             let mut keys = space.view(0, 0);
             keys.deny_time();

@@ -10,19 +10,19 @@ use bytes::Bytes;
 use super::case::{Case, Expect, State, Table};
 use super::{Steps, announce, freed, reply};
 use crate::keyspace::Keys;
+use crate::lua::{arity_error, millis_arg, set_px_arg};
 use crate::resp::ServerReply;
-use crate::script::{arity_error, millis_arg, set_px_arg};
 
 /// MULTI_ACQUIRE of the lock kinds' design, word for word: the body the core sends and this
-/// module's model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// module's model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const MULTI_ACQUIRE_SOURCE: &str = "for i = 1, #KEYS do if redis.call('EXISTS', KEYS[i]) == 1 then return 0 end end for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end return 1";
 
 /// MULTI_RELEASE of the lock kinds' design, word for word: the body the core sends and this
-/// module's model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// module's model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const MULTI_RELEASE_SOURCE: &str = "local n = 0 local heard = false local other = false for i = 1, #KEYS do local v = redis.call('GET', KEYS[i]) if v == ARGV[1] then redis.call('DEL', KEYS[i]) n = n + 1 local s = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[i], '') if type(s) == 'number' and s > 0 then heard = true end elseif v then other = true end end if n > 0 then if heard then return 2 end return 1 elseif other then return 0 else return -1 end";
 
 /// MULTI_EXTEND of the lock kinds' design, word for word: the body the core sends and this
-/// module's model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// module's model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const MULTI_EXTEND_SOURCE: &str = "for i = 1, #KEYS do if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end end for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end return 1";
 
 /// MULTI_ACQUIRE: 0 if any key exists (of any type), else every key set to the token with

@@ -13,35 +13,35 @@ use super::case::State::{Absent, Deadlines, Str};
 use super::case::{Case, Expect, State, Table};
 use super::{Steps, announce, expire_at_least, freed, node_now, number, prune, reply, zadd};
 use crate::keyspace::Keys;
+use crate::lua::{arity_error, set_px_arg};
 use crate::resp::ServerReply;
-use crate::script::{arity_error, set_px_arg};
 
 /// READ_ACQUIRE (`ARGV[1]` token, `ARGV[2]` ttl ms), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const READ_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[3]) == 1 then return 0 end redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end return 1";
 
 /// WRITE_ACQUIRE (`ARGV[1]` token, `ARGV[2]` ttl ms, `ARGV[3]` patience ms, 0 = none), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const WRITE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZCARD', KEYS[2]) == 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) redis.call('DEL', KEYS[3]) return 1 end if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end return 0";
 
 /// WRITE_ABANDON (`KEYS[1]` = R:writer-waiting, `ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const WRITE_ABANDON_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0";
 
 /// READ_RELEASE (`ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const READ_RELEASE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return -1 end if redis.call('ZCARD', KEYS[2]) == 0 then local s = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(s) == 'number' and s > 0 then return 2 end end return 1";
 
 /// READ_EXTEND (`KEYS[1]` = R:readers; `ARGV[1]` token, `ARGV[2]` ttl ms), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const READ_EXTEND_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 1";
 
 /// The mutant WRITE_ACQUIRE_IGNORES_READERS (a negative control: a writer let in with live readers), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const WRITE_ACQUIRE_IGNORES_READERS_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) redis.call('DEL', KEYS[3]) return 1 end if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end return 0";
 
 /// The mutant READ_EXTEND_RESURRECTS (a negative control: an extension that re-creates a pruned slot), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const READ_EXTEND_RESURRECTS_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 1";
 
 /// READ_ACQUIRE: prunes expired readers; 0 while a writer holds R or waits; else adds the

@@ -16,23 +16,23 @@ use super::{
     zadd,
 };
 use crate::keyspace::Keys;
+use crate::lua::arity_error;
 use crate::resp::ServerReply;
-use crate::script::arity_error;
 
 /// SEM_ACQUIRE (`ARGV[1]` token, `ARGV[2]` ttl ms, `ARGV[3]` k), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const SEM_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) local n = redis.call('ZCARD', KEYS[1]) local k = redis.call('GET', KEYS[2]) if n > 0 and k and k ~= ARGV[3] then return redis.error_reply('PERMITS ' .. k) end if n >= tonumber(ARGV[3]) then return 0 end redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end redis.call('SET', KEYS[2], ARGV[3], 'PX', redis.call('PTTL', KEYS[1])) return 1";
 
 /// SEM_RELEASE (`ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const SEM_RELEASE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return -1 end local s = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[3], '') if type(s) == 'number' and s > 0 then return 2 end return 1";
 
 /// SEM_EXTEND (`KEYS[1]` = R:permits, `KEYS[2]` = R:permits:limit; `ARGV[1]` token, `ARGV[2]` ttl ms), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const SEM_EXTEND_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1])) return 1";
 
 /// The mutant SEM_ACQUIRE_OFF_BY_ONE (a negative control: k + 1 holders per node), word for word from the lock kinds' design: the body the core sends
-/// and the model was written from. Change both together (kinds/mod.rs checks its SHA1).
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const SEM_ACQUIRE_OFF_BY_ONE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) local n = redis.call('ZCARD', KEYS[1]) local k = redis.call('GET', KEYS[2]) if n > 0 and k and k ~= ARGV[3] then return redis.error_reply('PERMITS ' .. k) end if n > tonumber(ARGV[3]) then return 0 end redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1]) if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end redis.call('SET', KEYS[2], ARGV[3], 'PX', redis.call('PTTL', KEYS[1])) return 1";
 
 /// SEM_ACQUIRE: prunes expired holders; the error `PERMITS <k>` if live holders are in
