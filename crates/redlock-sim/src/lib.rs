@@ -36,7 +36,8 @@
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
 //! - `workload`, [`checker`]: what clients do (one task each, or several sharing the
-//!   client), and what must never happen; `liveness` ([`Starvation`]): what must eventually
+//!   client), and what must never happen (`holds`: which holds of the lock kinds may
+//!   not overlap); `liveness` ([`Starvation`]): what must eventually
 //!   happen while the lock changes hands; `linger`:
 //!   the release property (a key outlives its release by at most the release timeout), and
 //!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
@@ -50,6 +51,7 @@ mod conditional;
 mod driver;
 mod event;
 mod fault;
+mod holds;
 mod keyspace;
 pub mod kinds;
 mod linger;
@@ -74,6 +76,7 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
+pub use holds::{Conflict, Hold, HoldKind};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use linger::Linger;
 pub use liveness::Starvation;
