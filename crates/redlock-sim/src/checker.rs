@@ -370,7 +370,7 @@ impl Checker {
 
     /// The hold ends at `at` (release or cancel started, or the lock was lost), or at its
     /// deadline if that came first.
-    pub(crate) fn ended(&mut self, client: usize, op: OpId, at: SimTime) {
+    pub fn ended(&mut self, client: usize, op: OpId, at: SimTime) {
         if let Some(iv) = self.open_mut(client, op) {
             iv.end = iv.deadline.min(at);
             iv.closed = true;
