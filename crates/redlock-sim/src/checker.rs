@@ -1,5 +1,7 @@
 //! The safety checker and the run's records: hold intervals in true time per client and
-//! resource, per-operation outcomes, and the overlap check of property (S).
+//! resource, per-operation outcomes, and the overlap check of property (S), generalized to
+//! the lock kinds (`holds.rs`: exclusive holds and writers exclude each other, a writer
+//! excludes readers, at most k permit holders agreeing on k).
 //!
 //! The driver reports what each client saw and did; the checker never looks at nodes. An
 //! interval starts when a client handles `Acquired` and ends at the earliest of its deadline
@@ -15,17 +17,23 @@ use std::fmt;
 use redlock_core::{AcquireFailure, LostReason, OpId, Resource, Token};
 
 use crate::clock::SimTime;
+use crate::holds::{Conflict, Hold, HoldKind, conflict, permits_conflict};
 use crate::linger::Linger;
 
-/// One client's hold of one resource, in true time: `[start, end)`.
+/// One client's hold of one resource (or of a multi-lock's set), in true time:
+/// `[start, end)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interval {
     /// The holding client.
     pub client: usize,
     /// The operation (per client).
     pub op: OpId,
-    /// The resource held.
+    /// The resource held (a multi-lock's first).
     pub resource: Resource,
+    /// The rest of a multi-lock's set, in order; empty for every other hold.
+    pub more: Vec<Resource>,
+    /// What kind of hold it is (a mutex's is [`HoldKind::Exclusive`]).
+    pub kind: HoldKind,
     /// When the client handled `Acquired`.
     pub start: SimTime,
     /// When the hold ended (see the module docs); the deadline while still open.
@@ -51,7 +59,8 @@ pub struct FencingViolation {
     pub later: Option<Interval>,
 }
 
-/// Two holds of one resource that overlap: property (S) is broken.
+/// Two holds of one resource that overlap and may not (property (S) is broken, or a
+/// kind's rule: `holds.rs`), or more permit holders at once than k.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     /// The scenario seed that produced it.
@@ -60,6 +69,11 @@ pub struct Violation {
     pub first: Interval,
     /// The hold that started before `first` ended.
     pub second: Interval,
+    /// Which rule they broke (two mutex holders: [`Conflict::Exclusive`]).
+    pub conflict: Conflict,
+    /// Every permit holder at that moment for [`Conflict::OverPermits`], in order of start;
+    /// empty otherwise.
+    pub holders: Vec<Interval>,
 }
 
 /// What became of one lock operation.
@@ -144,25 +158,80 @@ impl Checker {
         self.lingers.first()
     }
 
-    /// The first pair of overlapping holds on one resource by different operations, if any.
+    /// The first pair of overlapping holds on one resource by different operations that
+    /// may not overlap ([`Violation::conflict`]), if any; else the first moment more permit
+    /// holders of a resource than k, or holders disagreeing on k, are in place at once.
+    /// Touching holds (`[a, b)` and `[b, c)`) do not overlap.
     pub fn violation(&self) -> Option<Violation> {
-        let mut sorted: Vec<&Interval> = self.intervals.iter().collect();
-        sorted.sort_by(|a, b| (&a.resource, a.start).cmp(&(&b.resource, b.start)));
-        for (i, a) in sorted.iter().enumerate() {
-            for b in &sorted[i + 1..] {
-                if b.resource != a.resource || b.start >= a.end {
+        self.exclusion_violation()
+            .or_else(|| self.permits_violation())
+    }
+
+    /// The pairwise rules: for each resource, holds in order of start, each against the
+    /// later ones that start before it ends.
+    fn exclusion_violation(&self) -> Option<Violation> {
+        let mut sorted: Vec<(&Resource, &Interval)> = (self.intervals.iter())
+            .filter(|iv| !matches!(iv.kind, HoldKind::Permit(_)))
+            .flat_map(|iv| iv.resources().map(move |r| (r, iv)))
+            .collect();
+        sorted.sort_by(|(r, a), (s, b)| (*r, a.start).cmp(&(*s, b.start)));
+        for (i, (resource, a)) in sorted.iter().enumerate() {
+            for (other, b) in &sorted[i + 1..] {
+                if other != resource || b.start >= a.end {
                     break;
                 }
-                if (a.client, a.op) != (b.client, b.op) && a.start < a.end && b.start < b.end {
-                    return Some(Violation {
-                        seed: self.seed,
-                        first: (*a).clone(),
-                        second: (*b).clone(),
-                    });
+                if !a.overlaps(b) {
+                    continue;
+                }
+                if let Some(conflict) = conflict(a.kind, b.kind) {
+                    return Some(self.pair(a, b, conflict));
                 }
             }
         }
         None
+    }
+
+    /// The semaphore's rules: for each resource, at each permit hold's start, the holds of
+    /// other operations still in place with it.
+    fn permits_violation(&self) -> Option<Violation> {
+        let mut permits: Vec<(&Interval, u32)> = (self.intervals.iter())
+            .filter_map(|iv| match iv.kind {
+                HoldKind::Permit(k) => Some((iv, k)),
+                _ => None,
+            })
+            .collect();
+        permits.sort_by(|(a, _), (b, _)| (&a.resource, a.start).cmp(&(&b.resource, b.start)));
+        for (i, (later, k)) in permits.iter().enumerate() {
+            let same = permits[..i]
+                .iter()
+                .filter(|(e, _)| e.resource == later.resource && e.overlaps(later));
+            let mut held: Vec<(&Interval, u32)> = same.copied().collect();
+            held.push((later, *k));
+            let ks: Vec<u32> = held.iter().map(|(_, k)| *k).collect();
+            if let Some(conflict) = permits_conflict(&ks) {
+                let first = held
+                    .iter()
+                    .find(|(_, k)| Some(k) != ks.last())
+                    .unwrap_or(&held[0]);
+                let mut v = self.pair(first.0, later, conflict);
+                if matches!(v.conflict, Conflict::OverPermits { .. }) {
+                    v.holders = held.iter().map(|(iv, _)| (*iv).clone()).collect();
+                }
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// The violation of `conflict` by `first` and `second`.
+    fn pair(&self, first: &Interval, second: &Interval, conflict: Conflict) -> Violation {
+        Violation {
+            seed: self.seed,
+            first: first.clone(),
+            second: second.clone(),
+            conflict,
+            holders: Vec::new(),
+        }
     }
 
     /// The first fenced hold without a token, else the first pair of holds of one resource
@@ -230,6 +299,8 @@ impl Checker {
         });
     }
 
+    /// The operation's acquisition succeeded: a mutex hold of the resource it asked for,
+    /// from `at` to `deadline`.
     pub(crate) fn acquired(
         &mut self,
         client: usize,
@@ -241,11 +312,41 @@ impl Checker {
             return;
         };
         let resource = record.resource.clone();
+        let kind = (HoldKind::Exclusive, resource, Vec::new());
+        self.push((client, op), (at, deadline), kind, fencing_token);
+    }
+
+    /// Records a hold of any kind in one call: `hold` says what it holds (a mutex, a
+    /// multi-lock's set, a reader, a writer, a permit with its k), from `start` to
+    /// `deadline` (moved by [`extended`](Self::extended), ended by [`ended`](Self::ended),
+    /// as a mutex's). An empty multi-lock set holds nothing and is not recorded.
+    pub fn held(
+        &mut self,
+        (client, op): (usize, OpId),
+        (start, deadline): (SimTime, SimTime),
+        hold: Hold,
+        fencing_token: Option<u64>,
+    ) {
+        if let Some(split) = hold.split() {
+            self.push((client, op), (start, deadline), split, fencing_token);
+        }
+    }
+
+    /// Appends an open hold.
+    fn push(
+        &mut self,
+        (client, op): (usize, OpId),
+        (start, deadline): (SimTime, SimTime),
+        (kind, resource, more): (HoldKind, Resource, Vec<Resource>),
+        fencing_token: Option<u64>,
+    ) {
         self.intervals.push(Interval {
             client,
             op,
             resource,
-            start: at,
+            more,
+            kind,
+            start,
             end: deadline,
             deadline,
             closed: false,
@@ -260,7 +361,7 @@ impl Checker {
     }
 
     /// An extension moved the deadline; the hold stays continuous.
-    pub(crate) fn extended(&mut self, client: usize, op: OpId, deadline: SimTime) {
+    pub fn extended(&mut self, client: usize, op: OpId, deadline: SimTime) {
         if let Some(iv) = self.open_mut(client, op) {
             iv.deadline = deadline;
             iv.end = deadline;
@@ -269,7 +370,7 @@ impl Checker {
 
     /// The hold ends at `at` (release or cancel started, or the lock was lost), or at its
     /// deadline if that came first.
-    pub(crate) fn ended(&mut self, client: usize, op: OpId, at: SimTime) {
+    pub fn ended(&mut self, client: usize, op: OpId, at: SimTime) {
         if let Some(iv) = self.open_mut(client, op) {
             iv.end = iv.deadline.min(at);
             iv.closed = true;
@@ -291,13 +392,40 @@ impl Checker {
     }
 }
 
+impl Interval {
+    /// Every resource the hold holds: its one resource, or a multi-lock's set.
+    pub fn resources(&self) -> impl Iterator<Item = &Resource> {
+        std::iter::once(&self.resource).chain(&self.more)
+    }
+
+    /// Whether the two holds are of different operations and share some instant (both
+    /// non-empty; touching ends do not count).
+    fn overlaps(&self, other: &Self) -> bool {
+        (self.client, self.op) != (other.client, other.op)
+            && self.start < self.end
+            && other.start < other.end
+            && self.start < other.end
+            && other.start < self.end
+    }
+}
+
 impl fmt::Display for Interval {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "client {} {} on {:?} held [{}, {})",
-            self.client, self.op, self.resource, self.start, self.end
-        )
+            "client {} {} on {:?}",
+            self.client, self.op, self.resource
+        )?;
+        for r in &self.more {
+            write!(f, "+{r:?}")?;
+        }
+        match self.kind {
+            HoldKind::Exclusive => {}
+            HoldKind::Reader => write!(f, " (reader)")?,
+            HoldKind::Writer => write!(f, " (writer)")?,
+            HoldKind::Permit(k) => write!(f, " (permit of {k})")?,
+        }
+        write!(f, " held [{}, {})", self.start, self.end)
     }
 }
 
@@ -320,11 +448,28 @@ impl fmt::Display for FencingViolation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seed {}: two holders at once: {} overlaps {}",
-            self.seed, self.first, self.second
-        )
+        let (seed, first, second) = (self.seed, &self.first, &self.second);
+        match &self.conflict {
+            Conflict::Exclusive => write!(
+                f,
+                "seed {seed}: two holders at once: {first} overlaps {second}"
+            ),
+            Conflict::WriterAndReader => write!(
+                f,
+                "seed {seed}: a writer and a reader at once: {first} overlaps {second}"
+            ),
+            Conflict::PermitsDisagree => write!(
+                f,
+                "seed {seed}: permit holders disagree on k: {first} overlaps {second}"
+            ),
+            Conflict::OverPermits { k, holders } => {
+                write!(f, "seed {seed}: {holders} permit holders of {k} at once:")?;
+                for holder in &self.holders {
+                    write!(f, " {holder};")?;
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -394,5 +539,184 @@ mod tests {
             .fencing_violation()
             .expect("a fenced hold without a token");
         assert!(v.later.is_none() && v.to_string().contains("without a token"));
+    }
+
+    /// A checker holding `holds`, each `(client, [start, end), hold)` of operation 0.
+    fn holding(holds: Vec<(usize, (u64, u64), Hold)>) -> Checker {
+        let mut c = Checker::new(9);
+        for (client, (start, end), hold) in holds {
+            c.held(
+                (client, OpId::from_raw(0)),
+                (ms(start), ms(end)),
+                hold,
+                None,
+            );
+        }
+        c
+    }
+
+    fn mutex(r: &str) -> Hold {
+        Hold::Exclusive(vec![Resource::from(r)])
+    }
+
+    fn multi(rs: &[&str]) -> Hold {
+        Hold::Exclusive(rs.iter().map(|r| Resource::from(*r)).collect())
+    }
+
+    fn permit(r: &str, k: u32) -> Hold {
+        Hold::Permit {
+            resource: Resource::from(r),
+            k,
+        }
+    }
+
+    #[test]
+    fn multi_locks_exclude_each_other_and_mutexes_on_any_shared_resource() {
+        let apart = holding(vec![
+            (0, (0, 100), multi(&["a", "b"])),
+            (1, (0, 100), multi(&["c", "d"])),
+            (2, (0, 100), mutex("e")),
+        ]);
+        assert_eq!(apart.violation(), None, "disjoint sets");
+        let shared = holding(vec![
+            (0, (0, 100), multi(&["a", "b"])),
+            (1, (50, 150), multi(&["b", "c"])),
+        ]);
+        let v = shared.violation().expect("both hold b in [50, 100)");
+        assert_eq!(
+            (v.first.client, v.second.client, v.conflict.clone()),
+            (0, 1, Conflict::Exclusive)
+        );
+        assert!(
+            v.to_string().contains(r#"Resource("a")+Resource("b")"#),
+            "{v}"
+        );
+        let with_mutex = holding(vec![
+            (0, (0, 100), multi(&["a", "b"])),
+            (1, (99, 150), mutex("b")),
+        ]);
+        assert!(
+            with_mutex.violation().is_some(),
+            "a mutex is a one-resource set"
+        );
+        let touching = holding(vec![
+            (0, (0, 100), multi(&["a", "b"])),
+            (1, (100, 150), multi(&["b"])),
+            (2, (150, 150), mutex("a")),
+        ]);
+        assert_eq!(
+            touching.violation(),
+            None,
+            "[0,100) and [100,150) only touch"
+        );
+        let mut empty = holding(vec![(0, (0, 100), multi(&[]))]);
+        assert!(empty.intervals().is_empty(), "an empty set holds nothing");
+        empty.held((1, OpId::from_raw(0)), (ms(0), ms(9)), mutex("a"), None);
+        assert_eq!(empty.violation(), None);
+    }
+
+    #[test]
+    fn a_writer_excludes_readers_and_writers_and_readers_share() {
+        let (r, w) = (
+            || Hold::Reader(Resource::from("r")),
+            || Hold::Writer(Resource::from("r")),
+        );
+        let readers = holding(vec![
+            (0, (0, 100), r()),
+            (1, (10, 90), r()),
+            (2, (20, 30), r()),
+        ]);
+        assert_eq!(readers.violation(), None, "readers share");
+        let writer_reader = holding(vec![(0, (0, 100), r()), (1, (99, 150), w())]);
+        let v = writer_reader.violation().expect("a writer among readers");
+        assert_eq!(v.conflict, Conflict::WriterAndReader);
+        assert!(v.to_string().contains("a writer and a reader"), "{v}");
+        let after = holding(vec![
+            (0, (0, 100), r()),
+            (1, (100, 150), w()),
+            (2, (150, 200), r()),
+        ]);
+        assert_eq!(after.violation(), None, "touching only");
+        let writers = holding(vec![(0, (0, 100), w()), (1, (50, 60), w())]);
+        assert_eq!(
+            writers.violation().map(|v| v.conflict),
+            Some(Conflict::Exclusive)
+        );
+        let writer_mutex = holding(vec![(0, (0, 100), w()), (1, (50, 60), mutex("r"))]);
+        assert!(
+            writer_mutex.violation().is_some(),
+            "a writer holds R as a mutex does"
+        );
+        let reader_mutex = holding(vec![(0, (0, 100), r()), (1, (50, 60), mutex("r"))]);
+        assert_eq!(
+            reader_mutex.violation(),
+            None,
+            "a mutex does not look at readers"
+        );
+        let elsewhere = holding(vec![
+            (0, (0, 100), r()),
+            (1, (0, 100), Hold::Writer(Resource::from("s"))),
+        ]);
+        assert_eq!(elsewhere.violation(), None);
+    }
+
+    #[test]
+    fn at_most_k_permit_holders_at_once_all_agreeing_on_k() {
+        let two = holding(vec![
+            (0, (0, 100), permit("s", 2)),
+            (1, (10, 100), permit("s", 2)),
+            (2, (100, 200), permit("s", 2)),
+            (3, (0, 100), permit("t", 2)),
+            (4, (0, 100), mutex("s")),
+        ]);
+        assert_eq!(
+            two.violation(),
+            None,
+            "two of two; the third starts as they end"
+        );
+        let three = holding(vec![
+            (0, (0, 100), permit("s", 2)),
+            (1, (10, 100), permit("s", 2)),
+            (2, (99, 200), permit("s", 2)),
+        ]);
+        let v = three.violation().expect("three of two in [99, 100)");
+        assert_eq!(v.conflict, Conflict::OverPermits { k: 2, holders: 3 });
+        let clients: Vec<usize> = v.holders.iter().map(|h| h.client).collect();
+        assert_eq!(clients, [0, 1, 2]);
+        assert!(v.to_string().contains("3 permit holders of 2"), "{v}");
+        let disagree = holding(vec![
+            (0, (0, 100), permit("s", 3)),
+            (1, (50, 60), permit("s", 2)),
+        ]);
+        let v = disagree.violation().expect("k = 3 and k = 2 at once");
+        assert_eq!(
+            (v.conflict, v.first.client, v.second.client),
+            (Conflict::PermitsDisagree, 0, 1)
+        );
+        let in_turn = holding(vec![
+            (0, (0, 100), permit("s", 3)),
+            (1, (100, 160), permit("s", 1)),
+        ]);
+        assert_eq!(in_turn.violation(), None, "another k once the holders left");
+    }
+
+    #[test]
+    fn an_extension_and_an_end_move_any_kind_of_hold() {
+        let op = OpId::from_raw(0);
+        let mut c = holding(vec![(0, (0, 100), Hold::Reader(Resource::from("r")))]);
+        c.held(
+            (1, op),
+            (ms(150), ms(200)),
+            Hold::Writer(Resource::from("r")),
+            None,
+        );
+        assert_eq!(c.violation(), None);
+        c.extended(0, op, ms(160));
+        assert_eq!(
+            c.violation().map(|v| v.conflict),
+            Some(Conflict::WriterAndReader)
+        );
+        c.ended(0, op, ms(150));
+        assert_eq!(c.violation(), None, "released as the writer came in");
     }
 }

@@ -1,7 +1,8 @@
 //! A node's data: keys with optional expiry, expired lazily against the node's own clock, in
 //! numbered databases. A key holds a string (every lock key the core writes), a sorted set
-//! (the fencing counter F, whose member `n` carries the count) or a list (only so that tests
-//! can put a key of the wrong type in a lock's way).
+//! (the fencing counter F, whose member `n` carries the count; a reader or semaphore
+//! resource's holders, each scored by its deadline: `kinds`) or a
+//! list (only so that tests can put a key of the wrong type in a lock's way).
 //!
 //! [`Keys`] is the view a command or script gets: one database at one local instant, and
 //! the messages a script publishes from it (which the node delivers afterwards). Nothing
@@ -206,6 +207,57 @@ impl Keys<'_> {
         Ok(old)
     }
 
+    /// `ZCARD key`: how many members the sorted set at `key` has (0 if missing);
+    /// [`WrongType`] if the key holds another type.
+    pub fn zcard(&mut self, key: &Bytes) -> Result<usize, WrongType> {
+        match self.entry(key).map(|e| &e.value) {
+            None => Ok(0),
+            Some(Value::ZSet(set)) => Ok(set.len()),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// `ZREM key member`: whether the member was there; a set left empty is deleted, as a
+    /// real server never keeps one. [`WrongType`] if the key holds another type.
+    pub fn zrem(&mut self, key: &Bytes, member: &Bytes) -> Result<bool, WrongType> {
+        self.zset_remove(key, |m, _| m == member)
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf max`: removes every member scored `<= max` and answers
+    /// how many; a set left empty is deleted. [`WrongType`] if the key holds another type.
+    pub fn zrem_up_to(&mut self, key: &Bytes, max: f64) -> Result<usize, WrongType> {
+        let before = self.zcard(key)?;
+        self.zset_remove(key, |_, score| score <= max)?;
+        Ok(before - self.zcard(key)?)
+    }
+
+    /// Removes the members of the sorted set at `key` that `gone` picks, deleting the key
+    /// when none is left; whether any was removed.
+    fn zset_remove(
+        &mut self,
+        key: &Bytes,
+        gone: impl Fn(&Bytes, f64) -> bool,
+    ) -> Result<bool, WrongType> {
+        if self.zcard(key)? == 0 {
+            return Ok(false);
+        }
+        let id = (self.db, key.clone());
+        let Some(Entry {
+            value: Value::ZSet(set),
+            ..
+        }) = self.space.entries.get_mut(&id)
+        else {
+            return Ok(false);
+        };
+        let before = set.len();
+        set.retain(|m, score| !gone(m, *score));
+        let removed = set.len() < before;
+        if set.is_empty() {
+            self.space.entries.remove(&id);
+        }
+        Ok(removed)
+    }
+
     /// The sorted set at `key`, created empty and persistent if missing (the caller adds a
     /// member at once: a real server never keeps an empty set); [`WrongType`] if the key
     /// holds another type.
@@ -288,6 +340,16 @@ impl Keys<'_> {
         Some(e.expires_at.map(|at| Duration::from_nanos(at - now)))
     }
 
+    /// `PTTL key` as a server answers it: the remaining milliseconds (rounded down), -1 for
+    /// a key without expiry, -2 for a missing key; of any type.
+    pub fn pttl_reply(&mut self, key: &Bytes) -> i64 {
+        match self.pttl(key) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(left)) => i64::try_from(left.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
     /// Deletes the key, of any type; true if it existed (and had not expired).
     pub fn del(&mut self, key: &Bytes) -> bool {
         let existed = self.exists(key);
@@ -337,6 +399,42 @@ mod tests {
         assert_eq!(space.view(0, u64::MAX).pttl(&k), Some(None));
         assert!(space.view(0, 0).del(&k));
         assert!(!space.view(0, 0).del(&k));
+    }
+
+    #[test]
+    fn sorted_sets_count_prune_and_vanish_when_emptied() {
+        let mut space = Keyspace::new();
+        let mut keys = space.view(0, 0);
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let z = b("z");
+        assert_eq!(keys.zcard(&z), Ok(0), "a missing set is empty");
+        assert_eq!(keys.zrem(&z, &b("a")), Ok(false));
+        assert_eq!(keys.zrem_up_to(&z, 10.0), Ok(0));
+        assert_eq!(keys.pttl_reply(&z), -2, "missing");
+        for (member, score) in [("a", 5.0), ("b", 10.0), ("c", 10.5)] {
+            keys.zset_update(&z, &b(member), |_| Some(score)).unwrap();
+        }
+        assert_eq!(keys.zcard(&z), Ok(3));
+        assert!(keys.exists(&z), "EXISTS sees a sorted set");
+        assert_eq!(keys.get(&z), Err(WrongType), "GET refuses it");
+        assert_eq!(keys.pttl_reply(&z), -1, "a new set is persistent");
+        assert!(keys.pexpire(&z, Duration::from_millis(40)));
+        assert_eq!(keys.pttl_reply(&z), 40, "PEXPIRE and PTTL work on a set");
+        // `ZADD XX`: only an existing member moves.
+        keys.zset_update(&z, &b("x"), |old| old.map(|_| 1.0))
+            .unwrap();
+        assert_eq!(keys.zscore(&z, &b("x")), Ok(None));
+        assert_eq!(keys.zrem_up_to(&z, 10.0), Ok(2), "scores <= max go");
+        assert_eq!(keys.zscore(&z, &b("c")), Ok(Some(10.5)));
+        assert_eq!(keys.pttl_reply(&z), 40, "pruning keeps the expiry");
+        assert_eq!(keys.zrem(&z, &b("c")), Ok(true));
+        assert!(!keys.exists(&z), "the emptied set is deleted");
+        keys.set(&z, b("v"), None);
+        assert_eq!(keys.zcard(&z), Err(WrongType));
+        assert_eq!(keys.zrem(&z, &b("v")), Err(WrongType));
+        assert_eq!(keys.zrem_up_to(&z, 1.0), Err(WrongType));
+        keys.set(&z, b("v"), Some(Duration::from_micros(2_500)));
+        assert_eq!(keys.pttl_reply(&z), 2, "whole milliseconds, rounded down");
     }
 
     #[test]

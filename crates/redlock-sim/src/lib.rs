@@ -20,9 +20,12 @@
 //!
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
-//! - [`node`], `keyspace`, [`script`], `conditional`, `sorted` (the fencing counter's
-//!   sorted-set commands), [`pubsub`] (sessions, channels, `SUBSCRIBE`/`PUBLISH`), `resp`
-//!   (RESP2 and RESP3): a node executing the core's commands; [`profile`]: which server it
+//! - [`node`], `keyspace`, [`script`], [`kinds`] (the models of the multi-resource,
+//!   reader-writer and semaphore scripts, with their tables of cases), `lua` (what the
+//!   models share: argument reading, errors, the release channel), `conditional`, `sorted`
+//!   (the fencing counter's sorted-set commands), [`pubsub`] (sessions, channels,
+//!   `SUBSCRIBE`/`PUBLISH`), `resp` (RESP2 and RESP3): a node executing the core's
+//!   commands; [`profile`]: which server it
 //!   behaves as (its `HELLO`, its native commands, its ACL).
 //! - `push`: pub/sub messages on their way to subscribed connections, and their faults
 //!   ([`PushFaults`]: lost, doubled, held back; `SUBSCRIBE` ignored).
@@ -33,7 +36,8 @@
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
 //! - `workload`, [`checker`]: what clients do (one task each, or several sharing the
-//!   client), and what must never happen; `liveness` ([`Starvation`]): what must eventually
+//!   client), and what must never happen (`holds`: which holds of the lock kinds may
+//!   not overlap); `liveness` ([`Starvation`]): what must eventually
 //!   happen while the lock changes hands; `linger`:
 //!   the release property (a key outlives its release by at most the release timeout), and
 //!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
@@ -47,9 +51,12 @@ mod conditional;
 mod driver;
 mod event;
 mod fault;
+mod holds;
 mod keyspace;
+pub mod kinds;
 mod linger;
 mod liveness;
+mod lua;
 mod network;
 pub mod node;
 mod orphan;
@@ -69,6 +76,7 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
+pub use holds::{Conflict, Hold, HoldKind};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use linger::Linger;
 pub use liveness::Starvation;

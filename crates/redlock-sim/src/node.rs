@@ -542,7 +542,8 @@ fn script_command(
 
 /// Splits `numkeys key.. arg..` and runs the script. An error the script raises carries
 /// the script's name, as Redis 7 words it (`WRONGTYPE ... script: <sha>, on
-/// @user_script:1.`).
+/// @user_script:1.`); one it returns (`redis.error_reply`: `kinds`, `is_returned_error`)
+/// goes out as it is.
 fn run_script(
     script: &NativeScript,
     keys: &mut Keys<'_>,
@@ -554,7 +555,7 @@ fn run_script(
         .and_then(|s| s.parse::<usize>().ok());
     match n {
         Some(n) if n <= tail.len() => match (script.run)(keys, &tail[..n], &tail[n..]) {
-            ServerReply::Error(e) => {
+            ServerReply::Error(e) if !crate::kinds::is_returned_error(&e) => {
                 ServerReply::Error(format!("{e} script: {}, on @user_script:1.", script.sha1))
             }
             reply => reply,
@@ -657,6 +658,39 @@ mod tests {
             after,
             ServerReply::error(NOSCRIPT),
             "a restart flushes the cache"
+        );
+    }
+
+    /// SEM_ACQUIRE's `-PERMITS k` is returned (`redis.error_reply`), so it goes out as it
+    /// is; an error a kinds script raises carries the script's name, as the mutex's do.
+    #[test]
+    fn a_returned_error_goes_out_without_the_script_name() {
+        use crate::kinds::semaphore::SEM_ACQUIRE_SOURCE;
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        let acquire = |n: &mut Node, db: &mut u32, token: &str, k: &str| {
+            let keys = ["3", "r:permits", "r:permits:limit", "r"];
+            let args = [&["EVAL", SEM_ACQUIRE_SOURCE][..], &keys, &[token, "100", k]].concat();
+            cmd(n, 0, db, &args)
+        };
+        assert_eq!(acquire(&mut n, db, "t", "3"), ServerReply::Int(1));
+        assert_eq!(
+            acquire(&mut n, db, "u", "2"),
+            ServerReply::error("PERMITS 3")
+        );
+        cmd(&mut n, 0, db, &["DEL", "r:permits"]);
+        cmd(&mut n, 0, db, &["RPUSH", "r:permits", "x"]);
+        let ServerReply::Error(raised) = acquire(&mut n, db, "u", "3") else {
+            panic!("a list under the permits is of the wrong type")
+        };
+        let suffix = format!(
+            "script: {}, on @user_script:1.",
+            sha1_hex(SEM_ACQUIRE_SOURCE)
+        );
+        assert!(
+            raised.starts_with("WRONGTYPE") && raised.ends_with(&suffix),
+            "{raised}"
         );
     }
 

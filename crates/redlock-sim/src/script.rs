@@ -9,17 +9,14 @@
 //! running the old meaning silently. Tests may register more (e.g. a deliberately wrong
 //! script); the per-node cache that makes `EVALSHA` answer `-NOSCRIPT` lives in the node.
 
-use std::fmt::Write as _;
-use std::time::Duration;
-
 use bytes::Bytes;
 use sha1::{Digest, Sha1};
+use std::fmt::Write as _;
 
 use crate::keyspace::Keys;
+pub use crate::lua::{RELEASE_CHANNEL_PREFIX, ScriptFn, millis_arg, release_channel};
+use crate::lua::{TIME_DENIED_IN_SCRIPT, arity_error, lua_tonumber, set_px_arg};
 use crate::resp::ServerReply;
-
-/// A script's effect: runs atomically on one database with `KEYS` and `ARGV`.
-pub type ScriptFn = fn(&mut Keys<'_>, &[Bytes], &[Bytes]) -> ServerReply;
 
 /// The scripts nodes can run, each under its body and its SHA1.
 #[derive(Debug, Clone)]
@@ -39,8 +36,9 @@ pub struct NativeScript {
 }
 
 impl Default for Scripts {
-    /// The models of the release and extend scripts, under the sources they were written
-    /// from (which a test checks are `redlock-core`'s).
+    /// The models of the release, extend and fencing scripts, under the sources they were
+    /// written from (which a test checks are `redlock-core`'s), and of the lock kinds'
+    /// scripts (`kinds`).
     fn default() -> Self {
         let mut scripts = Self {
             entries: Vec::new(),
@@ -49,6 +47,7 @@ impl Default for Scripts {
         scripts.register(EXTEND_SOURCE, extend);
         scripts.register(FENCED_ACQUIRE_SOURCE, fenced_acquire);
         scripts.register(RAISE_FENCE_SOURCE, raise_fence);
+        scripts.register_all(crate::kinds::MODELS);
         scripts
     }
 }
@@ -60,6 +59,13 @@ impl Scripts {
         let sha1 = sha1_hex(body);
         self.entries.retain(|e| e.sha1 != sha1);
         self.entries.push(NativeScript { body, sha1, run });
+    }
+
+    /// Adds (or replaces) each `(body, model)` of `models`, as [`register`](Self::register).
+    pub fn register_all(&mut self, models: &[(&'static str, ScriptFn)]) {
+        for &(body, run) in models {
+            self.register(body, run);
+        }
     }
 
     /// The script with this SHA1 (case-insensitive, as Redis).
@@ -93,17 +99,6 @@ pub fn sha1_hex(body: &str) -> String {
 /// The source the release model (`release` here) was written from, word for word: `redlock-core`'s
 /// `RELEASE_SCRIPT.body` when the model was written. Change both together.
 pub const RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then return 2 end return 1 elseif v == false then return -1 else return 0 end";
-
-/// The channel a release that deleted `key` publishes on: `redlock:released:<key>`.
-pub fn release_channel(key: &[u8]) -> Bytes {
-    let mut channel = Vec::with_capacity(RELEASE_CHANNEL_PREFIX.len() + key.len());
-    channel.extend_from_slice(RELEASE_CHANNEL_PREFIX);
-    channel.extend_from_slice(key);
-    Bytes::from(channel)
-}
-
-/// The prefix of [`release_channel`].
-pub const RELEASE_CHANNEL_PREFIX: &[u8] = b"redlock:released:";
 
 /// The source the extend model (`extend` here) was written from, word for word: `redlock-core`'s
 /// `EXTEND_SCRIPT.body` when the model was written. Change both together.
@@ -162,9 +157,7 @@ pub fn fenced_acquire_with(
     if floor {
         let Ok((secs, _)) = keys.time() else {
             // An ACL that denies `TIME` denies it inside the script, after K was set.
-            return ServerReply::error(
-                "ERR The user executing the script can't run this command or subcommand",
-            );
+            return ServerReply::error(TIME_DENIED_IN_SCRIPT);
         };
         let floor = (secs * FENCE_FLOOR_PER_SECOND) as f64;
         // `ZSCORE`, then `ZADD F floor n` when `n` is missing or below the floor.
@@ -219,43 +212,6 @@ fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply 
     ServerReply::Int(1)
 }
 
-/// Lua 5.1's `tonumber` on a string, for the decimal numbers a counter holds: surrounding
-/// spaces allowed, an integer or a finite decimal (hexadecimal is left out, as no counter
-/// is written so), else nil.
-fn lua_tonumber(text: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(text).ok()?.trim();
-    let numeric = |c: char| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E');
-    if text.is_empty() || !text.chars().all(numeric) {
-        return None;
-    }
-    text.parse::<f64>().ok().filter(|n| n.is_finite())
-}
-
-/// `SET`'s `PX` argument inside a script: an integer above zero.
-fn set_px_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
-    let ms = std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok());
-    match ms {
-        Some(ms) if ms > 0 => Ok(Duration::from_millis(ms.unsigned_abs())),
-        Some(_) => Err(ServerReply::error(
-            "ERR invalid expire time in 'set' command",
-        )),
-        None => Err(ServerReply::error(
-            "ERR value is not an integer or out of range",
-        )),
-    }
-}
-
-/// Parses a script argument as a millisecond count, as `PEXPIRE` would.
-pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
-        .ok_or_else(|| ServerReply::error("ERR value is not an integer or out of range"))
-}
-
 /// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
 /// [`release_channel`]), 2 if so and someone received the message (a waiter), -1 if
 /// missing, 0 if another token holds it.
@@ -295,17 +251,14 @@ fn extend(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     }
 }
 
-fn arity_error() -> ServerReply {
-    // What Lua would raise indexing a missing KEYS/ARGV entry, roughly.
-    ServerReply::error("ERR Error running script: missing KEYS or ARGV")
-}
-
 #[cfg(test)]
 mod tests {
     use redlock_core::{
         EXTEND_SCRIPT, FENCED_ACQUIRE_SCRIPT, NO_FLOOR_FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT,
         RELEASE_SCRIPT,
     };
+
+    use std::time::Duration;
 
     use super::*;
     use crate::keyspace::{Keyspace, WALL_EPOCH_NANOS};
