@@ -35,6 +35,9 @@
 
 mod fence;
 mod form;
+mod kinds;
+mod kinds_run;
+mod kinds_scripts;
 mod run;
 mod table;
 mod target;
@@ -43,6 +46,13 @@ pub use fence::{FENCE_CONTRACT, FenceAfter, FenceCase, FenceReply, FenceState, K
 pub use form::{
     CoreCommands, FenceCommands, FenceForm, RAISE_TO, Scripts, UNCHECKED_EXTEND_SCRIPT,
     UNCHECKED_RAISE_FENCE_SCRIPT,
+};
+pub use kinds::{
+    KINDS_CONTRACT, KindsCase, KindsKey, KindsReply, KindsScript, Life, PATIENCE_MS, SLACK_MS,
+};
+pub use kinds_run::{KindsReport, run_kinds, run_kinds_rows};
+pub use kinds_scripts::{
+    KindsScripts, READ_EXTEND_RESURRECTS, SEM_ACQUIRE_OFF_BY_ONE, WRITE_ACQUIRE_IGNORES_READERS,
 };
 pub use run::{Report, run, run_rows};
 pub use table::{

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use redlock_sim::{Clock, HelloAnswer, Scripts as SimScripts, ServerProfile, ServerReply, SimTime};
+use redlock_sim::{
+    Clock, HelloAnswer, Scripts as SimScripts, ServerProfile, ServerReply, Session, SimTime,
+};
 use redlock_testkit::{Conn, Node, Reply, ServerBin, ServerKind};
 
 use crate::table::Family;
@@ -21,12 +23,32 @@ pub trait Target {
     /// Sends one command and returns the reply (an error reply is a reply); `Err` means
     /// the target itself failed (a socket error or timeout).
     fn call(&mut self, args: &[&str]) -> Result<Reply, String>;
+
+    /// Subscribes a second connection (the listener) to `channels`, until
+    /// [`heard`](Self::heard): a subscriber the next command's `PUBLISH` counts. The kinds
+    /// rows' releases (kinds.rs) are seen through it. A target without one says so.
+    fn listen(&mut self, channels: &[String]) -> Result<(), String> {
+        let _ = channels;
+        Err(format!("{} has no second connection", self.describe()))
+    }
+
+    /// The channels the listener received a message on since [`listen`](Self::listen), in
+    /// order; the listener then unsubscribes from all of them.
+    fn heard(&mut self) -> Result<Vec<String>, String> {
+        Err(format!("{} has no second connection", self.describe()))
+    }
 }
+
+/// The channel a real listener also subscribes to: a message published there after the
+/// command marks the end of what the command published (a server delivers in order).
+const END_OF_HEARING: &str = "kinds-contract:end-of-hearing";
 
 /// A real `redis-server` or `valkey-server` node, over one connection.
 #[derive(Debug)]
 pub struct RealNode {
     conn: Conn,
+    /// The second connection, for [`Target::listen`].
+    listener: Conn,
     family: Family,
     major: u32,
     minor: u32,
@@ -47,8 +69,10 @@ impl RealNode {
             return Err(format!("unreadable version {:?}", server.version()));
         };
         let conn = node.connect().map_err(|e| e.to_string())?;
+        let listener = node.connect().map_err(|e| e.to_string())?;
         Ok(Self {
             conn,
+            listener,
             family,
             major,
             minor,
@@ -69,6 +93,55 @@ impl Target for RealNode {
     fn call(&mut self, args: &[&str]) -> Result<Reply, String> {
         self.conn.command(args).map_err(|e| e.to_string())
     }
+
+    fn listen(&mut self, channels: &[String]) -> Result<(), String> {
+        let mut args = vec!["SUBSCRIBE", END_OF_HEARING];
+        args.extend(channels.iter().map(String::as_str));
+        self.listener.send(&args).map_err(|e| e.to_string())?;
+        // One confirmation per channel, the last counting them all.
+        for n in 1..args.len() {
+            let reply = self.listener.recv().map_err(|e| e.to_string())?;
+            if !matches!(&reply, Reply::Array(f) if f.last() == Some(&Reply::Int(n as i64))) {
+                return Err(format!("`SUBSCRIBE` confirmed with {reply}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn heard(&mut self) -> Result<Vec<String>, String> {
+        let end = self.call(&["PUBLISH", END_OF_HEARING, ""])?;
+        if end != Reply::Int(1) {
+            return Err(format!("`PUBLISH {END_OF_HEARING}` answered {end}"));
+        }
+        let mut heard = Vec::new();
+        loop {
+            let reply = self.listener.recv().map_err(|e| e.to_string())?;
+            let Reply::Array(fields) = &reply else {
+                return Err(format!("the listener received {reply}"));
+            };
+            match fields.as_slice() {
+                [Reply::Bulk(kind), Reply::Bulk(channel), _] if kind == b"message" => {
+                    if channel == END_OF_HEARING.as_bytes() {
+                        break;
+                    }
+                    heard.push(String::from_utf8_lossy(channel).into_owned());
+                }
+                _ => return Err(format!("the listener received {reply}")),
+            }
+        }
+        self.listener
+            .send(&["UNSUBSCRIBE"])
+            .map_err(|e| e.to_string())?;
+        // One confirmation per channel, counting down to 0.
+        loop {
+            let reply = self.listener.recv().map_err(|e| e.to_string())?;
+            match &reply {
+                Reply::Array(f) if f.last() == Some(&Reply::Int(0)) => return Ok(heard),
+                Reply::Array(_) => {}
+                other => return Err(format!("`UNSUBSCRIBE` confirmed with {other}")),
+            }
+        }
+    }
 }
 
 /// One simulated node (`redlock_sim::Node`) with the simulation's script models, on virtual
@@ -80,6 +153,8 @@ pub struct SimNode {
     scripts: SimScripts,
     now: SimTime,
     db: u32,
+    /// The listener's connection, while [`Target::listen`] holds one.
+    listener: Option<Session>,
 }
 
 impl SimNode {
@@ -103,6 +178,7 @@ impl SimNode {
             scripts,
             now: SimTime::from_duration(Duration::ZERO),
             db: 0,
+            listener: None,
         }
     }
 }
@@ -149,6 +225,35 @@ impl Target for SimNode {
             .node
             .execute(self.now, &mut self.db, &args, &self.scripts);
         Ok(to_reply(reply))
+    }
+
+    fn listen(&mut self, channels: &[String]) -> Result<(), String> {
+        self.now = self.now.saturating_add(Duration::from_millis(1));
+        let mut session = self.node.accept();
+        let mut args = vec![Bytes::from_static(b"SUBSCRIBE")];
+        args.extend(
+            channels
+                .iter()
+                .map(|c| Bytes::copy_from_slice(c.as_bytes())),
+        );
+        self.node.run(self.now, &mut session, &args, &self.scripts);
+        // Only what is published from now on is heard.
+        drop(self.node.take_deliveries());
+        self.listener = Some(session);
+        Ok(())
+    }
+
+    fn heard(&mut self) -> Result<Vec<String>, String> {
+        let session = self.listener.take().ok_or("nothing listens")?;
+        let heard = self
+            .node
+            .take_deliveries()
+            .into_iter()
+            .filter(|d| d.session == session.id())
+            .map(|d| String::from_utf8_lossy(&d.channel).into_owned())
+            .collect();
+        self.node.close(&session);
+        Ok(heard)
     }
 }
 

@@ -1,0 +1,84 @@
+//! The lock kinds' script bodies the kinds rows send (kinds-spec.md, the Lua bodies, which
+//! are normative), and the mutant bodies a negative control sends in their place.
+//!
+//! This is the one place that says where a body comes from: today the simulation's copies
+//! (`redlock_sim::kinds::*_SOURCE`, word for word from the design), later the core's own
+//! `Script` constants; switching is a change of the paths below and nothing else.
+
+use redlock_sim::kinds::{multi, rw, semaphore};
+
+use crate::kinds::KindsScript;
+
+/// The bodies a kinds run sends, one per script: [`KindsScripts::SPEC`], or the same with a
+/// mutant body in one script's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KindsScripts {
+    /// MULTI_ACQUIRE.
+    pub multi_acquire: &'static str,
+    /// MULTI_RELEASE.
+    pub multi_release: &'static str,
+    /// MULTI_EXTEND.
+    pub multi_extend: &'static str,
+    /// READ_ACQUIRE.
+    pub read_acquire: &'static str,
+    /// WRITE_ACQUIRE.
+    pub write_acquire: &'static str,
+    /// WRITE_ABANDON.
+    pub write_abandon: &'static str,
+    /// READ_RELEASE.
+    pub read_release: &'static str,
+    /// READ_EXTEND.
+    pub read_extend: &'static str,
+    /// SEM_ACQUIRE.
+    pub sem_acquire: &'static str,
+    /// SEM_RELEASE.
+    pub sem_release: &'static str,
+    /// SEM_EXTEND.
+    pub sem_extend: &'static str,
+}
+
+impl KindsScripts {
+    /// The design's bodies (kinds-spec.md), as the core sends them.
+    pub const SPEC: Self = Self {
+        multi_acquire: multi::MULTI_ACQUIRE_SOURCE,
+        multi_release: multi::MULTI_RELEASE_SOURCE,
+        multi_extend: multi::MULTI_EXTEND_SOURCE,
+        read_acquire: rw::READ_ACQUIRE_SOURCE,
+        write_acquire: rw::WRITE_ACQUIRE_SOURCE,
+        write_abandon: rw::WRITE_ABANDON_SOURCE,
+        read_release: rw::READ_RELEASE_SOURCE,
+        read_extend: rw::READ_EXTEND_SOURCE,
+        sem_acquire: semaphore::SEM_ACQUIRE_SOURCE,
+        sem_release: semaphore::SEM_RELEASE_SOURCE,
+        sem_extend: semaphore::SEM_EXTEND_SOURCE,
+    };
+
+    /// The body sent where the core sends `script`.
+    pub fn body(&self, script: KindsScript) -> &'static str {
+        match script {
+            KindsScript::MultiAcquire => self.multi_acquire,
+            KindsScript::MultiRelease => self.multi_release,
+            KindsScript::MultiExtend => self.multi_extend,
+            KindsScript::ReadAcquire => self.read_acquire,
+            KindsScript::WriteAcquire => self.write_acquire,
+            KindsScript::WriteAbandon => self.write_abandon,
+            KindsScript::ReadRelease => self.read_release,
+            KindsScript::ReadExtend => self.read_extend,
+            KindsScript::SemAcquire => self.sem_acquire,
+            KindsScript::SemRelease => self.sem_release,
+            KindsScript::SemExtend => self.sem_extend,
+        }
+    }
+}
+
+/// SEM_ACQUIRE_OFF_BY_ONE (kinds-spec.md, "Mutant bodies"): `n > k` in place of `n >= k`,
+/// so a node lets k + 1 holders in. Sent as `sem_acquire`, the contract must fail.
+pub const SEM_ACQUIRE_OFF_BY_ONE: &str = semaphore::SEM_ACQUIRE_OFF_BY_ONE_SOURCE;
+
+/// WRITE_ACQUIRE_IGNORES_READERS (kinds-spec.md, "Mutant bodies"): the writer checks only
+/// `R`, so it gets in beside live readers. Sent as `write_acquire`, the contract must fail.
+pub const WRITE_ACQUIRE_IGNORES_READERS: &str = rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE;
+
+/// READ_EXTEND_RESURRECTS (kinds-spec.md, "Mutant bodies"): an extension that re-creates a
+/// pruned reader slot. Sent as `read_extend`, the contract must fail.
+pub const READ_EXTEND_RESURRECTS: &str = rw::READ_EXTEND_RESURRECTS_SOURCE;
