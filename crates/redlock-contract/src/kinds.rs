@@ -46,6 +46,10 @@
 //! taking [`SLACK_MS`]. Every row names the keys of one resource: on a server, `a`, `b` and
 //! `r` become `kinds-contract:<row>:a` and so on, and `r:readers` is R's readers key.
 //!
+//! MULTI_ACQUIRE's rows name no readers key: a multi-lock, like a plain mutex, does not
+//! look at `R:readers`, so readers and plain mutexes must not share a name (kinds-spec.md,
+//! "Keys of a resource R"); a writer, which does, is the readers' exclusive holder.
+//!
 //! Where a row mirrors one of the simulation's (`redlock_sim::kinds::*_CASES`) it has the
 //! same name, and tests/kinds_sim.rs checks both say the same (reply, keys, members,
 //! announcements); times differ only in scale (the simulation's 50-500 ms are seconds here).
@@ -238,7 +242,38 @@ impl KindsCase {
             ..self
         }
     }
+
+    /// Wrong copies of this row, each with one expectation changed (the reply; the keys
+    /// afterwards, where another state is at hand; what a subscriber hears, where the row
+    /// has one), every one of which a target that keeps the contract fails when the script
+    /// runs: the negative control that shows no kinds row passes whatever happens.
+    pub fn wrong_copies(self) -> Vec<Self> {
+        let reply = match self.reply {
+            KindsReply::Int(n) => KindsReply::Int(if n == 0 { 1 } else { 0 }),
+            KindsReply::Error(_) | KindsReply::Returned(_) => KindsReply::Int(0),
+        };
+        let mut copies = vec![Self { reply, ..self }];
+        let nothing = &NOTHING[..self.after.len()];
+        let after = if self.after != self.before {
+            Some(self.before)
+        } else {
+            (self.after != nothing).then_some(nothing)
+        };
+        copies.extend(after.map(|after| Self { after, ..self }));
+        if !self.heard.is_empty() {
+            let published = if self.published.is_empty() {
+                self.heard
+            } else {
+                &[]
+            };
+            copies.push(Self { published, ..self });
+        }
+        copies
+    }
 }
+
+/// Every key of a row absent.
+const NOTHING: [KindsKey; 3] = [Absent; 3];
 
 /// A row that publishes nothing and has no subscriber.
 const fn row(

@@ -395,3 +395,40 @@ impl fmt::Display for KindsReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_read_back_is_one_life_only() {
+        let now = 1_000_000_000;
+        let string = |pttl| Seen::Str(b"t".to_vec(), pttl);
+        let set = KindsKey::Str("t", Life::Command);
+        assert!(string(99_000).admits(set, now));
+        assert!(!string(99_000).admits(KindsKey::Str("t", Life::Long), now));
+        assert!(!string(9_000).admits(set, now), "not lengthened");
+        assert!(!string(-1).admits(set, now), "no expiry");
+        let holders = |score: i64| Seen::Set(vec![("t", Some((now + score) as f64))], 9_999);
+        let short = KindsKey::Holders(&[("t", Life::Short)], Life::Short);
+        assert!(holders(9_990).admits(short, now));
+        assert!(
+            !holders(99_990).admits(short, now),
+            "moved to the command's deadline"
+        );
+        assert!(!holders(-1).admits(short, now), "expired");
+        let gone = Seen::Set(vec![("t", None)], 9_999);
+        assert!(!gone.admits(short, now), "a member missing");
+    }
+
+    #[test]
+    fn a_returned_error_is_matched_whole_a_raised_one_by_its_start() {
+        let permits = Reply::Error("PERMITS 3".into());
+        assert!(reply_matches(KindsReply::Returned("PERMITS 3"), &permits));
+        assert!(!reply_matches(KindsReply::Returned("PERMITS 2"), &permits));
+        let raised = Reply::Error("PERMITS 3 script: on @user_script:1.".into());
+        assert!(!reply_matches(KindsReply::Returned("PERMITS 3"), &raised));
+        let wrong = Reply::Error("WRONGTYPE Operation against a key script: x".into());
+        assert!(reply_matches(KindsReply::Error("WRONGTYPE"), &wrong));
+    }
+}

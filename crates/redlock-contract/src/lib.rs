@@ -1,14 +1,16 @@
 //! The command contract: what every command a lock sends must do to a key on every server,
-//! written once as one table in two parts (the lock key's [`CONTRACT`], and the fencing
-//! scripts' [`FENCE_CONTRACT`] on the key and its counter) and run three ways, against real
-//! Redis, real Valkey and the simulation's node model, so the model cannot drift from the
-//! servers and each script's token check is tested where it runs.
+//! written once as one table in three parts (the lock key's [`CONTRACT`], the fencing
+//! scripts' [`FENCE_CONTRACT`] on the key and its counter, and the lock kinds' scripts'
+//! [`KINDS_CONTRACT`] on a resource's keys: the multi-lock's, the reader-writer lock's and
+//! the semaphore's, kinds-spec.md) and run three ways, against real Redis, real Valkey and
+//! the simulation's node model, so the model cannot drift from the servers and each
+//! script's token check is tested where it runs.
 //!
 //! Test code only (`publish = false`): it sits beside the core, not in it, and depends on
 //! both the test kit and the simulation, which depend on neither it nor each other's tests.
 //!
 //! ```no_run
-//! use redlock_contract::{RealNode, Scripts, SimNode, run};
+//! use redlock_contract::{KindsScripts, RealNode, Scripts, SimNode, run, run_kinds};
 //! use redlock_testkit::Cluster;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -18,6 +20,8 @@
 //! assert!(report.is_clean(), "{report}");
 //! let report = run(&mut SimNode::new(), Scripts::CORE)?;
 //! assert!(report.is_clean(), "{report}");
+//! let report = run_kinds(&mut SimNode::new(), KindsScripts::SPEC)?;
+//! assert!(report.is_clean(), "{report}");
 //! # Ok(())
 //! # }
 //! ```
@@ -25,9 +29,15 @@
 //! # Layout
 //! - `table`: the contract as data, with the table in its docs;
 //! - `fence`: the fencing scripts' rows (K and its counter F) and how one runs;
+//! - `kinds`: the lock kinds' rows (every kinds script on its keys' states, members and
+//!   expiries, and what a subscriber hears), with their table in its docs;
+//! - `kinds_run`: running the kinds rows on any [`Target`], by `EVALSHA`, `EVAL` and
+//!   `EVALSHA` on an empty cache, a second connection listening on the release channels;
+//!   one [`KindsReport`];
+//! - `kinds_scripts`: where each kinds script's body comes from, and the mutant bodies;
 //! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
-//! - `run`: one runner for any [`Target`] and both parts: set up, send, compare; skips what
-//!   a server lacks; one [`Report`];
+//! - `run`: one runner for any [`Target`] and the first two parts: set up, send, compare;
+//!   skips what a server lacks; one [`Report`];
 //! - `target`: [`RealNode`] (a test-kit node) and [`SimNode`] (`redlock_sim::Node`).
 
 #![forbid(unsafe_code)]

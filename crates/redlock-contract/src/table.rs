@@ -17,6 +17,10 @@
 //! The ttls are chosen so that every expected PTTL range is disjoint from the others
 //! ([`LONG_TTL_MS`], [`TTL_MS`], [`SHORT_TTL_MS`]): a check never depends on how fast a step
 //! ran, only on no step taking seconds.
+//!
+//! This is the lock key's part; the fencing scripts' rows are in fence.rs and the lock
+//! kinds' scripts' rows (multi-lock, reader-writer lock, semaphore) in kinds.rs, each with
+//! its own table in the same form.
 
 use std::fmt;
 

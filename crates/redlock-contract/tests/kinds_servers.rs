@@ -7,7 +7,7 @@ use std::io::Write as _;
 
 use redlock_contract::{
     KINDS_CONTRACT, KindsReport, KindsScript, KindsScripts, READ_EXTEND_RESURRECTS, RealNode,
-    SEM_ACQUIRE_OFF_BY_ONE, Send, WRITE_ACQUIRE_IGNORES_READERS, run_kinds,
+    SEM_ACQUIRE_OFF_BY_ONE, Send, WRITE_ACQUIRE_IGNORES_READERS, run_kinds, run_kinds_rows,
 };
 use redlock_testkit::Cluster;
 
@@ -90,4 +90,19 @@ fn a_read_extend_that_resurrects_breaks_the_contract() {
 /// Prints past the test harness's capture; `note` marks a negative control.
 fn say(note: &str, report: &KindsReport) {
     let _ = write!(std::io::stderr(), "{note}{report}");
+}
+
+/// Every kinds row can fail on a real server: each of its wrong copies (one expectation
+/// changed) fails where the script runs (`EVALSHA`, `EVAL`).
+#[test]
+fn a_wrong_kinds_row_breaks_the_contract() {
+    let cluster = Cluster::start(1).expect("start a node");
+    let mut node = RealNode::connect(cluster.node(0), cluster.server()).expect("connect");
+    for row in KINDS_CONTRACT {
+        for wrong in row.wrong_copies() {
+            let report = run_kinds_rows(&mut node, KindsScripts::SPEC, &[wrong]).expect("answers");
+            let sends: Vec<Send> = report.failed.iter().map(|(_, send, _)| *send).collect();
+            assert_eq!(sends, [Send::Sha, Send::Eval], "{wrong:?} passed: {report}");
+        }
+    }
 }

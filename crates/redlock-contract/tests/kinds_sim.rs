@@ -7,7 +7,7 @@ use std::io::Write as _;
 use redlock_contract::{
     KINDS_CONTRACT, KindsKey, KindsReply, KindsReport, KindsScript, KindsScripts, Life,
     READ_EXTEND_RESURRECTS, SEM_ACQUIRE_OFF_BY_ONE, Send, SimNode, WRITE_ACQUIRE_IGNORES_READERS,
-    run_kinds,
+    run_kinds, run_kinds_rows,
 };
 use redlock_sim::ServerProfile;
 use redlock_sim::kinds::case::{Expect, State, Table};
@@ -190,4 +190,21 @@ fn shape_of(key: KindsKey) -> Shape {
 /// Prints past the test harness's capture; `note` marks a negative control.
 fn say(note: &str, report: &KindsReport) {
     let _ = write!(std::io::stderr(), "{note}{report}");
+}
+
+/// Every kinds row can fail on the model: each of its wrong copies (one expectation
+/// changed) fails where the script runs (`EVALSHA`, `EVAL`).
+#[test]
+fn a_wrong_kinds_row_breaks_the_contract() {
+    let mut node = SimNode::new();
+    let mut copies = 0;
+    for row in KINDS_CONTRACT {
+        for wrong in row.wrong_copies() {
+            let report = run_kinds_rows(&mut node, KindsScripts::SPEC, &[wrong]).expect("answers");
+            let sends: Vec<Send> = report.failed.iter().map(|(_, send, _)| *send).collect();
+            assert_eq!(sends, [Send::Sha, Send::Eval], "{wrong:?} passed: {report}");
+            copies += 1;
+        }
+    }
+    assert!(copies >= 2 * KINDS_CONTRACT.len(), "{copies}");
 }
