@@ -18,7 +18,7 @@ use crate::{
 
 /// One lock and release of [`extreme_durations_keep_the_driver_alive`] with `timeout` as
 /// the connect timeout: every key released, or, under 1 ms, a clear error or a quorum
-/// reached with the other nodes' connects timed out.
+/// reached with the other nodes' connects timed out (or back only by the release).
 fn lock_with_extreme_connect_timeout<D: Driver>(d: &D, timeout: Duration, call: u32) {
     let timed_out = |o: &ReleaseOutcome| {
         matches!(
@@ -29,10 +29,14 @@ fn lock_with_extreme_connect_timeout<D: Driver>(d: &D, timeout: Duration, call: 
     match d.lock("p1") {
         Ok(g) => {
             let report = g.release().expect("released");
+            // Under 1 ms a node's connect may time out during the acquisition (no key set
+            // there) and succeed on its reconnection before the release, which then finds
+            // no key: "already expired" is that node's truthful answer.
+            let missed = |o: &ReleaseOutcome| timed_out(o) || *o == ReleaseOutcome::AlreadyExpired;
             assert!(
                 (report.iter()).all(|o| *o == ReleaseOutcome::Released
                     || *o == ReleaseOutcome::Pending
-                    || timeout < MS && timed_out(o)),
+                    || timeout < MS && missed(o)),
                 "connect timeout {timeout:?}, call {call}: {report:?}"
             );
         }
