@@ -477,3 +477,45 @@ mod mutants {
         acquired(&events);
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// For every N, k and sequence of yes/no answers, a semaphore's attempt is decided
+        /// as a reference count with q = max(majority, floor(kN/(k+1)) + 1) decides it: held
+        /// at the q-th yes, failed once more than N - q said no; and q holders of k + 1 can
+        /// never fit on N nodes of k slots each.
+        #[test]
+        fn a_semaphore_is_decided_by_its_raised_quorum(
+            n in 1usize..=7,
+            permits in 1u32..=8,
+            yes in proptest::collection::vec(any::<bool>(), 7),
+        ) {
+            let k = permits as usize;
+            let q = (k * n / (k + 1) + 1).max(n / 2 + 1);
+            prop_assert!((k + 1) * q > k * n);
+            let mut h = Harness::connected(builder(n, 1).build().expect("valid config"));
+            let (_, _) = acquire(&mut h, "s", &kind(LockKind::semaphore(permits)));
+            let (mut ayes, mut noes, mut decided) = (0, 0, None);
+            for (i, &y) in yes.iter().enumerate().take(n) {
+                let out = h.reply(i, if y { YES } else { NO });
+                if y { ayes += 1 } else { noes += 1 }
+                let expected = (ayes >= q).then_some(true).or((noes > n - q).then_some(false));
+                match (&out.events[..], expected) {
+                    ([], None) => {}
+                    ([Event::Acquired(_)], Some(true)) | ([Event::AcquireFailed { .. }], Some(false)) => {
+                        decided = Some(i);
+                        break;
+                    }
+                    (events, expected) => prop_assert!(false, "{events:?} but expected {expected:?}"),
+                }
+            }
+            prop_assert!(decided.is_some());
+        }
+    }
+}
