@@ -200,6 +200,19 @@ fn a_reader_acquires_extends_and_releases_by_its_scripts() {
 }
 
 #[test]
+fn a_kind_script_missing_from_a_nodes_cache_is_sent_again_as_eval() {
+    let mut h = harness(3, 1);
+    let (_, _) = acquire(&mut h, "r", &kind(LockKind::Read));
+    let out = h.reply(0, b"-NOSCRIPT No matching script.\r\n");
+    let keys = ["r", "r:readers", "r:writer-waiting"];
+    let mut eval = evalsha(&READ_ACQUIRE_SCRIPT, &keys, &["*", "10000"]);
+    eval[0] = "EVAL".to_owned();
+    eval[1] = READ_ACQUIRE_SCRIPT.body.to_owned();
+    assert_eq!(sent(&out, 0), vec![eval]);
+    acquired(&answer(&mut h, &[YES, YES]));
+}
+
+#[test]
 fn a_writer_waits_with_patience_releases_as_a_mutex_and_abandons_when_it_gives_up() {
     let mut h = harness(3, 2);
     let (_, out) = acquire(&mut h, "w", &kind(LockKind::Write));

@@ -80,14 +80,20 @@ impl LockKind {
             ));
         }
         if fenced && self != Self::Mutex {
-            return Err(ConfigError::new(
-                "fenced",
-                "only a mutex can be fenced for now; turn fencing off for readers, writers, \
-                 semaphores and multi-resource locks",
-            ));
+            return Err(fencing_refused());
         }
         Ok(())
     }
+}
+
+/// The option error of a fenced lock of a kind beyond the mutex: only a mutex hands out
+/// fencing tokens for now (docs/kinds.md).
+pub(crate) fn fencing_refused() -> ConfigError {
+    ConfigError::new(
+        "fenced",
+        "only a mutex can be fenced for now; turn fencing off for readers, writers, \
+         semaphores and multi-resource locks",
+    )
 }
 
 /// The quorum of a `permits`-holder semaphore over `nodes` nodes: `max(config quorum,
@@ -171,10 +177,9 @@ impl Kinded {
                 0,
             ),
             LockKind::Read | LockKind::Write => {
-                let keys = [first.bytes().clone(), suffixed(first, b":readers")];
                 let keys = [
-                    keys[0].clone(),
-                    keys[1].clone(),
+                    first.bytes().clone(),
+                    suffixed(first, b":readers"),
                     suffixed(first, b":writer-waiting"),
                 ];
                 let shape = if kind == LockKind::Read {

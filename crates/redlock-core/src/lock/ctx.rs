@@ -147,10 +147,7 @@ impl Ctx {
             return Err(UsageError::InvalidOption(e));
         }
         if options.fenced == Some(true) {
-            let e = LockKind::Write.check(true).err().unwrap_or_else(|| {
-                crate::error::ConfigError::new("fenced", "only a mutex can be fenced")
-            });
-            return Err(UsageError::InvalidOption(e));
+            return Err(UsageError::InvalidOption(kinds::fencing_refused()));
         }
         let unfenced = LockOptions {
             fenced: Some(false),
