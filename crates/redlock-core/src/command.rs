@@ -12,8 +12,6 @@
 //! counter are fencing.rs's.
 //! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
 
-use std::sync::Arc;
-
 use bytes::{Bytes, BytesMut};
 
 use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
@@ -66,15 +64,14 @@ pub struct Command {
     token: Option<Token>,
     /// The ttl in ms (`SET`, extension), or the counter value a fence write-back sets.
     number: u64,
-    /// The fencing counter key F, for the fenced acquire and its write-back.
-    fence_key: Option<Bytes>,
+    /// The fencing counter key F, for the fenced acquire and its write-back; or a lock
+    /// kind's keys and number, packed (kinds/args.rs, `KindArgs`), for its scripts. One
+    /// slot for both, so that no command is larger for the kinds.
+    extra: Option<Bytes>,
     /// The release of a held lock: where it goes out as a native command, the client
     /// writes the release's announcement right behind it (client.rs), as the script
     /// publishes its own. Neither [`encode`](Self::encode) nor [`args`](Self::args) adds it.
     announce: bool,
-    /// The keys and number of a lock kind's script (kinds/mod.rs); `None` for the mutex's
-    /// commands.
-    kind_args: Option<Arc<KindArgs>>,
 }
 
 /// Which command, and how its reply is read.
@@ -180,7 +177,7 @@ impl Command {
     ) -> Self {
         let kind = CommandKind::EvalSha(script, ScriptUse::FencedAcquire);
         Self {
-            fence_key: Some(fence_key.clone()),
+            extra: Some(fence_key.clone()),
             ..Self::new(kind, resource, token, ttl_ms)
         }
     }
@@ -194,7 +191,7 @@ impl Command {
     ) -> Self {
         let kind = CommandKind::EvalSha(&RAISE_FENCE_SCRIPT, ScriptUse::RaiseFence);
         Self {
-            fence_key: Some(fence_key.clone()),
+            extra: Some(fence_key.clone()),
             ..Self::new(kind, resource, token, value)
         }
     }
@@ -215,9 +212,8 @@ impl Command {
             key: resource.bytes().clone(),
             token: None,
             number: 0,
-            fence_key: None,
+            extra: None,
             announce: false,
-            kind_args: None,
         }
     }
 
@@ -227,9 +223,8 @@ impl Command {
             key: resource.bytes().clone(),
             token: Some(token.clone()),
             number,
-            fence_key: None,
+            extra: None,
             announce: false,
-            kind_args: None,
         }
     }
 
@@ -239,11 +234,11 @@ impl Command {
         script: &'static Script,
         usage: KindUse,
         (resource, token, ttl_ms): (&Resource, &Token, u64),
-        args: Arc<KindArgs>,
+        args: &KindArgs,
     ) -> Self {
         let kind = CommandKind::EvalSha(script, ScriptUse::Kind(usage));
         Self {
-            kind_args: Some(args),
+            extra: Some(args.packed().clone()),
             ..Self::new(kind, resource, token, ttl_ms)
         }
     }
@@ -252,12 +247,11 @@ impl Command {
     /// together (`Native::SetEach`: a negative control's).
     pub(crate) fn set_each(
         (resource, token, ttl_ms): (&Resource, &Token, u64),
-        args: Arc<KindArgs>,
+        (args, keys): (&KindArgs, u32),
     ) -> Self {
-        let keys = u32::try_from(args.keys().len()).unwrap_or(u32::MAX);
         let kind = CommandKind::Native(Native::SetEach { keys });
         Self {
-            kind_args: Some(args),
+            extra: Some(args.packed().clone()),
             ..Self::new(kind, resource, token, ttl_ms)
         }
     }
@@ -341,13 +335,13 @@ impl Command {
         match self.kind {
             CommandKind::Native(Native::FencedPipeline { floor }) => {
                 // The two counter commands follow the `SET` that `with_args` wrote.
-                let fence = self.fence_key.as_deref().unwrap_or_default();
+                let fence = self.extra.as_deref().unwrap_or_default();
                 fencing::encode_counter_commands(buf, fence, format_u64(floor, &mut digits));
             }
             CommandKind::Native(Native::SetEach { .. }) => {
                 let token = self.token.as_ref().map_or(&[][..], Token::as_bytes);
                 let ttl = format_u64(self.number, &mut digits);
-                encode_set_each(buf, self.kind_args.as_deref(), token, ttl);
+                encode_set_each(buf, self.extra.as_deref().unwrap_or_default(), token, ttl);
             }
             _ => {}
         }
@@ -357,17 +351,16 @@ impl Command {
         let key = &self.key[..];
         let token = self.token.as_ref().map_or(&[][..], Token::as_bytes);
         let ttl = format_u64(self.number, digits);
-        let fence = self.fence_key.as_deref().unwrap_or_default();
-        let kind_args = self.kind_args.as_deref();
+        let fence = self.extra.as_deref().unwrap_or_default();
         match self.kind {
             CommandKind::SetNxPx => f(&[b"SET", key, token, b"NX", b"PX", ttl]),
             CommandKind::EvalSha(script, usage) => {
                 let call = [b"EVALSHA".as_slice(), script.sha1.as_bytes()];
-                script_args(call, (usage, kind_args), [key, fence, token, ttl], f);
+                script_args(call, usage, [key, fence, token, ttl], f);
             }
             CommandKind::Eval(script, usage) => {
                 let call = [b"EVAL".as_slice(), script.body.as_bytes()];
-                script_args(call, (usage, kind_args), [key, fence, token, ttl], f);
+                script_args(call, usage, [key, fence, token, ttl], f);
             }
             CommandKind::Native(Native::Delifeq) => f(&[b"DELIFEQ", key, token]),
             CommandKind::Native(Native::Delex) => f(&[b"DELEX", key, b"IFEQ", token]),
@@ -515,20 +508,18 @@ impl Encoder {
 /// a lock kind's script takes its keys and number from `kind_args` (kinds/mod.rs).
 fn script_args(
     [name, script]: [&[u8]; 2],
-    (usage, kind_args): (ScriptUse, Option<&KindArgs>),
-    [key, fence, token, number]: [&[u8]; 4],
+    usage: ScriptUse,
+    [key, extra, token, number]: [&[u8]; 4],
     f: impl FnOnce(&[&[u8]]),
 ) {
     match usage {
-        ScriptUse::Kind(k) => match kind_args {
-            Some(args) => kind_script_args([name, script], k, args, [token, number], f),
-            // Never made without its keys (`Command::kind_script`).
-            None => f(&[name, script, b"0", token]),
-        },
+        // `extra`: the kind's packed keys and number.
+        ScriptUse::Kind(k) => kind_script_args([name, script], k, extra, [token, number], f),
         ScriptUse::Release => f(&[name, script, b"1", key, token]),
         ScriptUse::Extend => f(&[name, script, b"1", key, token, number]),
+        // `extra`: the fencing counter key.
         ScriptUse::FencedAcquire | ScriptUse::RaiseFence => {
-            f(&[name, script, b"2", key, fence, token, number])
+            f(&[name, script, b"2", key, extra, token, number])
         }
     }
 }

@@ -150,7 +150,7 @@ impl LockOptions {
             release_in_background: true,
             refuse_for_good: true,
             kind: self.kind,
-            kind_scripts: KindScripts::default(),
+            kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
         };
         #[cfg(feature = "_mutants")]
@@ -242,26 +242,33 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
 #[cfg(feature = "_mutants")]
 fn with_kind_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams {
     use crate::mutant::Mutant;
+    const OFF_BY_ONE: KindScripts = KindScripts {
+        sem_acquire: &kinds::SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const IGNORES_READERS: KindScripts = KindScripts {
+        write_acquire: &kinds::WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const RESURRECTS: KindScripts = KindScripts {
+        read_extend: &kinds::READ_EXTEND_RESURRECTS_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const ONE_BY_ONE: KindScripts = KindScripts {
+        multi_one_by_one: true,
+        ..KindScripts::SPEC
+    };
     match mutant {
         Mutant::SemAcquireOffByOne => LockParams {
-            kind_scripts: KindScripts {
-                sem_acquire: &kinds::SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
-                ..params.kind_scripts
-            },
+            kind_scripts: &OFF_BY_ONE,
             ..params
         },
         Mutant::WriteAcquireIgnoresReaders => LockParams {
-            kind_scripts: KindScripts {
-                write_acquire: &kinds::WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
-                ..params.kind_scripts
-            },
+            kind_scripts: &IGNORES_READERS,
             ..params
         },
         Mutant::ReadExtendResurrects => LockParams {
-            kind_scripts: KindScripts {
-                read_extend: &kinds::READ_EXTEND_RESURRECTS_SCRIPT,
-                ..params.kind_scripts
-            },
+            kind_scripts: &RESURRECTS,
             deadline_ends_lock: false,
             ..params
         },
@@ -270,10 +277,7 @@ fn with_kind_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockPa
             ..params
         },
         Mutant::MultiFirstKeyVote => LockParams {
-            kind_scripts: KindScripts {
-                multi_one_by_one: true,
-                ..params.kind_scripts
-            },
+            kind_scripts: &ONE_BY_ONE,
             ..params
         },
         _ => params,
@@ -326,7 +330,7 @@ pub(crate) struct LockParams {
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).
-    pub(crate) kind_scripts: KindScripts,
+    pub(crate) kind_scripts: &'static KindScripts,
     /// Whether a semaphore's quorum is raised above the majority (kinds/mod.rs,
     /// `semaphore_quorum`; a negative control keeps the majority).
     pub(crate) kind_quorum: bool,

@@ -1,5 +1,5 @@
 //! What a kind's script call carries and answers, as command.rs needs it: which script
-//! ([`KindUse`]), the lock's keys and number ([`KindArgs`]), which of them each script takes,
+//! ([`KindUse`]), the lock's keys and number, packed ([`KindArgs`]), which of them each script takes,
 //! and what its replies mean ([`Answer`]). It depends on nothing of the lock, so that the
 //! commands can read it (docs/kinds.md, "Scripts").
 
@@ -51,7 +51,7 @@ impl KindUse {
     /// The lock's keys this script takes as `KEYS` (kinds/mod.rs, `Kinded::new`, gives their
     /// order: R, R:readers, R:writer-waiting; R:permits, R:permits:limit, R; or a
     /// multi-lock's resources).
-    pub(crate) fn keys(self, all: &[Bytes]) -> &[Bytes] {
+    pub(crate) fn keys<'k>(self, all: &'k [&'k [u8]]) -> &'k [&'k [u8]] {
         let range = match self {
             Self::ReadExtend => 1..2,
             Self::WriteAbandon => 2..3,
@@ -95,31 +95,55 @@ impl KindUse {
     }
 }
 
-/// The keys and number a lock of a kind sends with each of its scripts, made once per lock
-/// and shared by its commands.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct KindArgs {
-    /// `KEYS` of the lock's widest script (see [`KindUse::keys`]).
-    keys: Box<[Bytes]>,
-    /// The writer's patience in ms, or the semaphore's k.
-    number: u64,
-}
+/// The keys and number a lock of a kind sends with each of its scripts, packed once per
+/// lock into one [`Bytes`] that its commands share (in the slot a fenced command keeps its
+/// counter key in, so that a command is no larger for it): the number as 8 bytes
+/// little-endian, then each key as its length (4 bytes little-endian) and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct KindArgs(Bytes);
 
 impl KindArgs {
-    /// The arguments of a lock with these keys and number.
-    pub(crate) fn new(keys: Box<[Bytes]>, number: u64) -> Self {
-        Self { keys, number }
+    /// The arguments of a lock with these keys (`KEYS` of its widest script, see
+    /// [`KindUse::keys`]) and number (the writer's patience in ms, the semaphore's k).
+    pub(crate) fn new(keys: &[Bytes], number: u64) -> Self {
+        let size = 8 + keys.iter().map(|k| 4 + k.len()).sum::<usize>();
+        let mut packed = BytesMut::with_capacity(size);
+        packed.extend_from_slice(&number.to_le_bytes());
+        for key in keys {
+            let len = u32::try_from(key.len()).unwrap_or(u32::MAX);
+            packed.extend_from_slice(&len.to_le_bytes());
+            packed.extend_from_slice(key);
+        }
+        Self(packed.freeze())
     }
 
-    /// The keys (`KEYS` of the lock's widest script).
-    pub(crate) fn keys(&self) -> &[Bytes] {
-        &self.keys
+    /// The packed bytes, as a command carries them.
+    pub(crate) fn packed(&self) -> &Bytes {
+        &self.0
     }
 
-    /// The writer's patience in ms, or the semaphore's k.
+    /// The number: the writer's patience in ms, or the semaphore's k.
     pub(crate) fn number(&self) -> u64 {
-        self.number
+        (self.0.first_chunk::<8>()).map_or(0, |n| u64::from_le_bytes(*n))
     }
+}
+
+/// The number and the keys of packed [`KindArgs`]; a truncated packing (never made) ends
+/// the keys early.
+fn unpack(packed: &[u8]) -> (u64, Vec<&[u8]>) {
+    let Some((number, mut rest)) = packed.split_first_chunk::<8>() else {
+        return (0, Vec::new());
+    };
+    let mut keys = Vec::new();
+    while let Some((len, after)) = rest.split_first_chunk::<4>() {
+        let len = u32::from_le_bytes(*len) as usize;
+        let Some((key, after)) = after.split_at_checked(len) else {
+            break;
+        };
+        keys.push(key);
+        rest = after;
+    }
+    (u64::from_le_bytes(*number), keys)
 }
 
 /// A kind's script call's arguments: `[EVALSHA sha | EVAL body] numkeys keys... token
@@ -128,23 +152,24 @@ impl KindArgs {
 pub(crate) fn script_args(
     call: [&[u8]; 2],
     usage: KindUse,
-    args: &KindArgs,
+    packed: &[u8],
     [token, ttl]: [&[u8]; 2],
     f: impl FnOnce(&[&[u8]]),
 ) {
-    let keys = usage.keys(args.keys());
+    let (lock_number, all) = unpack(packed);
+    let keys = usage.keys(&all);
     let (mut count, mut number) = ([0u8; 20], [0u8; 20]);
     let mut out: Vec<&[u8]> = Vec::with_capacity(keys.len() + 6);
     out.extend(call);
     out.push(decimal(keys.len() as u64, &mut count));
-    out.extend(keys.iter().map(|k| &k[..]));
+    out.extend_from_slice(keys);
     out.push(token);
     let (with_ttl, with_number) = usage.argv();
     if with_ttl {
         out.push(ttl);
     }
     if with_number {
-        out.push(decimal(args.number(), &mut number));
+        out.push(decimal(lock_number, &mut number));
     }
     f(&out);
 }
@@ -158,16 +183,12 @@ fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[..20 - left]
 }
 
-/// Appends a negative control's `SET key token NX PX ttl` for every key of `args` but the
-/// first, whose `SET` the command wrote already (command.rs, `Native::SetEach`).
+/// Appends a negative control's `SET key token NX PX ttl` for every key of `packed`
+/// ([`KindArgs`]) but the first, whose `SET` the command wrote already (command.rs,
+/// `Native::SetEach`).
 #[cold]
-pub(crate) fn encode_set_each(
-    buf: &mut BytesMut,
-    args: Option<&KindArgs>,
-    token: &[u8],
-    ttl: &[u8],
-) {
-    for key in args.map_or(&[][..], KindArgs::keys).iter().skip(1) {
+pub(crate) fn encode_set_each(buf: &mut BytesMut, packed: &[u8], token: &[u8], ttl: &[u8]) {
+    for key in unpack(packed).1.into_iter().skip(1) {
         resp::encode(buf, &[b"SET", key, token, b"NX", b"PX", ttl]);
     }
 }
@@ -191,6 +212,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn packed_args_unpack_to_their_keys_and_number() {
+        let keys = [
+            Bytes::from_static(b"a"),
+            Bytes::new(),
+            Bytes::from_static(b"ccc"),
+        ];
+        let args = KindArgs::new(&keys, 7);
+        let (number, unpacked) = unpack(args.packed());
+        assert_eq!((number, args.number()), (7, 7));
+        assert_eq!(unpacked, [&b"a"[..], b"", b"ccc"]);
+        assert_eq!(unpack(&args.packed()[..10]), (7, Vec::new()));
+        assert_eq!(unpack(b"short"), (0, Vec::new()));
+    }
+
+    #[test]
     fn kind_replies_are_read_per_script() {
         assert_eq!(KindUse::SemAcquire.answer(1), Some(Answer::Yes));
         assert_eq!(KindUse::SemAcquire.answer(0), Some(Answer::No));
@@ -205,10 +241,7 @@ mod tests {
 
     #[test]
     fn each_script_takes_its_keys() {
-        let keys: Vec<Bytes> = ["r", "r:readers", "r:writer-waiting"]
-            .into_iter()
-            .map(|k| Bytes::from_static(k.as_bytes()))
-            .collect();
+        let keys: Vec<&[u8]> = vec![b"r", b"r:readers", b"r:writer-waiting"];
         let mut buf = [0u8; 20];
         assert_eq!(decimal(0, &mut buf), b"0");
         assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");

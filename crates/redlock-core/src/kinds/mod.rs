@@ -9,8 +9,6 @@
 //! sends for each step is [`Kinded`]'s, and the lock's phases ask it (lock/acquire.rs,
 //! lock/extend.rs, lock/release.rs) only when the lock is not a plain mutex.
 
-use std::sync::Arc;
-
 use bytes::{Bytes, BytesMut};
 
 use crate::command::{Command, Vote};
@@ -121,15 +119,14 @@ pub(crate) struct KindScripts {
     pub(crate) multi_one_by_one: bool,
 }
 
-impl Default for KindScripts {
-    fn default() -> Self {
-        Self {
-            sem_acquire: &SEM_ACQUIRE_SCRIPT,
-            write_acquire: &WRITE_ACQUIRE_SCRIPT,
-            read_extend: &READ_EXTEND_SCRIPT,
-            multi_one_by_one: false,
-        }
-    }
+impl KindScripts {
+    /// The spec's scripts (docs/kinds.md): what every lock runs but a negative control's.
+    pub(crate) const SPEC: Self = Self {
+        sem_acquire: &SEM_ACQUIRE_SCRIPT,
+        write_acquire: &WRITE_ACQUIRE_SCRIPT,
+        read_extend: &READ_EXTEND_SCRIPT,
+        multi_one_by_one: false,
+    };
 }
 
 /// What a lock of a kind beyond the mutex is: its shape, and its keys.
@@ -149,7 +146,10 @@ pub(crate) enum Shape {
 #[derive(Debug, Clone)]
 pub(crate) struct Kinded {
     shape: Shape,
-    args: Arc<KindArgs>,
+    /// The keys and number, packed once (args.rs).
+    args: KindArgs,
+    /// How many keys (a multi-lock's resources).
+    keys: u32,
 }
 
 /// Appends `suffix` to the resource's key: one of the kind's own keys (docs/kinds.md,
@@ -198,8 +198,9 @@ impl Kinded {
                 (Shape::Semaphore, Box::from(keys), u64::from(permits))
             }
         };
-        let args = Arc::new(KindArgs::new(keys, number));
-        Some(Self { shape, args })
+        let args = KindArgs::new(&keys, number);
+        let keys = u32::try_from(keys.len()).unwrap_or(u32::MAX);
+        Some(Self { shape, args, keys })
     }
 
     /// A command running `script` as `usage` with the lock's keys.
@@ -209,14 +210,14 @@ impl Kinded {
         script: &'static Script,
         at: (&Resource, &Token, u64),
     ) -> Command {
-        Command::kind_script(script, usage, at, Arc::clone(&self.args))
+        Command::kind_script(script, usage, at, &self.args)
     }
 
     /// One attempt's acquire command.
     pub(crate) fn acquire(&self, scripts: &KindScripts, at: (&Resource, &Token, u64)) -> Command {
         match self.shape {
             Shape::Multi if scripts.multi_one_by_one => {
-                Command::set_each(at, Arc::clone(&self.args))
+                Command::set_each(at, (&self.args, self.keys))
             }
             Shape::Multi => self.command(KindUse::MultiAcquire, &MULTI_ACQUIRE_SCRIPT, at),
             Shape::Read => self.command(KindUse::ReadAcquire, &READ_ACQUIRE_SCRIPT, at),

@@ -106,7 +106,7 @@ impl Acquiring {
             // A kind beyond the mutex (kinds/mod.rs): its own acquire command.
             (Some(kind), _) => {
                 let at = (&ctx.resource, &self.token, timing.ttl_ms);
-                kind.acquire(&ctx.params.kind_scripts, at)
+                kind.acquire(ctx.params.kind_scripts, at)
             }
             (None, Some(fence)) => {
                 let script = ctx.params.fenced_acquire_script;

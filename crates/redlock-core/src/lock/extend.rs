@@ -110,7 +110,7 @@ impl Held {
         // mutex does.
         let at = (&ctx.resource, &self.token, timing.ttl_ms);
         let kind = ctx.kind.as_ref();
-        let command = match kind.and_then(|k| k.extend(&params.kind_scripts, at)) {
+        let command = match kind.and_then(|k| k.extend(params.kind_scripts, at)) {
             Some(command) => command,
             None => Command::extend(
                 &ctx.resource,
