@@ -96,8 +96,9 @@ pub(crate) fn fencing_refused() -> ConfigError {
 
 /// The quorum of a `permits`-holder semaphore over `nodes` nodes: `max(config quorum,
 /// floor(kN/(k+1)) + 1)`. k + 1 holders each on q nodes place (k+1)q slots and N nodes hold
-/// at most kN, so no k + 1 holders coexist iff (k+1)q > kN (docs/safety.md, "Counting
-/// semaphore"). For k = 1 it is the majority; for N = 5, k = 2 or 3 need 4, k >= 4 all 5.
+/// at most kN, so no k + 1 holders coexist iff (k+1)q > kN (docs/safety.md, "The quorum
+/// intersection, per holder slot"). For k = 1 it is the majority; for N = 5, k = 2 or 3
+/// need 4, k >= 4 all 5.
 pub(crate) fn semaphore_quorum(nodes: usize, config_quorum: usize, permits: u32) -> usize {
     let (k, n) = (u128::from(permits), nodes as u128);
     let q = usize::try_from(k * n / (k + 1) + 1).unwrap_or(nodes);
