@@ -584,6 +584,30 @@ mod tests {
             hex_sha1(RESURRECTING_EXTEND_SCRIPT.body),
             RESURRECTING_EXTEND_SCRIPT.sha1
         );
+        use crate::kinds::*;
+        for script in [
+            &MULTI_ACQUIRE_SCRIPT,
+            &MULTI_RELEASE_SCRIPT,
+            &MULTI_EXTEND_SCRIPT,
+            &READ_ACQUIRE_SCRIPT,
+            &WRITE_ACQUIRE_SCRIPT,
+            &WRITE_ABANDON_SCRIPT,
+            &READ_RELEASE_SCRIPT,
+            &READ_EXTEND_SCRIPT,
+            &SEM_ACQUIRE_SCRIPT,
+            &SEM_RELEASE_SCRIPT,
+            &SEM_EXTEND_SCRIPT,
+        ] {
+            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
+        }
+        #[cfg(feature = "_mutants")]
+        for script in [
+            &READ_EXTEND_RESURRECTS_SCRIPT,
+            &SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
+            &WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
+        ] {
+            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
+        }
     }
 
     #[test]

@@ -23,6 +23,12 @@
 //!   nodes (and to nodes with `max_in_flight` requests unanswered) at once and decides when
 //!   to reconnect. Drivers use this one.
 //!
+//! # Lock kinds
+//! Besides the mutex of one resource, a lock can be a multi-resource lock
+//! ([`Client::acquire_all_with`], all or none), a reader or a writer of a reader-writer
+//! lock, or a permit of a counting semaphore ([`LockOptions::kind`] with a [`LockKind`]):
+//! [`docs::kinds`] gives their keys, scripts, quorums and examples.
+//!
 //! # The run loop
 //! Drain outputs, wait for one thing, feed it with a fresh `now`, repeat. The numbered
 //! duties are spelled out with MUST on [`Client`].

@@ -252,6 +252,24 @@ fn a_writer_waits_with_patience_releases_as_a_mutex_and_abandons_when_it_gives_u
 }
 
 #[test]
+fn a_cancelled_writer_abandons_its_mark() {
+    let mut h = harness(3, 5);
+    let (op, _) = acquire(&mut h, "w", &kind(LockKind::Write));
+    h.client.cancel(h.now, op).unwrap();
+    let out = h.drain();
+    assert!(matches!(failure(&out.events), AcquireFailure::Cancelled));
+    let abandon = evalsha(&WRITE_ABANDON_SCRIPT, &["w:writer-waiting"], &["*"]);
+    let release = evalsha(&RELEASE_SCRIPT, &["w"], &["*"]);
+    for n in 0..3 {
+        assert_eq!(
+            sent(&out, n),
+            vec![release.clone(), abandon.clone()],
+            "node {n}"
+        );
+    }
+}
+
+#[test]
 fn a_single_attempt_writer_leaves_no_mark_and_holds_as_a_mutex() {
     let mut h = harness(3, 1);
     let (op, out) = acquire(&mut h, "w", &kind(LockKind::Write));

@@ -1,7 +1,7 @@
 //! The Lua scripts of the lock kinds beyond the mutex (docs/kinds.md, "Scripts"), exactly
 //! as the design gives them: the simulation registers its models under these bodies and the
 //! contract table runs them on real servers. Each is sent as `EVALSHA` of its SHA1 and as
-//! `EVAL` after `-NOSCRIPT` (algorithm.md §12). Scripts that keep a deadline read the node's
+//! `EVAL` after `-NOSCRIPT` (algorithm.md §12); command.rs's tests check each SHA1. Scripts that keep a deadline read the node's
 //! own clock (`TIME`), the clock `PX` uses there (docs/kinds.md, "Node time").
 
 use crate::script::Script;
@@ -117,44 +117,3 @@ pub const WRITE_ACQUIRE_IGNORES_READERS_SCRIPT: Script = Script {
     body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) redis.call('DEL', KEYS[3]) return 1 end if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end return 0",
     sha1: "db1c692439a0108d608e4253fedb49359833e985",
 };
-
-#[cfg(test)]
-mod tests {
-    use sha1::{Digest, Sha1};
-
-    use super::*;
-
-    fn hex_sha1(s: &str) -> String {
-        Sha1::digest(s.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
-    #[test]
-    fn script_sha1_constants_match_their_bodies() {
-        for script in [
-            &MULTI_ACQUIRE_SCRIPT,
-            &MULTI_RELEASE_SCRIPT,
-            &MULTI_EXTEND_SCRIPT,
-            &READ_ACQUIRE_SCRIPT,
-            &WRITE_ACQUIRE_SCRIPT,
-            &WRITE_ABANDON_SCRIPT,
-            &READ_RELEASE_SCRIPT,
-            &READ_EXTEND_SCRIPT,
-            &SEM_ACQUIRE_SCRIPT,
-            &SEM_RELEASE_SCRIPT,
-            &SEM_EXTEND_SCRIPT,
-        ] {
-            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
-        }
-        #[cfg(feature = "_mutants")]
-        for script in [
-            &READ_EXTEND_RESURRECTS_SCRIPT,
-            &SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
-            &WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
-        ] {
-            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
-        }
-    }
-}
