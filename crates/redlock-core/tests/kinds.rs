@@ -521,6 +521,35 @@ mod properties {
         /// as a reference count with q = max(majority, floor(kN/(k+1)) + 1) decides it: held
         /// at the q-th yes, failed once more than N - q said no; and q holders of k + 1 can
         /// never fit on N nodes of k slots each.
+        /// Whatever the order and repeats of a multi-lock's resources, every node is sent
+        /// one MULTI_ACQUIRE whose `KEYS` are the set sorted by bytes and deduplicated.
+        #[test]
+        fn a_multi_lock_sends_its_set_sorted_and_deduplicated(
+            names in proptest::collection::vec("[a-c]{1,2}", 1..8),
+        ) {
+            let mut set: Vec<String> = names.clone();
+            set.sort();
+            set.dedup();
+            let resources = names.iter().map(|n| Resource::from(n.as_str()));
+            let mut h = harness(3, 1);
+            match h.client.acquire_all(h.now, resources) {
+                Err(UsageError::OneResourceRepeated { times }) => {
+                    prop_assert_eq!((set.len(), times), (1, names.len()));
+                    return Ok(());
+                }
+                other => prop_assert!(other.is_ok(), "{other:?}"),
+            }
+            let out = h.drain();
+            let sent = sent(&out, 1);
+            if set.len() == 1 {
+                // One resource: the mutex's `SET NX PX`.
+                prop_assert_eq!(&sent[0][..2], ["SET".to_owned(), set[0].clone()]);
+                return Ok(());
+            }
+            let keys: Vec<&str> = set.iter().map(String::as_str).collect();
+            prop_assert_eq!(&sent, &vec![evalsha(&MULTI_ACQUIRE_SCRIPT, &keys, &["*", "10000"])]);
+        }
+
         #[test]
         fn a_semaphore_is_decided_by_its_raised_quorum(
             n in 1usize..=7,
