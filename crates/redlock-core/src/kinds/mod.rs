@@ -169,7 +169,7 @@ impl Kinded {
     /// Keys: a multi-lock's are its resources; a reader's and writer's R, R:readers,
     /// R:writer-waiting; a semaphore's R:permits, R:permits:limit, R.
     pub(crate) fn new(kind: LockKind, set: &[Resource], patience: u64) -> Option<Self> {
-        let first = &set[0];
+        let first = set.first()?;
         let (shape, keys, number) = match kind {
             LockKind::Mutex if set.len() == 1 => return None,
             LockKind::Mutex => (
