@@ -6,6 +6,8 @@
 //! or extension goes out as that command instead, chosen per node when it is sent.
 //! A different acquire command (a fencing-counter script, a multi-key script) is one more
 //! [`CommandKind`] with its own reply reading; the quorum logic never looks at commands.
+//! The scripts of the lock kinds beyond the mutex, their keys and their reply reading are
+//! kinds/mod.rs's ([`ScriptUse::Kind`]).
 //! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
 //! counter are fencing.rs's.
 //! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
@@ -14,10 +16,14 @@ use bytes::{Bytes, BytesMut};
 
 use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
 use crate::io::NodeFault;
+use crate::kinds::args::{
+    KindArgs, KindUse, encode_set_each, first_key, script_args as kind_script_args,
+};
 use crate::resp::{self, Reply};
 use crate::script::Script;
 use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
+pub(crate) use crate::vote::Vote;
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
 /// holds another token (algorithm.md §6). A delete is announced on the resource's release
@@ -58,8 +64,10 @@ pub struct Command {
     token: Option<Token>,
     /// The ttl in ms (`SET`, extension), or the counter value a fence write-back sets.
     number: u64,
-    /// The fencing counter key F, for the fenced acquire and its write-back.
-    fence_key: Option<Bytes>,
+    /// The fencing counter key F, for the fenced acquire and its write-back; or a lock
+    /// kind's keys and number, packed (kinds/args.rs, `KindArgs`), for its scripts. One
+    /// slot for both, so that no command is larger for the kinds.
+    extra: Option<Bytes>,
     /// The release of a held lock: where it goes out as a native command, the client
     /// writes the release's announcement right behind it (client.rs), as the script
     /// publishes its own. Neither [`encode`](Self::encode) nor [`args`](Self::args) adds it.
@@ -99,6 +107,13 @@ pub(crate) enum Native {
         /// The counter's floor: the node's clock in whole seconds, estimated low, × 2^20.
         floor: u64,
     },
+    /// `SET key token NX PX ttl` for each key of a multi-lock, written together, the vote
+    /// read from the first key's reply only: a negative control's (`_mutants`,
+    /// `MultiFirstKeyVote`), the set taken key by key instead of by MULTI_ACQUIRE.
+    SetEach {
+        /// How many keys, and so replies.
+        keys: u32,
+    },
 }
 
 impl Native {
@@ -109,6 +124,7 @@ impl Native {
             Self::Delifeq | Self::Delex => NativeUse::Release,
             Self::SetIfeq => NativeUse::Extend,
             Self::FencedPipeline { .. } => NativeUse::Fence,
+            Self::SetEach { keys } => NativeUse::Each(keys),
         }
     }
 }
@@ -122,33 +138,8 @@ pub(crate) enum ScriptUse {
     FencedAcquire,
     /// Raise the counter while the key is ours (two keys): 1 or 0.
     RaiseFence,
-}
-
-/// A node's reply read as a vote.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Vote {
-    /// Locked / extended / released.
-    Yes,
-    /// Held by another token / not ours.
-    No,
-    /// Release only: the key was already gone.
-    Missing,
-    /// Release by a native command only: nothing was deleted, because the key held another
-    /// value or was gone (`DELIFEQ` and `DELEX` answer 0 to both).
-    NotHeldOrMissing,
-    /// A native command the server does not have (unknown command, syntax error): resend
-    /// as the script. The fault is the refusal, reported if no resend is possible.
-    Unsupported(NodeFault),
-    /// The script is not cached on this node: resend as `EVAL`.
-    NoScript,
-    /// Fenced acquire only: locked, and the node's fencing counter is now this number.
-    Counter(u64),
-    /// `GET` only: the stored value, or `None` when there is no key.
-    Value(Option<Bytes>),
-    /// `PTTL` only: the remaining time to live in ms, `-1` without one, `-2` without a key.
-    Ttl(i64),
-    /// The node failed.
-    Fault(NodeFault),
+    /// A script of a lock kind beyond the mutex (kinds/mod.rs): its own keys and reading.
+    Kind(KindUse),
 }
 
 impl Command {
@@ -186,7 +177,7 @@ impl Command {
     ) -> Self {
         let kind = CommandKind::EvalSha(script, ScriptUse::FencedAcquire);
         Self {
-            fence_key: Some(fence_key.clone()),
+            extra: Some(fence_key.clone()),
             ..Self::new(kind, resource, token, ttl_ms)
         }
     }
@@ -200,7 +191,7 @@ impl Command {
     ) -> Self {
         let kind = CommandKind::EvalSha(&RAISE_FENCE_SCRIPT, ScriptUse::RaiseFence);
         Self {
-            fence_key: Some(fence_key.clone()),
+            extra: Some(fence_key.clone()),
             ..Self::new(kind, resource, token, value)
         }
     }
@@ -221,7 +212,7 @@ impl Command {
             key: resource.bytes().clone(),
             token: None,
             number: 0,
-            fence_key: None,
+            extra: None,
             announce: false,
         }
     }
@@ -232,8 +223,36 @@ impl Command {
             key: resource.bytes().clone(),
             token: Some(token.clone()),
             number,
-            fence_key: None,
+            extra: None,
             announce: false,
+        }
+    }
+
+    /// A lock kind's script `script`, run as `usage` with the lock's keys `args`, for
+    /// `resource` (whose release channel it announces), `token` and the ttl `ttl_ms`.
+    pub(crate) fn kind_script(
+        script: &'static Script,
+        usage: KindUse,
+        (resource, token, ttl_ms): (&Resource, &Token, u64),
+        args: &KindArgs,
+    ) -> Self {
+        let kind = CommandKind::EvalSha(script, ScriptUse::Kind(usage));
+        Self {
+            extra: Some(args.packed().clone()),
+            ..Self::new(kind, resource, token, ttl_ms)
+        }
+    }
+
+    /// A multi-lock's keys `args` set one by one, `SET key token NX PX ttl` each, written
+    /// together (`Native::SetEach`: a negative control's).
+    pub(crate) fn set_each(
+        (resource, token, ttl_ms): (&Resource, &Token, u64),
+        (args, keys): (&KindArgs, u32),
+    ) -> Self {
+        let kind = CommandKind::Native(Native::SetEach { keys });
+        Self {
+            extra: Some(args.packed().clone()),
+            ..Self::new(kind, resource, token, ttl_ms)
         }
     }
 
@@ -313,10 +332,18 @@ impl Command {
     pub fn encode(&self, buf: &mut BytesMut) {
         let mut digits = [0u8; 20];
         self.with_args(&mut digits, |args| resp::encode(buf, args));
-        if let CommandKind::Native(Native::FencedPipeline { floor }) = self.kind {
-            // The two counter commands follow the `SET` that `with_args` wrote.
-            let fence = self.fence_key.as_deref().unwrap_or_default();
-            fencing::encode_counter_commands(buf, fence, format_u64(floor, &mut digits));
+        match self.kind {
+            CommandKind::Native(Native::FencedPipeline { floor }) => {
+                // The two counter commands follow the `SET` that `with_args` wrote.
+                let fence = self.extra.as_deref().unwrap_or_default();
+                fencing::encode_counter_commands(buf, fence, format_u64(floor, &mut digits));
+            }
+            CommandKind::Native(Native::SetEach { .. }) => {
+                let token = self.token.as_ref().map_or(&[][..], Token::as_bytes);
+                let ttl = format_u64(self.number, &mut digits);
+                encode_set_each(buf, self.extra.as_deref().unwrap_or_default(), token, ttl);
+            }
+            _ => {}
         }
     }
 
@@ -324,7 +351,7 @@ impl Command {
         let key = &self.key[..];
         let token = self.token.as_ref().map_or(&[][..], Token::as_bytes);
         let ttl = format_u64(self.number, digits);
-        let fence = self.fence_key.as_deref().unwrap_or_default();
+        let fence = self.extra.as_deref().unwrap_or_default();
         match self.kind {
             CommandKind::SetNxPx => f(&[b"SET", key, token, b"NX", b"PX", ttl]),
             CommandKind::EvalSha(script, usage) => {
@@ -340,8 +367,9 @@ impl Command {
             CommandKind::Native(Native::SetIfeq) => {
                 f(&[b"SET", key, token, b"IFEQ", token, b"PX", ttl])
             }
-            // The pipeline's first command; `encode` appends the other two.
-            CommandKind::Native(Native::FencedPipeline { .. }) => {
+            // The pipeline's first command; `encode` appends the other two (or, for
+            // `SetEach`, the other keys').
+            CommandKind::Native(Native::FencedPipeline { .. } | Native::SetEach { .. }) => {
                 f(&[b"SET", key, token, b"NX", b"PX", ttl])
             }
             CommandKind::Get => f(&[b"GET", key]),
@@ -366,7 +394,8 @@ impl CommandKind {
         match self {
             Self::SetNxPx
             | Self::Native(Native::SetIfeq)
-            | Self::Native(Native::FencedPipeline { .. }) => "SET",
+            | Self::Native(Native::FencedPipeline { .. })
+            | Self::Native(Native::SetEach { .. }) => "SET",
             Self::EvalSha(..) => "EVALSHA",
             Self::Eval(..) => "EVAL",
             Self::Native(Native::Delifeq) => "DELIFEQ",
@@ -389,11 +418,19 @@ impl CommandKind {
     pub(crate) fn vote(self, reply: &Reply) -> Vote {
         match (self, reply) {
             (Self::Native(Native::FencedPipeline { .. }), _) => pipeline_vote(reply),
+            (Self::Native(Native::SetEach { .. }), _) => match first_key(reply) {
+                Some(answer) => answer.into(),
+                None => Vote::Fault(unexpected(reply)),
+            },
             (_, Reply::Error(_)) => self.vote_error(reply),
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Ok) => Vote::Yes,
             (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
             (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
                 match (usage, i) {
+                    (ScriptUse::Kind(k), &n) => match k.answer(n) {
+                        Some(answer) => answer.into(),
+                        None => Vote::Fault(unexpected(reply)),
+                    },
                     (ScriptUse::FencedAcquire, &n) => match fencing::counter(n) {
                         Some(counter) => Vote::Counter(counter),
                         None => Vote::Fault(unexpected(reply)),
@@ -419,6 +456,15 @@ impl CommandKind {
     }
 
     fn vote_error(self, reply: &Reply) -> Vote {
+        // A lock kind's own error reply, such as the semaphore's `-PERMITS k`.
+        if let (
+            Self::EvalSha(_, ScriptUse::Kind(k)) | Self::Eval(_, ScriptUse::Kind(k)),
+            Reply::Error(m),
+        ) = (self, reply)
+            && let Some(in_place) = k.permits(m)
+        {
+            return Vote::Permits(in_place);
+        }
         let refused = NodeFault::Server {
             command: self.name(),
             message: reply.error_message().unwrap_or_default(),
@@ -458,18 +504,22 @@ impl Encoder {
     }
 }
 
-/// A script call's arguments: `[EVALSHA sha | EVAL body] numkeys keys... token [number]`.
+/// A script call's arguments: `[EVALSHA sha | EVAL body] numkeys keys... token [number]`;
+/// a lock kind's script takes its keys and number from `kind_args` (kinds/mod.rs).
 fn script_args(
     [name, script]: [&[u8]; 2],
     usage: ScriptUse,
-    [key, fence, token, number]: [&[u8]; 4],
+    [key, extra, token, number]: [&[u8]; 4],
     f: impl FnOnce(&[&[u8]]),
 ) {
     match usage {
+        // `extra`: the kind's packed keys and number.
+        ScriptUse::Kind(k) => kind_script_args([name, script], k, extra, [token, number], f),
         ScriptUse::Release => f(&[name, script, b"1", key, token]),
         ScriptUse::Extend => f(&[name, script, b"1", key, token, number]),
+        // `extra`: the fencing counter key.
         ScriptUse::FencedAcquire | ScriptUse::RaiseFence => {
-            f(&[name, script, b"2", key, fence, token, number])
+            f(&[name, script, b"2", key, extra, token, number])
         }
     }
 }
@@ -534,6 +584,30 @@ mod tests {
             hex_sha1(RESURRECTING_EXTEND_SCRIPT.body),
             RESURRECTING_EXTEND_SCRIPT.sha1
         );
+        use crate::kinds::*;
+        for script in [
+            &MULTI_ACQUIRE_SCRIPT,
+            &MULTI_RELEASE_SCRIPT,
+            &MULTI_EXTEND_SCRIPT,
+            &READ_ACQUIRE_SCRIPT,
+            &WRITE_ACQUIRE_SCRIPT,
+            &WRITE_ABANDON_SCRIPT,
+            &READ_RELEASE_SCRIPT,
+            &READ_EXTEND_SCRIPT,
+            &SEM_ACQUIRE_SCRIPT,
+            &SEM_RELEASE_SCRIPT,
+            &SEM_EXTEND_SCRIPT,
+        ] {
+            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
+        }
+        #[cfg(feature = "_mutants")]
+        for script in [
+            &READ_EXTEND_RESURRECTS_SCRIPT,
+            &SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
+            &WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
+        ] {
+            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
+        }
     }
 
     #[test]

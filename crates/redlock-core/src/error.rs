@@ -29,6 +29,14 @@ pub enum UsageError {
     },
     /// The resource name is empty.
     EmptyResource,
+    /// A lock of several resources was asked for none
+    /// ([`Client::acquire_all_with`](crate::Client::acquire_all_with)).
+    NoResources,
+    /// A lock of several resources was given one resource, several times, and nothing else.
+    OneResourceRepeated {
+        /// How many times the resource was given.
+        times: usize,
+    },
     /// A per-lock option is invalid (names the option and the rule it broke).
     InvalidOption(ConfigError),
 }
@@ -63,6 +71,14 @@ impl fmt::Display for UsageError {
             Self::EmptyResource => {
                 f.write_str("the resource name is empty; a lock needs a name, e.g. `invoices:42`")
             }
+            Self::NoResources => f.write_str(
+                "the list of resources to lock together is empty; name at least one resource",
+            ),
+            Self::OneResourceRepeated { times } => write!(
+                f,
+                "the list of resources to lock together names one resource {times} times and \
+                 nothing else; lock it alone"
+            ),
             Self::InvalidOption(e) => write!(f, "a lock option is invalid: {e}"),
         }
     }
@@ -143,6 +159,15 @@ mod tests {
             (
                 UsageError::EmptyResource,
                 "the resource name is empty; a lock needs a name, e.g. `invoices:42`",
+            ),
+            (
+                UsageError::NoResources,
+                "the list of resources to lock together is empty; name at least one resource",
+            ),
+            (
+                UsageError::OneResourceRepeated { times: 2 },
+                "the list of resources to lock together names one resource 2 times and nothing \
+                 else; lock it alone",
             ),
         ] {
             assert_eq!(e.to_string(), text);

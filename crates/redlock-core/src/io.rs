@@ -358,6 +358,17 @@ pub enum AcquireFailure {
     /// arrival order and only the first contends on the nodes, so this call sent nothing.
     /// A single attempt (a "try") fails this way at once.
     HeldLocally,
+    /// A semaphore's holders in place agreed on another number of permits than this call
+    /// asked for (docs/kinds.md, "Counting semaphore"): every holder of a resource must ask
+    /// for the same k. Not retried: the call is wrong, not unlucky.
+    PermitsMismatch {
+        /// The permits this call asked for.
+        asked: u32,
+        /// The permits the holders in place asked for.
+        in_place: u32,
+        /// The nodes that answered so.
+        nodes: Vec<NodeName>,
+    },
 }
 
 impl fmt::Display for AcquireFailure {
@@ -383,6 +394,18 @@ impl fmt::Display for AcquireFailure {
             Self::Cancelled => f.write_str("the acquisition was cancelled"),
             Self::HeldLocally => {
                 f.write_str("another lock call of this client holds it (or is acquiring it)")
+            }
+            Self::PermitsMismatch {
+                asked,
+                in_place,
+                nodes,
+            } => {
+                write!(
+                    f,
+                    "this call asked for a semaphore of {asked} permits, but its holders hold \
+                     it as one of {in_place} permits on "
+                )?;
+                names(f, nodes)
             }
         }
     }

@@ -40,6 +40,12 @@
 //! one value of its builder ([`RestartQuarantine`], [`ClockCheck`], [`ReleaseNotifications`],
 //! [`Fencing`], [`RetryPolicy`], [`AutoExtend`]).
 //!
+//! # Lock kinds
+//! Besides the mutex of one resource, a lock can be a multi-resource lock
+//! ([`Client::acquire_all_with`], all or none), a reader or a writer of a reader-writer
+//! lock, or a permit of a counting semaphore ([`LockOptions::kind`] with a [`LockKind`]):
+//! [`docs::kinds`] gives their keys, scripts, quorums and examples.
+//!
 //! # The run loop
 //! Drain outputs, wait for one thing, feed it with a fresh `now`, repeat. The numbered
 //! duties are spelled out with MUST on [`Client`].
@@ -117,6 +123,7 @@ mod id;
 mod identity;
 mod inspection;
 mod io;
+mod kinds;
 mod lock;
 mod mutant;
 mod node;
@@ -133,6 +140,7 @@ mod server;
 mod session;
 mod time;
 mod token;
+mod vote;
 
 /// The project's documents, shipped with the crate: read them before relying on a lock.
 pub mod docs {
@@ -150,6 +158,12 @@ pub mod docs {
     /// repository's `docs/errors.md`).
     #[doc = include_str!("../doc/errors.md")]
     pub mod errors {}
+
+    /// The lock kinds beyond the mutex: multi-resource locks, reader-writer locks and
+    /// counting semaphores, their keys, scripts, quorums and API (the repository's
+    /// `docs/kinds.md`).
+    #[doc = include_str!("../doc/kinds.md")]
+    pub mod kinds {}
 }
 
 pub use address::{AddressError, NodeAddress, TlsOptions, TlsRoots, Transport};
@@ -168,6 +182,11 @@ pub use inspection::{Inspection, KeyState};
 pub use io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnectionError, Event, Input,
     LostReason, NodeFault, NodeOutcome, Output, ReleaseOutcome, Transmit,
+};
+pub use kinds::{
+    LockKind, MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, READ_ACQUIRE_SCRIPT,
+    READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT,
+    SEM_RELEASE_SCRIPT, WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT,
 };
 pub use lock::{Lock, Request};
 pub use notify::{RELEASE_CHANNEL_PREFIX, release_channel};
@@ -191,6 +210,12 @@ pub use command::RESURRECTING_EXTEND_SCRIPT;
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT;
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub use kinds::{
+    READ_EXTEND_RESURRECTS_SCRIPT, SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
+    WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
+};
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use mutant::Mutant;

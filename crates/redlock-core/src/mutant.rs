@@ -56,4 +56,19 @@ pub enum Mutant {
     /// A release refused as unsupported (a probed native command) after its round ended
     /// is dropped instead of sent again as the script: the key lives until its ttl.
     LateRefusalDropped,
+    /// A semaphore whose acquire admits k + 1 holders per node (`n > k` for `n >= k`:
+    /// [`SEM_ACQUIRE_OFF_BY_ONE_SCRIPT`](crate::SEM_ACQUIRE_OFF_BY_ONE_SCRIPT)).
+    SemAcquireOffByOne,
+    /// A writer let in with live readers: its acquire checks only R
+    /// ([`WRITE_ACQUIRE_IGNORES_READERS_SCRIPT`](crate::WRITE_ACQUIRE_IGNORES_READERS_SCRIPT)).
+    WriteAcquireIgnoresReaders,
+    /// A reader's extension that re-creates a pruned (expired) slot, sent past the deadline
+    /// ([`READ_EXTEND_RESURRECTS_SCRIPT`](crate::READ_EXTEND_RESURRECTS_SCRIPT)).
+    ReadExtendResurrects,
+    /// A multi-lock sent as one `SET NX PX` per key, pipelined, each node's vote read from
+    /// the first key's reply only: the set taken key by key, not atomically.
+    MultiFirstKeyVote,
+    /// A semaphore acquired with the configuration's majority quorum instead of
+    /// floor(kN/(k+1)) + 1.
+    SemaphoreMajority,
 }

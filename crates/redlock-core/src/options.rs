@@ -7,6 +7,7 @@ use crate::command::EXTEND_SCRIPT;
 use crate::config::{Config, Timing, default_attempt_timeout};
 use crate::error::ConfigError;
 use crate::fencing::{FENCED_ACQUIRE_SCRIPT, FenceQuorum};
+use crate::kinds::{self, KindScripts, LockKind};
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
 use crate::script::Script;
 use crate::token::Token;
@@ -36,6 +37,9 @@ pub struct LockOptions {
     ///
     /// [`ConfigBuilder::fencing`]: crate::ConfigBuilder::fencing
     pub fenced: Option<bool>,
+    /// The kind of lock (docs/kinds.md): a mutex (the default), a reader, a writer or a
+    /// permit of a counting semaphore.
+    pub kind: LockKind,
 }
 
 impl LockOptions {
@@ -86,6 +90,13 @@ impl LockOptions {
         self
     }
 
+    /// Takes the lock as `kind` (docs/kinds.md): e.g. `LockKind::Read`, `LockKind::Write`
+    /// or `LockKind::semaphore(3)`. Only a mutex can be fenced for now.
+    pub fn kind(mut self, kind: LockKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// Turns auto-extension on (`Some`) or off (`None`) for this lock.
     pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
         self.auto_extend = Some(auto_extend);
@@ -109,6 +120,11 @@ impl LockOptions {
         if let Some(auto) = &auto_extend {
             auto.check()?;
         }
+        let fenced = self.fenced.unwrap_or(config.fencing.by_default);
+        // A configuration that fences by default leaves the other kinds unfenced; only an
+        // explicit `fenced(true)` on one of them is refused.
+        let fenced = fenced && (self.kind == LockKind::Mutex || self.fenced == Some(true));
+        self.kind.check(fenced)?;
         let params = LockParams {
             nodes: config.nodes.len(),
             quorum: config.quorum,
@@ -124,7 +140,7 @@ impl LockOptions {
             extend_script: &EXTEND_SCRIPT,
             deadline_ends_lock: true,
             stamp_supplied: true,
-            fenced: self.fenced.unwrap_or(config.fencing.by_default),
+            fenced,
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
@@ -133,14 +149,26 @@ impl LockOptions {
                 .map_or(Duration::ZERO, |n| n.jitter),
             release_in_background: true,
             refuse_for_good: true,
+            kind: self.kind,
+            kind_scripts: &KindScripts::SPEC,
+            kind_quorum: true,
         };
         #[cfg(feature = "_mutants")]
         let params = match config.mutant {
             Some(mutant) => with_mutant(params, mutant),
             None => params,
         };
-        Ok(params)
+        Ok(with_kind_quorum(params))
     }
+}
+
+/// The quorum of the lock's kind: a semaphore's is raised to rule out k + 1 holders
+/// (kinds/mod.rs, `semaphore_quorum`); the other kinds keep the configuration's.
+fn with_kind_quorum(mut params: LockParams) -> LockParams {
+    if let (LockKind::Semaphore { permits }, true) = (params.kind, params.kind_quorum) {
+        params.quorum = kinds::semaphore_quorum(params.nodes, params.quorum, permits);
+    }
+    params
 }
 
 /// The parameters with one deliberate bug, for the simulation's negative controls: the
@@ -194,6 +222,11 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             pipeline_floor: false,
             ..params
         },
+        Mutant::SemAcquireOffByOne
+        | Mutant::WriteAcquireIgnoresReaders
+        | Mutant::ReadExtendResurrects
+        | Mutant::SemaphoreMajority
+        | Mutant::MultiFirstKeyVote => with_kind_mutant(params, mutant),
         // Not lock parameters: read by the node's health (health.rs), the client (client.rs)
         // or the quarantine window (config.rs).
         Mutant::ForgetRunId
@@ -201,6 +234,53 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         | Mutant::FenceWindowTtlOnly
         | Mutant::LineDeafToWaiters
         | Mutant::LateRefusalDropped => params,
+    }
+}
+
+/// The parameters with one deliberate bug of the lock kinds (docs/kinds.md), for the
+/// simulation's negative controls; `params` as they are for the other mutants.
+#[cfg(feature = "_mutants")]
+fn with_kind_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams {
+    use crate::mutant::Mutant;
+    const OFF_BY_ONE: KindScripts = KindScripts {
+        sem_acquire: &kinds::SEM_ACQUIRE_OFF_BY_ONE_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const IGNORES_READERS: KindScripts = KindScripts {
+        write_acquire: &kinds::WRITE_ACQUIRE_IGNORES_READERS_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const RESURRECTS: KindScripts = KindScripts {
+        read_extend: &kinds::READ_EXTEND_RESURRECTS_SCRIPT,
+        ..KindScripts::SPEC
+    };
+    const ONE_BY_ONE: KindScripts = KindScripts {
+        multi_one_by_one: true,
+        ..KindScripts::SPEC
+    };
+    match mutant {
+        Mutant::SemAcquireOffByOne => LockParams {
+            kind_scripts: &OFF_BY_ONE,
+            ..params
+        },
+        Mutant::WriteAcquireIgnoresReaders => LockParams {
+            kind_scripts: &IGNORES_READERS,
+            ..params
+        },
+        Mutant::ReadExtendResurrects => LockParams {
+            kind_scripts: &RESURRECTS,
+            deadline_ends_lock: false,
+            ..params
+        },
+        Mutant::SemaphoreMajority => LockParams {
+            kind_quorum: false,
+            ..params
+        },
+        Mutant::MultiFirstKeyVote => LockParams {
+            kind_scripts: &ONE_BY_ONE,
+            ..params
+        },
+        _ => params,
     }
 }
 
@@ -247,6 +327,13 @@ pub(crate) struct LockParams {
     /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
     /// is lost at once (a negative control retries it until the deadline instead).
     pub(crate) refuse_for_good: bool,
+    /// The kind of lock (docs/kinds.md).
+    pub(crate) kind: LockKind,
+    /// The scripts of the kinds (a negative control swaps one).
+    pub(crate) kind_scripts: &'static KindScripts,
+    /// Whether a semaphore's quorum is raised above the majority (kinds/mod.rs,
+    /// `semaphore_quorum`; a negative control keeps the majority).
+    pub(crate) kind_quorum: bool,
 }
 
 /// The instant a round's validity is counted from.

@@ -226,6 +226,9 @@ impl Round {
                         Some(native) => Form::Native(native),
                         None => Form::Plain,
                     },
+                    // Made as a native command (a negative control's `SetEach`): its replies
+                    // are gathered as the native form's.
+                    CommandKind::Native(native) => Form::Native(native),
                     _ => Form::Plain,
                 },
                 Slot::Resend(form) => form,

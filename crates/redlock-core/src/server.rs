@@ -214,6 +214,8 @@ impl NodeCommands {
                 self.fence = FenceCommand::Script;
                 return self.fell_back = Some("ZADD");
             }
+            // Plain `SET`s: every server has them, nothing to fall back to.
+            NativeUse::Each(_) => return,
         };
         self.fell_back = Some(match name {
             ReleaseCommand::DelExIfEq => "DELEX",
@@ -229,6 +231,9 @@ pub(crate) enum NativeUse {
     Release,
     Extend,
     Fence,
+    /// A multi-lock's keys set one by one (a negative control's: command.rs,
+    /// `Native::SetEach`), with this many replies.
+    Each(u32),
 }
 
 /// What a request to one node may use, when a [`Client`](crate::Client) hands it out: the

@@ -397,3 +397,37 @@ fn a_probed_release_refused_after_its_lock_ended_is_sent_again_as_the_script() {
     let out = h.reply(2, b":1\r\n");
     assert!(out.events.is_empty() && out.disconnects.is_empty() && out.transmits.is_empty());
 }
+
+/// The lock kinds on a server with native commands (docs/kinds.md, "Commands per kind and
+/// server"): a writer holds R as a mutex does, so it extends by `SET … IFEQ` and releases by
+/// `DELIFEQ`; a reader's scripts have no native twin and go out as scripts.
+#[test]
+fn a_writer_extends_and_releases_natively_and_a_reader_by_its_scripts() {
+    use redlock_core::{LockKind, LockOptions, Resource};
+    let mut h = cluster(&[Some(("valkey", "9.0.0")), Some(("valkey", "9.0.0"))]);
+    for (kind, native) in [(LockKind::Write, true), (LockKind::Read, false)] {
+        let options = LockOptions::default().kind(kind);
+        let op = (h.client)
+            .acquire_with(h.now, Resource::from("res"), &options)
+            .unwrap();
+        h.drain();
+        for i in 0..2 {
+            h.reply(i, b":1\r\n");
+        }
+        assert!(h.client.held(op).is_some(), "{kind:?}");
+        h.client.extend(h.now, op).unwrap();
+        let sent = mask_tokens(&h.drain().sent_to(0));
+        assert_eq!(sent.contains("IFEQ"), native, "{kind:?}: {sent}");
+        for i in 0..2 {
+            h.reply(i, if native { b"+OK\r\n" } else { b":1\r\n" });
+        }
+        h.client.release(h.now, op).unwrap();
+        let sent = mask_tokens(&h.drain().sent_to(0));
+        assert_eq!(sent.contains("DELIFEQ"), native, "{kind:?}: {sent}");
+        assert_eq!(sent.contains("EVALSHA"), !native, "{kind:?}: {sent}");
+        for i in 0..2 {
+            // The native release's delete and its announcement, or the script's reply.
+            h.reply(i, if native { b":1\r\n:0\r\n" } else { b":1\r\n" });
+        }
+    }
+}

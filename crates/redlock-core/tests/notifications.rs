@@ -518,3 +518,45 @@ fn a_native_release_that_another_client_waits_for_makes_the_next_hand_off_fair()
     }
     assert!(h.client.held(third).is_some());
 }
+
+/// A reader kept out (every node answers 0: a writer holds or waits) listens on the
+/// resource's channel like a mutex, but sends no `PTTL` probe: a writer's mark or the
+/// readers a writer waits for are not the key the probe reads (docs/kinds.md, "Waiting").
+/// A quorum of notices starts its next attempt at once.
+#[test]
+fn a_waiting_reader_listens_without_a_probe_and_a_quorum_of_notices_retries_it() {
+    let mut h = connected(config(Duration::ZERO), &[true, true, true]);
+    let options = redlock_core::LockOptions::default().kind(redlock_core::LockKind::Read);
+    let resource = redlock_core::Resource::from("res");
+    let op = (h.client).acquire_with(h.now, resource, &options).unwrap();
+    h.drain();
+    let mut out = h.reply(0, b":0\r\n");
+    out.transmits.extend(h.reply(1, b":0\r\n").transmits);
+    out.transmits.extend(h.reply(2, b":0\r\n").transmits);
+    for i in 0..3 {
+        let s = sent(&out, i);
+        assert!(s.contains(SUBSCRIBE), "node {i}: {s}");
+        assert!(!s.contains(PTTL), "node {i}: {s}");
+        let cleanup = String::from_utf8_lossy(&out.sent_to(i)).into_owned();
+        let release = redlock_core::READ_RELEASE_SCRIPT.sha1;
+        assert!(cleanup.contains(release), "node {i}: {cleanup}");
+    }
+    // The confirmation, then the cleanup's reply (-1: no slot of ours).
+    for i in 0..3 {
+        h.reply(i, format!("{CONFIRM}:-1\r\n").as_bytes());
+    }
+    h.ms(3);
+    h.reply(0, MESSAGE);
+    let out = h.reply(1, MESSAGE);
+    for i in 0..3 {
+        let s = String::from_utf8_lossy(&out.sent_to(i)).into_owned();
+        assert!(
+            s.contains(redlock_core::READ_ACQUIRE_SCRIPT.sha1),
+            "node {i}: {s}"
+        );
+    }
+    for i in 0..3 {
+        h.reply(i, b":1\r\n");
+    }
+    assert!(h.client.held(op).is_some());
+}

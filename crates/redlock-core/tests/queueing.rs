@@ -265,3 +265,37 @@ fn a_line_that_never_yielded_yields_once_for_a_waiter_that_hears_nothing() {
     let events = reply_all(&mut h, OK);
     assert_eq!(acquired(&events).op, after);
 }
+
+/// The line's policy for the kinds (docs/kinds.md, "The local line"): a writer takes the
+/// same key as a mutex, so it waits in the mutex's line and goes right behind its release;
+/// readers and permit holders may hold together, so they never wait in a line, even behind
+/// a held lock of the same name.
+#[test]
+fn a_writer_waits_in_the_mutexs_line_and_a_reader_never_waits_in_one() {
+    use redlock_core::LockKind;
+    let mut h = harness();
+    let (first, _) = h.acquire("r");
+    reply_all(&mut h, OK);
+    let write = LockOptions::default().kind(LockKind::Write);
+    let writer = (h.client)
+        .acquire_with(h.now, Resource::from("r"), &write)
+        .unwrap();
+    assert!(h.drain().transmits.is_empty(), "the writer waits in line");
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    for n in 0..3 {
+        let sent = String::from_utf8_lossy(&out.sent_to(n)).into_owned();
+        let write_acquire = redlock_core::WRITE_ACQUIRE_SCRIPT.sha1;
+        assert!(sent.contains(write_acquire), "node {n}: {sent}");
+    }
+    reply_all(&mut h, DELETED);
+    let events = reply_all(&mut h, b":1\r\n");
+    assert_eq!(acquired(&events).op, writer);
+    // A reader behind the held writer contends at once (and is kept out by the nodes).
+    let read = LockOptions::default().kind(LockKind::Read);
+    (h.client)
+        .acquire_with(h.now, Resource::from("r"), &read)
+        .unwrap();
+    let out = h.drain();
+    assert_eq!(out.nodes_sent(), vec![0, 1, 2], "a reader contends at once");
+}

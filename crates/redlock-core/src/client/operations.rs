@@ -45,19 +45,77 @@ impl<R: CryptoRng> Client<R> {
     /// or every delay at its longest), then fails with
     /// [`AcquireFailure::HeldLocally`](crate::AcquireFailure::HeldLocally); a single attempt
     /// fails so at once.
+    ///
+    /// Readers and permit holders ([`LockKind::is_shared`](crate::LockKind::is_shared)) do
+    /// not wait in that line: several of them may hold together, so each contends on the
+    /// nodes at once (docs/kinds.md, "The local line").
     pub fn acquire_with(
         &mut self,
         now: Instant,
         resource: Resource,
         options: &LockOptions,
     ) -> Result<OpId, UsageError> {
-        let first = self.lines.is_free(&resource);
-        self.start(now, true, |now, op, config, rng| {
+        let in_line = !options.kind.is_shared();
+        let first = !in_line || self.lines.is_free(&resource);
+        self.start(now, in_line, |now, op, config, rng| {
             if first {
                 Lock::acquire(now, op, config, resource, options, rng)
             } else {
                 Lock::queued(now, op, config, resource, options)
             }
+        })
+    }
+
+    /// Starts acquiring every resource of `resources` at once, all or none, with the
+    /// configured retry policy (a multi-lock, docs/kinds.md); see [`Lock::acquire_all`].
+    ///
+    /// ```
+    /// # use std::time::Instant;
+    /// # use redlock_core::{Client, Config, Resource};
+    /// # let mut client = Client::new(Config::builder(3).build()?, rand_core::UnwrapErr(getrandom::SysRng));
+    /// # while !matches!(client.poll_output(), redlock_core::Output::Idle | redlock_core::Output::Timeout(_)) {}
+    /// let op = client.acquire_all(Instant::now(), [Resource::from("a"), Resource::from("b")])?;
+    /// # let _ = op;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_all(
+        &mut self,
+        now: Instant,
+        resources: impl IntoIterator<Item = Resource>,
+    ) -> Result<OpId, UsageError> {
+        self.acquire_all_with(now, resources, &LockOptions::default())
+    }
+
+    /// Makes one attempt to acquire every resource of `resources` at once, without retry.
+    pub fn try_acquire_all(
+        &mut self,
+        now: Instant,
+        resources: impl IntoIterator<Item = Resource>,
+    ) -> Result<OpId, UsageError> {
+        let once = RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            ..self.config.retry
+        };
+        let options = LockOptions::default().retry(once);
+        self.acquire_all_with(now, resources, &options)
+    }
+
+    /// Starts acquiring every resource of `resources` at once with per-lock options; see
+    /// [`Lock::acquire_all`]. The outcome comes as one
+    /// [`Event::Acquired`](crate::Event::Acquired) or
+    /// [`Event::AcquireFailed`](crate::Event::AcquireFailed), named by the first resource.
+    ///
+    /// A multi-lock does not wait in the client's local lines (queue.rs): it contends on
+    /// the nodes at once (docs/kinds.md, "The local line").
+    pub fn acquire_all_with(
+        &mut self,
+        now: Instant,
+        resources: impl IntoIterator<Item = Resource>,
+        options: &LockOptions,
+    ) -> Result<OpId, UsageError> {
+        self.start(now, false, |now, op, config, rng| {
+            Lock::acquire_all(now, op, config, resources, options, rng)
         })
     }
 

@@ -15,6 +15,7 @@ use crate::id::{NodeId, NodeName};
 use crate::io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
 };
+use crate::kinds::{self, LockKind};
 use crate::options::LockParams;
 use crate::quorum::{self, Decision};
 use crate::round::{self, Round, Slot};
@@ -101,12 +102,17 @@ impl Acquiring {
     fn attempt(&mut self, ctx: &mut Ctx, now: Instant) {
         self.attempts += 1;
         let timing = &ctx.params.timing;
-        let command = match &ctx.fence_key {
-            Some(fence) => {
+        let command = match (&ctx.kind, &ctx.fence_key) {
+            // A kind beyond the mutex (kinds/mod.rs): its own acquire command.
+            (Some(kind), _) => {
+                let at = (&ctx.resource, &self.token, timing.ttl_ms);
+                kind.acquire(ctx.params.kind_scripts, at)
+            }
+            (None, Some(fence)) => {
                 let script = ctx.params.fenced_acquire_script;
                 Command::fenced_acquire(&ctx.resource, fence, (&self.token, timing.ttl_ms), script)
             }
-            None => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
+            (None, None) => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
         };
         self.confirming = None;
         // algorithm.md §2: one command to all N nodes at once, each with until
@@ -222,10 +228,7 @@ impl Acquiring {
             };
         }
         if !reached {
-            let reason = acquire_failure(&round, &ctx.names);
-            self.last_nodes = outcomes(&round, &ctx.names);
-            ctx.recycle(round);
-            return self.on_attempt_failed(ctx, now, rng, reason);
+            return self.on_failed_round(round, ctx, now, rng);
         }
         let nodes = outcomes(&round, &ctx.names);
         let started = round.started;
@@ -234,6 +237,35 @@ impl Acquiring {
             return self.grant(ctx, now, rng, (started, None), nodes, Vec::new());
         }
         self.on_fenced_quorum(round, ctx, now, rng, nodes)
+    }
+
+    /// The attempt in flight failed to reach its quorum: the next attempt, or the end. A
+    /// semaphore's attempt decided by `-PERMITS` replies ends the call at once
+    /// (kinds/mod.rs, `permits_failure`): it asked for another k than the holders in place.
+    fn on_failed_round<R: CryptoRng + ?Sized>(
+        &mut self,
+        round: Round,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
+        self.last_nodes = outcomes(&round, &ctx.names);
+        let permits = match ctx.params.kind {
+            LockKind::Semaphore { permits } => {
+                kinds::permits_failure(&round.slots, &ctx.names, permits, ctx.params.quorum)
+            }
+            _ => None,
+        };
+        let reason = permits
+            .clone()
+            .unwrap_or_else(|| acquire_failure(&round, &ctx.names));
+        ctx.recycle(round);
+        if permits.is_some() {
+            // algorithm.md §6: the nodes that granted a permit release it.
+            ctx.push_cleanup(now, &self.token);
+            return self.fail(ctx, now, reason);
+        }
+        self.on_attempt_failed(ctx, now, rng, reason)
     }
 
     /// A fenced attempt reached its quorum: the token is the largest counter among the
@@ -388,6 +420,11 @@ impl Acquiring {
     }
 
     fn fail(&mut self, ctx: &mut Ctx, now: Instant, reason: AcquireFailure) -> Option<Phase> {
+        if self.attempts > 0 {
+            // A writer that gives up deletes its waiting mark, so that it does not keep
+            // readers out (docs/kinds.md, "Reader-writer lock"); the other kinds leave none.
+            ctx.push_abandon(now, &self.token);
+        }
         let nodes = std::mem::take(&mut self.last_nodes);
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,
@@ -449,6 +486,11 @@ fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
         Slot::Done(Vote::Yes | Vote::Counter(_)) => AcquireOutcome::Locked,
         Slot::Done(Vote::No) => AcquireOutcome::Held,
         Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
+        // The semaphore's `-PERMITS k` error reply (kinds/mod.rs).
+        Slot::Done(Vote::Permits(k)) => AcquireOutcome::Failed(NodeFault::Server {
+            command: "EVALSHA",
+            message: format!("PERMITS {k}"),
+        }),
         Slot::Done(other) => {
             AcquireOutcome::Failed(NodeFault::Protocol(format!("unexpected vote {other:?}")))
         }

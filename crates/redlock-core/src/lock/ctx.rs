@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeName, OpId};
 use crate::io::Event;
+use crate::kinds::{self, Kinded, LockKind};
 use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::round::{Round, Slot};
@@ -36,6 +37,9 @@ pub(super) struct Ctx {
     /// The fencing counter key F of a fenced lock: the resource's key and the configured
     /// suffix.
     pub(super) fence_key: Option<Bytes>,
+    /// A lock of a kind beyond the mutex (kinds/mod.rs): its commands and keys; `None` for
+    /// a mutex of one resource.
+    pub(super) kind: Option<Kinded>,
     /// Releases of failed or cancelled attempts; they report nothing.
     pub(super) cleanup: Vec<Round>,
     /// The last round's number.
@@ -104,6 +108,10 @@ impl Ctx {
             key.extend_from_slice(config.fencing.suffix.as_bytes());
             key.freeze()
         });
+        // The writer's patience: its waiting mark lives for the ttl while it may retry.
+        let single = params.retry.max_attempts == Some(1);
+        let patience = if single { 0 } else { params.timing.ttl_ms };
+        let kind = Kinded::new(params.kind, std::slice::from_ref(&resource), patience);
         Ok(Self {
             op,
             resource,
@@ -111,6 +119,7 @@ impl Ctx {
             names: Arc::clone(&config.names),
             supplied_token: options.token.clone(),
             fence_key,
+            kind,
             cleanup: Vec::new(),
             next_seq: 0,
             events: Events::default(),
@@ -118,6 +127,35 @@ impl Ctx {
             contested: false,
             awaited: false,
         })
+    }
+
+    /// The context of a lock of several resources at once (a multi-lock, docs/kinds.md):
+    /// sorted and deduplicated, the first one names the lock in its events. Refuses an
+    /// empty list, a list of one resource repeated, a kind other than the mutex, and
+    /// fencing.
+    pub(super) fn with_set(
+        op: OpId,
+        config: &Config,
+        resources: impl IntoIterator<Item = Resource>,
+        options: &LockOptions,
+    ) -> Result<Self, UsageError> {
+        let set = kinds::resource_set(resources)?;
+        if options.kind != LockKind::Mutex {
+            let rule = "a lock of several resources is a mutex of each; readers, writers and \
+                        semaphores lock one resource";
+            let e = crate::error::ConfigError::new("kind", rule);
+            return Err(UsageError::InvalidOption(e));
+        }
+        if options.fenced == Some(true) {
+            return Err(UsageError::InvalidOption(kinds::fencing_refused()));
+        }
+        let unfenced = LockOptions {
+            fenced: Some(false),
+            ..options.clone()
+        };
+        let mut ctx = Self::new(op, config, set[0].clone(), &unfenced)?;
+        ctx.kind = Kinded::new(LockKind::Mutex, &set, 0);
+        Ok(ctx)
     }
 
     /// A round of `command` to every node, needing the lock's quorum of yes votes.

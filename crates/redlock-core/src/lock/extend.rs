@@ -106,12 +106,19 @@ impl Held {
         self.renew_at = None;
         self.retry_at = None;
         let timing = &params.timing;
-        let command = Command::extend(
-            &ctx.resource,
-            &self.token,
-            timing.ttl_ms,
-            params.extend_script,
-        );
+        // A kind beyond the mutex extends by its own script (kinds/mod.rs), a writer as the
+        // mutex does.
+        let at = (&ctx.resource, &self.token, timing.ttl_ms);
+        let kind = ctx.kind.as_ref();
+        let command = match kind.and_then(|k| k.extend(params.kind_scripts, at)) {
+            Some(command) => command,
+            None => Command::extend(
+                &ctx.resource,
+                &self.token,
+                timing.ttl_ms,
+                params.extend_script,
+            ),
+        };
         let mut deadline = time::add(now, timing.attempt_timeout);
         if params.deadline_ends_lock {
             // Votes after the lock's deadline cannot save it.

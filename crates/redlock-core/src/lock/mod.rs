@@ -112,6 +112,27 @@ impl Lock {
         Ok(Self { ctx, phase })
     }
 
+    /// Starts acquiring every resource of `resources` at once, all or none (a multi-lock,
+    /// docs/kinds.md): sorted and deduplicated, each attempt sets every key on a node or none
+    /// there. The first resource (in byte order) names the lock in its events, and its
+    /// release channel is the one to listen on while waiting. A list of one resource is
+    /// that resource's mutex.
+    ///
+    /// Refuses an empty list, a list naming one resource several times and nothing else, a
+    /// kind other than [`LockKind::Mutex`](crate::LockKind::Mutex), and fencing.
+    pub fn acquire_all<R: CryptoRng + ?Sized>(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resources: impl IntoIterator<Item = Resource>,
+        options: &LockOptions,
+        rng: &mut R,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::with_set(op, config, resources, options)?;
+        let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
+        Ok(Self { ctx, phase })
+    }
+
     /// A lock call that waits in line behind another of the same client (queue.rs): nothing
     /// is sent until [`start_queued`](Self::start_queued); it gives up by itself when the
     /// retry policy's wait would have run out.

@@ -114,12 +114,37 @@ impl Ctx {
     /// (a failed attempt's cleanup is not: most often it deletes nothing, and a waiter
     /// woken by it would try for nothing).
     fn release_round(&mut self, now: Instant, token: &Token, held: bool) -> Round {
-        let command = Command::release(&self.resource, token);
+        // A kind beyond the mutex releases by its own script (kinds/mod.rs), a writer as
+        // the mutex does.
+        let command = match self
+            .kind
+            .as_ref()
+            .and_then(|k| k.release(&self.resource, token))
+        {
+            Some(command) => command,
+            None => Command::release(&self.resource, token),
+        };
         let command = if held { command.announced() } else { command };
+        self.round_to_all(command, now)
+    }
+
+    /// A round of `command` to all N nodes that every node answers (a release or a
+    /// writer's abandon), each with until the release timeout to answer.
+    fn round_to_all(&mut self, command: Command, now: Instant) -> Round {
         let deadline = time::add(now, self.params.release_timeout);
         let n = self.params.nodes;
         let slots = std::mem::take(&mut self.spare_slots);
         Round::new(self.seq(), command, now, deadline, (n, n), slots)
+    }
+
+    /// A writer that gives up: deletes its waiting mark (WRITE_ABANDON) on all N nodes,
+    /// silently, as a cleanup release; nothing for the other kinds.
+    pub(super) fn push_abandon(&mut self, now: Instant, token: &Token) {
+        let abandon = (self.kind.as_ref()).and_then(|k| k.abandon(&self.resource, token));
+        if let Some(command) = abandon {
+            let round = self.round_to_all(command, now).resending();
+            self.cleanup.push(round);
+        }
     }
 
     /// Releases a failed or cancelled attempt's keys without reporting anything, sending

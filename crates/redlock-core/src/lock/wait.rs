@@ -2,7 +2,7 @@
 //! (algorithm.md §7). With release notifications on (notify.rs) and the lock held by
 //! another client, two more things can end the wait early:
 //! - the holder's expiry, read by a `PTTL` probe sent to every node right after the failed
-//!   attempt (behind the subscription on each node's connection, so a release that happened
+//!   attempt (a mutex's only: the other kinds' holders are not one key's) (behind the subscription on each node's connection, so a release that happened
 //!   before the subscription was active shows as a missing key);
 //! - a quorum of nodes announcing a release.
 //!
@@ -40,7 +40,10 @@ impl Wait {
     /// A wait until `at`, the retry delay's end; if `listening`, with a probe started now.
     pub(super) fn new(ctx: &mut Ctx, now: Instant, at: Instant, listening: bool) -> Self {
         let n = ctx.params.nodes;
-        let probe = listening.then(|| {
+        // Only a mutex's holder shows in its key's ttl: a reader, a writer or a multi-lock
+        // may be kept out by keys the probe does not read, and a missing key would only
+        // start an early attempt for nothing (docs/kinds.md, "Waiting").
+        let probe = (listening && ctx.kind.is_none()).then(|| {
             let deadline = time::add(now, ctx.params.timing.attempt_timeout);
             let command = Command::pttl(&ctx.resource);
             Round::new(ctx.seq(), command, now, deadline, (n, n), Vec::new())

@@ -1,5 +1,6 @@
 //! The replies of a request written as several commands (node/mod.rs), read as its one
-//! reply: a fenced pipeline's `SET`, `ZADD` and `ZINCRBY` (fencing.rs), and an announced
+//! reply: a fenced pipeline's `SET`, `ZADD` and `ZINCRBY` (fencing.rs), a negative
+//! control's multi-lock set key by key (command.rs, `SetEach`), and an announced
 //! native release's delete and `PUBLISH` (server.rs, `fold_release`).
 
 use crate::resp::Reply;
@@ -30,13 +31,9 @@ impl Gathered {
         count_waiters: bool,
     ) -> Option<Reply> {
         match (native, announced) {
-            (Some(NativeUse::Fence), _) => {
-                self.replies.push(reply);
-                if self.replies.len() < FENCED_PIPELINE_REPLIES {
-                    return None;
-                }
-                Some(Reply::Replies(std::mem::take(&mut self.replies)))
-            }
+            (Some(NativeUse::Fence), _) => self.part(reply, FENCED_PIPELINE_REPLIES),
+            // A negative control's multi-lock set key by key (command.rs, `SetEach`).
+            (Some(NativeUse::Each(keys)), _) => self.part(reply, keys as usize),
             // A native release and its `PUBLISH`, read as the release script's one reply.
             (Some(NativeUse::Release), true) => match self.deleted.take() {
                 None => {
@@ -47,6 +44,16 @@ impl Gathered {
             },
             _ => Some(reply),
         }
+    }
+
+    /// One reply of a request written as `parts` commands: all of them, once the last one
+    /// is read.
+    fn part(&mut self, reply: Reply, parts: usize) -> Option<Reply> {
+        self.replies.push(reply);
+        if self.replies.len() < parts {
+            return None;
+        }
+        Some(Reply::Replies(std::mem::take(&mut self.replies)))
     }
 
     /// Forgets the parts read (the connection is gone).
