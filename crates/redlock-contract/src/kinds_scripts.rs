@@ -1,11 +1,12 @@
 //! The lock kinds' script bodies the kinds rows send (kinds-spec.md, the Lua bodies, which
 //! are normative), and the mutant bodies a negative control sends in their place.
 //!
-//! This is the one place that says where a body comes from: today the simulation's copies
-//! (`redlock_sim::kinds::*_SOURCE`, word for word from the design), later the core's own
-//! `Script` constants; switching is a change of the paths below and nothing else.
+//! This is the one place that says where a body comes from: the core's own `Script`
+//! constants, which the simulation's models (`redlock_sim::kinds::*_SOURCE`) must match
+//! word for word (a run on the model answers `NOSCRIPT` otherwise); the mutant bodies are
+//! the simulation's copies.
 
-use redlock_sim::kinds::{multi, rw, semaphore};
+use redlock_sim::kinds::{rw, semaphore};
 
 use crate::kinds::KindsScript;
 
@@ -40,17 +41,17 @@ pub struct KindsScripts {
 impl KindsScripts {
     /// The design's bodies (kinds-spec.md), as the core sends them.
     pub const SPEC: Self = Self {
-        multi_acquire: multi::MULTI_ACQUIRE_SOURCE,
-        multi_release: multi::MULTI_RELEASE_SOURCE,
-        multi_extend: multi::MULTI_EXTEND_SOURCE,
-        read_acquire: rw::READ_ACQUIRE_SOURCE,
-        write_acquire: rw::WRITE_ACQUIRE_SOURCE,
-        write_abandon: rw::WRITE_ABANDON_SOURCE,
-        read_release: rw::READ_RELEASE_SOURCE,
-        read_extend: rw::READ_EXTEND_SOURCE,
-        sem_acquire: semaphore::SEM_ACQUIRE_SOURCE,
-        sem_release: semaphore::SEM_RELEASE_SOURCE,
-        sem_extend: semaphore::SEM_EXTEND_SOURCE,
+        multi_acquire: redlock_core::MULTI_ACQUIRE_SCRIPT.body,
+        multi_release: redlock_core::MULTI_RELEASE_SCRIPT.body,
+        multi_extend: redlock_core::MULTI_EXTEND_SCRIPT.body,
+        read_acquire: redlock_core::READ_ACQUIRE_SCRIPT.body,
+        write_acquire: redlock_core::WRITE_ACQUIRE_SCRIPT.body,
+        write_abandon: redlock_core::WRITE_ABANDON_SCRIPT.body,
+        read_release: redlock_core::READ_RELEASE_SCRIPT.body,
+        read_extend: redlock_core::READ_EXTEND_SCRIPT.body,
+        sem_acquire: redlock_core::SEM_ACQUIRE_SCRIPT.body,
+        sem_release: redlock_core::SEM_RELEASE_SCRIPT.body,
+        sem_extend: redlock_core::SEM_EXTEND_SCRIPT.body,
     };
 
     /// The body sent where the core sends `script`.

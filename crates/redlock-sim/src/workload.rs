@@ -17,7 +17,8 @@ use crate::scenario::{Resources, SuppliedToken, WorkloadKnobs};
 pub(crate) enum Action {
     Acquire {
         resource: Resource,
-        options: LockOptions,
+        /// Boxed: the options are most of an action's size.
+        options: Box<LockOptions>,
     },
     Extend(OpId),
     Release(OpId),
@@ -304,7 +305,10 @@ impl Workload {
         if k.fenced_chance > 0.0 {
             options = options.fenced(self.dice.chance(k.fenced_chance));
         }
-        Action::Acquire { resource, options }
+        Action::Acquire {
+            resource,
+            options: Box::new(options),
+        }
     }
 
     fn plan_extend(&mut self, now: Instant, validity: Duration) -> Option<Instant> {
