@@ -1,12 +1,14 @@
 //! The command line: subcommands and options as clap derives them, and the checks clap
 //! cannot make (a missing `--`, an empty resource, no nodes). Nothing here touches a node.
 
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::exit::{EXIT_CODES, Exit};
+use crate::kind::ExecKind;
 
 /// A distributed flock: run a command while holding a Redlock lock over N independent
 /// Redis or Valkey nodes, see who holds a lock, release one on purpose, or watch the
@@ -152,9 +154,36 @@ pub(crate) struct ExecArgs {
     /// With --on-lost term: how long CMD has after SIGTERM before SIGKILL.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "DUR")]
     pub(crate) grace: Duration,
-    /// Take a fencing token and pass it to CMD as REDLOCK_FENCING_TOKEN.
-    #[arg(long)]
+    /// Take a fencing token and pass it to CMD as REDLOCK_FENCING_TOKEN (the mutex only:
+    /// not with --shared, --exclusive or --permits).
+    #[arg(long, conflicts_with_all = ["shared", "exclusive", "permits"])]
     pub(crate) fenced: bool,
+    /// Hold RESOURCE as a reader (flock's -s): any number of --shared holders at once,
+    /// none while an --exclusive one holds it or waits for it. Use --exclusive, not a
+    /// plain exec, for the writers of a name that readers use: a plain exec takes the
+    /// mutex, which does not see readers.
+    #[arg(long, short = 's', conflicts_with_all = ["exclusive", "permits"])]
+    pub(crate) shared: bool,
+    /// Hold RESOURCE as its writer (flock's -x): excludes --shared holders, other
+    /// --exclusive ones and plain execs. A writer that waits keeps new readers out
+    /// meanwhile.
+    #[arg(long, short = 'x', conflicts_with = "permits")]
+    pub(crate) exclusive: bool,
+    /// Hold one of at most K permits of RESOURCE (a counting semaphore: "at most 3 exports
+    /// across the fleet"); every holder of RESOURCE must pass the same K (else exit 78).
+    /// K >= 2 needs more than a majority of the N nodes: floor(K*N/(K+1)) + 1 of them (on
+    /// 5 nodes: 4 for K = 2 or 3, all 5 for K >= 4). While more than N minus that many
+    /// are down, no permit can be taken, and a held one cannot be extended and is lost
+    /// (--on-lost). K = 1 is a majority, as a plain exec's.
+    #[arg(long, value_name = "K", value_parser = permits)]
+    pub(crate) permits: Option<NonZeroU32>,
+}
+
+impl ExecArgs {
+    /// The kind of lock the flags ask for.
+    pub(crate) fn kind(&self) -> ExecKind {
+        ExecKind::from_flags(self.shared, self.exclusive, self.permits)
+    }
 }
 
 /// What `exec` does to the command when the lock is lost.
@@ -326,6 +355,15 @@ fn lock_ttl(text: &str) -> Result<Duration, String> {
     Ok(ttl)
 }
 
+/// `--permits K`: a whole number of at least 1 (a semaphore of 0 permits can never be
+/// held; docs/kinds.md).
+fn permits(text: &str) -> Result<NonZeroU32, String> {
+    let k: u32 = text
+        .parse()
+        .map_err(|e| format!("{text} is not a number of permits: {e}"))?;
+    NonZeroU32::new(k).ok_or_else(|| "0 permits can never be held; ask for at least 1".into())
+}
+
 /// A duration above zero: a demo that runs for no time has no verdict to give.
 fn positive(text: &str) -> Result<Duration, String> {
     match humantime::parse_duration(text).map_err(|e| e.to_string())? {
@@ -379,7 +417,14 @@ The command's environment:
   REDLOCK_DEADLINE_MS    Unix time in ms when the first validity ends (extensions move the
                          lock's deadline later; this value is not updated)
   REDLOCK_FENCING_TOKEN  with --fenced: the fencing token, for every write the lock guards
+  REDLOCK_KIND           what is held: mutex (no kind flag), shared (--shared), exclusive
+                         (--exclusive) or permits (--permits K)
+  REDLOCK_PERMITS        with --permits K: K
   REDLOCK_NODES is removed (its URLs may hold passwords); REDLOCK_NODES_FILE is kept.
+
+Kinds: a plain exec takes the mutex, as flock without -s does. Readers (--shared) and the
+mutex do not see each other: on a name that readers use, take the exclusive side with
+--exclusive. --permits K holds apart from both (keys of its own).
 
 The lock is held from acquisition until the command and every process left in its process
 group have exited; see the exit codes in `redlock --help`.";

@@ -50,6 +50,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         command: &args.command,
         on_lost: args.on_lost,
         grace: args.grace,
+        kind: args.kind(),
     };
     let child = match job::spawn(&job, &guard) {
         Ok(child) => child,
@@ -112,12 +113,13 @@ fn describe_loss(reason: &LostReason, max_hold: Option<Duration>, held: Duration
     }
 }
 
-/// The lock options `exec` asks for: its ttl, auto-extension, fencing, and how long to
-/// wait.
+/// The lock options `exec` asks for: its ttl, auto-extension, fencing, its kind
+/// (crate::kind), and how long to wait.
 fn lock_options(redlock: &Redlock, args: &ExecArgs) -> LockOptions {
     let options = (LockOptions::default().ttl(args.ttl))
         .auto_extend(Some(auto_extend(args.max_hold)))
-        .fenced(args.fenced);
+        .fenced(args.fenced)
+        .kind(args.kind().lock_kind());
     match (args.no_wait, args.wait) {
         (true, _) => options.retry(RetryPolicy::once()),
         (false, Some(wait)) => options.max_wait(redlock.config(), wait),
@@ -147,7 +149,12 @@ async fn acquire(
     if !args.no_wait {
         // A wait rides out nodes that go down while it waits, but one that starts with no
         // quorum in reach is a setup error: say so now rather than wait for ever.
-        let seen = redlock.inspect(resource).await;
+        let seen = redlock.inspect(resource).await.map(|mut seen| {
+            // A semaphore of K >= 2 needs more nodes than the configuration's quorum
+            // (docs/kinds.md, "The semaphore's quorum").
+            seen.quorum = args.kind().quorum(seen.nodes.len(), seen.quorum);
+            seen
+        });
         let names = redlock.config().node_names();
         match seen
             .as_ref()
@@ -166,6 +173,7 @@ async fn acquire(
             }
         }
     }
+    let kind = args.kind();
     let mut line = WaitLine::new(resource, args.nodes.quiet);
     let started = Instant::now();
     let mut lock = Box::pin(lock_until(redlock, args, wait_end));
@@ -185,6 +193,9 @@ async fn acquire(
             }
             _ = tick.tick(), if line.is_on() => {
                 let seen = redlock.inspect(resource).await.ok();
+                // Only a mutex waits on the key alone: for another kind, a free key is
+                // no news (readers, permits or a waiting writer keep it out unseen).
+                let seen = seen.filter(|s| kind.waits_on_the_key_alone() || s.holder.is_some());
                 line.draw(started.elapsed(), seen.as_ref());
             }
         }

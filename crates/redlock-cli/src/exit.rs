@@ -18,6 +18,10 @@ pub(crate) const NODE_ERROR: u8 = 69;
 pub(crate) const NOT_ACQUIRED: u8 = 75;
 /// The lock was lost while the command ran; the command was told per `--on-lost`.
 pub(crate) const LOST: u8 = 76;
+/// `exec --permits K`: the semaphore's holders in place use another K (docs/kinds.md,
+/// "Counting semaphore"); every holder of one resource must ask for the same K. Not
+/// retried: the command line is wrong, not unlucky (sysexits `EX_CONFIG`).
+pub(crate) const PERMITS_MISMATCH: u8 = 78;
 /// The command could not be run: not executable.
 pub(crate) const CANNOT_RUN: u8 = 126;
 /// The command could not be run: not found.
@@ -37,6 +41,8 @@ Exit codes:
   76       lost: the lock was lost while the command's group ran (extensions failed
            past the validity, were refused for good: ACL, replica, another writer, or
            stopped at --max-hold), or the job's end was seen after the lock's deadline
+  78       exec --permits K: the resource is held with another K (every holder of one
+           resource must pass the same K)
   126/127  exec: the command could not be run / was not found
   128+N    exec: redlock got signal N while waiting for the lock (nothing ran)
 
@@ -90,9 +96,10 @@ impl Exit {
     pub(crate) fn lock_error(doing: &str, e: &LockError) -> Self {
         let code = lock_error_code(e);
         match e {
-            LockError::Acquire { reason, .. } => {
-                Self::with(code, format_args!("{doing}: {reason}"))
-            }
+            LockError::Acquire { reason, .. } => match permits_mismatch(reason) {
+                Some(mismatch) => Self::with(code, format_args!("{doing}: {mismatch}")),
+                None => Self::with(code, format_args!("{doing}: {reason}")),
+            },
             _ => Self::with(code, format_args!("{doing}: {e}")),
         }
     }
@@ -118,6 +125,28 @@ fn lock_error_code(e: &LockError) -> u8 {
     }
 }
 
+/// `asked for --permits 3, but its holders hold it with --permits 2 (on …)`, in the
+/// command line's words, when `reason` is a semaphore's mismatch (also as a wait's last
+/// attempt); `None` otherwise.
+fn permits_mismatch(reason: &AcquireFailure) -> Option<String> {
+    match reason {
+        AcquireFailure::WaitDeadline { last: Some(last) } => permits_mismatch(last),
+        AcquireFailure::PermitsMismatch {
+            asked,
+            in_place,
+            nodes,
+        } => {
+            let nodes: Vec<String> = nodes.iter().map(ToString::to_string).collect();
+            Some(format!(
+                "asked for --permits {asked}, but its holders hold it with --permits \
+                 {in_place} (on {}); every holder of one resource must pass the same K",
+                nodes.join(", ")
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// Not acquired when someone holds it: another client on the nodes, or another lock call
 /// of this process (`HeldLocally`; `exec` makes one lock call, so another `redlock` process
 /// is the one that waits on the nodes), or the wait ran out with them holding it. A node
@@ -127,6 +156,7 @@ fn acquire_code(reason: &AcquireFailure) -> u8 {
         AcquireFailure::QuorumUnreachable { .. } => NODE_ERROR,
         AcquireFailure::WaitDeadline { last: Some(last) } => acquire_code(last),
         AcquireFailure::Contended { .. } | AcquireFailure::HeldLocally => NOT_ACQUIRED,
+        AcquireFailure::PermitsMismatch { .. } => PERMITS_MISMATCH,
         // Too late to leave validity, out of time before a decision, cancelled: nobody said
         // the nodes were broken, so try again later.
         _ => NOT_ACQUIRED,
@@ -169,6 +199,30 @@ mod tests {
         assert_eq!(acquire_code(&none), NOT_ACQUIRED);
         let message = AcquireFailure::HeldLocally.to_string();
         assert!(message.contains("another lock call"), "{message}");
+    }
+
+    #[test]
+    fn a_permits_mismatch_has_its_own_code_and_names_both_numbers() {
+        let mismatch = AcquireFailure::PermitsMismatch {
+            asked: 3,
+            in_place: 2,
+            nodes: Vec::new(),
+        };
+        assert_eq!(acquire_code(&mismatch), PERMITS_MISMATCH);
+        let waited = AcquireFailure::WaitDeadline {
+            last: Some(Box::new(mismatch.clone())),
+        };
+        assert_eq!(acquire_code(&waited), PERMITS_MISMATCH);
+        let e = LockError::Acquire {
+            reason: waited,
+            stats: Default::default(),
+        };
+        let exit = Exit::lock_error("could not acquire pool", &e);
+        assert_eq!(exit.code, PERMITS_MISMATCH);
+        let message = exit.message;
+        assert!(message.starts_with("could not acquire pool: "), "{message}");
+        assert!(message.contains("--permits 3"), "{message}");
+        assert!(message.contains("--permits 2"), "{message}");
     }
 
     #[test]

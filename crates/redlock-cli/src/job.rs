@@ -20,6 +20,7 @@ use tokio::process::{Child, Command};
 
 use crate::cli::OnLost;
 use crate::exit::{self, Exit};
+use crate::kind::ExecKind;
 use crate::out::note;
 use crate::signals::{self, Caught, JobControl};
 
@@ -33,6 +34,8 @@ pub(crate) struct Job<'a> {
     pub(crate) on_lost: OnLost,
     /// With `OnLost::Term`: how long after SIGTERM the group gets SIGKILL.
     pub(crate) grace: Duration,
+    /// The kind of lock held, for `REDLOCK_KIND` and `REDLOCK_PERMITS`.
+    pub(crate) kind: ExecKind,
 }
 
 /// How the job ended: its leader's status, and whether the lock covered it to the end.
@@ -74,6 +77,11 @@ pub(crate) fn spawn(job: &Job<'_>, guard: &LockGuard) -> Result<Child, Exit> {
             "REDLOCK_DEADLINE_MS",
             deadline_ms(guard.validity()).to_string(),
         );
+    let (kind, permits) = job.kind.env();
+    command.env("REDLOCK_KIND", kind);
+    if let Some(permits) = permits {
+        command.env("REDLOCK_PERMITS", permits.to_string());
+    }
     if let Some(fence) = guard.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", fence.to_string());
     }

@@ -64,6 +64,7 @@ mod exec;
 mod exit;
 mod job;
 mod json;
+mod kind;
 mod local_nodes;
 mod out;
 mod progress;

@@ -1345,3 +1345,256 @@ fn help_documents_every_exit_code() {
         assert!(help.contains(code), "{help}");
     }
 }
+
+/// `exec --permits K` exits with this when the holders in place use another K.
+const PERMITS_MISMATCH: i32 = 78;
+
+/// A directory of its own for one test's marker files, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "redlock-cli-{name}-{}-{}",
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(dir.join("active")).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp dir")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn permits_k_never_runs_more_than_k_jobs_at_once_and_some_do_overlap() {
+    let c = Cluster::start(3).unwrap();
+    let urls = c.urls().join(",");
+    let dir = Scratch::new("permits");
+    // Each job enters `active` (an atomic mkdir), counts who is there, stays a while and
+    // leaves before it exits: an entry lives only while its job holds a permit.
+    let script = format!(
+        "mkdir {d}/active/$$; ls {d}/active | wc -l >> {d}/seen; sleep 0.2; rmdir {d}/active/$$",
+        d = dir.path()
+    );
+    thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..4 {
+                    let mut command = Command::new(bin());
+                    command
+                        .args(["exec", "pool", "--permits", "2", "--wait", "25s"])
+                        .args(["--", "sh", "-c", &script])
+                        .env("REDLOCK_NODES", &urls);
+                    let out = finish(Running::spawn(command, false), Duration::from_secs(30));
+                    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                }
+            });
+        }
+    });
+    let seen = std::fs::read_to_string(dir.0.join("seen")).unwrap();
+    let counts: Vec<usize> = (seen.lines()).map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(counts.len(), 16, "{seen}");
+    let max = counts.iter().copied().max().unwrap_or_default();
+    assert!(max <= 2, "more than 2 holders at once: {counts:?}");
+    assert_eq!(max, 2, "no two jobs ever held together: {counts:?}");
+    // pool:permits:limit outlives the last holder until its expiry (SEM_RELEASE leaves it).
+    for key in ["pool:permits", "pool"] {
+        assert!(!key_anywhere(&c, key), "{key} left behind");
+    }
+}
+
+/// Whether the events in `log` (`R+ name`, `R- name`, `W+`, `W-`, one a line) ever have a
+/// writer together with anyone: the number of readers and writers at each event.
+fn check_exclusion(log: &str) {
+    let (mut readers, mut writers) = (0_i32, 0_i32);
+    for line in log.lines() {
+        match line.split_whitespace().next() {
+            Some("R+") => readers += 1,
+            Some("R-") => readers -= 1,
+            Some("W+") => writers += 1,
+            Some("W-") => writers -= 1,
+            other => panic!("unexpected event {other:?} in {log}"),
+        }
+        assert!(
+            writers == 0 || (writers == 1 && readers == 0),
+            "a writer with someone else at {line:?}: {log}"
+        );
+    }
+}
+
+#[test]
+fn shared_holders_overlap_and_an_exclusive_one_overlaps_nothing() {
+    let c = Cluster::start(3).unwrap();
+    let dir = Scratch::new("shared");
+    let d = dir.path();
+    let writer = format!("echo W+ >> {d}/log; echo held; sleep 0.8; echo W- >> {d}/log");
+    // Each reader waits (bounded) for the other's marker: both hold at once, or it exits 3.
+    let reader = |me: &str, other: &str| {
+        format!(
+            "echo 'R+ {me}' >> {d}/log; touch {d}/{me}; i=0; \
+             while [ ! -e {d}/{other} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+             [ -e {d}/{other} ] || exit 3; sleep 0.5; echo 'R- {me}' >> {d}/log"
+        )
+    };
+    let mut first = Running::exec(&c, &["doc", "--exclusive", "--", "sh", "-c", &writer]);
+    assert_eq!(first.line(), "held");
+    let (a, b) = (reader("a", "b"), reader("b", "a"));
+    let mut ra = Running::exec(&c, &["doc", "--shared", "--wait", "20s", "-c", &a]);
+    let mut rb = Running::exec(&c, &["doc", "-s", "--wait", "20s", "-c", &b]);
+    // Once both readers hold, a second writer comes and must wait for both to leave.
+    let until = Instant::now() + Duration::from_secs(15);
+    while !(dir.0.join("a").exists() && dir.0.join("b").exists()) {
+        assert!(Instant::now() < until, "the readers never both held");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let second = format!("echo W+ >> {d}/log; sleep 0.2; echo W- >> {d}/log");
+    let out = redlock(&c, &["exec", "doc", "-x", "--wait", "20s", "-c", &second]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (name, running) in [("first", &mut first), ("a", &mut ra), ("b", &mut rb)] {
+        let status = running.wait(Duration::from_secs(10));
+        assert_eq!(status.code(), Some(0), "{name}: the readers held together");
+    }
+    let log = std::fs::read_to_string(dir.0.join("log")).unwrap();
+    assert_eq!(log.lines().count(), 8, "{log}");
+    check_exclusion(&log);
+    for key in ["doc", "doc:readers", "doc:writer-waiting"] {
+        assert!(!key_anywhere(&c, key), "{key} left behind");
+    }
+}
+
+#[test]
+fn a_permits_mismatch_has_its_own_code_and_names_both_numbers() {
+    let c = Cluster::start(3).unwrap();
+    let mut first = Running::exec(
+        &c,
+        &[
+            "exports",
+            "--permits",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo held; sleep 30",
+        ],
+    );
+    assert_eq!(first.line(), "held");
+    for wait in ["--no-wait", "--wait=20s"] {
+        let started = Instant::now();
+        let args = [
+            "exec",
+            "exports",
+            "--permits",
+            "3",
+            wait,
+            "--",
+            "echo",
+            "ran",
+        ];
+        let out = redlock(&c, &args);
+        let err = fails_with(&out, PERMITS_MISMATCH, "could not acquire exports");
+        assert!(err.contains("--permits 3"), "{err}");
+        assert!(err.contains("--permits 2"), "{err}");
+        assert!(text(&out.stdout).is_empty(), "the command did not run");
+        // Not retried: the command line is wrong, not unlucky.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{wait}: at once"
+        );
+    }
+    // The same K is one more holder.
+    let out = redlock(
+        &c,
+        &[
+            "exec",
+            "exports",
+            "--permits",
+            "2",
+            "-n",
+            "--",
+            "echo",
+            "ran",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    signal(&first.pid(), "-TERM");
+    first.wait(Duration::from_secs(10));
+    assert!(!key_anywhere(&c, "exports:permits"));
+}
+
+#[test]
+fn the_command_is_told_the_kind_it_holds() {
+    let c = Cluster::start(3).unwrap();
+    let script = r#"echo "$REDLOCK_KIND|$REDLOCK_PERMITS|$REDLOCK_FENCING_TOKEN""#;
+    for (flags, expected) in [
+        (&[][..], "mutex||"),
+        (&["--shared"][..], "shared||"),
+        (&["--exclusive"][..], "exclusive||"),
+        (&["--permits", "3"][..], "permits|3|"),
+    ] {
+        let mut args = vec!["exec", "kind-job"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let out = redlock(&c, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{flags:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout).trim(), expected, "{flags:?}");
+    }
+}
+
+#[test]
+fn kind_flags_that_conflict_or_zero_permits_are_usage_errors() {
+    let c = Cluster::start(1).unwrap();
+    for (flags, needle) in [
+        (&["--permits", "0"][..], "at least 1"),
+        (&["--permits", "two"][..], "not a number of permits"),
+        (&["--shared", "--permits", "2"][..], "cannot be used with"),
+        (&["--shared", "--exclusive"][..], "cannot be used with"),
+        (&["-x", "--permits", "2"][..], "cannot be used with"),
+        (&["--fenced", "--shared"][..], "cannot be used with"),
+    ] {
+        let mut args = vec!["exec", "r"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "true"]);
+        let out = redlock(&c, &args);
+        let err = fails_with(&out, USAGE, needle);
+        assert!(err.starts_with("redlock: "), "{flags:?}: {err}");
+    }
+    assert!(!key_anywhere(&c, "r"));
+}
+
+#[test]
+fn help_documents_the_kinds_their_code_and_the_semaphore_s_quorum() {
+    let out = Command::new(bin()).arg("--help").output().unwrap();
+    assert!(text(&out.stdout).contains("78"), "{}", text(&out.stdout));
+    let out = Command::new(bin())
+        .args(["exec", "--help"])
+        .output()
+        .unwrap();
+    let help = text(&out.stdout);
+    for needle in [
+        "--shared",
+        "--exclusive",
+        "--permits <K>",
+        "floor(K*N/(K+1)) + 1",
+        "REDLOCK_KIND",
+        "REDLOCK_PERMITS",
+    ] {
+        assert!(help.contains(needle), "{needle}: {help}");
+    }
+}
