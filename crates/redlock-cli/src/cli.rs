@@ -173,8 +173,8 @@ pub(crate) struct ExecArgs {
     /// across the fleet"); every holder of RESOURCE must pass the same K (else exit 78).
     /// K >= 2 needs more than a majority of the N nodes: floor(K*N/(K+1)) + 1 of them (on
     /// 5 nodes: 4 for K = 2 or 3, all 5 for K >= 4). While more than N minus that many
-    /// are down, no permit can be taken, and a held one cannot be extended and is lost
-    /// (--on-lost). K = 1 is a majority, as a plain exec's.
+    /// are down, no permit can be taken, and a held one's extensions fail: it is lost when
+    /// its validity runs out (--on-lost). K = 1 needs a majority, as a plain exec does.
     #[arg(long, value_name = "K", value_parser = permits)]
     pub(crate) permits: Option<NonZeroU32>,
 }

@@ -5,6 +5,7 @@
 //! interrupted acquisition waits for its cleanup releases ([`settle`]); a command that could
 //! not start, or whose group has ended, is followed by the guard's release.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlock_tokio::{
@@ -15,6 +16,7 @@ use redlock_tokio::{
 use crate::cli::ExecArgs;
 use crate::exit::{self, Exit};
 use crate::job::{self, Broken, Ended, Job};
+use crate::kind::ExecKind;
 use crate::out::note;
 use crate::progress::{WaitLine, seconds};
 use crate::signals::{self, Caught, JobControl};
@@ -147,31 +149,7 @@ async fn acquire(
     let resource = args.resource.as_str();
     let wait_end = (args.wait).and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     if !args.no_wait {
-        // A wait rides out nodes that go down while it waits, but one that starts with no
-        // quorum in reach is a setup error: say so now rather than wait for ever.
-        let seen = redlock.inspect(resource).await.map(|mut seen| {
-            // A semaphore of K >= 2 needs more nodes than the configuration's quorum
-            // (docs/kinds.md, "The semaphore's quorum").
-            seen.quorum = args.kind().quorum(seen.nodes.len(), seen.quorum);
-            seen
-        });
-        let names = redlock.config().node_names();
-        match seen
-            .as_ref()
-            .map(|seen| crate::status::unusable(seen, names))
-        {
-            Ok(None) => {}
-            Ok(Some(why)) => {
-                let message = format!("could not acquire {resource}: {}", why.message);
-                return Err(Exit::with(why.code, message));
-            }
-            Err(e) => {
-                return Err(Exit::lock_error(
-                    &format!("could not acquire {resource}"),
-                    e,
-                ));
-            }
-        }
+        in_reach(redlock, args).await?;
     }
     let kind = args.kind();
     let mut line = WaitLine::new(resource, args.nodes.quiet);
@@ -219,6 +197,38 @@ async fn acquire(
             ))
         }
     }
+}
+
+/// Whether the lock `exec` asks for is in reach before it starts to wait: a wait rides
+/// out nodes that go down while it waits, but one that starts with no quorum in reach (or
+/// with the name taken by a key that is not a lock) is a setup error, said now rather than
+/// after waiting for ever. A semaphore of K >= 2 needs more nodes than the configuration's
+/// quorum (docs/kinds.md, "The semaphore's quorum"), and the message says so.
+async fn in_reach(redlock: &Redlock, args: &ExecArgs) -> Result<(), Exit> {
+    let resource = args.resource.as_str();
+    let mut seen = match redlock.inspect(resource).await {
+        Ok(seen) => seen,
+        Err(e) => {
+            let doing = format!("could not acquire {resource}");
+            return Err(Exit::lock_error(&doing, &e));
+        }
+    };
+    let quorum = seen.quorum;
+    seen.quorum = args.kind().quorum(seen.nodes.len(), quorum);
+    let names = redlock.config().node_names();
+    let Some(why) = crate::status::unusable(&seen, names) else {
+        return Ok(());
+    };
+    let mut message = format!("could not acquire {resource}: {}", why.message);
+    if let (ExecKind::Permits(k), true) = (args.kind(), seen.quorum > quorum) {
+        let _ = write!(
+            message,
+            " (--permits {k} needs {} of the {} nodes: floor(K*N/(K+1)) + 1)",
+            seen.quorum,
+            seen.nodes.len()
+        );
+    }
+    Err(Exit::with(why.code, message))
 }
 
 /// Locks with `exec`'s options. With `--wait`, waits the full time, as `flock -w` does:

@@ -17,7 +17,9 @@
 //!   so it does when it sees the job's end after the lock's deadline. The promise, what
 //!   escapes it and the command's environment are written once, in the crate's README
 //!   ("What `exec` promises"). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are
-//!   passed to the group once; Ctrl-Z stops both and `fg` resumes both.
+//!   passed to the group once; Ctrl-Z stops both and `fg` resumes both. The lock is the
+//!   resource's mutex, or with `--shared`, `--exclusive` or `--permits K` a reader, a
+//!   writer or one of K permit holders (crate::kind; the README's "Kinds").
 //! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.
@@ -40,6 +42,7 @@
 //! | 69 | node error: too few nodes answered to decide |
 //! | 75 | not acquired: held by another client, or by another lock call of this process (`HeldLocally`), with `--no-wait`, or `--wait` ran out (`-E CODE` changes it); `release`: the token held nothing where a quorum answered |
 //! | 76 | lost while the command's group ran: extensions failed past the validity, were refused for good (`Refused`: ACL, replica, another writer; the message says which), or stopped at `--max-hold`; or the job's end was seen after the lock's deadline |
+//! | 78 | `exec --permits K`: the holders in place use another K (crate::kind) |
 //! | 126 / 127 | `exec`: the command could not be run / was not found |
 //! | 128+N | `exec`: `redlock` got signal N while waiting for the lock; nothing ran |
 //!

@@ -1598,3 +1598,36 @@ fn help_documents_the_kinds_their_code_and_the_semaphore_s_quorum() {
         assert!(help.contains(needle), "{needle}: {help}");
     }
 }
+
+#[test]
+fn permits_k_with_too_few_nodes_for_its_quorum_is_a_node_error_at_once() {
+    let c = Cluster::start(2).unwrap();
+    // Two nodes up of three: a majority, but a semaphore of 2 permits on 3 nodes needs all 3.
+    let refused = redlock_testkit::refused_port().unwrap();
+    let nodes = format!("{},{refused}", c.urls().join(","));
+    let run = |flags: &[&str]| {
+        let mut command = Command::new(bin());
+        command
+            .args(["exec", "r", "--nodes", &nodes, "--wait", "1h"])
+            .args(flags)
+            .args(["--", "true"]);
+        finish(Running::spawn(command, false), Duration::from_secs(10))
+    };
+    let out = run(&["--permits", "2"]);
+    let err = fails_with(
+        &out,
+        NODE_ERROR,
+        "could not acquire r: only 2 of 3 nodes answered",
+    );
+    assert!(err.contains("--permits 2 needs 3 of the 3 nodes"), "{err}");
+    // A majority is enough for a single permit and for the other kinds.
+    for flags in [&["--permits", "1"][..], &["--shared"][..], &[][..]] {
+        let out = run(flags);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{flags:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
