@@ -66,15 +66,10 @@ impl ExecKind {
     }
 
     /// How many of `nodes` nodes must grant this kind, given the configuration's
-    /// `quorum`: the configuration's, or for a semaphore of K permits
-    /// max(quorum, floor(K·N/(K+1)) + 1) (docs/kinds.md, "The semaphore's quorum").
+    /// `quorum`: the core's rule ([`LockKind::quorum`]; docs/kinds.md, "The semaphore's
+    /// quorum").
     pub(crate) fn quorum(self, nodes: usize, quorum: usize) -> usize {
-        let Self::Permits(k) = self else {
-            return quorum;
-        };
-        let (k, n) = (u128::from(k.get()), nodes as u128);
-        let floor = usize::try_from(k * n / (k + 1) + 1).unwrap_or(nodes);
-        floor.max(quorum).min(nodes)
+        self.lock_kind().quorum(nodes, quorum)
     }
 }
 

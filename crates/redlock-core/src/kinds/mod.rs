@@ -68,6 +68,24 @@ impl LockKind {
         matches!(self, Self::Read | Self::Semaphore { .. })
     }
 
+    /// How many of `nodes` nodes must grant a lock of this kind, given the configuration's
+    /// `quorum`: the configuration's, and for a semaphore of k permits
+    /// `max(quorum, floor(kN/(k+1)) + 1)` (docs/safety.md, "The quorum intersection, per
+    /// holder slot"), so a tool can tell before asking whether enough nodes are up.
+    ///
+    /// ```
+    /// use redlock_core::LockKind;
+    /// assert_eq!(LockKind::Mutex.quorum(5, 3), 3);
+    /// assert_eq!(LockKind::semaphore(2).quorum(5, 3), 4);
+    /// assert_eq!(LockKind::semaphore(8).quorum(5, 3), 5);
+    /// ```
+    pub fn quorum(self, nodes: usize, quorum: usize) -> usize {
+        match self {
+            Self::Semaphore { permits } => semaphore_quorum(nodes, quorum, permits),
+            _ => quorum,
+        }
+    }
+
     /// Refuses a kind the core cannot take as asked: zero permits, or a fenced kind other
     /// than the mutex (only the mutex hands out fencing tokens for now).
     pub(crate) fn check(self, fenced: bool) -> Result<(), ConfigError> {
