@@ -190,6 +190,18 @@ impl Node {
         self.keyspace.view(0, now).get(&key).is_err()
     }
 
+    /// Whether the sorted set `key` in database 0 holds `member` with a deadline (its score,
+    /// in milliseconds of the node's wall clock) still ahead at true time `t`: a reader's or
+    /// a permit holder's live slot (docs/kinds.md, "Node time inside scripts").
+    pub fn holds_slot(&mut self, t: SimTime, key: &[u8], member: &[u8]) -> bool {
+        let now = self.clock.local_nanos(t);
+        let wall_millis = self.wall_nanos(t) / 1_000_000;
+        let (key, member) = (Bytes::copy_from_slice(key), Bytes::copy_from_slice(member));
+        let score = self.keyspace.view(0, now).zscore(&key, &member);
+        // Pruned at `score <= now`, as the scripts' ZREMRANGEBYSCORE -inf now.
+        score.is_ok_and(|s| s.is_some_and(|s| s > wall_millis as f64))
+    }
+
     /// A new connection: a fresh id, database 0, RESP2, no channels.
     pub fn accept(&mut self) -> Session {
         self.accepted += 1;
