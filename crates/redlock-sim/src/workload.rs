@@ -1,6 +1,7 @@
 //! The user code of one simulated client: acquire, hold for a random time (sometimes past
 //! the validity), extend or auto-extend, release, sometimes cancel midway, repeat; in one
-//! task or in several concurrent ones ([`Tasks`]) that share the client.
+//! task or in several concurrent ones ([`Tasks`]) that share the client. Each lock is a
+//! mutex, or of the kind the workload's `KindMix` draws (`kind_mix.rs`).
 //!
 //! A workload reads only its client's clock (`Instant`s) and the lock events; it returns
 //! actions for the driver to perform and never touches the core itself.

@@ -412,3 +412,26 @@ fn kind_index(kind: HoldKind, one: bool) -> usize {
         HoldKind::Permit(_) => 4,
     }
 }
+
+/// The kinds' mutants on the kinds emphasis, every default on: a multi-lock taken key by
+/// key, a semaphore's off-by-one and a writer that ignores readers each break mutual
+/// exclusion (a kind's rule) within the detection budget. The majority quorum for a
+/// semaphore and the reader's resurrecting extension need what this emphasis does not
+/// give (holders on different subsets of nodes; extensions past the deadline):
+/// tests/kinds.rs catches them on the kinds family.
+#[test]
+fn finds_kind_mutants_with_every_default_on() {
+    for mutant in [
+        Mutant::MultiFirstKeyVote,
+        Mutant::SemAcquireOffByOne,
+        Mutant::WriteAcquireIgnoresReaders,
+    ] {
+        let found = first_broken(
+            DETECTION_BUDGET,
+            mutated(mutant, Emphasis::Kinds),
+            |_, b| matches!(b, Broken::Safety(_)),
+        )
+        .unwrap_or_else(|| panic!("{mutant:?} was not caught within the budget"));
+        show(&format!("kind mutant {mutant:?}"), &found);
+    }
+}

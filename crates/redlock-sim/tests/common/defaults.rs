@@ -328,6 +328,8 @@ fn kinds(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
     let ttl_max = log_ttl(&mut d);
     let config = build(Config::builder(nodes).ttl(ttl_max));
     let mut s = base(seed, &mut d, config, ttl_max);
+    // What a mutant core sends instead of the kinds' scripts (the correct core never does).
+    s.scripts.register_all(redlock_sim::kinds::MUTANT_MODELS);
     let active = d.millis(ms(3_000), ms(8_000));
     s.clients = d.range(2, 4) as usize;
     s.late_clients = (0..d.range(0, 2))
