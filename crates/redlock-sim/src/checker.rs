@@ -510,6 +510,37 @@ mod tests {
     }
 
     #[test]
+    fn an_acquisition_holds_the_kind_and_set_its_call_asked_for() {
+        let (a, b) = (Resource::from("a"), Resource::from("b"));
+        let op = OpId::from_raw(1);
+        let mut c = Checker::new(4);
+        c.started(
+            (0, op, ms(0)),
+            Hold::Exclusive(vec![a.clone(), b.clone()]),
+            (None, None),
+        );
+        c.started((1, op, ms(0)), Hold::Reader(b.clone()), (None, None));
+        c.started((2, op, ms(0)), b.clone(), (None, None));
+        assert_eq!(
+            (c.ops()[0].kind, &c.ops()[0].more),
+            (HoldKind::Exclusive, &vec![b.clone()])
+        );
+        assert_eq!(c.ops()[1].kind, HoldKind::Reader);
+        c.acquired(0, op, (ms(0), ms(100)), None);
+        c.acquired(1, op, (ms(10), ms(100)), None);
+        assert_eq!(c.violation(), None, "a multi-lock ignores readers");
+        c.acquired(2, op, (ms(20), ms(100)), None);
+        let v = c
+            .violation()
+            .expect("the mutex of b overlaps the set {a, b}");
+        assert_eq!(
+            (v.first.client, v.second.client, v.conflict),
+            (0, 2, Conflict::Exclusive)
+        );
+        assert_eq!(v.first.more, vec![b]);
+    }
+
+    #[test]
     fn a_late_extension_keeps_the_hold_continuous() {
         let (r, op) = (Resource::from("r"), OpId::from_raw(3));
         let mut c = Checker::new(2);

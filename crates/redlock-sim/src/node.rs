@@ -609,6 +609,27 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_is_held_until_its_deadline_on_the_node_wall_clock() {
+        use crate::kinds::rw::READ_ACQUIRE_SOURCE;
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        let keys = ["3", "r", "r:readers", "r:writer-waiting", "tok", "100"];
+        let acquire = [&["EVAL", READ_ACQUIRE_SOURCE][..], &keys[..]].concat();
+        assert_eq!(cmd(&mut n, 0, db, &acquire), ServerReply::Int(1));
+        cmd(&mut n, 0, db, &["SET", "s", "tok"]);
+        let at = |ms| SimTime::from_duration(Duration::from_millis(ms));
+        assert!(n.holds_slot(at(99), b"r:readers", b"tok"));
+        assert!(
+            !n.holds_slot(at(100), b"r:readers", b"tok"),
+            "pruned at its deadline"
+        );
+        assert!(!n.holds_slot(at(50), b"r:readers", b"other"));
+        assert!(!n.holds_slot(at(50), b"s", b"tok"), "a string is no slot");
+        assert!(!n.holds_slot(at(50), b"missing", b"tok"));
+    }
+
+    #[test]
     fn set_nx_px_and_scripts_follow_redis() {
         let scripts = Scripts::default();
         let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
