@@ -83,8 +83,12 @@ pub struct OpRecord {
     pub client: usize,
     /// The operation (per client).
     pub op: OpId,
-    /// The resource asked for.
+    /// The resource asked for (a multi-lock's first, in the core's order).
     pub resource: Resource,
+    /// The rest of a multi-lock's set, in order; empty for every other call.
+    pub more: Vec<Resource>,
+    /// The kind of hold asked for (a mutex's is [`HoldKind::Exclusive`]).
+    pub kind: HoldKind,
     /// The caller-supplied token, if any.
     pub token: Option<Token>,
     /// Whether the lock options asked for fencing (`None`: they left it to the config).
@@ -272,16 +276,24 @@ impl Checker {
         None
     }
 
+    /// Client `client` called for `hold` at `at` (true time) as operation `op`, with
+    /// these token and fencing options. An empty multi-lock set (which the core refuses
+    /// before any operation exists) is not recorded.
     pub(crate) fn started(
         &mut self,
         (client, op, at): (usize, OpId, SimTime),
-        resource: Resource,
+        hold: impl Into<Hold>,
         (token, fenced): (Option<Token>, Option<bool>),
     ) {
+        let Some((kind, resource, more)) = hold.into().split() else {
+            return;
+        };
         self.ops.push(OpRecord {
             client,
             op,
             resource,
+            more,
+            kind,
             token,
             fenced,
             started_at: at,
@@ -299,8 +311,8 @@ impl Checker {
         });
     }
 
-    /// The operation's acquisition succeeded: a mutex hold of the resource it asked for,
-    /// from `at` to `deadline`.
+    /// The operation's acquisition succeeded: a hold of what it asked for (its kind and
+    /// resources, as [`started`](Self::started) recorded them), from `at` to `deadline`.
     pub(crate) fn acquired(
         &mut self,
         client: usize,
@@ -311,9 +323,8 @@ impl Checker {
         let Some(record) = self.op_mut(client, op) else {
             return;
         };
-        let resource = record.resource.clone();
-        let kind = (HoldKind::Exclusive, resource, Vec::new());
-        self.push((client, op), (at, deadline), kind, fencing_token);
+        let held = (record.kind, record.resource.clone(), record.more.clone());
+        self.push((client, op), (at, deadline), held, fencing_token);
     }
 
     /// Records a hold of any kind in one call: `hold` says what it holds (a mutex, a
@@ -496,6 +507,37 @@ mod tests {
         let v = c.violation().expect("[50,150) and [140,200) overlap");
         assert_eq!((v.first.client, v.second.client), (1, 2));
         assert!(v.to_string().starts_with("seed 1:"));
+    }
+
+    #[test]
+    fn an_acquisition_holds_the_kind_and_set_its_call_asked_for() {
+        let (a, b) = (Resource::from("a"), Resource::from("b"));
+        let op = OpId::from_raw(1);
+        let mut c = Checker::new(4);
+        c.started(
+            (0, op, ms(0)),
+            Hold::Exclusive(vec![a.clone(), b.clone()]),
+            (None, None),
+        );
+        c.started((1, op, ms(0)), Hold::Reader(b.clone()), (None, None));
+        c.started((2, op, ms(0)), b.clone(), (None, None));
+        assert_eq!(
+            (c.ops()[0].kind, &c.ops()[0].more),
+            (HoldKind::Exclusive, &vec![b.clone()])
+        );
+        assert_eq!(c.ops()[1].kind, HoldKind::Reader);
+        c.acquired(0, op, (ms(0), ms(100)), None);
+        c.acquired(1, op, (ms(10), ms(100)), None);
+        assert_eq!(c.violation(), None, "a multi-lock ignores readers");
+        c.acquired(2, op, (ms(20), ms(100)), None);
+        let v = c
+            .violation()
+            .expect("the mutex of b overlaps the set {a, b}");
+        assert_eq!(
+            (v.first.client, v.second.client, v.conflict),
+            (0, 2, Conflict::Exclusive)
+        );
+        assert_eq!(v.first.more, vec![b]);
     }
 
     #[test]

@@ -158,14 +158,20 @@ impl Sim {
         self.note(|| format!("client {c} calls {action:?}"));
         let client = &mut self.clients[c];
         match action {
-            Action::Acquire { resource, options } => {
+            Action::Acquire {
+                hold,
+                mut resources,
+                options,
+            } => {
                 let token = (options.token.clone(), options.fenced);
-                let op = client
-                    .core
-                    .acquire_with(now, resource.clone(), &options)
-                    .unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
+                let op = match resources.len() {
+                    1 => client.core.acquire_with(now, resources.remove(0), &options),
+                    _ => client.core.acquire_all_with(now, resources, &options),
+                };
+                let op =
+                    op.unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
                 client.workload.started(now, op);
-                self.checker.started((c, op, self.now), resource, token);
+                self.checker.started((c, op, self.now), hold, token);
                 self.trace.client(c, 10, op, self.now);
             }
             Action::Extend(op) => {

@@ -63,6 +63,13 @@ impl Hold {
     }
 }
 
+impl From<Resource> for Hold {
+    /// A mutex of the resource.
+    fn from(resource: Resource) -> Self {
+        Self::Exclusive(vec![resource])
+    }
+}
+
 /// How two holds broke the rules of the module docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Conflict {

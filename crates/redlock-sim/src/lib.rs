@@ -36,9 +36,9 @@
 //!   `event`: what the scheduler queues; [`Report`] (`report.rs`): counters and the trace
 //!   hash.
 //! - `workload`, [`checker`]: what clients do (one task each, or several sharing the
-//!   client), and what must never happen (`holds`: which holds of the lock kinds may
-//!   not overlap); `liveness` ([`Starvation`]): what must eventually
-//!   happen while the lock changes hands; `linger`:
+//!   client; `kind_mix` ([`KindMix`]): which lock kind each call takes), and what must
+//!   never happen (`holds`: which holds of the lock kinds may not overlap); `liveness`
+//!   ([`Starvation`]): what must eventually happen while the lock changes hands; `linger`:
 //!   the release property (a key outlives its release by at most the release timeout), and
 //!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
 
@@ -53,6 +53,7 @@ mod event;
 mod fault;
 mod holds;
 mod keyspace;
+mod kind_mix;
 pub mod kinds;
 mod linger;
 mod liveness;
@@ -78,6 +79,7 @@ pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
 pub use holds::{Conflict, Hold, HoldKind};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
+pub use kind_mix::KindMix;
 pub use linger::Linger;
 pub use liveness::Starvation;
 pub use network::{NetworkKnobs, SlowLink};

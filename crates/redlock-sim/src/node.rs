@@ -190,6 +190,18 @@ impl Node {
         self.keyspace.view(0, now).get(&key).is_err()
     }
 
+    /// Whether the sorted set `key` in database 0 holds `member` with a deadline (its score,
+    /// in milliseconds of the node's wall clock) still ahead at true time `t`: a reader's or
+    /// a permit holder's live slot (docs/kinds.md, "Node time inside scripts").
+    pub fn holds_slot(&mut self, t: SimTime, key: &[u8], member: &[u8]) -> bool {
+        let now = self.clock.local_nanos(t);
+        let wall_millis = self.wall_nanos(t) / 1_000_000;
+        let (key, member) = (Bytes::copy_from_slice(key), Bytes::copy_from_slice(member));
+        let score = self.keyspace.view(0, now).zscore(&key, &member);
+        // Pruned at `score <= now`, as the scripts' ZREMRANGEBYSCORE -inf now.
+        score.is_ok_and(|s| s.is_some_and(|s| s > wall_millis as f64))
+    }
+
     /// A new connection: a fresh id, database 0, RESP2, no channels.
     pub fn accept(&mut self) -> Session {
         self.accepted += 1;
@@ -594,6 +606,27 @@ mod tests {
             .collect();
         let t = SimTime::from_duration(Duration::from_millis(t_ms));
         node.execute(t, db, &args, &Scripts::default())
+    }
+
+    #[test]
+    fn a_slot_is_held_until_its_deadline_on_the_node_wall_clock() {
+        use crate::kinds::rw::READ_ACQUIRE_SOURCE;
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, false);
+        let db = &mut 0;
+        let keys = ["3", "r", "r:readers", "r:writer-waiting", "tok", "100"];
+        let acquire = [&["EVAL", READ_ACQUIRE_SOURCE][..], &keys[..]].concat();
+        assert_eq!(cmd(&mut n, 0, db, &acquire), ServerReply::Int(1));
+        cmd(&mut n, 0, db, &["SET", "s", "tok"]);
+        let at = |ms| SimTime::from_duration(Duration::from_millis(ms));
+        assert!(n.holds_slot(at(99), b"r:readers", b"tok"));
+        assert!(
+            !n.holds_slot(at(100), b"r:readers", b"tok"),
+            "pruned at its deadline"
+        );
+        assert!(!n.holds_slot(at(50), b"r:readers", b"other"));
+        assert!(!n.holds_slot(at(50), b"s", b"tok"), "a string is no slot");
+        assert!(!n.holds_slot(at(50), b"missing", b"tok"));
     }
 
     #[test]

@@ -1,13 +1,19 @@
 //! The release watch: schedules, for each explicit release, a look at every node once the
 //! release's deadline has passed, and records what [`Linger`] describes (the property and
-//! what "reachable" means are in `linger.rs`).
+//! what "reachable" means are in `linger.rs`). What a release must have removed depends on
+//! the lock's kind (docs/kinds.md, "Keys of a resource"): the key of a mutex or a writer,
+//! every key of a multi-lock's set, a reader's slot in `R:readers`, a permit holder's in
+//! `R:permits`.
 
 use std::time::Instant;
 
-use redlock_core::OpId;
+use bytes::Bytes;
+use redlock_core::{OpId, Resource, Token};
 
+use crate::checker::OpRecord;
 use crate::clock::SimTime;
 use crate::event::Ev;
+use crate::holds::HoldKind;
 use crate::linger::Linger;
 use crate::network::LinkState;
 use crate::node::NodeState;
@@ -54,17 +60,14 @@ impl Sim {
         let (Some(stored), resource) = (record.stored.clone(), record.resource.clone()) else {
             return;
         };
+        let left = Left::of(record);
         let since = SimTime::from_duration(deadline.since_start().saturating_sub(grace));
         for n in 0..self.nodes.len() {
-            let node = &self.nodes[n];
             let link = self.net.link_ref(c, n);
-            let reachable = node.state() == NodeState::Up
+            let reachable = self.nodes[n].state() == NodeState::Up
                 && link.state == LinkState::Open
                 && link.opened_at <= since;
-            let held = (node.live_keys(self.now).iter()).any(|(_, key, value)| {
-                key[..] == *resource.as_bytes() && value[..] == *stored.as_bytes()
-            });
-            if reachable && held {
+            if reachable && self.left_on(n, &left, &stored) {
                 let linger = Linger {
                     seed: self.scenario.seed,
                     client: c,
@@ -77,6 +80,48 @@ impl Sim {
                 self.note(|| format!("linger: {linger}"));
                 self.checker.lingers.push(linger);
             }
+        }
+    }
+}
+
+/// What a release of one lock must have removed from every node, by the lock's kind.
+enum Left {
+    /// Each of these string keys holding the lock's value: a mutex's or a writer's one
+    /// resource, a multi-lock's set.
+    Keys(Vec<Resource>),
+    /// The lock's member in this sorted set, with a deadline still ahead: a reader's
+    /// (`R:readers`) or a permit holder's (`R:permits`) slot.
+    Slot(Bytes),
+}
+
+impl Left {
+    /// What the release of the operation `record` must have removed.
+    fn of(record: &OpRecord) -> Self {
+        let suffixed = |suffix: &[u8]| {
+            let mut key = record.resource.as_bytes().to_vec();
+            key.extend_from_slice(suffix);
+            Self::Slot(Bytes::from(key))
+        };
+        match record.kind {
+            HoldKind::Reader => suffixed(b":readers"),
+            HoldKind::Permit(_) => suffixed(b":permits"),
+            HoldKind::Exclusive | HoldKind::Writer => {
+                let set = std::iter::once(&record.resource).chain(&record.more);
+                Self::Keys(set.cloned().collect())
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// Whether node `n` still holds what `left` names, for the lock whose value is `stored`.
+    fn left_on(&mut self, n: usize, left: &Left, stored: &Token) -> bool {
+        let node = &mut self.nodes[n];
+        match left {
+            Left::Keys(set) => (node.live_keys(self.now).iter()).any(|(_, key, value)| {
+                value[..] == *stored.as_bytes() && set.iter().any(|r| key[..] == *r.as_bytes())
+            }),
+            Left::Slot(key) => node.holds_slot(self.now, key, stored.as_bytes()),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use redlock_core::{AutoExtend, Config};
 
+use crate::kind_mix::KindMix;
 use crate::network::{NetworkKnobs, SlowLink};
 use crate::profile::ServerProfile;
 use crate::script::Scripts;
@@ -274,6 +275,9 @@ pub struct WorkloadKnobs {
     /// resource then wait in its line (the core's `queue.rs`). The first task draws as a
     /// client's only workload did; the others draw from dice of their own.
     pub tasks: u32,
+    /// Which lock kind each call takes (docs/kinds.md); mutexes only by default, and then
+    /// no die is cast for it.
+    pub kinds: KindMix,
 }
 
 /// The caller-supplied token of a lock call (see [`WorkloadKnobs::token_chance`]).
@@ -311,6 +315,7 @@ impl Default for WorkloadKnobs {
             supplied_token: SuppliedToken::PerCall,
             fenced_chance: 0.0,
             tasks: 1,
+            kinds: KindMix::default(),
         }
     }
 }

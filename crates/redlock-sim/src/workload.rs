@@ -1,14 +1,16 @@
 //! The user code of one simulated client: acquire, hold for a random time (sometimes past
 //! the validity), extend or auto-extend, release, sometimes cancel midway, repeat; in one
-//! task or in several concurrent ones ([`Tasks`]) that share the client.
+//! task or in several concurrent ones ([`Tasks`]) that share the client. Each lock is a
+//! mutex, or of the kind the workload's `KindMix` draws (`kind_mix.rs`).
 //!
 //! A workload reads only its client's clock (`Instant`s) and the lock events; it returns
 //! actions for the driver to perform and never touches the core itself.
 
 use std::time::{Duration, Instant};
 
-use redlock_core::{Event, LockOptions, OpId, Resource, Token};
+use redlock_core::{Event, LockKind, LockOptions, OpId, Resource, Token};
 
+use crate::holds::Hold;
 use crate::random::Dice;
 use crate::scenario::{Resources, SuppliedToken, WorkloadKnobs};
 
@@ -16,7 +18,12 @@ use crate::scenario::{Resources, SuppliedToken, WorkloadKnobs};
 #[derive(Debug, Clone)]
 pub(crate) enum Action {
     Acquire {
-        resource: Resource,
+        /// What the call holds once acquired (a mutex: the one resource; a multi-lock:
+        /// its set, sorted), as the checker records it.
+        hold: Hold,
+        /// The resources as the call passes them: a multi-lock's set (in the order drawn)
+        /// goes to `acquire_all_with`, one resource to `acquire_with`.
+        resources: Vec<Resource>,
         /// Boxed: the options are most of an action's size.
         options: Box<LockOptions>,
     },
@@ -277,11 +284,22 @@ impl Workload {
     }
 
     fn acquire_action(&mut self) -> Action {
-        let k = &self.knobs;
-        let resource = match self.resources {
-            Resources::Shared(n) => Resource::from(format!("r{}", self.dice.index(n.max(1)))),
-            Resources::PerClient => Resource::from(format!("c{}", self.client)),
+        let (hold, kind, resources) = if self.knobs.kinds.mutex_only() {
+            let resource = match self.resources {
+                Resources::Shared(n) => Resource::from(format!("r{}", self.dice.index(n.max(1)))),
+                Resources::PerClient => Resource::from(format!("c{}", self.client)),
+            };
+            let hold = Hold::Exclusive(vec![resource.clone()]);
+            (hold, LockKind::Mutex, vec![resource])
+        } else {
+            let shared = match self.resources {
+                Resources::Shared(n) => Some(n),
+                Resources::PerClient => None,
+            };
+            let kinds = self.knobs.kinds;
+            kinds.draw(&mut self.dice, self.client, shared)
         };
+        let k = &self.knobs;
         let ttl = self
             .dice
             .millis(k.ttl.0, k.ttl.1)
@@ -303,10 +321,16 @@ impl Workload {
             options = options.token(Token::new(token).expect("short non-empty token"));
         }
         if k.fenced_chance > 0.0 {
-            options = options.fenced(self.dice.chance(k.fenced_chance));
+            // Only a mutex can be fenced (docs/kinds.md); the die is cast for every kind.
+            let fenced = self.dice.chance(k.fenced_chance);
+            options = options.fenced(fenced && kind == LockKind::Mutex && resources.len() == 1);
+        }
+        if kind != LockKind::Mutex {
+            options = options.kind(kind);
         }
         Action::Acquire {
-            resource,
+            hold,
+            resources,
             options: Box::new(options),
         }
     }

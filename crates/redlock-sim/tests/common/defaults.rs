@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use redlock_core::{Config, ConfigBuilder, Mutant, RetryPolicy};
 use redlock_sim::{
-    Dice, FaultKnobs, FencingViolation, Linger, Report, Resources, Scenario, ServerProfile, Sim,
-    SlowLink, Starvation, Violation,
+    Dice, FaultKnobs, FencingViolation, KindMix, Linger, Report, Resources, Scenario,
+    ServerProfile, Sim, SlowLink, Starvation, Violation,
 };
 
 use super::ms;
@@ -35,6 +35,11 @@ pub enum Emphasis {
     /// Many short-lived clients, each created while the others run (one `redlock exec`
     /// each), and nodes whose replies pass a slow link.
     Fresh,
+    /// Every lock kind (docs/kinds.md) on a share of the calls, each on its own resources,
+    /// while nodes restart empty at once, often: multi-locks beside mutexes, readers and
+    /// writers, permit holders. Not in [`ALL`](Self::ALL), so that [`every_default`] and the
+    /// three older emphases keep their seeds.
+    Kinds,
 }
 
 impl Emphasis {
@@ -74,6 +79,7 @@ pub fn defaults_with(seed: u64, emphasis: Emphasis, mutant: Option<Mutant>) -> S
         Emphasis::Restart => restart(seed, build),
         Emphasis::Queued => queued(seed, build),
         Emphasis::Fresh => fresh(seed, build),
+        Emphasis::Kinds => kinds(seed, build),
     }
 }
 
@@ -307,6 +313,60 @@ fn fresh(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
         ..s.faults
     };
     s.time_limit = span + ms(20_000);
+    s
+}
+
+/// Kinds: 3 or 5 nodes, 2-4 clients (and up to 2 created later), one call in five of each
+/// kind: a mutex or a multi-lock of 2 or 3 resources of a pool of 2 or 3, a reader or a
+/// writer of one resource, a permit of a semaphore of 2 or 3; crashes every 50 to 600 ms
+/// that lose the data and restart at once; sometimes pauses and cuts; fenced mutexes on
+/// part of the workload. One task per client: a client's next call starts once its last
+/// one ended, so the bounded hand-offs read readers and permit holders as they read mutexes.
+fn kinds(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xdefa_0004);
+    let nodes = [3, 5][d.index(2)];
+    let ttl_max = log_ttl(&mut d);
+    let config = build(Config::builder(nodes).ttl(ttl_max));
+    let mut s = base(seed, &mut d, config, ttl_max);
+    // What a mutant core sends instead of the kinds' scripts (the correct core never does).
+    s.scripts.register_all(redlock_sim::kinds::MUTANT_MODELS);
+    let active = d.millis(ms(3_000), ms(8_000));
+    s.clients = d.range(2, 4) as usize;
+    s.late_clients = (0..d.range(0, 2))
+        .map(|_| d.millis(ms(0), active))
+        .collect();
+    s.resources = Resources::Shared(d.range(2, 3) as usize);
+    s.workload.kinds = KindMix {
+        mutex: 1,
+        multi: 1,
+        read: 1,
+        write: 1,
+        permit: 1,
+        multi_max: 3,
+        rw_resources: 1,
+        semaphores: 1,
+        permits: d.range(2, 3) as u32,
+        other_k_client: None,
+    };
+    s.workload.start_spread = ms(50);
+    s.workload.hold = (0.05, 0.9);
+    s.workload.think = (ms(0), ms(20));
+    s.workload.extend_chance = 0.3;
+    s.workload.extend_at = (0.3, 0.8);
+    s.workload.fenced_chance = 0.5;
+    s.workload.ops_per_client = cycles(active, ttl_max).min(40);
+    s.faults = FaultKnobs {
+        every: Some((ms(50), d.millis(ms(100), ms(600)))),
+        from: ms(300),
+        until: active,
+        pause_weight: d.range(0, 1) as u32,
+        cut_weight: d.range(0, 1) as u32,
+        crash_weight: 3,
+        flush_weight: 0,
+        pause: (ms(1), ms(100)),
+        ..s.faults
+    };
+    s.time_limit = active + ms(5_000);
     s
 }
 

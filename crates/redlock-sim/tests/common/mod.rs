@@ -14,6 +14,7 @@ use redlock_sim::{
 mod adversarial;
 mod defaults;
 mod evidence;
+mod kinds;
 mod notified;
 
 #[allow(unused_imports)] // not every test file uses the adversarial families or the evidence
@@ -22,6 +23,8 @@ pub use adversarial::*;
 pub use defaults::*;
 #[allow(unused_imports)]
 pub use evidence::*;
+#[allow(unused_imports)]
+pub use kinds::*;
 #[allow(unused_imports)]
 pub use notified::*;
 
