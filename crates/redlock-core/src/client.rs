@@ -398,18 +398,24 @@ impl<R: CryptoRng> Client<R> {
                 fallback,
                 ..
             }) => {
-                if reply.is_error_with(b"NOSCRIPT") {
+                let noscript = reply.is_error_with(b"NOSCRIPT");
+                if noscript {
                     n.noscript_replies += 1;
                 }
-                if let Some(used) = native
-                    && is_unsupported(&reply)
-                {
-                    // Before the lock sees it: its resend then goes out as the script.
-                    n.commands.fall_back(used);
+                let refused = native.is_some_and(|used| {
+                    let refused = is_unsupported(&reply);
+                    if refused {
+                        // Before the lock sees it: its resend then goes out as the script.
+                        n.commands.fall_back(used);
+                    }
+                    refused
+                });
+                // A native release refused, or a kind's release script missing from the
+                // node's cache (kinds/mod.rs), after the lock stopped waiting for it: no
+                // round resends it, and what it held would live until its ttl.
+                if let Some(script) = fallback.filter(|_| refused || noscript) {
                     let waits = (self.locks.get_mut(&op)).is_some_and(|l| l.awaits(id));
-                    if let Some(script) = fallback.filter(|_| !waits && self.controls.resend_late) {
-                        // The release returned (or gave up) before this refusal came: no
-                        // round resends it, and the key would live until its ttl.
+                    if !waits && self.controls.resend_late {
                         self.nodes[node.index()].send_pending(&script, Pending::Resent);
                         self.mark_dirty(node);
                     }

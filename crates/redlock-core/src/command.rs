@@ -318,6 +318,24 @@ impl Command {
         self.kind.as_eval().map(|kind| self.with_kind(kind))
     }
 
+    /// Whether this is a kind's release or a writer's abandon (kinds/mod.rs): a script that
+    /// lets go of what a lock held or marked, whose `-NOSCRIPT` may come after its round
+    /// stopped waiting, and which must then still run (client.rs, `answer`).
+    pub(crate) fn lets_go(&self) -> bool {
+        matches!(
+            self.kind,
+            CommandKind::EvalSha(
+                _,
+                ScriptUse::Kind(
+                    KindUse::MultiRelease
+                        | KindUse::ReadRelease
+                        | KindUse::SemRelease
+                        | KindUse::WriteAbandon
+                )
+            )
+        )
+    }
+
     /// The command's arguments, name first, e.g. `["SET", key, token, "NX", "PX", "30000"]`.
     pub fn args(&self) -> Vec<Bytes> {
         let mut digits = [0u8; 20];

@@ -199,6 +199,38 @@ fn a_reader_acquires_extends_and_releases_by_its_scripts() {
     assert_eq!(nodes[1], ReleaseOutcome::AlreadyExpired);
 }
 
+/// A node that lost the reader's release script (it restarted empty, and the release's
+/// round stopped waiting for it before its `-NOSCRIPT` came) still gets the release, as
+/// `EVAL`: otherwise the reader's slot would keep writers out until its ttl.
+#[test]
+fn a_kind_release_refused_for_a_lost_script_after_the_release_returned_is_sent_as_eval() {
+    let mut h = harness(3, 1);
+    let (op, _) = acquire(&mut h, "r", &kind(LockKind::Read));
+    acquired(&answer(&mut h, &[YES, YES, YES]));
+    h.client.release(h.now, op).unwrap();
+    h.drain();
+    // Nodes 1 and 2 answer: the release is decided; node 0 is still pending.
+    h.reply(1, YES);
+    let out = h.reply(2, YES);
+    assert!(
+        matches!(out.events.last(), Some(Event::Released { .. })),
+        "{:?}",
+        out.events
+    );
+    // The release's background wait for node 0 ends at the release timeout.
+    h.advance(Duration::from_secs(60));
+    h.timeout();
+    let out = h.reply(0, b"-NOSCRIPT No matching script.\r\n");
+    let keys = ["r", "r:readers", "r:writer-waiting"];
+    let mut eval = evalsha(&READ_RELEASE_SCRIPT, &keys, &["*"]);
+    eval[0] = "EVAL".to_owned();
+    eval[1] = READ_RELEASE_SCRIPT.body.to_owned();
+    assert_eq!(sent(&out, 0), vec![eval]);
+    // Its reply waits for nobody.
+    let out = h.reply(0, YES);
+    assert!(out.events.is_empty() && out.disconnects.is_empty());
+}
+
 #[test]
 fn a_kind_script_missing_from_a_nodes_cache_is_sent_again_as_eval() {
     let mut h = harness(3, 1);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{MUTANT_BUDGET, family_count, servers};
 use redlock_core::{Config, Mutant, RetryPolicy};
-use redlock_sim::{Dice, FaultKnobs, Report, Resources, Scenario, Sim};
+use redlock_sim::{Dice, FaultKnobs, HoldKind, KindMix, Report, Resources, Scenario, Sim};
 
 /// Locks held well within their ttl on 3 or 5 nodes, while links are cut (the client
 /// reconnects within a few milliseconds), nodes pause briefly and script caches are
@@ -88,6 +88,61 @@ fn mutant_release_not_finished_leaves_keys_behind() {
         "mutant ReleaseNotFinished: first failing seed {}: {linger}",
         report.seed
     );
+}
+
+/// The release check reads every kind's keys (release_watch.rs): on the same family with
+/// every kind of lock, the round dropped at the decision (`Mutant::ReleaseNotFinished`)
+/// leaves a multi-lock's keys, a reader's slot and a permit holder's slot behind, each found;
+/// the correct core leaves nothing on the same seeds.
+#[test]
+fn every_kind_left_behind_by_an_unfinished_release_is_found() {
+    let with_kinds = |seed, mutant| {
+        let mut s = cuts_and_pauses(seed, mutant);
+        s.resources = Resources::Shared(3);
+        s.workload.kinds = KindMix {
+            mutex: 1,
+            multi: 1,
+            read: 1,
+            write: 1,
+            permit: 1,
+            ..KindMix::default()
+        };
+        s
+    };
+    // Mutex, multi-lock, reader, writer, permit.
+    let mut found = [0usize; 5];
+    for seed in 0..MUTANT_BUDGET {
+        let report = run(with_kinds(seed, Some(Mutant::ReleaseNotFinished)));
+        let Some(linger) = &report.linger else {
+            continue;
+        };
+        let ops = report.checker.ops();
+        let op = ops
+            .iter()
+            .find(|r| (r.client, r.op) == (linger.client, linger.op));
+        if let Some(op) = op {
+            found[match op.kind {
+                HoldKind::Exclusive if op.more.is_empty() => 0,
+                HoldKind::Exclusive => 1,
+                HoldKind::Reader => 2,
+                HoldKind::Writer => 3,
+                HoldKind::Permit(_) => 4,
+            }] += 1;
+        }
+    }
+    println!("unfinished releases left behind (mutex, set, reader, writer, permit): {found:?}");
+    for (what, i) in [("multi-lock", 1), ("reader", 2), ("permit", 4)] {
+        assert!(found[i] > 0, "no {what} left behind was found");
+    }
+    for seed in 0..MUTANT_BUDGET {
+        let report = run(with_kinds(seed, None));
+        if let Some(linger) = &report.linger {
+            panic!("the correct core left a key behind: {linger}");
+        }
+        if let Some(v) = &report.violation {
+            panic!("property (S) broken: {v}");
+        }
+    }
 }
 
 fn run(scenario: Scenario) -> Report {

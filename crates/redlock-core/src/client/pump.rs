@@ -118,9 +118,15 @@ fn send_request(
     bytes: &Bytes,
 ) {
     let release = native == Some(NativeUse::Release);
-    let fallback = (release && node.is_probed())
-        .then(|| lock.script_form(id))
-        .flatten();
+    let fallback = if release && node.is_probed() {
+        lock.script_form(id)
+    } else if lock.runs_kind_scripts() {
+        // A kind's release or abandon: its `EVAL`, should the node have lost the script
+        // (kinds/mod.rs, `Command::lets_go`).
+        lock.lets_go_form(id)
+    } else {
+        None
+    };
     let announced = release && lock.announces(id);
     node.send((lock.op(), id), native, (announced, fallback), bytes);
     if native == Some(NativeUse::Fence) {

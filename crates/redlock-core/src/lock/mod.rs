@@ -272,6 +272,13 @@ impl Lock {
         &self.ctx.resource
     }
 
+    /// Whether the lock runs a kind's scripts (docs/kinds.md): any kind but a plain mutex of
+    /// one resource.
+    #[inline]
+    pub(crate) fn runs_kind_scripts(&self) -> bool {
+        self.ctx.kind.is_some()
+    }
+
     /// Whether the lock hands out a fencing token.
     pub(crate) fn is_fenced(&self) -> bool {
         self.ctx.fence_key.is_some()

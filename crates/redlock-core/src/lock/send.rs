@@ -64,12 +64,29 @@ impl Lock {
     /// sent in its place if the node refuses its native command after the lock stopped
     /// waiting for it (client.rs). None if its round is gone or its command is no script.
     pub(crate) fn script_form(&mut self, id: RequestId) -> Option<Bytes> {
+        self.eval_form(id, |_| true)
+    }
+
+    /// The `EVAL` form of the request `id` if it is a kind's release or a writer's abandon
+    /// ([`Command::lets_go`](crate::command::Command::lets_go)), to be sent in its place if the
+    /// node answers `-NOSCRIPT` after the lock stopped waiting for it (client.rs).
+    pub(crate) fn lets_go_form(&mut self, id: RequestId) -> Option<Bytes> {
+        self.eval_form(id, crate::command::Command::lets_go)
+    }
+
+    /// The `EVAL` form of the request `id`, if its round is still known and `wanted` says
+    /// yes to its command.
+    fn eval_form(
+        &mut self,
+        id: RequestId,
+        wanted: impl Fn(&crate::command::Command) -> bool,
+    ) -> Option<Bytes> {
         let seq = id.round();
         let round = match self.ctx.cleanup.iter().find(|r| r.seq == seq) {
             Some(round) => round,
             None => self.phase.round_with_seq(seq)?,
         };
-        let eval = round.command.as_eval()?;
+        let eval = Some(&round.command).filter(|c| wanted(c))?.as_eval()?;
         let mut buf = BytesMut::new();
         eval.encode(&mut buf);
         Some(buf.freeze())
