@@ -6,7 +6,9 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{AcquireFailure, LockGuard, Redlock, Token, WithLockError};
+use redlock_blocking::{
+    AcquireFailure, LockGuard, LockKind, Redlock, Resource, Token, WithLockError,
+};
 use redlock_conformance::{
     AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
     LostReason, ReleaseOutcome, ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
@@ -55,6 +57,38 @@ impl Driver for Blocking {
     fn release_token(&self, resource: &str, token: &str) -> ReleaseResult {
         let token = Token::new(token.to_owned())?;
         self.0.release_token(resource, token)
+    }
+
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<BlockingGuard, LockError> {
+        let set = resources.iter().copied();
+        self.0.lock_all_with(set, options).map(BlockingGuard)
+    }
+
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration) {
+        // A blocking call cannot be dropped midway: give up through the wait bound instead.
+        let retry = options.retry.unwrap_or(*self.0.config().retry());
+        let give_up = options.retry(RetryPolicy {
+            max_wait: Some(after),
+            ..retry
+        });
+        let outcome = match resources {
+            [one] => self.0.lock_with(*one, give_up),
+            set => self.0.lock_all_with(set.iter().copied(), give_up),
+        };
+        assert!(
+            matches!(
+                outcome,
+                Err(LockError::Acquire {
+                    reason: AcquireFailure::WaitDeadline { .. } | AcquireFailure::Contended { .. },
+                    ..
+                })
+            ),
+            "the acquisition did not give up: {outcome:?}"
+        );
     }
 
     fn try_lock(&self, resource: &str) -> Result<BlockingGuard, LockError> {
@@ -106,6 +140,15 @@ impl Driver for Blocking {
 impl Guard for BlockingGuard {
     fn token(&self) -> String {
         self.0.token().to_string()
+    }
+
+    fn kind(&self) -> LockKind {
+        self.0.kind()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        let text = |r: &Resource| String::from_utf8_lossy(r.as_bytes()).into_owned();
+        self.0.resources().iter().map(text).collect()
     }
 
     fn validity(&self) -> Duration {

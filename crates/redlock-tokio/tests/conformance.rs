@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
-    LostReason, ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockKind,
+    LockOptions, LostReason, ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
 };
-use redlock_tokio::{LockGuard, Redlock, Token, WithLockError};
+use redlock_tokio::{LockGuard, Redlock, Resource, Token, WithLockError};
 use tokio::runtime::Runtime;
 
 #[derive(Clone)]
@@ -81,6 +81,31 @@ impl Driver for Tokio {
             .block_on(self.redlock.release_token(resource, token))
     }
 
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<TokioGuard, LockError> {
+        let set = resources.iter().map(|r| r.to_string());
+        let guard = self.rt.block_on(self.redlock.lock_all_with(set, options))?;
+        Ok(self.wrap(guard))
+    }
+
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration) {
+        // Dropping the future when the timeout fires cancels the acquisition.
+        let outcome = match resources {
+            [one] => {
+                let attempt = self.redlock.lock_with(*one, options);
+                (self.rt).block_on(async { tokio::time::timeout(after, attempt).await.is_ok() })
+            }
+            set => {
+                let attempt = self.redlock.lock_all_with(set.iter().copied(), options);
+                (self.rt).block_on(async { tokio::time::timeout(after, attempt).await.is_ok() })
+            }
+        };
+        assert!(!outcome, "the acquisition finished before it was abandoned");
+    }
+
     fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {
         let guard = self.rt.block_on(self.redlock.try_lock(resource))?;
         Ok(self.wrap(guard))
@@ -134,6 +159,15 @@ impl Tokio {
 impl Guard for TokioGuard {
     fn token(&self) -> String {
         self.guard.token().to_string()
+    }
+
+    fn kind(&self) -> LockKind {
+        self.guard.kind()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        let text = |r: &Resource| String::from_utf8_lossy(r.as_bytes()).into_owned();
+        self.guard.resources().iter().map(text).collect()
     }
 
     fn validity(&self) -> Duration {
