@@ -1,6 +1,7 @@
 //! The lock kinds beyond the mutex on real servers (docs/kinds.md): multi-resource locks
 //! (multi.rs), reader-writer locks (rw.rs), counting semaphores (semaphore.rs), and what
-//! every kind must leave behind when cancelled or when a node dies under it (cleanup.rs).
+//! every kind must leave behind when cancelled or when a node dies under it (cleanup.rs),
+//! and the kinds' wrong calls with their messages (usage.rs).
 //! Each scenario reads the nodes directly with the test kit, so what a kind keeps on a node
 //! (`R`, `R:readers`, `R:writer-waiting`, `R:permits`) is checked, not assumed.
 
@@ -16,6 +17,7 @@ mod cleanup;
 mod multi;
 mod rw;
 mod semaphore;
+mod usage;
 
 pub use cleanup::{
     a_cancelled_acquisition_of_each_kind_leaves_nothing_on_any_node,
@@ -33,6 +35,7 @@ pub use semaphore::{
     a_holder_asking_another_k_gets_the_permits_error, a_semaphore_of_two_on_five_nodes_needs_four,
     a_third_holder_of_two_permits_waits_until_one_releases,
 };
+pub use usage::the_kinds_wrong_calls_are_refused_with_their_messages;
 
 /// One millisecond.
 const MS: Duration = Duration::from_millis(1);
