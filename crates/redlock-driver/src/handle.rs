@@ -106,7 +106,7 @@ impl Handle {
         let (state, state_rx) = watch::channel(initial);
         let kind = options.kind;
         let set = match &target {
-            Target::All(set) => Some(set.clone()),
+            Target::All(list) => Some(held_set(list)),
             Target::One(_) => None,
         };
         let cmd = Cmd(Request::Acquire(Acquire {
@@ -212,6 +212,15 @@ impl Handle {
             (Ok(value), None, Ok(_)) => Ok(value),
         }
     }
+}
+
+/// The set a multi-lock of `list` holds, as the core makes it (docs/kinds.md, "Multi-resource
+/// lock"): sorted by bytes, each resource once.
+fn held_set(list: &[Resource]) -> Arc<[Resource]> {
+    let mut set = list.to_vec();
+    set.sort_unstable();
+    set.dedup();
+    Arc::from(set)
 }
 
 /// Cancels an acquisition whose future is dropped before it returned a guard.

@@ -7,8 +7,6 @@
 //! ([`LockRef::kind`](crate::LockRef::kind), [`LockRef::resources`](crate::LockRef::resources)).
 //! Every rule (keys, scripts, quorum, line, notifications) is the core's.
 
-use std::sync::Arc;
-
 use redlock_core::{LockKind, LockOptions, Resource};
 
 use crate::error::LockError;
@@ -83,12 +81,10 @@ impl Handle {
         I: IntoIterator,
         I::Item: Into<Resource>,
     {
-        // The core sorts and deduplicates too (what it sends); done here as well so that the
-        // guard lists what the nodes hold.
-        let mut set: Vec<Resource> = resources.into_iter().map(Into::into).collect();
-        set.sort_unstable();
-        set.dedup();
-        self.acquire(Target::All(Arc::from(set)), options).await
+        // The core checks the list as given (empty, one name repeated) and sorts and
+        // deduplicates it; the guard lists the set the same way, from its own copy.
+        let list: Vec<Resource> = resources.into_iter().map(Into::into).collect();
+        self.acquire(Target::All(list), options).await
     }
 
     /// Acquires `resource` as a reader, retrying per the configured policy: other readers

@@ -2,7 +2,6 @@
 //! send ([`Cmd`]), where the loop answers each ([`Reply`]), and what it publishes about a held
 //! lock ([`LockState`]). Plain data; neither side's logic lives here.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use redlock_core::{
@@ -68,8 +67,8 @@ pub(crate) struct Acquire {
 pub(crate) enum Target {
     /// One resource, taken as the options' kind.
     One(Resource),
-    /// Every resource of the set, all or none, sorted by bytes and deduplicated.
-    All(Arc<[Resource]>),
+    /// Every resource of the list, all or none (the core sorts and deduplicates it).
+    All(Vec<Resource>),
 }
 
 /// Where the driver answers one request.

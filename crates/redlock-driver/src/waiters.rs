@@ -125,15 +125,11 @@ impl Waiters {
                 (client.acquire_with(now, resource, &options)).map(|op| (op, starting))
             }
             Target::All(resources) => {
-                // The set's first resource names the lock (docs/kinds.md); an empty set is
-                // the core's usage error, and its span is dropped with it.
-                let first = resources
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| Resource::from(""));
+                // The set's first resource in byte order names the lock (docs/kinds.md); an
+                // empty list is the core's usage error, and its span is dropped with it.
+                let first = (resources.iter().min().cloned()).unwrap_or_else(|| Resource::from(""));
                 let starting = self.observer.acquiring(now, client, &first);
-                let set = resources.iter().cloned();
-                (client.acquire_all_with(now, set, &options)).map(|op| (op, starting))
+                (client.acquire_all_with(now, resources, &options)).map(|op| (op, starting))
             }
         };
         let (op, starting) = match started {

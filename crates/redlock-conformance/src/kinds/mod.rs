@@ -11,7 +11,7 @@ use std::time::Duration;
 use redlock_core::AcquireOutcome;
 use redlock_testkit::{Cluster, Reply};
 
-use crate::{Driver, Guard, RetryPolicy};
+use crate::{Driver, Guard, ReleaseOutcome, ReleaseResult, RetryPolicy};
 
 mod cleanup;
 mod multi;
@@ -72,6 +72,22 @@ fn warm_up<D: Driver>(d: &D) {
         thread::sleep(10 * MS);
     }
     panic!("some node failed every warm-up lock");
+}
+
+/// Asserts that `report` is a release that freed the lock: released where it answered, and
+/// `AlreadyExpired` only on nodes that never held it. A kind's script that a node has not
+/// cached yet costs it a `-NOSCRIPT` and a resend; a node whose answer comes after the
+/// attempt was decided at quorum may so never hold the lock (the connection preloads the
+/// mutex's release and extension scripts only: redlock-core's session/mod.rs). Never
+/// another holder's (`NotHeld`), never a failure.
+#[track_caller]
+fn assert_released(report: &ReleaseResult) {
+    let ok = report.as_ref().is_ok_and(|r| {
+        use ReleaseOutcome::{AlreadyExpired, Pending, Released};
+        r.contains(&Released)
+            && (r.iter()).all(|o| matches!(o, Released | Pending | AlreadyExpired))
+    });
+    assert!(ok, "not released: {report:?}");
 }
 
 /// Node `i`'s integer answer to `args` (`ZCARD`, `EXISTS`, ...); a missing key counts 0.

@@ -6,12 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use super::{MS, SETTLE, members_on, patient};
+use super::{MS, SETTLE, assert_released, members_on, patient};
 use crate::scenarios::{cluster, eventually};
-use crate::{
-    AcquireFailure, Driver, Guard, LockError, LockKind, LockOptions, ReleaseOutcome, RetryPolicy,
-    assert_report,
-};
+use crate::{AcquireFailure, Driver, Guard, LockError, LockKind, LockOptions, RetryPolicy};
 
 /// The options of a holder of one of `permits` permits, with `retry`.
 fn permit(permits: u32, retry: RetryPolicy) -> LockOptions {
@@ -54,15 +51,15 @@ pub fn a_third_holder_of_two_permits_waits_until_one_releases<D: Driver>() {
         });
         thread::sleep(100 * MS);
         released.store(true, Ordering::SeqCst);
-        assert_report(&first.release(), &ReleaseOutcome::Released, 3);
+        assert_released(&first.release());
         let (g, after_release) = waiter.join().expect("the waiting thread");
         assert!(after_release, "a third holder got in before a release");
         g
     });
     let two = || (0..3).all(|i| members_on(&c, i, "pool:permits") == 2);
     assert!(eventually(SETTLE, two), "each node counts two holders");
-    assert_report(&second.release(), &ReleaseOutcome::Released, 3);
-    assert_report(&third.release(), &ReleaseOutcome::Released, 3);
+    assert_released(&second.release());
+    assert_released(&third.release());
     let none = || (0..3).all(|i| members_on(&c, i, "pool:permits") == 0);
     assert!(eventually(SETTLE, none), "a permit outlived its release");
 }
