@@ -156,20 +156,6 @@ impl<E: BlockOn> Driver for Driven<E> {
         E::block_on(self.redlock.try_lock(resource)).map(Self::wrap)
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
-        // Dropping the `lock()` future when the timer wins cancels the acquisition.
-        let attempt = async { Some(self.redlock.lock(resource.to_owned()).await) };
-        let give_up = async {
-            Timer::after(after).await;
-            None
-        };
-        let outcome = E::block_on(future::or(attempt, give_up));
-        assert!(
-            outcome.is_none(),
-            "the acquisition finished before it was abandoned"
-        );
-    }
-
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
         let run = self
             .redlock

@@ -95,25 +95,6 @@ impl Driver for Blocking {
         self.0.try_lock(resource).map(BlockingGuard)
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
-        // A blocking call cannot be dropped midway: give up through the wait bound instead.
-        let give_up = LockOptions::default().retry(RetryPolicy {
-            max_wait: Some(after),
-            ..*self.0.config().retry()
-        });
-        let outcome = self.0.lock_with(resource, give_up);
-        assert!(
-            matches!(
-                outcome,
-                Err(LockError::Acquire {
-                    reason: AcquireFailure::WaitDeadline { .. } | AcquireFailure::Contended { .. },
-                    ..
-                })
-            ),
-            "the acquisition did not give up: {outcome:?}"
-        );
-    }
-
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
         let run = self.0.with_lock(resource, |lock| {
             thread::sleep(hold);

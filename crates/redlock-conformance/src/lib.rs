@@ -75,16 +75,12 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     ) -> Result<Self::Guard, LockError>;
 
     /// Starts acquiring with `options` (one resource: a lock of the options' kind; several:
-    /// a multi-lock) and gives up after `after` without a guard, as
-    /// [`abandon_lock_after`](Self::abandon_lock_after) does. Returns once given up.
+    /// a multi-lock) and gives up after `after` without a guard: an async driver drops its
+    /// future, a blocking one uses a wait bound. Returns once given up.
     fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration);
 
     /// One attempt, no retry.
     fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError>;
-
-    /// Starts acquiring and gives up after `after` without a guard: an async driver drops
-    /// its `lock()` future, a blocking one uses a wait bound. Returns once given up.
-    fn abandon_lock_after(&self, resource: &str, after: Duration);
 
     /// Runs a closure under `with_lock` (auto-extension) that sleeps `hold` and returns
     /// the validity it saw at the end.
@@ -99,6 +95,12 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
 
     /// Releases `resource` where it holds exactly `token`; each node's outcome.
     fn release_token(&self, resource: &str, token: &str) -> ReleaseResult;
+
+    /// Starts acquiring `resource` with the configured policy and gives up after `after`
+    /// without a guard ([`abandon_after`](Self::abandon_after)). Returns once given up.
+    fn abandon_lock_after(&self, resource: &str, after: Duration) {
+        self.abandon_after(&[resource], LockOptions::default(), after);
+    }
 
     /// Acquires with the configured policy.
     fn lock(&self, resource: &str) -> Result<Self::Guard, LockError> {

@@ -111,18 +111,6 @@ impl Driver for Tokio {
         Ok(self.wrap(guard))
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
-        // Dropping the `lock()` future when the timeout fires cancels the acquisition.
-        let attempt = self.redlock.lock(resource);
-        let outcome = self
-            .rt
-            .block_on(async { tokio::time::timeout(after, attempt).await });
-        assert!(
-            outcome.is_err(),
-            "the acquisition finished before it was abandoned"
-        );
-    }
-
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
         let run = self.redlock.with_lock(resource, |lock| async move {
             tokio::time::sleep(hold).await;
