@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use async_io::Timer;
 use futures_lite::future;
-use redlock_async_std::{LockGuard, Redlock, Token, WithLockError};
+use redlock_async_std::{LockGuard, Redlock, Resource, Token, WithLockError};
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
-    LostReason, ReleaseOutcome, ReleaseResult, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockKind,
+    LockOptions, LostReason, ReleaseOutcome, ReleaseResult, sleep_past,
 };
 
 /// An executor's `block_on`.
@@ -123,13 +123,24 @@ impl<E: BlockOn> Driver for Driven<E> {
         E::block_on(self.redlock.release_token(resource, token))
     }
 
-    fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
-        E::block_on(self.redlock.try_lock(resource)).map(Self::wrap)
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<Self::Guard, LockError> {
+        let set: Vec<String> = resources.iter().map(|r| r.to_string()).collect();
+        E::block_on(self.redlock.lock_all_with(set, options)).map(Self::wrap)
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
-        // Dropping the `lock()` future when the timer wins cancels the acquisition.
-        let attempt = async { Some(self.redlock.lock(resource.to_owned()).await) };
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration) {
+        // Dropping the future when the timer wins cancels the acquisition.
+        let set: Vec<String> = resources.iter().map(|r| r.to_string()).collect();
+        let attempt = async {
+            Some(match &set[..] {
+                [one] => self.redlock.lock_with(one.clone(), options).await,
+                _ => self.redlock.lock_all_with(set.clone(), options).await,
+            })
+        };
         let give_up = async {
             Timer::after(after).await;
             None
@@ -139,6 +150,10 @@ impl<E: BlockOn> Driver for Driven<E> {
             outcome.is_none(),
             "the acquisition finished before it was abandoned"
         );
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
+        E::block_on(self.redlock.try_lock(resource)).map(Self::wrap)
     }
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
@@ -172,6 +187,15 @@ impl<E: BlockOn> Driver for Driven<E> {
 impl<E: BlockOn> Guard for DrivenGuard<E> {
     fn token(&self) -> String {
         self.guard.token().to_string()
+    }
+
+    fn kind(&self) -> LockKind {
+        self.guard.kind()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        let text = |r: &Resource| String::from_utf8_lossy(r.as_bytes()).into_owned();
+        self.guard.resources().iter().map(text).collect()
     }
 
     fn validity(&self) -> Duration {

@@ -5,14 +5,15 @@
 use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use redlock_core::{AcquireStats, LostReason, ReleaseOutcome, Resource, Token};
+use redlock_core::{AcquireStats, LockKind, LostReason, ReleaseOutcome, Resource, Token};
 use redlock_driver::{LockError, Start};
 
 use crate::MioThread;
 
 use crate::park::{block_on, block_until};
 
-/// A view of a held lock: token, deadline, remaining validity, loss, extension.
+/// A view of a held lock: what it holds (kind, resources), token, deadline, remaining
+/// validity, loss, extension.
 ///
 /// Cheap to clone; does not release anything when dropped.
 #[derive(Debug, Clone)]
@@ -22,6 +23,17 @@ impl LockRef {
     /// The locked resource.
     pub fn resource(&self) -> &Resource {
         self.0.resource()
+    }
+
+    /// Every resource this lock holds: the one resource, or a multi-lock's set in byte
+    /// order. See [`redlock_driver::LockRef::resources`].
+    pub fn resources(&self) -> &[Resource] {
+        self.0.resources()
+    }
+
+    /// The kind this lock was taken as (a multi-lock is a mutex of each resource).
+    pub fn kind(&self) -> LockKind {
+        self.0.kind()
     }
 
     /// The token stored on the nodes.

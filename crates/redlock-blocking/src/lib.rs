@@ -50,6 +50,7 @@
 
 mod driver;
 mod guard;
+mod kinds;
 mod park;
 mod resolve;
 mod stream;
@@ -129,7 +130,10 @@ impl Handle {
         block_on(self.0.try_lock(resource)).map(LockGuard::new)
     }
 
-    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension.
+    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension, and the
+    /// lock's kind ([`LockOptions::kind`]; the short forms are [`read_lock`](Self::read_lock),
+    /// [`write_lock`](Self::write_lock), [`semaphore`](Self::semaphore), and
+    /// [`lock_all`](Self::lock_all) for several resources at once).
     pub fn lock_with(
         &self,
         resource: impl Into<Resource>,

@@ -6,7 +6,9 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_blocking::{AcquireFailure, LockGuard, Redlock, Token, WithLockError};
+use redlock_blocking::{
+    AcquireFailure, LockGuard, LockKind, Redlock, Resource, Token, WithLockError,
+};
 use redlock_conformance::{
     AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
     LostReason, ReleaseOutcome, ReleaseResult, RetryPolicy, conformance_suite, sleep_past,
@@ -57,17 +59,26 @@ impl Driver for Blocking {
         self.0.release_token(resource, token)
     }
 
-    fn try_lock(&self, resource: &str) -> Result<BlockingGuard, LockError> {
-        self.0.try_lock(resource).map(BlockingGuard)
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<BlockingGuard, LockError> {
+        let set = resources.iter().copied();
+        self.0.lock_all_with(set, options).map(BlockingGuard)
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration) {
         // A blocking call cannot be dropped midway: give up through the wait bound instead.
-        let give_up = LockOptions::default().retry(RetryPolicy {
+        let retry = options.retry.unwrap_or(*self.0.config().retry());
+        let give_up = options.retry(RetryPolicy {
             max_wait: Some(after),
-            ..*self.0.config().retry()
+            ..retry
         });
-        let outcome = self.0.lock_with(resource, give_up);
+        let outcome = match resources {
+            [one] => self.0.lock_with(*one, give_up),
+            set => self.0.lock_all_with(set.iter().copied(), give_up),
+        };
         assert!(
             matches!(
                 outcome,
@@ -78,6 +89,10 @@ impl Driver for Blocking {
             ),
             "the acquisition did not give up: {outcome:?}"
         );
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<BlockingGuard, LockError> {
+        self.0.try_lock(resource).map(BlockingGuard)
     }
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
@@ -106,6 +121,15 @@ impl Driver for Blocking {
 impl Guard for BlockingGuard {
     fn token(&self) -> String {
         self.0.token().to_string()
+    }
+
+    fn kind(&self) -> LockKind {
+        self.0.kind()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        let text = |r: &Resource| String::from_utf8_lossy(r.as_bytes()).into_owned();
+        self.0.resources().iter().map(text).collect()
     }
 
     fn validity(&self) -> Duration {

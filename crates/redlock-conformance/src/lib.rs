@@ -11,8 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use redlock_core::{
-    AcquireFailure, AcquireStats, Config, ConfigBuilder, Inspection, LockOptions, LostReason,
-    ReleaseOutcome, RetryPolicy,
+    AcquireFailure, AcquireStats, Config, ConfigBuilder, Inspection, LockKind, LockOptions,
+    LostReason, ReleaseOutcome, RetryPolicy,
 };
 pub use redlock_driver::LockError;
 
@@ -23,6 +23,7 @@ pub mod defects;
 pub mod errors;
 pub mod fencing;
 pub mod inspection;
+pub mod kinds;
 pub mod kleppmann;
 pub mod late_delivery;
 pub mod mixed;
@@ -65,12 +66,21 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// Acquires with per-call options, waiting per the retry policy.
     fn lock_with(&self, resource: &str, options: LockOptions) -> Result<Self::Guard, LockError>;
 
+    /// Acquires every resource of `resources` at once (a multi-lock) with per-call options,
+    /// waiting per the retry policy.
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<Self::Guard, LockError>;
+
+    /// Starts acquiring with `options` (one resource: a lock of the options' kind; several:
+    /// a multi-lock) and gives up after `after` without a guard: an async driver drops its
+    /// future, a blocking one uses a wait bound. Returns once given up.
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration);
+
     /// One attempt, no retry.
     fn try_lock(&self, resource: &str) -> Result<Self::Guard, LockError>;
-
-    /// Starts acquiring and gives up after `after` without a guard: an async driver drops
-    /// its `lock()` future, a blocking one uses a wait bound. Returns once given up.
-    fn abandon_lock_after(&self, resource: &str, after: Duration);
 
     /// Runs a closure under `with_lock` (auto-extension) that sleeps `hold` and returns
     /// the validity it saw at the end.
@@ -86,6 +96,12 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
     /// Releases `resource` where it holds exactly `token`; each node's outcome.
     fn release_token(&self, resource: &str, token: &str) -> ReleaseResult;
 
+    /// Starts acquiring `resource` with the configured policy and gives up after `after`
+    /// without a guard ([`abandon_after`](Self::abandon_after)). Returns once given up.
+    fn abandon_lock_after(&self, resource: &str, after: Duration) {
+        self.abandon_after(&[resource], LockOptions::default(), after);
+    }
+
     /// Acquires with the configured policy.
     fn lock(&self, resource: &str) -> Result<Self::Guard, LockError> {
         self.lock_with(resource, LockOptions::default())
@@ -96,6 +112,10 @@ pub trait Driver: Clone + Send + Sync + Sized + 'static {
 pub trait Guard: Send + 'static {
     /// The token stored on the nodes, as text.
     fn token(&self) -> String;
+    /// The kind the lock was taken as.
+    fn kind(&self) -> LockKind;
+    /// Every resource it holds, as text (a multi-lock's in byte order).
+    fn resources(&self) -> Vec<String>;
     /// Validity left now.
     fn validity(&self) -> Duration;
     /// Why the lock was lost, if it was.
@@ -240,6 +260,17 @@ macro_rules! conformance_suite {
             composition::a_waiter_of_another_client_gets_the_lock_from_a_busy_line,
             composition::a_waiter_that_cannot_subscribe_gets_the_lock_from_a_busy_line,
             composition::releases_refused_late_leave_no_key,
+            kinds::overlapping_multi_locks_never_hold_together_and_both_finish,
+            kinds::a_node_holding_part_of_a_set_votes_no_and_keeps_nothing,
+            kinds::readers_overlap_and_a_writer_holds_alone,
+            kinds::a_writer_behind_a_stream_of_readers_gets_in,
+            kinds::a_reader_s_slot_is_gone_after_its_release_and_after_its_ttl,
+            kinds::a_third_holder_of_two_permits_waits_until_one_releases,
+            kinds::a_holder_asking_another_k_gets_the_permits_error,
+            kinds::a_semaphore_of_two_on_five_nodes_needs_four,
+            kinds::a_cancelled_acquisition_of_each_kind_leaves_nothing_on_any_node,
+            kinds::a_node_killed_mid_hold_and_every_kind_is_still_released_on_the_others,
+            kinds::the_kinds_wrong_calls_are_refused_with_their_messages,
         );
     };
     (@tests $driver:ty; $($module:ident::$name:ident),* $(,)?) => {

@@ -6,19 +6,25 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_core::{AcquireStats, LostReason, OpId, ReleaseOutcome, Resource, Token};
+use redlock_core::{AcquireStats, LockKind, LostReason, OpId, ReleaseOutcome, Resource, Token};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::LockError;
 use crate::request::{Cmd, LockState, Request};
 
-/// A view of a held lock: token, deadline, remaining validity, loss, extension.
+/// A view of a held lock: what it holds (kind, resources), token, deadline, remaining
+/// validity, loss, extension.
 ///
 /// Cheap to clone; does not release anything when dropped.
 #[derive(Debug, Clone)]
 pub struct LockRef {
     pub(crate) op: OpId,
+    /// The resource that names the lock: a multi-lock's first in byte order.
     pub(crate) resource: Resource,
+    /// Every resource held: the one resource, or a multi-lock's set in byte order.
+    pub(crate) resources: Arc<[Resource]>,
+    /// The kind the lock was taken as (a multi-lock is a mutex of each resource).
+    pub(crate) kind: LockKind,
     pub(crate) token: Token,
     /// How the acquisition went.
     pub(crate) stats: Arc<AcquireStats>,
@@ -31,9 +37,23 @@ pub struct LockRef {
 }
 
 impl LockRef {
-    /// The locked resource.
+    /// The locked resource; a multi-lock's first resource in byte order, which names it
+    /// (see [`resources`](Self::resources) for them all).
     pub fn resource(&self) -> &Resource {
         &self.resource
+    }
+
+    /// Every resource this lock holds: the one resource, or a multi-lock's set sorted by
+    /// bytes and deduplicated (docs/kinds.md, "Multi-resource lock").
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
+    /// The kind this lock was taken as: [`LockKind::Mutex`] (a plain lock, and each
+    /// resource of a multi-lock), [`LockKind::Read`], [`LockKind::Write`] or
+    /// [`LockKind::Semaphore`] with its permits.
+    pub fn kind(&self) -> LockKind {
+        self.kind
     }
 
     /// The token stored on the nodes.

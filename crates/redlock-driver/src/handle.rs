@@ -1,5 +1,6 @@
-//! The user's [`Handle`]: lock, try, lock with options, run a closure under a lock. It only
-//! sends requests to the driver loop and awaits the answers; the loop does the rest.
+//! The user's [`Handle`]: lock, try, lock with options, run a closure under a lock (the other
+//! kinds' short forms are kinds.rs's). It only sends requests to the driver loop and awaits
+//! the answers; the loop does the rest.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::{LockError, WithLockError};
 use crate::guard::{LockGuard, LockRef};
-use crate::request::{Cmd, LockState, Request};
+use crate::request::{Acquire, Cmd, LockState, Request, Target};
 
 /// A handle to a set of N nodes, served by a driver loop. Cheap to clone; `Send + Sync`.
 ///
@@ -65,19 +66,34 @@ impl Handle {
 
     /// Makes a single attempt to acquire `resource`.
     pub async fn try_lock(&self, resource: impl Into<Resource>) -> Result<LockGuard, LockError> {
-        let once = RetryPolicy {
-            max_attempts: Some(1),
-            max_wait: None,
-            ..*self.config().retry()
-        };
-        self.lock_with(resource, LockOptions::default().retry(once))
+        self.lock_with(resource, LockOptions::default().retry(self.once()))
             .await
     }
 
-    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension.
+    /// Acquires with per-call options: ttl, wait, retry, token, auto-extension, and the
+    /// lock's kind ([`LockOptions::kind`]: a reader, a writer or a semaphore; docs/kinds.md).
     pub async fn lock_with(
         &self,
         resource: impl Into<Resource>,
+        options: LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.acquire(Target::One(resource.into()), options).await
+    }
+
+    /// The configured retry policy cut to one attempt: what every `try_` call uses.
+    pub(crate) fn once(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: Some(1),
+            max_wait: None,
+            ..*self.config().retry()
+        }
+    }
+
+    /// Sends the acquisition of `target` to the driver loop and waits for its guard.
+    /// Dropping the future cancels the attempt and releases whatever it set.
+    pub(crate) async fn acquire(
+        &self,
+        target: Target,
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         let ticket = self.shared.next_ticket.fetch_add(1, Ordering::Relaxed);
@@ -88,13 +104,18 @@ impl Handle {
             released: None,
         };
         let (state, state_rx) = watch::channel(initial);
-        let cmd = Cmd(Request::Acquire {
+        let kind = options.kind;
+        let set = match &target {
+            Target::All(list) => Some(held_set(list)),
+            Target::One(_) => None,
+        };
+        let cmd = Cmd(Request::Acquire(Acquire {
             ticket,
-            resource: resource.into(),
+            target,
             options: Box::new(options),
             reply,
             state,
-        });
+        }));
         self.tx.send(cmd).map_err(|_| LockError::Shutdown)?;
         let mut cancel = CancelOnDrop {
             tx: &self.tx,
@@ -104,9 +125,12 @@ impl Handle {
         let result = rx.await;
         cancel.armed = false;
         let (op, acquired) = result.map_err(|_| LockError::Shutdown)??;
+        let resources = set.unwrap_or_else(|| Arc::from([acquired.resource.clone()]));
         Ok(LockGuard::new(LockRef {
             op,
             resource: acquired.resource,
+            resources,
+            kind,
             token: acquired.token,
             stats: Arc::new(acquired.stats),
             fencing_token: acquired.fencing_token,
@@ -188,6 +212,15 @@ impl Handle {
             (Ok(value), None, Ok(_)) => Ok(value),
         }
     }
+}
+
+/// The set a multi-lock of `list` holds, as the core makes it (docs/kinds.md, "Multi-resource
+/// lock"): sorted by bytes, each resource once.
+fn held_set(list: &[Resource]) -> Arc<[Resource]> {
+    let mut set = list.to_vec();
+    set.sort_unstable();
+    set.dedup();
+    Arc::from(set)
 }
 
 /// Cancels an acquisition whose future is dropped before it returned a guard.

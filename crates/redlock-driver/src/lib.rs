@@ -80,6 +80,7 @@ mod guard;
 mod handle;
 mod handshake;
 mod io_loop;
+mod kinds;
 mod observe;
 pub mod prelude;
 mod redlock;

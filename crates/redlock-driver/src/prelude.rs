@@ -10,8 +10,8 @@
 
 pub use redlock_core::{
     AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    Inspection, KeyState, LockOptions, LostReason, NodeFault, NodeId, NodeName, NodeOutcome,
-    ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
+    Inspection, KeyState, LockKind, LockOptions, LostReason, NodeFault, NodeId, NodeName,
+    NodeOutcome, ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
 };
 
 pub use crate::error::{LockError, WithLockError};

@@ -19,15 +19,8 @@ pub struct Cmd(pub(crate) Request);
 
 /// The requests themselves.
 pub(crate) enum Request {
-    Acquire {
-        ticket: u64,
-        resource: Resource,
-        /// Boxed: the options are most of the request's size, and acquisitions are the
-        /// one request that carries them.
-        options: Box<LockOptions>,
-        reply: Reply<(OpId, Acquired)>,
-        state: watch::Sender<LockState>,
-    },
+    /// Acquire a lock.
+    Acquire(Acquire),
     /// The `lock()` future was dropped before it returned a guard.
     Cancel {
         ticket: u64,
@@ -52,6 +45,30 @@ pub(crate) enum Request {
         token: Token,
         reply: Reply<Vec<ReleaseOutcome>>,
     },
+}
+
+/// A lock call: what to lock, how, and where to answer.
+pub(crate) struct Acquire {
+    /// The call's ticket, which a dropped `lock()` future cancels by.
+    pub(crate) ticket: u64,
+    /// The resource, or the multi-lock's set.
+    pub(crate) target: Target,
+    /// Boxed: the options are most of the request's size, and acquisitions are the one
+    /// request that carries them.
+    pub(crate) options: Box<LockOptions>,
+    /// Where the acquisition's outcome goes.
+    pub(crate) reply: Reply<(OpId, Acquired)>,
+    /// Where the driver publishes the held lock's state.
+    pub(crate) state: watch::Sender<LockState>,
+}
+
+/// What an acquisition locks: one resource (a lock of any kind), or a set of resources at
+/// once (a multi-lock, docs/kinds.md "Multi-resource lock").
+pub(crate) enum Target {
+    /// One resource, taken as the options' kind.
+    One(Resource),
+    /// Every resource of the list, all or none (the core sorts and deduplicates it).
+    All(Vec<Resource>),
 }
 
 /// Where the driver answers one request.

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
-use redlock_core::{Acquired, Client, Event, Inspection, OpId, ReleaseOutcome};
+use redlock_core::{Acquired, Client, Event, Inspection, OpId, ReleaseOutcome, Resource};
 use tokio::sync::watch;
 
 use crate::error::LockError;
 use crate::observe::{Observer, Step};
-use crate::request::{Cmd, LockState, Reply, Request};
+use crate::request::{Acquire, Cmd, LockState, Reply, Request, Target};
 
 /// Who waits for what on each operation in flight, and which acquired locks nobody holds.
 ///
@@ -62,29 +62,7 @@ impl Waiters {
     /// token. Like every core input, the loop MUST drain the core before calling this.
     pub fn command<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, cmd: Cmd) {
         match cmd.0 {
-            Request::Acquire {
-                ticket,
-                resource,
-                options,
-                reply,
-                state,
-            } => {
-                let starting = self.observer.acquiring(now, client, &resource);
-                let op = match client.acquire_with(now, resource, &options) {
-                    Ok(op) => op,
-                    Err(e) => return drop(reply.send(Err(e.into()))),
-                };
-                self.observer.started(op, starting);
-                self.tickets.insert(ticket, op);
-                let waiters = OpWaiters {
-                    ticket,
-                    acquire: Some(reply),
-                    state,
-                    extend: Vec::new(),
-                    release: Vec::new(),
-                };
-                self.ops.insert(op, waiters);
-            }
+            Request::Acquire(acquire) => self.acquire(now, client, acquire),
             Request::Cancel { ticket } => {
                 // The `lock()` future was dropped before it made a guard: cancel the
                 // acquisition, or release a lock nobody holds a guard for.
@@ -129,6 +107,45 @@ impl Waiters {
                 Err(e) => drop(reply.send(Err(e.into()))),
             },
         }
+    }
+
+    /// Starts an acquisition of `target` (one resource, or a multi-lock's set); a usage
+    /// error is answered at once.
+    fn acquire<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, call: Acquire) {
+        let Acquire {
+            ticket,
+            target,
+            options,
+            reply,
+            state,
+        } = call;
+        let started = match target {
+            Target::One(resource) => {
+                let starting = self.observer.acquiring(now, client, &resource);
+                (client.acquire_with(now, resource, &options)).map(|op| (op, starting))
+            }
+            Target::All(resources) => {
+                // The set's first resource in byte order names the lock (docs/kinds.md); an
+                // empty list is the core's usage error, and its span is dropped with it.
+                let first = (resources.iter().min().cloned()).unwrap_or_else(|| Resource::from(""));
+                let starting = self.observer.acquiring(now, client, &first);
+                (client.acquire_all_with(now, resources, &options)).map(|op| (op, starting))
+            }
+        };
+        let (op, starting) = match started {
+            Ok(started) => started,
+            Err(e) => return drop(reply.send(Err(e.into()))),
+        };
+        self.observer.started(op, starting);
+        self.tickets.insert(ticket, op);
+        let waiters = OpWaiters {
+            ticket,
+            acquire: Some(reply),
+            state,
+            extend: Vec::new(),
+            release: Vec::new(),
+        };
+        self.ops.insert(op, waiters);
     }
 
     /// Extends a held lock; the answer comes with the core's event, or now if refused.

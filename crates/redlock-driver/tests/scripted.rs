@@ -119,7 +119,7 @@ impl Scripted {
     }
 }
 
-fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+fn poll<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(Waker::noop()))
 }
 
@@ -379,3 +379,76 @@ fn handles_are_clone_send_sync() {
 /// A Redis 7 server's `HELLO` reply (RESP2), trimmed to the fields the client reads.
 const REDIS_7_HELLO: &[u8] =
     b"*4\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n";
+
+/// Each kind's call goes out as its script (docs/kinds.md, "Commands per kind and server"),
+/// and its guard says what it holds: a multi-lock's set sorted and deduplicated, named by its
+/// first resource; a reader, a writer, a semaphore with its permits. A single writer's
+/// attempt asks no node to keep readers out (patience 0). A wrong call is refused at once.
+#[test]
+fn each_kind_goes_out_as_its_script_and_its_guard_says_what_it_holds() {
+    use redlock_core::{
+        LockKind, MULTI_ACQUIRE_SCRIPT, READ_ACQUIRE_SCRIPT, Resource, SEM_ACQUIRE_SCRIPT,
+        UsageError, WRITE_ACQUIRE_SCRIPT,
+    };
+
+    let (handle, mut l) = Scripted::start();
+    let mut take = |lock: Pin<&mut dyn Future<Output = Result<LockGuard, LockError>>>,
+                    script: &str| {
+        let mut lock = lock;
+        assert!(poll(lock.as_mut()).is_pending());
+        assert_eq!(l.commands(), 1);
+        let sent = l.take_sent();
+        assert!(sent.contains(script), "{sent}");
+        l.reply(b":1\r\n");
+        match poll(lock.as_mut()) {
+            Poll::Ready(Ok(guard)) => (guard, sent),
+            other => panic!("not acquired: {other:?}"),
+        }
+    };
+    let (multi, _) = take(
+        pin!(handle.lock_all(["b", "a", "b"])),
+        MULTI_ACQUIRE_SCRIPT.sha1,
+    );
+    assert_eq!(
+        multi.resources(),
+        [Resource::from("a"), Resource::from("b")]
+    );
+    assert_eq!(
+        (multi.resource(), multi.kind()),
+        (&Resource::from("a"), LockKind::Mutex)
+    );
+    let (reader, _) = take(pin!(handle.read_lock("doc")), READ_ACQUIRE_SCRIPT.sha1);
+    assert_eq!(reader.kind(), LockKind::Read);
+    assert_eq!(reader.resources(), [Resource::from("doc")]);
+    let (writer, sent) = take(
+        pin!(handle.try_write_lock("page")),
+        WRITE_ACQUIRE_SCRIPT.sha1,
+    );
+    assert_eq!(writer.kind(), LockKind::Write);
+    assert!(
+        sent.ends_with("$1\r\n0\r\n"),
+        "a single attempt's patience: {sent}"
+    );
+    let (permit, _) = take(pin!(handle.semaphore("pool", 2)), SEM_ACQUIRE_SCRIPT.sha1);
+    assert_eq!(permit.kind(), LockKind::semaphore(2));
+
+    let mut empty = pin!(handle.lock_all(Vec::<&str>::new()));
+    assert!(poll(empty.as_mut()).is_pending());
+    l.commands();
+    let refused = poll(empty.as_mut());
+    assert!(
+        matches!(
+            refused,
+            Poll::Ready(Err(LockError::Usage(UsageError::NoResources)))
+        ),
+        "{refused:?}"
+    );
+    let mut zero = pin!(handle.try_semaphore("pool", 0));
+    assert!(poll(zero.as_mut()).is_pending());
+    l.commands();
+    let refused = poll(zero.as_mut());
+    assert!(
+        matches!(&refused, Poll::Ready(Err(LockError::Config(e))) if e.field() == "kind"),
+        "{refused:?}"
+    );
+}

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_conformance::{
-    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockOptions,
-    LostReason, ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
+    AcquireStats, Config, ConfigBuilder, Driver, Guard, Inspection, LockError, LockKind,
+    LockOptions, LostReason, ReleaseOutcome, ReleaseResult, conformance_suite, sleep_past,
 };
-use redlock_tokio::{LockGuard, Redlock, Token, WithLockError};
+use redlock_tokio::{LockGuard, Redlock, Resource, Token, WithLockError};
 use tokio::runtime::Runtime;
 
 #[derive(Clone)]
@@ -81,21 +81,34 @@ impl Driver for Tokio {
             .block_on(self.redlock.release_token(resource, token))
     }
 
-    fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {
-        let guard = self.rt.block_on(self.redlock.try_lock(resource))?;
+    fn lock_all_with(
+        &self,
+        resources: &[&str],
+        options: LockOptions,
+    ) -> Result<TokioGuard, LockError> {
+        let set = resources.iter().map(|r| r.to_string());
+        let guard = self.rt.block_on(self.redlock.lock_all_with(set, options))?;
         Ok(self.wrap(guard))
     }
 
-    fn abandon_lock_after(&self, resource: &str, after: Duration) {
-        // Dropping the `lock()` future when the timeout fires cancels the acquisition.
-        let attempt = self.redlock.lock(resource);
-        let outcome = self
-            .rt
-            .block_on(async { tokio::time::timeout(after, attempt).await });
-        assert!(
-            outcome.is_err(),
-            "the acquisition finished before it was abandoned"
-        );
+    fn abandon_after(&self, resources: &[&str], options: LockOptions, after: Duration) {
+        // Dropping the future when the timeout fires cancels the acquisition.
+        let outcome = match resources {
+            [one] => {
+                let attempt = self.redlock.lock_with(*one, options);
+                (self.rt).block_on(async { tokio::time::timeout(after, attempt).await.is_ok() })
+            }
+            set => {
+                let attempt = self.redlock.lock_all_with(set.iter().copied(), options);
+                (self.rt).block_on(async { tokio::time::timeout(after, attempt).await.is_ok() })
+            }
+        };
+        assert!(!outcome, "the acquisition finished before it was abandoned");
+    }
+
+    fn try_lock(&self, resource: &str) -> Result<TokioGuard, LockError> {
+        let guard = self.rt.block_on(self.redlock.try_lock(resource))?;
+        Ok(self.wrap(guard))
     }
 
     fn with_lock_holding(&self, resource: &str, hold: Duration) -> Result<Duration, LockError> {
@@ -134,6 +147,15 @@ impl Tokio {
 impl Guard for TokioGuard {
     fn token(&self) -> String {
         self.guard.token().to_string()
+    }
+
+    fn kind(&self) -> LockKind {
+        self.guard.kind()
+    }
+
+    fn resources(&self) -> Vec<String> {
+        let text = |r: &Resource| String::from_utf8_lossy(r.as_bytes()).into_owned();
+        self.guard.resources().iter().map(text).collect()
     }
 
     fn validity(&self) -> Duration {

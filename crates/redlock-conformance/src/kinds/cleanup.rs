@@ -1,0 +1,118 @@
+//! What every kind leaves behind on real servers (docs/kinds.md, "Commands per kind and
+//! server", the failed-attempt cleanup column): an acquisition cancelled while it waits for
+//! slow nodes leaves no key, member or mark on any node; a hold whose node was killed is
+//! still released on the others.
+
+use std::time::Duration;
+
+use redlock_testkit::Reply;
+
+use super::{FOREVER, MS, SETTLE, exists_on, members_on, warm_up};
+use crate::scenarios::{cluster, eventually, value_on};
+use crate::{Driver, Guard, LockKind, LockOptions, ReleaseOutcome};
+
+/// Each kind in turn, on five nodes behind proxies: nodes 0 and 1 answer 300 ms late, node
+/// 2 keeps the kind out (something of another holder's set by hand), so the acquisition
+/// needs a slow node and is still pending when it is given up after 100 ms. Then nothing of
+/// it is left anywhere: no multi-lock key, no reader's slot, no writer's key nor its
+/// waiting mark (WRITE_ABANDON: node 2 refused the writer, which marked it there), no
+/// permit; node 2's own keys are untouched.
+pub fn a_cancelled_acquisition_of_each_kind_leaves_nothing_on_any_node<D: Driver>() {
+    let c = cluster(5);
+    let d = D::build(&c.proxy_urls(), |b| b.ttl(Duration::from_secs(10))).unwrap();
+    d.lock("warm").unwrap().release().unwrap();
+    c.proxy(0).set_latency(300 * MS);
+    c.proxy(1).set_latency(300 * MS);
+    let node2 = |args: &[&str]| drop(c.node(2).command(args).unwrap());
+    let give_up = 100 * MS;
+
+    node2(&["SET", "mb", "blocker"]);
+    d.abandon_after(&["mb", "ma"], LockOptions::default(), give_up);
+    node2(&["ZADD", "wr:readers", FOREVER, "blocker"]);
+    d.abandon_after(
+        &["wr"],
+        LockOptions::default().kind(LockKind::Write),
+        give_up,
+    );
+    node2(&["SET", "rd", "blocker"]);
+    d.abandon_after(
+        &["rd"],
+        LockOptions::default().kind(LockKind::Read),
+        give_up,
+    );
+    node2(&["ZADD", "sem:permits", FOREVER, "one", FOREVER, "two"]);
+    node2(&["SET", "sem:permits:limit", "2"]);
+    let two = LockOptions::default().kind(LockKind::semaphore(2));
+    d.abandon_after(&["sem"], two, give_up);
+
+    let clean = |i: usize| {
+        !exists_on(&c, i, "ma")
+            && !exists_on(&c, i, "wr")
+            && !exists_on(&c, i, "wr:writer-waiting")
+            && members_on(&c, i, "rd:readers") == 0
+            && members_on(&c, i, "sem:permits") == if i == 2 { 2 } else { 0 }
+    };
+    for i in 0..5 {
+        assert!(eventually(SETTLE, || clean(i)), "node {i} kept something");
+    }
+    assert_eq!(value_on(&c, 2, "mb"), Reply::bulk("blocker"));
+    assert_eq!(value_on(&c, 2, "rd"), Reply::bulk("blocker"));
+    assert_eq!(members_on(&c, 2, "wr:readers"), 1);
+    for i in [0, 1, 3, 4] {
+        assert!(
+            !exists_on(&c, i, "mb") && !exists_on(&c, i, "rd"),
+            "node {i}"
+        );
+    }
+}
+
+/// A multi-lock, a reader, a writer and a permit of a semaphore of 2 are held together on
+/// five nodes; a node holding them all is killed; each is still released: the report says
+/// so, and nothing of any of them is left on the others.
+pub fn a_node_killed_mid_hold_and_every_kind_is_still_released_on_the_others<D: Driver>() {
+    let c = cluster(5);
+    let timeout = Duration::from_millis(200);
+    let d = D::build(&c.urls(), |b| b.attempt_timeout(timeout)).expect("driver");
+    warm_up(&d);
+    let multi = d
+        .lock_all_with(&["ka", "kb"], LockOptions::default())
+        .unwrap();
+    let kind = |k| LockOptions::default().kind(k);
+    let reader = d.lock_with("kr", kind(LockKind::Read)).unwrap();
+    let writer = d.lock_with("kw", kind(LockKind::Write)).unwrap();
+    let permit = d.lock_with("ks", kind(LockKind::semaphore(2))).unwrap();
+    let held = |i| {
+        exists_on(&c, i, "ka")
+            && exists_on(&c, i, "kb")
+            && exists_on(&c, i, "kw")
+            && members_on(&c, i, "kr:readers") == 1
+            && members_on(&c, i, "ks:permits") == 1
+    };
+    // Each is held on a quorum; a node whose answer came after the decision may lack
+    // one (a script not yet loaded there is not resent once decided). The node killed is
+    // one that holds them all.
+    let mut holders = Vec::new();
+    let all_held = || {
+        holders = (0..5).filter(|&i| held(i)).collect();
+        holders.len() >= 3
+    };
+    assert!(eventually(SETTLE, all_held), "not held on a quorum");
+    let dead = holders[0];
+    c.node(dead).kill().expect("kill a holding node");
+    for guard in [multi, reader, writer, permit] {
+        let report = guard.release().expect("released on the others");
+        // Released where it was held and answered in time; a node that lacked it says so
+        // (`AlreadyExpired`); none found another holder's.
+        assert!(report.contains(&ReleaseOutcome::Released), "{report:?}");
+        assert!(!report.contains(&ReleaseOutcome::NotHeld), "{report:?}");
+        assert!(report[dead] != ReleaseOutcome::Released, "{report:?}");
+    }
+    let clean = |i: usize| {
+        // `ks:permits:limit` is no holder: it expires with the last permit's deadline.
+        let keys = ["ka", "kb", "kw", "kr:readers", "ks:permits"];
+        keys.iter().all(|k| !exists_on(&c, i, k))
+    };
+    for i in (0..5).filter(|&i| i != dead) {
+        assert!(eventually(SETTLE, || clean(i)), "node {i} kept something");
+    }
+}
