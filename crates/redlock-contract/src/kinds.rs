@@ -1,4 +1,4 @@
-//! The lock kinds' contract (kinds-spec.md): every script of the multi-resource lock, the
+//! The lock kinds' contract (docs/kinds.md): every script of the multi-resource lock, the
 //! reader-writer lock and the semaphore, on the states of its keys that matter to it, with
 //! the reply, every key afterwards (members and expiries) and the release channels it
 //! published on, run against any [`Target`](crate::Target) by `kinds_run`.
@@ -47,7 +47,7 @@
 //! `r` become `kinds-contract:<row>:a` and so on, and `r:readers` is R's readers key.
 //!
 //! MULTI_ACQUIRE's rows name no readers key: a multi-lock, like a plain mutex, does not
-//! look at `R:readers`, so readers and plain mutexes must not share a name (kinds-spec.md,
+//! look at `R:readers`, so readers and plain mutexes must not share a name (docs/kinds.md,
 //! "Keys of a resource R"); a writer, which does, is the readers' exclusive holder.
 //!
 //! Where a row mirrors one of the simulation's (`redlock_sim::kinds::*_CASES`) it has the

@@ -1,5 +1,6 @@
-//! The lock kinds' script bodies the kinds rows send (kinds-spec.md, the Lua bodies, which
-//! are normative), and the mutant bodies a negative control sends in their place.
+//! The lock kinds' script bodies the kinds rows send (docs/kinds.md, "Scripts": the Lua
+//! bodies, which are normative), and the mutant bodies a negative control sends in their
+//! place.
 //!
 //! This is the one place that says where a body comes from: the core's own `Script`
 //! constants, which the simulation's models (`redlock_sim::kinds::*_SOURCE`) must match
@@ -39,7 +40,7 @@ pub struct KindsScripts {
 }
 
 impl KindsScripts {
-    /// The design's bodies (kinds-spec.md), as the core sends them.
+    /// The bodies of docs/kinds.md, as the core sends them.
     pub const SPEC: Self = Self {
         multi_acquire: redlock_core::MULTI_ACQUIRE_SCRIPT.body,
         multi_release: redlock_core::MULTI_RELEASE_SCRIPT.body,
@@ -72,14 +73,14 @@ impl KindsScripts {
     }
 }
 
-/// SEM_ACQUIRE_OFF_BY_ONE (kinds-spec.md, "Mutant bodies"): `n > k` in place of `n >= k`,
+/// SEM_ACQUIRE_OFF_BY_ONE (redlock-core's kinds/scripts.rs, the negative controls): `n > k` in place of `n >= k`,
 /// so a node lets k + 1 holders in. Sent as `sem_acquire`, the contract must fail.
 pub const SEM_ACQUIRE_OFF_BY_ONE: &str = semaphore::SEM_ACQUIRE_OFF_BY_ONE_SOURCE;
 
-/// WRITE_ACQUIRE_IGNORES_READERS (kinds-spec.md, "Mutant bodies"): the writer checks only
+/// WRITE_ACQUIRE_IGNORES_READERS (redlock-core's kinds/scripts.rs, the negative controls): the writer checks only
 /// `R`, so it gets in beside live readers. Sent as `write_acquire`, the contract must fail.
 pub const WRITE_ACQUIRE_IGNORES_READERS: &str = rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE;
 
-/// READ_EXTEND_RESURRECTS (kinds-spec.md, "Mutant bodies"): an extension that re-creates a
+/// READ_EXTEND_RESURRECTS (redlock-core's kinds/scripts.rs, the negative controls): an extension that re-creates a
 /// pruned reader slot. Sent as `read_extend`, the contract must fail.
 pub const READ_EXTEND_RESURRECTS: &str = rw::READ_EXTEND_RESURRECTS_SOURCE;

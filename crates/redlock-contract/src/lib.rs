@@ -2,7 +2,7 @@
 //! written once as one table in three parts (the lock key's [`CONTRACT`], the fencing
 //! scripts' [`FENCE_CONTRACT`] on the key and its counter, and the lock kinds' scripts'
 //! [`KINDS_CONTRACT`] on a resource's keys: the multi-lock's, the reader-writer lock's and
-//! the semaphore's, kinds-spec.md) and run three ways, against real Redis, real Valkey and
+//! the semaphore's, docs/kinds.md) and run three ways, against real Redis, real Valkey and
 //! the simulation's node model, so the model cannot drift from the servers and each
 //! script's token check is tested where it runs.
 //!

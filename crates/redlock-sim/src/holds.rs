@@ -1,5 +1,5 @@
 //! What a hold holds, by lock kind, and which holds may not overlap in time: the rules the
-//! checker applies beyond the mutex's (the design of the lock kinds, "Checker properties").
+//! checker applies beyond the mutex's (docs/safety.md, "Lock kinds").
 //!
 //! - Exclusive holds (a mutex: one resource; a multi-resource lock: several) and writers
 //!   exclude each other on every resource they share: they all write the resource's key.
