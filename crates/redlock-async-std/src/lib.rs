@@ -77,7 +77,8 @@ pub use redlock_driver::{Handle, LockGuard, LockRef};
 /// [`config`](Handle::config)) and those of the other lock kinds (docs/kinds.md:
 /// [`lock_all`](Handle::lock_all), [`read_lock`](Handle::read_lock),
 /// [`write_lock`](Handle::write_lock), [`semaphore`](Handle::semaphore) and their `try_`
-/// forms; `examples/kinds.rs`) are those of [`Handle`], reached through `Deref`;
+/// forms; redlock-tokio's `examples/kinds.rs`, the same calls) are those of [`Handle`],
+/// reached through `Deref`;
 /// `Handle::clone(&redlock)` gives a handle free of the runtime's name. The driver thread
 /// runs as long as a handle or a guard exists, or an operation (a background release, say)
 /// is unfinished.

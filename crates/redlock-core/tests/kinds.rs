@@ -272,11 +272,18 @@ fn a_writer_waits_with_patience_releases_as_a_mutex_and_abandons_when_it_gives_u
         AcquireFailure::Contended { .. }
     ));
     // Given up: the release of the last attempt, then its mark's abandon, on every node.
-    let abandon = evalsha(&WRITE_ABANDON_SCRIPT, &["w:writer-waiting"], &["*"]);
-    let release = evalsha(&RELEASE_SCRIPT, &["w"], &["*"]);
+    assert_released_and_abandoned(&out, "w");
+}
+
+/// Every one of 3 nodes got the release of the writer's last attempt on `key`, then the
+/// abandon of its mark.
+fn assert_released_and_abandoned(out: &Drained, key: &str) {
+    let mark = format!("{key}:writer-waiting");
+    let abandon = evalsha(&WRITE_ABANDON_SCRIPT, &[&mark], &["*"]);
+    let release = evalsha(&RELEASE_SCRIPT, &[key], &["*"]);
     for n in 0..3 {
         assert_eq!(
-            sent(&out, n),
+            sent(out, n),
             vec![release.clone(), abandon.clone()],
             "node {n}"
         );
@@ -290,15 +297,7 @@ fn a_cancelled_writer_abandons_its_mark() {
     h.client.cancel(h.now, op).unwrap();
     let out = h.drain();
     assert!(matches!(failure(&out.events), AcquireFailure::Cancelled));
-    let abandon = evalsha(&WRITE_ABANDON_SCRIPT, &["w:writer-waiting"], &["*"]);
-    let release = evalsha(&RELEASE_SCRIPT, &["w"], &["*"]);
-    for n in 0..3 {
-        assert_eq!(
-            sent(&out, n),
-            vec![release.clone(), abandon.clone()],
-            "node {n}"
-        );
-    }
+    assert_released_and_abandoned(&out, "w");
 }
 
 #[test]

@@ -69,12 +69,12 @@ impl<R: CryptoRng> Client<R> {
     /// Starts acquiring every resource of `resources` at once, all or none, with the
     /// configured retry policy (a multi-lock, docs/kinds.md); see [`Lock::acquire_all`].
     ///
-    /// ```
-    /// # use std::time::Instant;
+    /// ```no_run
+    /// # fn driver_clock() -> std::time::Instant { unimplemented!("the driver's monotonic clock") }
     /// # use redlock_core::{Client, Config, Resource};
     /// # let mut client = Client::new(Config::builder(3).build()?, rand_core::UnwrapErr(getrandom::SysRng));
     /// # while !matches!(client.poll_output(), redlock_core::Output::Idle | redlock_core::Output::Timeout(_)) {}
-    /// let op = client.acquire_all(Instant::now(), [Resource::from("a"), Resource::from("b")])?;
+    /// let op = client.acquire_all(driver_clock(), [Resource::from("a"), Resource::from("b")])?;
     /// # let _ = op;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
