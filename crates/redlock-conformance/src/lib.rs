@@ -270,6 +270,7 @@ macro_rules! conformance_suite {
             kinds::a_semaphore_of_two_on_five_nodes_needs_four,
             kinds::a_cancelled_acquisition_of_each_kind_leaves_nothing_on_any_node,
             kinds::a_node_killed_mid_hold_and_every_kind_is_still_released_on_the_others,
+            kinds::a_writer_granted_beside_a_refusing_node_leaves_no_mark_after_its_release,
             kinds::the_kinds_wrong_calls_are_refused_with_their_messages,
         );
     };

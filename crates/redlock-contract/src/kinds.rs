@@ -22,6 +22,9 @@
 //! | WRITE_ACQUIRE | R, readers, waiting | live reader, writer present | 0, our marker for the patience (none with patience 0) |
 //! | WRITE_ACQUIRE | R, readers, waiting | readers a string | WRONGTYPE, = |
 //! | WRITE_ABANDON | waiting | ours; another's, none; a sorted set | 1, gone; 0, =; WRONGTYPE |
+//! | WRITE_RELEASE | R, readers, waiting | ours (a subscriber), with our marker, with another's marker, with a marker of another type | 1 (2), R gone and announced, only our marker gone |
+//! | WRITE_RELEASE | R, readers, waiting | R gone, another's R (our marker) | -1, 0, our marker gone |
+//! | WRITE_RELEASE | R, readers, waiting | R a sorted set | WRONGTYPE, = |
 //! | READ_RELEASE | R, readers | the last live reader (a subscriber) | 1 (2), set gone, announced |
 //! | READ_RELEASE | R, readers | another reader stays (a subscriber) | 1 (1), not announced |
 //! | READ_RELEASE | R, readers | not a reader, our slot expired, none | -1, expired pruned |
@@ -82,6 +85,8 @@ pub enum KindsScript {
     WriteAcquire,
     /// WRITE_ABANDON (R:writer-waiting; token).
     WriteAbandon,
+    /// WRITE_RELEASE (R, R:readers, R:writer-waiting; token).
+    WriteRelease,
     /// READ_RELEASE (R, R:readers; token).
     ReadRelease,
     /// READ_EXTEND (R:readers; token, ttl).
@@ -163,13 +168,14 @@ pub struct KindsCase {
 
 impl KindsScript {
     /// Every script, in the table's order.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::MultiAcquire,
         Self::MultiRelease,
         Self::MultiExtend,
         Self::ReadAcquire,
         Self::WriteAcquire,
         Self::WriteAbandon,
+        Self::WriteRelease,
         Self::ReadRelease,
         Self::ReadExtend,
         Self::SemAcquire,
@@ -182,7 +188,9 @@ impl KindsScript {
     pub fn keys(self) -> &'static [&'static str] {
         match self {
             Self::MultiAcquire | Self::MultiRelease | Self::MultiExtend => &["a", "b"],
-            Self::ReadAcquire | Self::WriteAcquire => &["r", "r:readers", "r:writer-waiting"],
+            Self::ReadAcquire | Self::WriteAcquire | Self::WriteRelease => {
+                &["r", "r:readers", "r:writer-waiting"]
+            }
             Self::WriteAbandon => &["r:writer-waiting"],
             Self::ReadRelease => &["r", "r:readers"],
             Self::ReadExtend => &["r:readers"],
@@ -217,6 +225,7 @@ impl std::fmt::Display for KindsScript {
             Self::ReadAcquire => "READ_ACQUIRE",
             Self::WriteAcquire => "WRITE_ACQUIRE",
             Self::WriteAbandon => "WRITE_ABANDON",
+            Self::WriteRelease => "WRITE_RELEASE",
             Self::ReadRelease => "READ_RELEASE",
             Self::ReadExtend => "READ_EXTEND",
             Self::SemAcquire => "SEM_ACQUIRE",
@@ -298,7 +307,7 @@ const fn row(
 use KindsKey::{Absent, Holders, List, Str};
 use KindsScript::{
     MultiAcquire, MultiExtend, MultiRelease, ReadAcquire, ReadExtend, ReadRelease, SemAcquire,
-    SemExtend, SemRelease, WriteAbandon, WriteAcquire,
+    SemExtend, SemRelease, WriteAbandon, WriteAcquire, WriteRelease,
 };
 use Life::{Command, Expired, Forever, Long, Now, Patience, Short};
 
@@ -389,6 +398,15 @@ pub const KINDS_CONTRACT: &[KindsCase] = &[
     row(WriteAbandon, "another's", (&[WAITING], TOKEN), KindsReply::Int(0), &[WAITING]),
     row(WriteAbandon, "none", (&[Absent], TOKEN), KindsReply::Int(0), &[Absent]),
     row(WriteAbandon, "wrong type", (&[READER], TOKEN), KindsReply::Error("WRONGTYPE"), &[READER]),
+    // WRITE_RELEASE: the mutex's release of R, and only our own marker deleted.
+    row(WriteRelease, "ours", (&[OURS, Absent, Absent], TOKEN), KindsReply::Int(1), &[Absent, Absent, Absent]).publishing(&["r"]),
+    row(WriteRelease, "ours, a waiter heard", (&[OURS, Absent, Absent], TOKEN), KindsReply::Int(2), &[Absent, Absent, Absent]).publishing(&["r"]).heard(&["r"]),
+    row(WriteRelease, "ours and our marker", (&[OURS, Absent, Str("t", Patience)], TOKEN), KindsReply::Int(1), &[Absent, Absent, Absent]).publishing(&["r"]),
+    row(WriteRelease, "another's marker stays", (&[OURS, Absent, WAITING], TOKEN), KindsReply::Int(1), &[Absent, Absent, WAITING]).publishing(&["r"]),
+    row(WriteRelease, "R gone, our marker goes", (&[Absent, Absent, Str("t", Patience)], TOKEN), KindsReply::Int(-1), &[Absent, Absent, Absent]),
+    row(WriteRelease, "another holds R, our marker goes", (&[WRITER, Absent, Str("t", Patience)], TOKEN), KindsReply::Int(0), &[WRITER, Absent, Absent]),
+    row(WriteRelease, "a marker of another type stays", (&[OURS, Absent, READER], TOKEN), KindsReply::Int(1), &[Absent, Absent, READER]).publishing(&["r"]),
+    row(WriteRelease, "R of another type", (&[READER, Absent, Str("t", Patience)], TOKEN), KindsReply::Error("WRONGTYPE"), &[READER, Absent, Str("t", Patience)]),
     // READ_RELEASE: announced only when the last live reader leaves.
     row(ReadRelease, "the last reader", (&[Absent, OUR_SLOT], TOKEN), KindsReply::Int(1), &[Absent, Absent]).publishing(&["r"]),
     row(ReadRelease, "the last reader, a writer waits", (&[Absent, OUR_SLOT], TOKEN), KindsReply::Int(2), &[Absent, Absent]).publishing(&["r"]).heard(&["r"]),

@@ -27,6 +27,8 @@ pub struct KindsScripts {
     pub write_acquire: &'static str,
     /// WRITE_ABANDON.
     pub write_abandon: &'static str,
+    /// WRITE_RELEASE.
+    pub write_release: &'static str,
     /// READ_RELEASE.
     pub read_release: &'static str,
     /// READ_EXTEND.
@@ -48,6 +50,7 @@ impl KindsScripts {
         read_acquire: redlock_core::READ_ACQUIRE_SCRIPT.body,
         write_acquire: redlock_core::WRITE_ACQUIRE_SCRIPT.body,
         write_abandon: redlock_core::WRITE_ABANDON_SCRIPT.body,
+        write_release: redlock_core::WRITE_RELEASE_SCRIPT.body,
         read_release: redlock_core::READ_RELEASE_SCRIPT.body,
         read_extend: redlock_core::READ_EXTEND_SCRIPT.body,
         sem_acquire: redlock_core::SEM_ACQUIRE_SCRIPT.body,
@@ -64,6 +67,7 @@ impl KindsScripts {
             KindsScript::ReadAcquire => self.read_acquire,
             KindsScript::WriteAcquire => self.write_acquire,
             KindsScript::WriteAbandon => self.write_abandon,
+            KindsScript::WriteRelease => self.write_release,
             KindsScript::ReadRelease => self.read_release,
             KindsScript::ReadExtend => self.read_extend,
             KindsScript::SemAcquire => self.sem_acquire,

@@ -101,6 +101,7 @@ fn the_kinds_table_agrees_with_the_simulations_rows() {
         (KindsScript::ReadAcquire, rw::READ_ACQUIRE_CASES),
         (KindsScript::WriteAcquire, rw::WRITE_ACQUIRE_CASES),
         (KindsScript::WriteAbandon, rw::WRITE_ABANDON_CASES),
+        (KindsScript::WriteRelease, rw::WRITE_RELEASE_CASES),
         (KindsScript::ReadRelease, rw::READ_RELEASE_CASES),
         (KindsScript::ReadExtend, rw::READ_EXTEND_CASES),
         (KindsScript::SemAcquire, semaphore::SEM_ACQUIRE_CASES),

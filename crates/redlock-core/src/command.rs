@@ -330,6 +330,7 @@ impl Command {
                     KindUse::MultiRelease
                         | KindUse::ReadRelease
                         | KindUse::SemRelease
+                        | KindUse::WriteRelease
                         | KindUse::WriteAbandon
                 )
             )
@@ -610,6 +611,7 @@ mod tests {
             &READ_ACQUIRE_SCRIPT,
             &WRITE_ACQUIRE_SCRIPT,
             &WRITE_ABANDON_SCRIPT,
+            &WRITE_RELEASE_SCRIPT,
             &READ_RELEASE_SCRIPT,
             &READ_EXTEND_SCRIPT,
             &SEM_ACQUIRE_SCRIPT,

@@ -13,7 +13,7 @@ use redlock_core::{
     MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, OpId, READ_ACQUIRE_SCRIPT,
     READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome, Resource, RetryPolicy,
     SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT, SEM_RELEASE_SCRIPT, Script, UsageError,
-    WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT,
+    WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT, WRITE_RELEASE_SCRIPT,
 };
 use support::{Drained, Harness, acquired};
 
@@ -298,6 +298,26 @@ fn a_cancelled_writer_abandons_its_mark() {
     let out = h.drain();
     assert!(matches!(failure(&out.events), AcquireFailure::Cancelled));
     assert_released_and_abandoned(&out, "w");
+}
+
+/// A writer granted by two nodes while the third refused it (a reader still there) left its
+/// waiting mark on the third: its release, on every node, is WRITE_RELEASE, which deletes R
+/// and the mark (docs/kinds.md, "Reader-writer lock").
+#[test]
+fn a_held_writer_releases_r_and_its_mark_on_every_node() {
+    let mut h = harness(3, 2);
+    let (op, _) = acquire(&mut h, "w", &kind(LockKind::Write));
+    acquired(&answer(&mut h, &[YES, NO, YES]));
+    h.client.release(h.now, op).unwrap();
+    let out = h.drain();
+    let keys = ["w", "w:readers", "w:writer-waiting"];
+    let release = evalsha(&WRITE_RELEASE_SCRIPT, &keys, &["*"]);
+    for n in 0..3 {
+        assert_eq!(sent(&out, n), vec![release.clone()], "node {n}");
+    }
+    let out = answer(&mut h, &[YES, b":-1\r\n", YES]);
+    let released = out.iter().any(|e| matches!(e, Event::Released { .. }));
+    assert!(released, "{out:?}");
 }
 
 #[test]

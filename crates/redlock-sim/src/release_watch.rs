@@ -1,9 +1,9 @@
 //! The release watch: schedules, for each explicit release, a look at every node once the
 //! release's deadline has passed, and records what [`Linger`] describes (the property and
 //! what "reachable" means are in `linger.rs`). What a release must have removed depends on
-//! the lock's kind (docs/kinds.md, "Keys of a resource"): the key of a mutex or a writer,
-//! every key of a multi-lock's set, a reader's slot in `R:readers`, a permit holder's in
-//! `R:permits`.
+//! the lock's kind (docs/kinds.md, "Keys of a resource"): the key of a mutex, every key of
+//! a multi-lock's set, a writer's key and the waiting mark it may have left where a node
+//! refused it, a reader's slot in `R:readers`, a permit holder's in `R:permits`.
 
 use std::time::Instant;
 
@@ -86,8 +86,8 @@ impl Sim {
 
 /// What a release of one lock must have removed from every node, by the lock's kind.
 enum Left {
-    /// Each of these string keys holding the lock's value: a mutex's or a writer's one
-    /// resource, a multi-lock's set.
+    /// Each of these string keys holding the lock's value: a mutex's one resource, a
+    /// multi-lock's set, a writer's resource and its waiting mark (`R:writer-waiting`).
     Keys(Vec<Resource>),
     /// The lock's member in this sorted set, with a deadline still ahead: a reader's
     /// (`R:readers`) or a permit holder's (`R:permits`) slot.
@@ -105,9 +105,14 @@ impl Left {
         match record.kind {
             HoldKind::Reader => suffixed(b":readers"),
             HoldKind::Permit(_) => suffixed(b":permits"),
-            HoldKind::Exclusive | HoldKind::Writer => {
+            HoldKind::Exclusive => {
                 let set = std::iter::once(&record.resource).chain(&record.more);
                 Self::Keys(set.cloned().collect())
+            }
+            HoldKind::Writer => {
+                let mut mark = record.resource.as_bytes().to_vec();
+                mark.extend_from_slice(b":writer-waiting");
+                Self::Keys(vec![record.resource.clone(), Resource::from(mark)])
             }
         }
     }

@@ -7,7 +7,7 @@ use redlock_sim::script::sha1_hex;
 
 /// Every modelled body and its SHA1 as `sha1sum` printed it when the body was copied from
 /// the design of the kinds.
-const SHA1S: [(&str, &str); 14] = [
+const SHA1S: [(&str, &str); 15] = [
     (
         multi::MULTI_ACQUIRE_SOURCE,
         "dc07deb80cfd3448180030e6296446cfc2fdfe04",
@@ -31,6 +31,10 @@ const SHA1S: [(&str, &str); 14] = [
     (
         rw::WRITE_ABANDON_SOURCE,
         "e212a91aa9756e471f2c4b7c088d396d70748b11",
+    ),
+    (
+        rw::WRITE_RELEASE_SOURCE,
+        "5a869c2fb819934263bd828a9ca749afea8ddca2",
     ),
     (
         rw::READ_RELEASE_SOURCE,

@@ -22,6 +22,7 @@ mod usage;
 pub use cleanup::{
     a_cancelled_acquisition_of_each_kind_leaves_nothing_on_any_node,
     a_node_killed_mid_hold_and_every_kind_is_still_released_on_the_others,
+    a_writer_granted_beside_a_refusing_node_leaves_no_mark_after_its_release,
 };
 pub use multi::{
     a_node_holding_part_of_a_set_votes_no_and_keeps_nothing,

@@ -28,6 +28,8 @@ pub(crate) enum KindUse {
     WriteAcquire,
     /// WRITE_ABANDON: 1 or 0.
     WriteAbandon,
+    /// WRITE_RELEASE: 1 or 2, 0, -1.
+    WriteRelease,
     /// SEM_ACQUIRE: 1 or 0, or the error `-PERMITS k`.
     SemAcquire,
     /// SEM_RELEASE: 1 or 2, -1.
@@ -65,9 +67,11 @@ impl KindUse {
     /// writer's patience, the semaphore's k).
     pub(crate) fn argv(self) -> (bool, bool) {
         match self {
-            Self::MultiRelease | Self::ReadRelease | Self::SemRelease | Self::WriteAbandon => {
-                (false, false)
-            }
+            Self::MultiRelease
+            | Self::ReadRelease
+            | Self::SemRelease
+            | Self::WriteRelease
+            | Self::WriteAbandon => (false, false),
             Self::WriteAcquire | Self::SemAcquire => (true, true),
             _ => (true, false),
         }
@@ -78,7 +82,7 @@ impl KindUse {
     pub(crate) fn answer(self, n: i64) -> Option<Answer> {
         let release = matches!(
             self,
-            Self::MultiRelease | Self::ReadRelease | Self::SemRelease
+            Self::MultiRelease | Self::ReadRelease | Self::SemRelease | Self::WriteRelease
         );
         match (release, n) {
             (_, 1) | (true, 2) => Some(Answer::Yes),

@@ -26,7 +26,7 @@ mod scripts;
 pub use scripts::{
     MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, READ_ACQUIRE_SCRIPT,
     READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT,
-    SEM_RELEASE_SCRIPT, WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT,
+    SEM_RELEASE_SCRIPT, WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT, WRITE_RELEASE_SCRIPT,
 };
 #[cfg(feature = "_mutants")]
 pub use scripts::{
@@ -259,13 +259,22 @@ impl Kinded {
         })
     }
 
-    /// The release, or `None` where it is the mutex's (the writer's, with the native
-    /// commands where a node has them).
-    pub(crate) fn release(&self, resource: &Resource, token: &Token) -> Option<Command> {
+    /// The release of a `held` lock or of a failed attempt, or `None` where it is the
+    /// mutex's: a failed writer's attempt, whose waiting mark must stay while it retries (a
+    /// writer that gives up abandons it: [`abandon`](Self::abandon)). A held writer's
+    /// release deletes the mark it may have left where a node refused it
+    /// (docs/kinds.md, "Reader-writer lock").
+    pub(crate) fn release(
+        &self,
+        resource: &Resource,
+        token: &Token,
+        held: bool,
+    ) -> Option<Command> {
         let at = (resource, token, 0);
         Some(match self.shape {
             Shape::Multi => self.command(KindUse::MultiRelease, &MULTI_RELEASE_SCRIPT, at),
             Shape::Read => self.command(KindUse::ReadRelease, &READ_RELEASE_SCRIPT, at),
+            Shape::Write if held => self.command(KindUse::WriteRelease, &WRITE_RELEASE_SCRIPT, at),
             Shape::Write => return None,
             Shape::Semaphore => self.command(KindUse::SemRelease, &SEM_RELEASE_SCRIPT, at),
         })

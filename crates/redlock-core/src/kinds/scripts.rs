@@ -52,6 +52,16 @@ pub const WRITE_ABANDON_SCRIPT: Script = Script {
     sha1: "e212a91aa9756e471f2c4b7c088d396d70748b11",
 };
 
+/// Releases a held writer (`KEYS` = R, R:readers, R:writer-waiting; `ARGV[1]` token): as
+/// the mutex's release on R (1, or 2 if a subscriber heard its announcement; 0 if R holds
+/// another value, -1 if it is gone), and deletes R:writer-waiting if it holds the token: the
+/// mark the writer left where a node refused its granted attempt (docs/kinds.md,
+/// "Reader-writer lock"). A mark of another type is left alone (`pcall`).
+pub const WRITE_RELEASE_SCRIPT: Script = Script {
+    body: "local v = redis.call('GET', KEYS[1]) local r = 0 if v == ARGV[1] then redis.call('DEL', KEYS[1]) r = 1 local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then r = 2 end elseif v == false then r = -1 end if redis.pcall('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end return r",
+    sha1: "5a869c2fb819934263bd828a9ca749afea8ddca2",
+};
+
 /// Frees a reader's slot (`KEYS` = R, R:readers, R:writer-waiting; `ARGV[1]` token): -1 if
 /// the slot is gone (expired or never set), else 1; when the last reader leaves it announces
 /// the release on R's channel and answers 2 if a subscriber heard.

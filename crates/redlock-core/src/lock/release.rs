@@ -114,12 +114,12 @@ impl Ctx {
     /// (a failed attempt's cleanup is not: most often it deletes nothing, and a waiter
     /// woken by it would try for nothing).
     fn release_round(&mut self, now: Instant, token: &Token, held: bool) -> Round {
-        // A kind beyond the mutex releases by its own script (kinds/mod.rs), a writer as
-        // the mutex does.
+        // A kind beyond the mutex releases by its own script (kinds/mod.rs), a failed
+        // writer's attempt as the mutex does.
         let command = match self
             .kind
             .as_ref()
-            .and_then(|k| k.release(&self.resource, token))
+            .and_then(|k| k.release(&self.resource, token, held))
         {
             Some(command) => command,
             None => Command::release(&self.resource, token),

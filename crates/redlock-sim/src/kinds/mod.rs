@@ -30,6 +30,7 @@ pub const MODELS: &[(&str, ScriptFn)] = &[
     (rw::READ_ACQUIRE_SOURCE, rw::read_acquire),
     (rw::WRITE_ACQUIRE_SOURCE, rw::write_acquire),
     (rw::WRITE_ABANDON_SOURCE, rw::write_abandon),
+    (rw::WRITE_RELEASE_SOURCE, rw::write_release),
     (rw::READ_RELEASE_SOURCE, rw::read_release),
     (rw::READ_EXTEND_SOURCE, rw::read_extend),
     (semaphore::SEM_ACQUIRE_SOURCE, semaphore::sem_acquire),

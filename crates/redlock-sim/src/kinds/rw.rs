@@ -5,7 +5,8 @@
 //! Writer preference, bounded: a writer that fails and will retry leaves the marker, which
 //! keeps new readers out (readers in place keep their slots) for at most its patience; a
 //! writer that succeeds deletes it; WRITE_ABANDON removes one's own marker on giving up. A
-//! held writer is released and extended with the mutex's scripts on R.
+//! held writer is extended with the mutex's script on R and released by WRITE_RELEASE: the
+//! mutex's release, and its own marker deleted where a node refused its granted attempt.
 
 use bytes::Bytes;
 
@@ -27,6 +28,10 @@ pub const WRITE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now =
 /// WRITE_ABANDON (`KEYS[1]` = R:writer-waiting, `ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
 /// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
 pub const WRITE_ABANDON_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0";
+
+/// WRITE_RELEASE (`ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
+/// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
+pub const WRITE_RELEASE_SOURCE: &str = "local v = redis.call('GET', KEYS[1]) local r = 0 if v == ARGV[1] then redis.call('DEL', KEYS[1]) r = 1 local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then r = 2 end elseif v == false then r = -1 end if redis.pcall('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end return r";
 
 /// READ_RELEASE (`ARGV[1]` token), word for word from the lock kinds' design: the body the core sends
 /// and the model was written from. Change both together (tests/kinds_scripts.rs pins its SHA1).
@@ -120,6 +125,29 @@ pub fn write_abandon(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> Server
         Ok(_) => ServerReply::Int(0),
         Err(e) => e.into(),
     }
+}
+
+/// WRITE_RELEASE: the mutex's release of R (1, or 2 if a subscriber heard its announcement;
+/// 0 if R holds another value, -1 if it is gone; R of another type is the error that ends
+/// the script), then the marker deleted if it holds the token (a marker of another type is
+/// left: `pcall`).
+pub fn write_release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    let ([r, _, waiting, ..], [token, ..]) = (k, argv) else {
+        return arity_error();
+    };
+    let released = match keys.get(r) {
+        Ok(Some(v)) if v == token => {
+            keys.del(r);
+            freed(announce(keys, r))
+        }
+        Ok(Some(_)) => ServerReply::Int(0),
+        Ok(None) => ServerReply::Int(-1),
+        Err(e) => return e.into(),
+    };
+    if matches!(keys.get(waiting), Ok(Some(v)) if v == token) {
+        keys.del(waiting);
+    }
+    released
 }
 
 /// READ_RELEASE: prunes expired readers; -1 if the token holds no live slot; else removes
@@ -367,6 +395,68 @@ pub const WRITE_ABANDON_CASES: Table = Table {
     ],
 };
 
+/// WRITE_RELEASE of `r` by token `t`.
+pub const WRITE_RELEASE_CASES: Table = Table {
+    source: WRITE_RELEASE_SOURCE,
+    keys: RW_KEYS,
+    cases: &[
+        Case::new(
+            "ours",
+            (&[Str("t", Some(100)), Absent, Absent], &["t"]),
+            Expect::Int(1),
+            &[Absent, Absent, Absent],
+        )
+        .publishing(&["r"]),
+        Case::new(
+            "ours, a waiter heard",
+            (&[Str("t", Some(100)), Absent, Absent], &["t"]),
+            Expect::Int(2),
+            &[Absent, Absent, Absent],
+        )
+        .publishing(&["r"])
+        .heard(&["r"]),
+        Case::new(
+            "ours and our marker",
+            (&[Str("t", Some(100)), Absent, Str("t", Some(250))], &["t"]),
+            Expect::Int(1),
+            &[Absent, Absent, Absent],
+        )
+        .publishing(&["r"]),
+        Case::new(
+            "another's marker stays",
+            (&[Str("t", Some(100)), Absent, WAITING], &["t"]),
+            Expect::Int(1),
+            &[Absent, Absent, WAITING],
+        )
+        .publishing(&["r"]),
+        Case::new(
+            "R gone, our marker goes",
+            (&[Absent, Absent, Str("t", Some(250))], &["t"]),
+            Expect::Int(-1),
+            &[Absent, Absent, Absent],
+        ),
+        Case::new(
+            "another holds R, our marker goes",
+            (&[WRITER, Absent, Str("t", Some(250))], &["t"]),
+            Expect::Int(0),
+            &[WRITER, Absent, Absent],
+        ),
+        Case::new(
+            "a marker of another type stays",
+            (&[Str("t", Some(100)), Absent, READER], &["t"]),
+            Expect::Int(1),
+            &[Absent, Absent, READER],
+        )
+        .publishing(&["r"]),
+        Case::new(
+            "R of another type",
+            (&[READER, Absent, Str("t", Some(250))], &["t"]),
+            Expect::Error("WRONGTYPE"),
+            &[READER, Absent, Str("t", Some(250))],
+        ),
+    ],
+};
+
 /// READ_RELEASE of `r` by token `t`.
 pub const READ_RELEASE_CASES: Table = Table {
     source: READ_RELEASE_SOURCE,
@@ -534,6 +624,11 @@ mod tests {
     #[test]
     fn write_abandon_rows() {
         check(&WRITE_ABANDON_CASES, write_abandon).unwrap();
+    }
+
+    #[test]
+    fn write_release_rows() {
+        check(&WRITE_RELEASE_CASES, write_release).unwrap();
     }
 
     #[test]
