@@ -227,23 +227,33 @@ fn sigterm_while_waiting_gives_up_and_leaves_nothing_of_its_own() {
         node.command(&["SET", "waited", "other", "PX", "30000"])
             .unwrap();
     }
-    let mut waiter = Running::exec(&c, &["waited", "--wait", "20s", "--", "echo", "ran"]);
-    thread::sleep(Duration::from_millis(700));
-    signal(&waiter.pid(), "-TERM");
-    let status = waiter.wait(Duration::from_secs(10));
-    assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");
-    assert!(
-        waiter.lines.as_ref().unwrap().try_recv().is_err(),
-        "the command never ran"
-    );
-    let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
-    assert_eq!(on(2).as_str(), None, "nothing of its own is left");
-    assert_eq!(
-        on(0).as_str(),
-        Some("other"),
-        "the holder's keys are untouched"
-    );
-    assert_eq!(on(1).as_str(), Some("other"));
+    // One name, and a multi-lock of it and another (which it sets on node 2 too).
+    for names in [&["waited"][..], &["waited-too", "waited"][..]] {
+        let mut args = names.to_vec();
+        args.extend(["--wait", "20s", "--", "echo", "ran"]);
+        let mut waiter = Running::exec(&c, &args);
+        thread::sleep(Duration::from_millis(700));
+        signal(&waiter.pid(), "-TERM");
+        let status = waiter.wait(Duration::from_secs(10));
+        assert_eq!(status.code(), Some(128 + 15), "{names:?}: 128 + SIGTERM");
+        assert!(
+            waiter.lines.as_ref().unwrap().try_recv().is_err(),
+            "{names:?}: the command never ran"
+        );
+        assert!(!key_anywhere(&c, "waited-too"), "{names:?}");
+        let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
+        assert_eq!(
+            on(2).as_str(),
+            None,
+            "{names:?}: nothing of its own is left"
+        );
+        assert_eq!(
+            on(0).as_str(),
+            Some("other"),
+            "the holder's keys are untouched"
+        );
+        assert_eq!(on(1).as_str(), Some("other"));
+    }
 }
 
 #[test]
@@ -1594,6 +1604,12 @@ fn help_documents_the_kinds_their_code_and_the_semaphore_s_quorum() {
         "floor(K*N/(K+1)) + 1",
         "REDLOCK_KIND",
         "REDLOCK_PERMITS",
+        // Several names: the multi-resource lock, with an example.
+        "redlock exec [OPTIONS] <RESOURCE>...",
+        "redlock exec account:3 account:7 -- ./transfer.sh 3 7",
+        "REDLOCK_RESOURCES",
+        "multi (several names)",
+        "all at once or none",
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
@@ -1875,22 +1891,4 @@ fn a_multi_exec_is_extended_while_its_job_runs_and_stops_at_max_hold() {
         "lost the lock on e1, e2 while the command ran: held for --max-hold (1s)",
     );
     none_left(&c, &["e1", "e2"]);
-}
-
-#[test]
-fn exec_help_shows_the_multi_form_with_an_example() {
-    let out = Command::new(bin())
-        .args(["exec", "--help"])
-        .output()
-        .unwrap();
-    let help = text(&out.stdout);
-    for needle in [
-        "redlock exec [OPTIONS] <RESOURCE>...",
-        "redlock exec account:3 account:7 -- ./transfer.sh 3 7",
-        "REDLOCK_RESOURCES",
-        "multi (several names)",
-        "all at once or none",
-    ] {
-        assert!(help.contains(needle), "{needle}: {help}");
-    }
 }
