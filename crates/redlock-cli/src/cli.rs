@@ -1,5 +1,6 @@
 //! The command line: subcommands and options as clap derives them, and the checks clap
-//! cannot make (a missing `--`, an empty resource, no nodes). Nothing here touches a node.
+//! cannot make (a missing `--`, an empty resource, no nodes, what several `exec` names
+//! cannot go with). Nothing here touches a node.
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -24,8 +25,9 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Acquire RESOURCE, run CMD while holding it (auto-extended), release when CMD and
-    /// every process it left in its process group have exited, and exit with CMD's status.
+    /// Acquire RESOURCE (or several, all at once), run CMD while holding it (auto-extended),
+    /// release when CMD and every process it left in its process group have exited, and
+    /// exit with CMD's status.
     #[command(after_help = EXEC_ENV, after_long_help = EXEC_ENV)]
     Exec(ExecArgs),
     /// Show who holds RESOURCE on each node, whether a quorum agrees, and for how long.
@@ -113,8 +115,12 @@ fn read_nodes_file(path: &Path) -> Result<Vec<String>, Exit> {
 /// `redlock exec`.
 #[derive(Debug, Args)]
 pub(crate) struct ExecArgs {
-    /// The lock's name (the key on every node).
-    pub(crate) resource: String,
+    /// The lock's name (the key on every node). Several names, each its own argument
+    /// (`redlock exec a b -- CMD`), are locked together as one multi-resource lock: all at
+    /// once or none, exclusive on every name (no --shared, --exclusive, --permits or
+    /// --fenced). A name given again is locked once.
+    #[arg(required = true, num_args = 1.., value_name = "RESOURCE")]
+    pub(crate) resources: Vec<String>,
     /// The command to run and its arguments, after `--`.
     #[arg(last = true, value_name = "CMD [ARGS...]")]
     pub(crate) command: Vec<String>,
@@ -180,9 +186,27 @@ pub(crate) struct ExecArgs {
 }
 
 impl ExecArgs {
-    /// The kind of lock the flags ask for.
+    /// The kind of lock the names and flags ask for.
     pub(crate) fn kind(&self) -> ExecKind {
-        ExecKind::from_flags(self.shared, self.exclusive, self.permits)
+        let names = self.resources.len();
+        ExecKind::from_flags(names, self.shared, self.exclusive, self.permits)
+    }
+
+    /// The names locked, for messages: `a`, or `a, b` for a multi-lock.
+    pub(crate) fn label(&self) -> String {
+        self.resources.join(", ")
+    }
+
+    /// The kind flag given, if any, by its name on the command line.
+    fn kind_flag(&self) -> Option<&'static str> {
+        [
+            (self.shared, "--shared"),
+            (self.exclusive, "--exclusive"),
+            (self.permits.is_some(), "--permits"),
+            (self.fenced, "--fenced"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
     }
 }
 
@@ -269,6 +293,12 @@ pub(crate) fn parse() -> Result<Cli, Exit> {
         Command::Demo(a) => a.source.resolve()?,
     }
     check(&cli)?;
+    if let Command::Exec(a) = &mut cli.command {
+        // `a b a` is the set {a, b}, as the core counts it; the first place of each name
+        // stays, for messages.
+        let mut seen = std::collections::HashSet::new();
+        a.resources.retain(|name| seen.insert(name.clone()));
+    }
     Ok(cli)
 }
 
@@ -372,28 +402,32 @@ fn positive(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// What clap cannot check: a resource, a command after `--`, a token, some nodes.
+/// What clap cannot check: a resource, a command after `--`, a token, some nodes, and
+/// what several names of `exec` cannot go with.
 fn check(cli: &Cli) -> Result<(), Exit> {
-    let (resource, nodes) = match &cli.command {
+    let (resources, nodes) = match &cli.command {
         Command::Exec(a) => {
             if a.command.is_empty() {
                 return Err(Exit::usage(MISSING_DASHES.into()));
             }
-            (&a.resource, &a.nodes)
+            (&a.resources[..], &a.nodes)
         }
-        Command::Status(a) => (&a.resource, &a.nodes),
+        Command::Status(a) => (std::slice::from_ref(&a.resource), &a.nodes),
         Command::Release(a) => {
             if a.token.as_deref().is_none_or(str::is_empty) {
                 let msg =
                     "release needs --token T: the holder's token, as `redlock status` shows it";
                 return Err(Exit::usage(msg.into()));
             }
-            (&a.resource, &a.nodes)
+            (std::slice::from_ref(&a.resource), &a.nodes)
         }
         Command::Demo(_) => return Ok(()),
     };
-    if resource.is_empty() {
+    if resources.iter().any(String::is_empty) {
         return Err(Exit::usage("the resource is empty: name the lock".into()));
+    }
+    if let Command::Exec(a) = &cli.command {
+        check_several(a).map_err(Exit::usage)?;
     }
     if nodes.source.nodes.iter().all(|n| n.trim().is_empty()) {
         let msg = "no nodes: pass --nodes URL,... or --nodes-file PATH, or set REDLOCK_NODES \
@@ -403,28 +437,76 @@ fn check(cli: &Cli) -> Result<(), Exit> {
     Ok(())
 }
 
+/// What several names of `exec` cannot go with (docs/kinds.md, "Multi-resource lock"):
+/// one name and nothing else, given again (the core's `OneResourceRepeated`, said here
+/// with the name); a kind flag (a multi-lock is the mutex of every name); a newline in a
+/// name (`REDLOCK_RESOURCES`, in the command's environment, lists the names one a line).
+fn check_several(a: &ExecArgs) -> Result<(), String> {
+    let [first, rest @ ..] = &a.resources[..] else {
+        return Ok(());
+    };
+    if rest.is_empty() {
+        return Ok(());
+    }
+    if rest.iter().all(|name| name == first) {
+        return Err(format!(
+            "{first:?} is named {} times and nothing else: a lock of several resources \
+             needs different names; to lock {first:?} alone, name it once",
+            a.resources.len()
+        ));
+    }
+    if let Some(flag) = a.kind_flag() {
+        let why = match flag {
+            "--fenced" => "only a mutex of one name hands out fencing tokens for now",
+            _ => "a lock of several resources is exclusive on every name (the mutex of each)",
+        };
+        return Err(format!(
+            "{flag} takes one resource, and {} were named: {why}",
+            a.resources.len()
+        ));
+    }
+    match a.resources.iter().find(|name| name.contains('\n')) {
+        Some(name) => Err(format!(
+            "the resource {name:?} holds a newline, which a name locked with others may \
+             not: the command gets the names one a line, in REDLOCK_RESOURCES"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The shortest `--ttl`: its attempts wait 5 ms for the nodes' answers.
 const MIN_TTL: Duration = Duration::from_millis(100);
 
-const MISSING_DASHES: &str = "exec needs `--` before the command: redlock exec RESOURCE \
+const MISSING_DASHES: &str = "exec needs `--` before the command: redlock exec RESOURCE... \
      [OPTIONS] -- CMD [ARGS...] (or -c 'SHELL STRING')";
 
 /// What `exec --help` ends with: what the command gets, and what it does not.
 const EXEC_ENV: &str = "\
 The command's environment:
-  REDLOCK_RESOURCE       the lock's name
+  REDLOCK_RESOURCE       the lock's name (one name)
+  REDLOCK_RESOURCES      with several names: each locked name on a line of its own, sorted
+                         by bytes, duplicates once, no newline after the last (a name
+                         locked with others may not hold a newline)
   REDLOCK_TOKEN          the lock's token on the nodes (what `redlock release --token` takes)
   REDLOCK_DEADLINE_MS    Unix time in ms when the first validity ends (extensions move the
                          lock's deadline later; this value is not updated)
   REDLOCK_FENCING_TOKEN  with --fenced: the fencing token, for every write the lock guards
   REDLOCK_KIND           what is held: mutex (no kind flag), shared (--shared), exclusive
-                         (--exclusive) or permits (--permits K)
+                         (--exclusive), permits (--permits K) or multi (several names)
   REDLOCK_PERMITS        with --permits K: K
   REDLOCK_NODES is removed (its URLs may hold passwords); REDLOCK_NODES_FILE is kept.
 
 Kinds: a plain exec takes the mutex, as flock without -s does. Readers (--shared) and the
 mutex do not see each other: on a name that readers use, take the exclusive side with
 --exclusive. --permits K holds apart from both (keys of its own).
+
+Several resources: each name its own argument, locked together as one multi-resource lock,
+all at once or none, so two execs naming overlapping sets never deadlock:
+  redlock exec account:3 account:7 -- ./transfer.sh 3 7
+  redlock exec -n stock:2 invoice:9 -c './ship 9 && ./restock 2'
+It is the mutex of every name: it excludes plain execs, --exclusive holders and other
+multi-locks of any of the names (and, like a plain exec, does not see --shared readers),
+so it takes no kind flag (nor --fenced). A name given again is locked once.
 
 The lock is held from acquisition until the command and every process left in its process
 group have exited; see the exit codes in `redlock --help`.";

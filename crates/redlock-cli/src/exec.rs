@@ -1,5 +1,7 @@
 //! `redlock exec`: acquire, run the job under auto-extension (crate::job), release once its
-//! process group is empty, exit with the command's status.
+//! process group is empty, exit with the command's status. The lock is one resource's, of
+//! the kind the flags ask for, or a multi-resource lock of several names (crate::kind):
+//! one guard either way, so everything after the acquisition is the same.
 //!
 //! Every way out releases what it may have set before `redlock` exits: a failed or
 //! interrupted acquisition waits for its cleanup releases ([`settle`]); a command that could
@@ -9,7 +11,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redlock_tokio::{
-    AcquireFailure, AutoExtend, LockError, LockGuard, LockOptions, LostReason, Redlock,
+    AcquireFailure, AutoExtend, Inspection, LockError, LockGuard, LockOptions, LostReason, Redlock,
     ReleaseOutcome, RetryPolicy,
 };
 
@@ -47,8 +49,9 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     // the command would run on and be told only when `redlock` resumes and finds the lock
     // lost.
     let jobs = JobControl::install().ok();
+    let locked = args.label();
     let job = Job {
-        resource: &args.resource,
+        locked: &locked,
         command: &args.command,
         on_lost: args.on_lost,
         grace: args.grace,
@@ -66,6 +69,17 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     let ended = job::supervise(child, &guard, &job, &mut caught, jobs, why).await;
     // Only now, with the command's whole process group gone (crate::job).
     report_release(&redlock, guard.release().await, args.nodes.quiet);
+    verdict(ended, &locked, why)
+}
+
+/// How `exec` exits once the job has ended and the lock is released: with the command's
+/// status, or "lost" when the lock did not cover the whole job. `locked` names what was
+/// locked; `why` says why a lock was lost.
+fn verdict(
+    ended: std::io::Result<Ended>,
+    locked: &str,
+    why: impl Fn(&LostReason) -> String,
+) -> Exit {
     match ended {
         Err(e) => Exit::with(
             exit::CANNOT_RUN,
@@ -78,7 +92,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
             exit::LOST,
             format_args!(
                 "lost the lock on {} while the command ran: {}{}",
-                args.resource,
+                locked,
                 why(&reason),
                 exit::lost_hint(&reason)
             ),
@@ -92,7 +106,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
                 "lost the lock on {}: the command's end was seen {} after the lock's \
                  validity ended (was redlock paused?), so it cannot be shown to have \
                  finished while the lock was held",
-                args.resource,
+                locked,
                 seconds(late),
             ),
         ),
@@ -146,13 +160,12 @@ async fn acquire(
     args: &ExecArgs,
     caught: &mut Caught,
 ) -> Result<LockGuard, Exit> {
-    let resource = args.resource.as_str();
+    let locked = args.label();
     let wait_end = (args.wait).and_then(|wait| tokio::time::Instant::now().checked_add(wait));
     if !args.no_wait {
         in_reach(redlock, args).await?;
     }
-    let kind = args.kind();
-    let mut line = WaitLine::new(resource, args.nodes.quiet);
+    let mut line = WaitLine::new(&locked, args.nodes.quiet);
     let started = Instant::now();
     let mut lock = Box::pin(lock_until(redlock, args, wait_end));
     let first = tokio::time::Instant::now() + LINE_AFTER;
@@ -164,16 +177,13 @@ async fn acquire(
                 line.clear();
                 // Dropping the `lock()` future cancels the attempt and releases what it set.
                 drop(lock);
-                settle(redlock, resource).await;
+                settle(redlock, args).await;
                 let name = signals::name(signal);
-                let message = format!("got {name} while waiting for {resource}; not run");
+                let message = format!("got {name} while waiting for {locked}; not run");
                 return Err(Exit::with(signals::exit_code(signal), message));
             }
             _ = tick.tick(), if line.is_on() => {
-                let seen = redlock.inspect(resource).await.ok();
-                // Only a mutex waits on the key alone: for another kind, a free key is
-                // no news (readers, permits or a waiting writer keep it out unseen).
-                let seen = seen.filter(|s| kind.waits_on_the_key_alone() || s.holder.is_some());
+                let seen = holder_seen(redlock, args).await;
                 line.draw(started.elapsed(), seen.as_ref());
             }
         }
@@ -183,33 +193,57 @@ async fn acquire(
         Ok(guard) => Ok(guard),
         Err(e) => {
             // A failed acquisition has sent its releases; exit only once they have run. The
-            // inspection that waits for them also tells a key that is not a lock from a
+            // inspections that wait for them also tell a key that is not a lock from a
             // holder, as `status` does.
-            let seen = redlock.inspect(resource).await;
             let names = redlock.config().node_names();
-            if let Some(why) = seen.ok().and_then(|s| crate::status::not_a_lock(&s, names)) {
-                let message = format!("could not acquire {resource}: {why}");
-                return Err(Exit::with(exit::USAGE, message));
+            for resource in &args.resources {
+                let seen = redlock.inspect(resource).await;
+                if let Some(why) = seen.ok().and_then(|s| crate::status::not_a_lock(&s, names)) {
+                    let message = format!("could not acquire {locked}: {why}");
+                    return Err(Exit::with(exit::USAGE, message));
+                }
             }
-            Err(Exit::lock_error(
-                &format!("could not acquire {resource}"),
-                &e,
-            ))
+            Err(Exit::lock_error(&format!("could not acquire {locked}"), &e))
         }
     }
 }
 
+/// What the waiting line shows: the first of the names found held. Only the mutex and the
+/// multi-lock wait on the keys alone: for another kind, a free key is no news (readers,
+/// permits or a waiting writer keep it out unseen), and nothing is shown.
+async fn holder_seen(redlock: &Redlock, args: &ExecArgs) -> Option<Inspection> {
+    let mut free = None;
+    for resource in &args.resources {
+        let seen = redlock.inspect(resource).await.ok()?;
+        if seen.holder.is_some() {
+            return Some(seen);
+        }
+        free = Some(seen);
+    }
+    free.filter(|_| args.kind().waits_on_the_key_alone())
+}
+
 /// Whether the lock `exec` asks for is in reach before it starts to wait: a wait rides
 /// out nodes that go down while it waits, but one that starts with no quorum in reach (or
-/// with the name taken by a key that is not a lock) is a setup error, said now rather than
-/// after waiting for ever. A semaphore of K >= 2 needs more nodes than the configuration's
-/// quorum (docs/kinds.md, "The semaphore's quorum"), and the message says so.
+/// with a name taken by a key that is not a lock) is a setup error, said now rather than
+/// after waiting for ever. Each name is looked at, with the quorum of the kind
+/// ([`ExecKind::quorum`]; a multi-lock's is the configuration's, docs/kinds.md). A
+/// semaphore of K >= 2 needs more nodes than the configuration's quorum (docs/kinds.md,
+/// "The semaphore's quorum"), and the message says so.
 async fn in_reach(redlock: &Redlock, args: &ExecArgs) -> Result<(), Exit> {
-    let resource = args.resource.as_str();
+    for resource in &args.resources {
+        name_in_reach(redlock, args, resource).await?;
+    }
+    Ok(())
+}
+
+/// [`in_reach`] for one of the names.
+async fn name_in_reach(redlock: &Redlock, args: &ExecArgs, resource: &str) -> Result<(), Exit> {
+    let locked = args.label();
     let mut seen = match redlock.inspect(resource).await {
         Ok(seen) => seen,
         Err(e) => {
-            let doing = format!("could not acquire {resource}");
+            let doing = format!("could not acquire {locked}");
             return Err(Exit::lock_error(&doing, &e));
         }
     };
@@ -219,7 +253,7 @@ async fn in_reach(redlock: &Redlock, args: &ExecArgs) -> Result<(), Exit> {
     let Some(why) = crate::status::unusable(&seen, names) else {
         return Ok(());
     };
-    let mut message = format!("could not acquire {resource}: {}", why.message);
+    let mut message = format!("could not acquire {locked}: {}", why.message);
     if let (ExecKind::Permits(k), true) = (args.kind(), seen.quorum > quorum) {
         let _ = write!(
             message,
@@ -239,10 +273,7 @@ async fn lock_until(
     args: &ExecArgs,
     wait_end: Option<tokio::time::Instant>,
 ) -> Result<LockGuard, LockError> {
-    let resource = args.resource.as_str();
-    let first = redlock
-        .lock_with(resource, lock_options(redlock, args))
-        .await;
+    let first = lock(redlock, args, lock_options(redlock, args)).await;
     let gave_up_early = matches!(
         first.as_ref().err().and_then(LockError::acquire_failure),
         Some(AcquireFailure::WaitDeadline { .. })
@@ -252,7 +283,7 @@ async fn lock_until(
     };
     tokio::time::sleep_until(wait_end).await;
     let once = lock_options(redlock, args).retry(RetryPolicy::once());
-    match redlock.lock_with(resource, once).await {
+    match lock(redlock, args, once).await {
         // Still the wait's failure, with the last attempt's reason.
         Err(LockError::Acquire { reason, stats }) => Err(LockError::Acquire {
             reason: AcquireFailure::WaitDeadline {
@@ -264,11 +295,28 @@ async fn lock_until(
     }
 }
 
-/// Waits until every release sent so far for `resource` has run on the nodes that answer:
-/// an inspection is queued behind them on each node's connection, which answers in order.
-/// (Dropping a `lock()` future releases in the background; `redlock` must not exit first.)
-async fn settle(redlock: &Redlock, resource: &str) {
-    let _ = redlock.inspect(resource).await;
+/// Locks what `args` names with `options`: the one resource, or all of several at once
+/// (the driver's `lock_all_with`, which sorts and deduplicates them).
+async fn lock(
+    redlock: &Redlock,
+    args: &ExecArgs,
+    options: LockOptions,
+) -> Result<LockGuard, LockError> {
+    match &args.resources[..] {
+        [one] => redlock.lock_with(one, options).await,
+        // Several (none, which crate::cli refuses, would be the core's usage error).
+        names => redlock.lock_all_with(names, options).await,
+    }
+}
+
+/// Waits until every release sent so far has run on the nodes that answer: an inspection
+/// (of the first name: a multi-lock's release is one command per node) is queued behind
+/// them on each node's connection, which answers in order. (Dropping a `lock()` future
+/// releases in the background; `redlock` must not exit first.)
+async fn settle(redlock: &Redlock, args: &ExecArgs) {
+    if let Some(resource) = args.resources.first() {
+        let _ = redlock.inspect(resource).await;
+    }
 }
 
 /// Says which nodes a release could not reach (their keys expire on their own); nothing

@@ -13,7 +13,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlock_tokio::{LockGuard, LostReason};
+use redlock_tokio::{LockGuard, LostReason, Resource};
 use rustix::io::Errno;
 use rustix::process::{Pid, Signal, WaitOptions};
 use tokio::process::{Child, Command};
@@ -26,8 +26,8 @@ use crate::signals::{self, Caught, JobControl};
 
 /// What `exec` needs to know about the job it runs.
 pub(crate) struct Job<'a> {
-    /// The lock's name, for messages.
-    pub(crate) resource: &'a str,
+    /// The lock's name, or a multi-lock's names (`a, b`), for messages.
+    pub(crate) locked: &'a str,
     /// The program and its arguments.
     pub(crate) command: &'a [String],
     /// What to do to the group when the lock is lost.
@@ -71,12 +71,22 @@ pub(crate) fn spawn(job: &Job<'_>, guard: &LockGuard) -> Result<Child, Exit> {
         // The nodes' URLs may hold passwords; the job has no use for them. A nested
         // `redlock` finds the nodes through REDLOCK_NODES_FILE, which names a file.
         .env_remove("REDLOCK_NODES")
-        .env("REDLOCK_RESOURCE", job.resource)
         .env("REDLOCK_TOKEN", OsStr::from_bytes(guard.token().as_bytes()))
         .env(
             "REDLOCK_DEADLINE_MS",
             deadline_ms(guard.validity()).to_string(),
         );
+    // What an outer `exec` told its command and this lock does not hold is not passed on.
+    for variable in [
+        "REDLOCK_RESOURCE",
+        "REDLOCK_RESOURCES",
+        "REDLOCK_PERMITS",
+        "REDLOCK_FENCING_TOKEN",
+    ] {
+        command.env_remove(variable);
+    }
+    let (variable, names) = names_env(guard.resources());
+    command.env(variable, OsStr::from_bytes(&names));
     let (kind, permits) = job.kind.env();
     command.env("REDLOCK_KIND", kind);
     if let Some(permits) = permits {
@@ -101,6 +111,20 @@ pub(crate) fn spawn(job: &Job<'_>, guard: &LockGuard) -> Result<Child, Exit> {
         };
         Exit::with(code, format_args!("cannot run {program}: {e}"))
     })
+}
+
+/// The variable that names what the lock holds, and its value: `REDLOCK_RESOURCE`, the
+/// name, for one resource; `REDLOCK_RESOURCES` for a multi-lock: its names as the guard
+/// lists them (sorted by bytes, each once), one a line, no newline after the last, which
+/// `while IFS= read -r name` reads back exactly (crate::cli refuses a newline in them).
+fn names_env(resources: &[Resource]) -> (&'static str, Vec<u8>) {
+    match resources {
+        [one] => ("REDLOCK_RESOURCE", one.as_bytes().to_vec()),
+        several => {
+            let names: Vec<&[u8]> = several.iter().map(Resource::as_bytes).collect();
+            ("REDLOCK_RESOURCES", names.join(&b'\n'))
+        }
+    }
 }
 
 /// Waits until the command has exited and its process group is empty, passing on the
@@ -142,7 +166,7 @@ pub(crate) async fn supervise(
                     OnLost::Kill => signals::send_group(pgid, Signal::KILL),
                     OnLost::Ignore => {}
                 }
-                note!("redlock: lost the lock on {}: {}; {}", job.resource, lost_why(&reason), tell(job.on_lost));
+                note!("redlock: lost the lock on {}: {}; {}", job.locked, lost_why(&reason), tell(job.on_lost));
                 lost = Some(reason);
             }
             signal = caught.recv() => signals::send_group(pgid, signal),
@@ -253,3 +277,23 @@ fn far_future() -> tokio::time::Instant {
 const GROUP_POLL: Duration = Duration::from_millis(50);
 /// Exited members reaped per look; the rest wait for the next.
 const REAP_AT_ONCE: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_name_is_redlock_resource_and_several_are_one_a_line() {
+        let one = [Resource::from("a b")];
+        assert_eq!(names_env(&one), ("REDLOCK_RESOURCE", b"a b".to_vec()));
+        let several = [
+            Resource::from("a"),
+            Resource::from("b c"),
+            Resource::from("d"),
+        ];
+        assert_eq!(
+            names_env(&several),
+            ("REDLOCK_RESOURCES", b"a\nb c\nd".to_vec())
+        );
+    }
+}

@@ -1,7 +1,9 @@
 //! Which kind of lock `exec` takes (docs/kinds.md): the mutex by default, a reader
-//! (`--shared`, flock's `-s`), a writer (`--exclusive`, flock's `-x`) or one of K permit
-//! holders (`--permits K`). The kind is one more lock option (`LockOptions::kind`), told
-//! to the command in its environment ([`ExecKind::env`]); the semaphore's quorum, which a
+//! (`--shared`, flock's `-s`), a writer (`--exclusive`, flock's `-x`), one of K permit
+//! holders (`--permits K`), or, for several names, a multi-resource lock (the mutex of
+//! each name, all taken at once or none). The kind is one more lock option
+//! (`LockOptions::kind`; the multi-lock is the driver's `lock_all_with`), told to the
+//! command in its environment ([`ExecKind::env`]); the semaphore's quorum, which a
 //! majority does not make for K >= 2, is [`ExecKind::quorum`].
 //!
 //! A plain `exec` stays the mutex, as before kinds existed. A mutex does not look at
@@ -24,12 +26,24 @@ pub(crate) enum ExecKind {
     Exclusive,
     /// `--permits K`: one of at most K holders of a counting semaphore.
     Permits(NonZeroU32),
+    /// Several names: a multi-resource lock (docs/kinds.md, "Multi-resource lock"), the
+    /// mutex key of every name set at once on a node or none, so it excludes every mutex,
+    /// writer and multi-lock of any of them. No kind flag goes with it (the command line
+    /// refuses one).
+    Multi,
 }
 
 impl ExecKind {
-    /// The kind the flags name; clap has already refused more than one of them.
-    pub(crate) fn from_flags(shared: bool, exclusive: bool, permits: Option<NonZeroU32>) -> Self {
+    /// The kind the flags name for `names` distinct names; clap has already refused more
+    /// than one flag, and the command line's checks any flag with several names.
+    pub(crate) fn from_flags(
+        names: usize,
+        shared: bool,
+        exclusive: bool,
+        permits: Option<NonZeroU32>,
+    ) -> Self {
         match (shared, exclusive, permits) {
+            _ if names > 1 => Self::Multi,
             (_, _, Some(k)) => Self::Permits(k),
             (true, _, None) => Self::Shared,
             (false, true, None) => Self::Exclusive,
@@ -37,10 +51,11 @@ impl ExecKind {
         }
     }
 
-    /// The core's lock kind.
+    /// The core's lock kind: a multi-lock's is the mutex's (each of its keys is a mutex
+    /// key; its quorum is the configuration's).
     pub(crate) fn lock_kind(self) -> LockKind {
         match self {
-            Self::Mutex => LockKind::Mutex,
+            Self::Mutex | Self::Multi => LockKind::Mutex,
             Self::Shared => LockKind::Read,
             Self::Exclusive => LockKind::Write,
             Self::Permits(k) => LockKind::semaphore(k.get()),
@@ -54,15 +69,17 @@ impl ExecKind {
             Self::Shared => ("shared", None),
             Self::Exclusive => ("exclusive", None),
             Self::Permits(k) => ("permits", Some(k.get())),
+            Self::Multi => ("multi", None),
         }
     }
 
     /// Whether the holder this kind waits on lives in the mutex's key `R`, the only key an
     /// inspection reads (docs/kinds.md, "Commands per kind and server"): a reader or a
     /// writer may also be kept out by readers or a waiting writer, a permit holder by
-    /// other permits, which an inspection does not see.
+    /// other permits, which an inspection does not see. A multi-lock waits on its names'
+    /// mutex keys alone.
     pub(crate) fn waits_on_the_key_alone(self) -> bool {
-        self == Self::Mutex
+        matches!(self, Self::Mutex | Self::Multi)
     }
 
     /// How many of `nodes` nodes must grant this kind, given the configuration's
@@ -83,16 +100,29 @@ mod tests {
 
     #[test]
     fn each_flag_is_its_kind_and_no_flag_is_the_mutex() {
-        assert_eq!(ExecKind::from_flags(false, false, None), ExecKind::Mutex);
-        assert_eq!(ExecKind::from_flags(true, false, None), ExecKind::Shared);
-        assert_eq!(ExecKind::from_flags(false, true, None), ExecKind::Exclusive);
+        assert_eq!(ExecKind::from_flags(1, false, false, None), ExecKind::Mutex);
+        assert_eq!(ExecKind::from_flags(1, true, false, None), ExecKind::Shared);
+        assert_eq!(
+            ExecKind::from_flags(1, false, true, None),
+            ExecKind::Exclusive
+        );
         let three = NonZeroU32::new(3);
-        assert_eq!(ExecKind::from_flags(false, false, three), permits(3));
+        assert_eq!(ExecKind::from_flags(1, false, false, three), permits(3));
         assert_eq!(permits(3).lock_kind(), LockKind::semaphore(3));
         assert_eq!(ExecKind::Shared.lock_kind(), LockKind::Read);
         assert_eq!(ExecKind::Exclusive.lock_kind(), LockKind::Write);
         assert_eq!(permits(3).env(), ("permits", Some(3)));
         assert_eq!(ExecKind::Mutex.env(), ("mutex", None));
+    }
+
+    #[test]
+    fn several_names_are_a_multi_lock_of_mutex_keys_with_the_mutex_s_quorum() {
+        assert_eq!(ExecKind::from_flags(2, false, false, None), ExecKind::Multi);
+        assert_eq!(ExecKind::Multi.lock_kind(), LockKind::Mutex);
+        assert_eq!(ExecKind::Multi.env(), ("multi", None));
+        assert!(ExecKind::Multi.waits_on_the_key_alone());
+        assert_eq!(ExecKind::Multi.quorum(5, 3), 3);
+        assert_eq!(ExecKind::Multi.quorum(5, 4), 4);
     }
 
     #[test]

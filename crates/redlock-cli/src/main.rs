@@ -4,6 +4,7 @@
 //! ```text
 //! export REDLOCK_NODES=redis://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 //! redlock exec nightly-report --no-wait -- ./report.sh   # one machine of the fleet at a time
+//! redlock exec account:3 account:7 -- ./transfer.sh      # several names, all at once
 //! redlock status nightly-report                          # who holds it, for how long
 //! redlock release nightly-report --token 3f9c...         # let go of a stuck holder
 //! redlock demo                                           # 5 local nodes, with and without
@@ -19,7 +20,9 @@
 //!   ("What `exec` promises"). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to `redlock` are
 //!   passed to the group once; Ctrl-Z stops both and `fg` resumes both. The lock is the
 //!   resource's mutex, or with `--shared`, `--exclusive` or `--permits K` a reader, a
-//!   writer or one of K permit holders (crate::kind; the README's "Kinds").
+//!   writer or one of K permit holders (crate::kind; the README's "Kinds"). Several names
+//!   before `--` are locked all at once, a multi-resource lock, held the same way (the
+//!   README's "Several resources").
 //! - `status` reads each node's key (`GET`, `PTTL`; no script) and shows the holder a quorum
 //!   agrees on and its remaining validity (the q-th largest ttl among the nodes that agree,
 //!   less the drift allowance); `--json` for scripts.

@@ -227,23 +227,33 @@ fn sigterm_while_waiting_gives_up_and_leaves_nothing_of_its_own() {
         node.command(&["SET", "waited", "other", "PX", "30000"])
             .unwrap();
     }
-    let mut waiter = Running::exec(&c, &["waited", "--wait", "20s", "--", "echo", "ran"]);
-    thread::sleep(Duration::from_millis(700));
-    signal(&waiter.pid(), "-TERM");
-    let status = waiter.wait(Duration::from_secs(10));
-    assert_eq!(status.code(), Some(128 + 15), "128 + SIGTERM");
-    assert!(
-        waiter.lines.as_ref().unwrap().try_recv().is_err(),
-        "the command never ran"
-    );
-    let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
-    assert_eq!(on(2).as_str(), None, "nothing of its own is left");
-    assert_eq!(
-        on(0).as_str(),
-        Some("other"),
-        "the holder's keys are untouched"
-    );
-    assert_eq!(on(1).as_str(), Some("other"));
+    // One name, and a multi-lock of it and another (which it sets on node 2 too).
+    for names in [&["waited"][..], &["waited-too", "waited"][..]] {
+        let mut args = names.to_vec();
+        args.extend(["--wait", "20s", "--", "echo", "ran"]);
+        let mut waiter = Running::exec(&c, &args);
+        thread::sleep(Duration::from_millis(700));
+        signal(&waiter.pid(), "-TERM");
+        let status = waiter.wait(Duration::from_secs(10));
+        assert_eq!(status.code(), Some(128 + 15), "{names:?}: 128 + SIGTERM");
+        assert!(
+            waiter.lines.as_ref().unwrap().try_recv().is_err(),
+            "{names:?}: the command never ran"
+        );
+        assert!(!key_anywhere(&c, "waited-too"), "{names:?}");
+        let on = |i: usize| c.node(i).command(&["GET", "waited"]).unwrap();
+        assert_eq!(
+            on(2).as_str(),
+            None,
+            "{names:?}: nothing of its own is left"
+        );
+        assert_eq!(
+            on(0).as_str(),
+            Some("other"),
+            "the holder's keys are untouched"
+        );
+        assert_eq!(on(1).as_str(), Some("other"));
+    }
 }
 
 #[test]
@@ -1594,6 +1604,12 @@ fn help_documents_the_kinds_their_code_and_the_semaphore_s_quorum() {
         "floor(K*N/(K+1)) + 1",
         "REDLOCK_KIND",
         "REDLOCK_PERMITS",
+        // Several names: the multi-resource lock, with an example.
+        "redlock exec [OPTIONS] <RESOURCE>...",
+        "redlock exec account:3 account:7 -- ./transfer.sh 3 7",
+        "REDLOCK_RESOURCES",
+        "multi (several names)",
+        "all at once or none",
     ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
@@ -1630,4 +1646,249 @@ fn permits_k_with_too_few_nodes_for_its_quorum_is_a_node_error_at_once() {
             text(&out.stderr)
         );
     }
+}
+
+// Several resources in one `exec`: a multi-resource lock (docs/kinds.md, "Multi-resource
+// lock"), the mutex key of every name, all taken at once or none.
+
+/// Asserts that no node keeps any of `names`.
+fn none_left(c: &Cluster, names: &[&str]) {
+    for name in names {
+        assert!(!key_anywhere(c, name), "{name} left behind");
+    }
+}
+
+#[test]
+fn multi_execs_sharing_a_name_never_overlap_and_ones_on_disjoint_sets_do() {
+    let c = Cluster::start(3).unwrap();
+    let urls = c.urls().join(",");
+    let dir = Scratch::new("multi");
+    let d = dir.path();
+    // Every two of these sets share a name, each given in its own order: a job enters
+    // `active` (an atomic mkdir), counts who is there, stays a while and leaves.
+    let script = format!(
+        "mkdir {d}/active/$$; ls {d}/active | wc -l >> {d}/seen; sleep 0.2; rmdir {d}/active/$$"
+    );
+    let sets: [&[&str]; 3] = [&["p", "q"], &["r", "q"], &["p", "r", "q"]];
+    thread::scope(|s| {
+        for set in sets {
+            let (script, urls) = (&script, &urls);
+            s.spawn(move || {
+                for _ in 0..4 {
+                    let mut command = Command::new(bin());
+                    command
+                        .arg("exec")
+                        .args(set)
+                        .args(["--wait", "25s", "-c", script])
+                        .env("REDLOCK_NODES", urls);
+                    let out = finish(Running::spawn(command, false), Duration::from_secs(30));
+                    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+                }
+            });
+        }
+    });
+    let seen = std::fs::read_to_string(dir.0.join("seen")).unwrap();
+    let counts: Vec<usize> = (seen.lines()).map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(counts.len(), 12, "{seen}");
+    assert!(
+        counts.iter().all(|n| *n == 1),
+        "two held at once: {counts:?}"
+    );
+
+    // Disjoint sets: each job waits (bounded) for the other's marker, so both exit 0 only
+    // if they held at once.
+    let job = |me: &str, other: &str| {
+        format!(
+            "touch {d}/{me}; i=0; \
+             while [ ! -e {d}/{other} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+             [ -e {d}/{other} ] || exit 3"
+        )
+    };
+    let (one, two) = (job("one", "two"), job("two", "one"));
+    let mut first = Running::exec(&c, &["a", "b", "--wait", "20s", "-c", &one]);
+    let mut second = Running::exec(&c, &["d", "c", "--wait", "20s", "-c", &two]);
+    for (name, running) in [("{a, b}", &mut first), ("{c, d}", &mut second)] {
+        let status = running.wait(Duration::from_secs(20));
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{name}: disjoint sets held together"
+        );
+    }
+    none_left(&c, &["p", "q", "r", "a", "b", "c", "d"]);
+}
+
+#[test]
+fn a_single_name_exec_conflicts_with_a_multi_exec_on_that_name_and_back() {
+    let c = Cluster::start(3).unwrap();
+    let mut multi = Running::exec(&c, &["m1", "m2", "-c", "echo held; sleep 30"]);
+    assert_eq!(multi.line(), "held");
+    for args in [
+        &["exec", "m2", "-n", "--", "echo", "ran"][..],
+        &["exec", "m1", "--exclusive", "-n", "--", "echo", "ran"][..],
+        &["exec", "m3", "m2", "-n", "--", "echo", "ran"][..],
+        &["exec", "m1", "--wait", "300ms", "-c", "echo ran"][..],
+    ] {
+        let out = redlock(&c, args);
+        fails_with(&out, NOT_ACQUIRED, "another client holds it");
+        assert!(text(&out.stdout).is_empty(), "{args:?}: the command ran");
+    }
+    // -E applies to a multi-lock too; the failed attempt kept none of its names.
+    let out = redlock(&c, &["exec", "m2", "m3", "-n", "-E", "1", "--", "true"]);
+    fails_with(&out, 1, "could not acquire m2, m3: another client holds it");
+    none_left(&c, &["m3"]);
+    let out = redlock(&c, &["exec", "m3", "-n", "--", "echo", "ran"]);
+    assert_eq!(text(&out.stdout), "ran\n", "{}", text(&out.stderr));
+    signal(&multi.pid(), "-TERM");
+    multi.wait(Duration::from_secs(10));
+    none_left(&c, &["m1", "m2", "m3"]);
+
+    // A plain exec on one name keeps a multi-lock of it out, and the multi-lock leaves
+    // nothing on its other names.
+    let mut single = Running::exec(&c, &["m2", "-c", "echo held; sleep 30"]);
+    assert_eq!(single.line(), "held");
+    let out = redlock(&c, &["exec", "m1", "m2", "m3", "-n", "--", "echo", "ran"]);
+    fails_with(&out, NOT_ACQUIRED, "could not acquire m1, m2, m3");
+    none_left(&c, &["m1", "m3"]);
+    signal(&single.pid(), "-TERM");
+    single.wait(Duration::from_secs(10));
+    none_left(&c, &["m1", "m2", "m3"]);
+}
+
+#[test]
+fn a_multi_exec_tells_its_command_every_name_and_nothing_of_an_outer_exec() {
+    let c = Cluster::start(3).unwrap();
+    let script = r#"printf '%s|%s|%s|%s' "$REDLOCK_KIND" "${REDLOCK_RESOURCE-none}" "$REDLOCK_RESOURCES" "${REDLOCK_PERMITS-none}"
+printf '%s\n' "$REDLOCK_RESOURCES" | while IFS= read -r name; do printf '|<%s>' "$name"; done"#;
+    // As an outer `exec --permits 2 x` would have left them for a nested one.
+    let mut command = Command::new(bin());
+    command
+        .args(["exec", "b c", "a", "b c", "-c", script])
+        .env("REDLOCK_NODES", c.urls().join(","))
+        .env("REDLOCK_RESOURCE", "outer")
+        .env("REDLOCK_PERMITS", "2");
+    let out = finish(Running::spawn(command, false), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // Sorted by bytes, each once, one a line.
+    assert_eq!(text(&out.stdout), "multi|none|a\nb c|none|<a>|<b c>");
+    // One name is REDLOCK_RESOURCE, as before, and an outer multi-lock's list is not passed on.
+    let script = r#"printf '%s|%s' "$REDLOCK_RESOURCE" "${REDLOCK_RESOURCES-none}""#;
+    let mut command = Command::new(bin());
+    command
+        .args(["exec", "one", "-c", script])
+        .env("REDLOCK_NODES", c.urls().join(","))
+        .env("REDLOCK_RESOURCES", "x\ny");
+    let out = finish(Running::spawn(command, false), Duration::from_secs(30));
+    assert_eq!(text(&out.stdout), "one|none", "{}", text(&out.stderr));
+    none_left(&c, &["a", "b c", "one"]);
+}
+
+#[test]
+fn several_names_with_a_kind_flag_one_name_repeated_or_a_newline_are_usage_errors() {
+    let c = Cluster::start(1).unwrap();
+    for (args, needle) in [
+        (
+            &["a", "b", "--shared"][..],
+            "--shared takes one resource, and 2 were named: a lock of several resources is exclusive on every name",
+        ),
+        (
+            &["a", "b", "c", "-x"][..],
+            "--exclusive takes one resource, and 3 were named",
+        ),
+        (
+            &["a", "b", "--permits", "2"][..],
+            "--permits takes one resource",
+        ),
+        (&["a", "b", "--fenced"][..], "--fenced takes one resource"),
+        (
+            &["dup", "dup"][..],
+            r#""dup" is named 2 times and nothing else"#,
+        ),
+        (&["a", "b\nc"][..], r#"the resource "b\nc" holds a newline"#),
+        (&["a", ""][..], "the resource is empty"),
+    ] {
+        let mut argv = vec!["exec"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--", "echo", "ran"]);
+        let out = redlock(&c, &argv);
+        let err = fails_with(&out, USAGE, needle);
+        assert!(err.starts_with("redlock: "), "{args:?}: {err}");
+        assert!(text(&out.stdout).is_empty(), "{args:?}: the command ran");
+    }
+    // Without `--`, the names and the command cannot be told apart: the usual message.
+    let out = redlock(&c, &["exec", "a", "b", "echo", "ran"]);
+    fails_with(&out, USAGE, "exec needs `--` before the command");
+    // A name given again among others is locked once.
+    let script = r#"printf '%s' "$REDLOCK_RESOURCES""#;
+    let out = redlock(&c, &["exec", "b", "a", "b", "-c", script]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "a\nb");
+    none_left(&c, &["a", "b", "dup"]);
+}
+
+#[test]
+fn a_multi_exec_looks_at_every_name_and_its_quorum_before_waiting() {
+    let c = Cluster::start(2).unwrap();
+    // Another program keeps a list under one of the names on every node.
+    for node in c.nodes() {
+        node.command(&["RPUSH", "listy", "x"]).unwrap();
+    }
+    let args = ["exec", "fine", "listy", "--wait", "1h", "--", "echo", "ran"];
+    let out = redlock(&c, &args);
+    fails_with(
+        &out,
+        USAGE,
+        "could not acquire fine, listy: listy holds something that is not a lock",
+    );
+    none_left(&c, &["fine"]);
+    // Two nodes up of three: a majority, which is a multi-lock's quorum too.
+    let refused = redlock_testkit::refused_port().unwrap();
+    let nodes = format!("{},{refused}", c.urls().join(","));
+    let out = redlock(
+        &c,
+        &[
+            "exec", "x", "y", "--nodes", &nodes, "--wait", "1h", "--", "echo", "ran",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ran\n");
+    none_left(&c, &["x", "y"]);
+    // One node up of three: not acquired, said at once although it would wait.
+    c.node(1).kill().unwrap();
+    let out = redlock(
+        &c,
+        &[
+            "exec", "x", "y", "--nodes", &nodes, "--wait", "1h", "--", "echo", "ran",
+        ],
+    );
+    fails_with(
+        &out,
+        NODE_ERROR,
+        "could not acquire x, y: only 1 of 3 nodes answered (a quorum is 2)",
+    );
+    let left = c.node(0).command(&["EXISTS", "x", "y"]).unwrap().as_int();
+    assert_eq!(left, Some(0), "x or y left behind");
+}
+
+#[test]
+fn a_multi_exec_is_extended_while_its_job_runs_and_stops_at_max_hold() {
+    let c = Cluster::start(3).unwrap();
+    // A job that outlives several ttls is still covered: extensions renew every name.
+    let out = redlock(
+        &c,
+        &["exec", "e1", "e2", "--ttl", "300ms", "--", "sleep", "1"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let script = "trap 'echo told; exit 0' TERM; echo ready; i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done";
+    let args = ["e1", "e2", "--ttl", "1s", "--max-hold", "1s", "-c", script];
+    let job = Running::exec(&c, &args);
+    assert_eq!(job.line(), "ready");
+    assert_eq!(job.line(), "told");
+    let out = finish(job, Duration::from_secs(10));
+    fails_with(
+        &out,
+        LOST,
+        "lost the lock on e1, e2 while the command ran: held for --max-hold (1s)",
+    );
+    none_left(&c, &["e1", "e2"]);
 }
