@@ -10,7 +10,8 @@
 //! kinds/mod.rs's ([`ScriptUse::Kind`]).
 //! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
 //! counter are fencing.rs's.
-//! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
+//! An inspection reads with plain commands (`GET`, `PTTL`, `ZREVRANGE`, `ZCARD`, `TIME`),
+//! whose replies are values, not votes: inspection/reply.rs reads the arrays and counts.
 
 use bytes::{Bytes, BytesMut};
 
@@ -90,6 +91,13 @@ pub(crate) enum CommandKind {
     Get,
     /// `PTTL key`: the inspection's read of the remaining time to live.
     Pttl,
+    /// `ZREVRANGE key 0 n-1 WITHSCORES`: the inspection's read of a sorted set of holders,
+    /// latest deadline first, `n` members at most.
+    ZRevRange,
+    /// `ZCARD key`: the inspection's count of a sorted set's members.
+    ZCard,
+    /// `TIME`: the node's clock, which a sorted set's deadlines count on (inspection).
+    Time,
 }
 
 /// A server's own command in place of the release or extend script.
@@ -204,6 +212,25 @@ impl Command {
     /// `PTTL key`: the remaining time to live (inspection).
     pub(crate) fn pttl(resource: &Resource) -> Self {
         Self::read(CommandKind::Pttl, resource)
+    }
+
+    /// `ZREVRANGE key 0 count-1 WITHSCORES`: at most `count` members of a sorted set with
+    /// their scores, the highest first (inspection).
+    pub(crate) fn zrevrange(key: &Resource, count: u64) -> Self {
+        Self {
+            number: count,
+            ..Self::read(CommandKind::ZRevRange, key)
+        }
+    }
+
+    /// `ZCARD key`: how many members a sorted set has (inspection).
+    pub(crate) fn zcard(key: &Resource) -> Self {
+        Self::read(CommandKind::ZCard, key)
+    }
+
+    /// `TIME`: the node's clock (inspection); `key` is not sent.
+    pub(crate) fn time(key: &Resource) -> Self {
+        Self::read(CommandKind::Time, key)
     }
 
     fn read(kind: CommandKind, resource: &Resource) -> Self {
@@ -392,10 +419,17 @@ impl Command {
             }
             CommandKind::Get => f(&[b"GET", key]),
             CommandKind::Pttl => f(&[b"PTTL", key]),
+            CommandKind::ZRevRange => {
+                let last = format_u64(self.number.saturating_sub(1), digits);
+                f(&[b"ZREVRANGE", key, b"0", last, b"WITHSCORES"])
+            }
+            CommandKind::ZCard => f(&[b"ZCARD", key]),
+            CommandKind::Time => f(&[b"TIME"]),
         }
     }
 
-    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET` or `PTTL`.
+    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET`,
+    /// `PTTL`, `ZREVRANGE`, `ZCARD` or `TIME`.
     pub fn name(&self) -> &'static str {
         self.kind.name()
     }
@@ -420,6 +454,9 @@ impl CommandKind {
             Self::Native(Native::Delex) => "DELEX",
             Self::Get => "GET",
             Self::Pttl => "PTTL",
+            Self::ZRevRange => "ZREVRANGE",
+            Self::ZCard => "ZCARD",
+            Self::Time => "TIME",
         }
     }
 
@@ -469,6 +506,9 @@ impl CommandKind {
             (Self::Get, Reply::Bulk(value)) => Vote::Value(Some(value.clone())),
             (Self::Get, Reply::Nil) => Vote::Value(None),
             (Self::Pttl, Reply::Integer(ms)) if *ms >= -2 => Vote::Ttl(*ms),
+            (Self::ZRevRange | Self::Time, Reply::Array(_)) | (Self::ZCard, Reply::Integer(_)) => {
+                Vote::Read(reply.clone())
+            }
             _ => Vote::Fault(unexpected(reply)),
         }
     }
