@@ -10,12 +10,13 @@
 //! kinds/mod.rs's ([`ScriptUse::Kind`]).
 //! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
 //! counter are fencing.rs's.
-//! An inspection reads with plain commands (`GET`, `PTTL`, `ZREVRANGE`, `ZCARD`, `TIME`),
-//! whose replies are values, not votes: inspection/reply.rs reads the arrays and counts.
+//! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes, and
+//! the shared kinds' keys with inspection/reply.rs's reads (`ZREVRANGE`, `ZCARD`, `TIME`).
 
 use bytes::{Bytes, BytesMut};
 
 use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
+use crate::inspection::reply::SharedRead;
 use crate::io::NodeFault;
 use crate::kinds::args::{
     KindArgs, KindUse, encode_set_each, first_key, script_args as kind_script_args,
@@ -91,13 +92,8 @@ pub(crate) enum CommandKind {
     Get,
     /// `PTTL key`: the inspection's read of the remaining time to live.
     Pttl,
-    /// `ZREVRANGE key 0 n-1 WITHSCORES`: the inspection's read of a sorted set of holders,
-    /// latest deadline first, `n` members at most.
-    ZRevRange,
-    /// `ZCARD key`: the inspection's count of a sorted set's members.
-    ZCard,
-    /// `TIME`: the node's clock, which a sorted set's deadlines count on (inspection).
-    Time,
+    /// An inspection's read of a shared kind's key or of the node's clock (reply.rs).
+    Read(SharedRead),
 }
 
 /// A server's own command in place of the release or extend script.
@@ -214,23 +210,9 @@ impl Command {
         Self::read(CommandKind::Pttl, resource)
     }
 
-    /// `ZREVRANGE key 0 count-1 WITHSCORES`: at most `count` members of a sorted set with
-    /// their scores, the highest first (inspection).
-    pub(crate) fn zrevrange(key: &Resource, count: u64) -> Self {
-        Self {
-            number: count,
-            ..Self::read(CommandKind::ZRevRange, key)
-        }
-    }
-
-    /// `ZCARD key`: how many members a sorted set has (inspection).
-    pub(crate) fn zcard(key: &Resource) -> Self {
-        Self::read(CommandKind::ZCard, key)
-    }
-
-    /// `TIME`: the node's clock (inspection); `key` is not sent.
-    pub(crate) fn time(key: &Resource) -> Self {
-        Self::read(CommandKind::Time, key)
+    /// The inspection's `read` of `key` (`TIME` sends none).
+    pub(crate) fn shared_read(read: SharedRead, key: &Resource) -> Self {
+        Self::read(CommandKind::Read(read), key)
     }
 
     fn read(kind: CommandKind, resource: &Resource) -> Self {
@@ -419,17 +401,12 @@ impl Command {
             }
             CommandKind::Get => f(&[b"GET", key]),
             CommandKind::Pttl => f(&[b"PTTL", key]),
-            CommandKind::ZRevRange => {
-                let last = format_u64(self.number.saturating_sub(1), digits);
-                f(&[b"ZREVRANGE", key, b"0", last, b"WITHSCORES"])
-            }
-            CommandKind::ZCard => f(&[b"ZCARD", key]),
-            CommandKind::Time => f(&[b"TIME"]),
+            CommandKind::Read(read) => read.with_args(key, f),
         }
     }
 
-    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET`,
-    /// `PTTL`, `ZREVRANGE`, `ZCARD` or `TIME`.
+    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET`, `PTTL`,
+    /// `ZREVRANGE`, `ZCARD` or `TIME`.
     pub fn name(&self) -> &'static str {
         self.kind.name()
     }
@@ -454,9 +431,7 @@ impl CommandKind {
             Self::Native(Native::Delex) => "DELEX",
             Self::Get => "GET",
             Self::Pttl => "PTTL",
-            Self::ZRevRange => "ZREVRANGE",
-            Self::ZCard => "ZCARD",
-            Self::Time => "TIME",
+            Self::Read(read) => read.name(),
         }
     }
 
@@ -506,9 +481,7 @@ impl CommandKind {
             (Self::Get, Reply::Bulk(value)) => Vote::Value(Some(value.clone())),
             (Self::Get, Reply::Nil) => Vote::Value(None),
             (Self::Pttl, Reply::Integer(ms)) if *ms >= -2 => Vote::Ttl(*ms),
-            (Self::ZRevRange | Self::Time, Reply::Array(_)) | (Self::ZCard, Reply::Integer(_)) => {
-                Vote::Read(reply.clone())
-            }
+            (Self::Read(read), _) if read.answers(reply) => Vote::Read(reply.clone()),
             _ => Vote::Fault(unexpected(reply)),
         }
     }

@@ -1,6 +1,7 @@
-//! Reading one node's answers to an inspection's reads of the shared kinds' keys
-//! (docs/kinds.md, "Inspection"): the node's clock from `TIME`, a sorted set's live holders
-//! from `ZREVRANGE … WITHSCORES` and `ZCARD`, the semaphore's k from `GET`. Every byte is
+//! An inspection's reads of the shared kinds' keys ([`SharedRead`]: `TIME`, `ZREVRANGE …
+//! WITHSCORES`, `ZCARD`) and the reading of one node's answers (docs/kinds.md,
+//! "Inspection"): the node's clock from `TIME`, a sorted set's live holders from
+//! `ZREVRANGE` and `ZCARD`, the semaphore's k from `GET`. Every byte is
 //! the node's: an answer that makes no sense is a [`NodeFault`] naming what was wrong, never
 //! a panic. Which answers a node gave is `lock/inspect.rs`'s; what they add up to across
 //! nodes, holders.rs's.
@@ -15,6 +16,52 @@ use crate::resp::Reply;
 
 /// One read's answer: the node's reply, or why there is none.
 pub(crate) type Answer<'a> = Result<&'a Reply, NodeFault>;
+
+/// One of an inspection's plain reads beyond `GET` and `PTTL`, as a command
+/// (command.rs, `CommandKind::Read`); its reply is a value, read by this file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SharedRead {
+    /// `ZREVRANGE key 0 cap-1 WITHSCORES`: at most [`MAX_INSPECTED_HOLDERS`] members of a
+    /// sorted set of holders, latest deadline first.
+    Members,
+    /// `ZCARD key`: how many members the set has.
+    Count,
+    /// `TIME`: the node's clock (no key).
+    Time,
+}
+
+impl SharedRead {
+    /// The command's name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Members => "ZREVRANGE",
+            Self::Count => "ZCARD",
+            Self::Time => "TIME",
+        }
+    }
+
+    /// Calls `f` with the command's arguments, name first, on `key`.
+    pub(crate) fn with_args(self, key: &[u8], f: impl FnOnce(&[&[u8]])) {
+        match self {
+            Self::Members => {
+                let last = (MAX_INSPECTED_HOLDERS - 1).to_string();
+                f(&[b"ZREVRANGE", key, b"0", last.as_bytes(), b"WITHSCORES"]);
+            }
+            Self::Count => f(&[b"ZCARD", key]),
+            Self::Time => f(&[b"TIME"]),
+        }
+    }
+
+    /// Whether `reply` is of the type this read answers (an array, or a count for `ZCARD`):
+    /// its contents are read by [`node_clock`] and [`holder_set`]; an error or another type
+    /// is the node's fault.
+    pub(crate) fn answers(self, reply: &Reply) -> bool {
+        match self {
+            Self::Members | Self::Time => matches!(reply, Reply::Array(_)),
+            Self::Count => matches!(reply, Reply::Integer(_)),
+        }
+    }
+}
 
 /// The node's clock in milliseconds since the epoch, from its `TIME` answer, computed as
 /// the kinds' scripts compute `now` (docs/kinds.md, "Node time"): seconds × 1000 + ⌊µs /

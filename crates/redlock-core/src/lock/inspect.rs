@@ -12,8 +12,8 @@ use bytes::Bytes;
 
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
-use crate::inspection::reply::{self, Answer};
-use crate::inspection::{HolderSet, Inspection, KeyState, MAX_INSPECTED_HOLDERS, SharedKeys};
+use crate::inspection::reply::{self, Answer, SharedRead};
+use crate::inspection::{HolderSet, Inspection, KeyState, SharedKeys};
 use crate::io::{Event, NodeFault};
 use crate::kinds::LockKind;
 use crate::round::{Round, Slot};
@@ -65,17 +65,16 @@ impl Inspecting {
             Resource::from(key)
         };
         let (readers, mark, permits) = (key(":readers"), key(":writer-waiting"), key(":permits"));
-        let cap = MAX_INSPECTED_HOLDERS as u64;
         let commands = [
             Command::get(resource),
             Command::pttl(resource),
-            Command::time(resource),
-            Command::zrevrange(&readers, cap),
-            Command::zcard(&readers),
+            Command::shared_read(SharedRead::Time, resource),
+            Command::shared_read(SharedRead::Members, &readers),
+            Command::shared_read(SharedRead::Count, &readers),
             Command::get(&mark),
             Command::pttl(&mark),
-            Command::zrevrange(&permits, cap),
-            Command::zcard(&permits),
+            Command::shared_read(SharedRead::Members, &permits),
+            Command::shared_read(SharedRead::Count, &permits),
             Command::get(&key(":permits:limit")),
         ];
         let rounds = (commands.into_iter())
