@@ -1709,11 +1709,6 @@ fn status_shows_two_readers_on_a_quorum() {
     }
     assert!(!json.contains("permits"), "{json}");
     let_go(&dir, jobs);
-    let after = text(&redlock(&c, &["status", "doc"]).stdout);
-    assert!(
-        !after.contains("readers"),
-        "released readers are gone: {after}"
-    );
 }
 
 #[test]
@@ -1758,9 +1753,6 @@ fn status_shows_a_waiting_writers_mark() {
     let_go(&dir, vec![reader]);
     assert_eq!(writer.wait(Duration::from_secs(15)).code(), Some(0));
     assert_eq!(writer.line(), "wrote");
-    for key in ["doc", "doc:readers", "doc:writer-waiting"] {
-        assert!(!key_anywhere(&c, key), "{key} left behind");
-    }
 }
 
 #[test]

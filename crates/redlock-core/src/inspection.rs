@@ -230,6 +230,22 @@ fn agreeing_ttls(nodes: &[KeyState], value: &Bytes) -> Vec<Duration> {
 mod tests {
     use super::*;
 
+    /// The inspection of the key R alone on `nodes`, with `quorum`.
+    fn mutex(
+        nodes: Vec<KeyState>,
+        quorum: usize,
+        times: ReadTimes,
+        timing: ReadTiming,
+    ) -> Inspection {
+        Inspection::read(
+            Resource::from("r"),
+            (nodes, vec![]),
+            (quorum, &|_| quorum),
+            times,
+            timing,
+        )
+    }
+
     fn held(value: &'static str, ms: u64) -> KeyState {
         KeyState::Held {
             value: Bytes::from_static(value.as_bytes()),
@@ -249,13 +265,7 @@ mod tests {
             KeyState::Free,
         ];
         let timing = (Duration::from_secs(10), 0.01, Duration::from_millis(2));
-        let i = Inspection::read(
-            Resource::from("r"),
-            (nodes, vec![]),
-            (3, &|_| 3),
-            (t0, done),
-            timing,
-        );
+        let i = mutex(nodes, 3, (t0, done), timing);
         assert_eq!(i.holder.as_deref(), Some(&b"a"[..]));
         assert_eq!(i.agreeing, 3);
         // q-th (3rd) largest of 9000, 8000, 7000 is 7000; drift of 10 s is 102 ms.
@@ -268,32 +278,14 @@ mod tests {
         let t0 = crate::test_epoch::epoch();
         let timing = (Duration::from_secs(1), 0.01, Duration::from_millis(2));
         let split = vec![held("a", 900), held("b", 900), KeyState::Free];
-        let i = Inspection::read(
-            Resource::from("r"),
-            (split, vec![]),
-            (2, &|_| 2),
-            (t0, t0),
-            timing,
-        );
+        let i = mutex(split, 2, (t0, t0), timing);
         assert_eq!((i.holder, i.agreeing, i.validity), (None, 1, None));
         let nearly_gone = vec![held("a", 10), held("a", 5), KeyState::Free];
-        let i = Inspection::read(
-            Resource::from("r"),
-            (nearly_gone, vec![]),
-            (2, &|_| 2),
-            (t0, t0),
-            timing,
-        );
+        let i = mutex(nearly_gone, 2, (t0, t0), timing);
         assert_eq!(i.holder.as_deref(), Some(&b"a"[..]));
         assert_eq!((i.validity, i.deadline), (None, None), "5 ms < 12 ms drift");
         let free = vec![KeyState::Free; 3];
-        let i = Inspection::read(
-            Resource::from("r"),
-            (free, vec![]),
-            (2, &|_| 2),
-            (t0, t0),
-            timing,
-        );
+        let i = mutex(free, 2, (t0, t0), timing);
         assert_eq!((i.holder, i.agreeing), (None, 0));
     }
 
@@ -306,24 +298,12 @@ mod tests {
             ttl: None,
         };
         let nodes = vec![forever, held("a", 60_000), held("a", 50_000)];
-        let i = Inspection::read(
-            Resource::from("r"),
-            (nodes, vec![]),
-            (2, &|_| 2),
-            (t0, t0),
-            timing,
-        );
+        let i = mutex(nodes, 2, (t0, t0), timing);
         // 2nd largest of (unbounded, 60 s, 50 s); drift of the longest finite ttl, 60 s,
         // not of the configured 100 ms.
         assert_eq!(i.validity, Some(Duration::from_millis(60_000 - 602)));
         let nodes = vec![held("a", 60_000), held("a", 50_000), KeyState::Free];
-        let i = Inspection::read(
-            Resource::from("r"),
-            (nodes, vec![]),
-            (2, &|_| 2),
-            (t0, t0),
-            timing,
-        );
+        let i = mutex(nodes, 2, (t0, t0), timing);
         assert_eq!(i.validity, Some(Duration::from_millis(50_000 - 602)));
     }
 }

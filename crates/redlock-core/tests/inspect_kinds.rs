@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use redlock_core::{
-    Agreed, Config, Event, HolderSet, Inspection, KeyState, MAX_INSPECTED_HOLDERS, NodeFault,
-    Resource, SharedHolders,
+    Agreed, Event, HolderSet, Inspection, KeyState, MAX_INSPECTED_HOLDERS, NodeFault, Resource,
+    SharedHolders,
 };
 use support::Harness;
 use support::inspect::{NOTHING_SHARED, shared_reads};
@@ -23,14 +23,9 @@ const NODE_MS: i64 = support::NODE_SECS as i64 * 1000;
 const NO_HOLDER: &[u8] = b"$-1\r\n:-2\r\n";
 
 fn harness(n: usize) -> Harness {
-    // Every byte is scripted: no clock samples.
-    let config = Config::builder(n)
-        .restart_quarantine(None)
-        .clock_check(None)
-        .ttl(Duration::from_secs(10))
-        .build()
-        .expect("valid config");
-    Harness::connected(config)
+    // Every byte is scripted: no clock samples, no notifications.
+    let config = support::builder(n).ttl(Duration::from_secs(10)).build();
+    Harness::connected(config.expect("valid config"))
 }
 
 /// One node's keys of the shared kinds, to be answered as bytes ([`Keys::answer`]).

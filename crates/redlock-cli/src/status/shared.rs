@@ -15,45 +15,47 @@ pub(super) fn text(out: &mut String, seen: &Inspection, names: &[NodeName]) {
     let shared = &seen.shared;
     let n = shared.nodes.len();
     if has_readers(seen) {
-        let _ = writeln!(out, "readers:");
-        for (name, node) in names.iter().zip(&shared.nodes) {
-            let _ = writeln!(out, "  {name}: {}", set_text(&node.readers));
-        }
-        let _ = writeln!(
-            out,
-            "readers on a quorum ({} of {n}): {}",
-            seen.quorum,
-            agreed_text(&shared.readers, n)
-        );
+        let lines = shared.nodes.iter().map(|node| set_text(&node.readers));
+        let agreed = agreed_text(&shared.readers, n);
+        let summary = format!("readers on a quorum ({} of {n}): {agreed}", seen.quorum);
+        section(out, "readers", names.iter().zip(lines), Some(summary));
     }
     if has_mark(seen) {
-        let _ = writeln!(out, "writer waiting:");
-        for (name, node) in names.iter().zip(&shared.nodes) {
-            let _ = writeln!(out, "  {name}: {}", mark_text(&node.writer_waiting));
-        }
-        if let Some(mark) = &shared.writer_waiting {
-            let _ = writeln!(
-                out,
-                "writer waiting: {} on {} of {n} nodes (no new reader gets in there)",
-                token(&mark.token),
-                mark.nodes
-            );
-        }
+        let lines = (shared.nodes.iter()).map(|node| mark_text(&node.writer_waiting));
+        let summary = shared.writer_waiting.as_ref().map(|mark| {
+            let (token, on) = (token(&mark.token), mark.nodes);
+            format!("writer waiting: {token} on {on} of {n} nodes (no new reader gets in there)")
+        });
+        section(out, "writer waiting", names.iter().zip(lines), summary);
     }
     if has_permits(seen) {
-        let k = shared
-            .permits_limit
-            .map_or("k unknown".to_owned(), |k| format!("k = {k}"));
-        let _ = writeln!(out, "permits ({k}):");
-        for (name, node) in names.iter().zip(&shared.nodes) {
-            let _ = writeln!(out, "  {name}: {}", set_text(&node.permits));
-        }
-        let _ = writeln!(
+        let k = (shared.permits_limit).map_or("k unknown".to_owned(), |k| format!("k = {k}"));
+        let lines = shared.nodes.iter().map(|node| set_text(&node.permits));
+        let (q, agreed) = (shared.permits_quorum, agreed_text(&shared.permits, n));
+        let summary = format!("permits on the semaphore's quorum ({q} of {n}): {agreed}");
+        section(
             out,
-            "permits on the semaphore's quorum ({} of {n}): {}",
-            shared.permits_quorum,
-            agreed_text(&shared.permits, n)
+            &format!("permits ({k})"),
+            names.iter().zip(lines),
+            Some(summary),
         );
+    }
+}
+
+/// One section of the text report: its title, a line per node, and what the nodes add up
+/// to, if anything.
+fn section<'a>(
+    out: &mut String,
+    title: &str,
+    nodes: impl Iterator<Item = (&'a NodeName, String)>,
+    summary: Option<String>,
+) {
+    let _ = writeln!(out, "{title}:");
+    for (name, line) in nodes {
+        let _ = writeln!(out, "  {name}: {line}");
+    }
+    if let Some(summary) = summary {
+        let _ = writeln!(out, "{summary}");
     }
 }
 
