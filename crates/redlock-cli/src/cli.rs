@@ -30,7 +30,8 @@ pub(crate) enum Command {
     /// exit with CMD's status.
     #[command(after_help = EXEC_ENV, after_long_help = EXEC_ENV)]
     Exec(ExecArgs),
-    /// Show who holds RESOURCE on each node, whether a quorum agrees, and for how long.
+    /// Show who holds RESOURCE on each node, whether a quorum agrees, and for how long;
+    /// readers, a waiting writer and permit holders too, when there are any.
     Status(StatusArgs),
     /// Release RESOURCE where it holds exactly the given token (a stuck holder's).
     Release(ReleaseArgs),

@@ -11,6 +11,8 @@ use crate::json;
 use crate::out::say;
 use crate::progress::{never_expires, seconds};
 
+mod shared;
+
 /// Runs `redlock status`: exits 0 when at least a quorum of nodes answered, else as
 /// [`unusable`] says (the report is printed either way).
 pub(crate) async fn status(args: StatusArgs) -> Exit {
@@ -199,6 +201,7 @@ fn status_text(seen: &Inspection, names: &[NodeName]) -> String {
         (true, None) => writeln!(out, "validity: none left"),
         (false, _) => writeln!(out, "validity: -"),
     };
+    shared::text(&mut out, seen, names);
     out
 }
 
@@ -206,7 +209,7 @@ fn status_json(seen: &Inspection, names: &[NodeName]) -> String {
     let nodes: Vec<String> = (names.iter().zip(&seen.nodes))
         .map(|(name, node)| node_json(name, node))
         .collect();
-    json::object(&[
+    let mut fields = vec![
         (
             "resource",
             json::bytes_or_null(Some(seen.resource.as_bytes())),
@@ -224,9 +227,13 @@ fn status_json(seen: &Inspection, names: &[NodeName]) -> String {
         ),
         ("no_expiry", never_expires(seen).to_string()),
         ("nodes", json::array(&nodes)),
-    ])
+    ];
+    fields.extend(shared::json_fields(seen, names));
+    json::object(&fields)
 }
 
+/// One node's string key (`R`, or `R:writer-waiting`) as JSON: free, held (token and
+/// ttl), not a lock, or failed.
 fn node_json(name: &NodeName, node: &KeyState) -> String {
     let node_name = ("node", json::string(&name.to_string()));
     match node {

@@ -1892,3 +1892,165 @@ fn a_multi_exec_is_extended_while_its_job_runs_and_stops_at_max_hold() {
     );
     none_left(&c, &["e1", "e2"]);
 }
+
+// ---- `redlock status` of the shared kinds: readers, a waiting writer, permit holders ----
+
+/// A job that prints its token, then holds until `done` appears in `dir` (at most 15 s).
+fn holder_script(dir: &Scratch) -> String {
+    format!(
+        "echo \"$REDLOCK_TOKEN\"; i=0; \
+         while [ ! -e {d}/done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done",
+        d = dir.path()
+    )
+}
+
+/// Lets every [`holder_script`] job go, and checks each exited 0.
+fn let_go(dir: &Scratch, jobs: Vec<Running>) {
+    std::fs::write(dir.0.join("done"), "").unwrap();
+    for mut job in jobs {
+        let status = job.wait(Duration::from_secs(10));
+        assert_eq!(status.code(), Some(0), "a holder let go");
+    }
+}
+
+#[test]
+fn status_shows_two_readers_on_a_quorum() {
+    let c = Cluster::start(3).unwrap();
+    let dir = Scratch::new("status-readers");
+    // Nothing shared yet: the report reads as a plain mutex's always did.
+    let out = redlock(&c, &["status", "doc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plain = text(&out.stdout);
+    assert!(
+        !plain.contains("readers") && !plain.contains("permits"),
+        "{plain}"
+    );
+    let json = text(&redlock(&c, &["status", "doc", "--json"]).stdout);
+    assert!(
+        !json.contains("readers") && !json.contains("writer_waiting"),
+        "{json}"
+    );
+
+    let script = holder_script(&dir);
+    let jobs: Vec<Running> = (0..2)
+        .map(|_| Running::exec(&c, &["doc", "--shared", "--", "sh", "-c", &script]))
+        .collect();
+    let tokens: Vec<String> = jobs.iter().map(Running::line).collect();
+    let out = redlock(&c, &["status", "doc"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("quorum: none"),
+        "no exclusive holder: {report}"
+    );
+    assert!(report.contains("\nreaders:\n"), "{report}");
+    assert!(
+        report.contains("readers on a quorum (2 of 3): "),
+        "{report}"
+    );
+    // An attempt is decided at a quorum: a node may answer after the job starts.
+    let quorum_line = (report.lines())
+        .find(|l| l.starts_with("readers on a quorum"))
+        .unwrap_or_default();
+    for token in &tokens {
+        assert!(quorum_line.contains(&format!("{token} on ")), "{report}");
+        // Listed on the line of each node that holds it too.
+        assert!(report.matches(token.as_str()).count() >= 3, "{report}");
+    }
+    let json = text(&redlock(&c, &["status", "doc", "--json"]).stdout);
+    assert!(
+        json.contains(r#""readers":{"quorum":2,"holders":[{"token":""#),
+        "{json}"
+    );
+    for token in &tokens {
+        assert!(
+            json.contains(&format!(r#""token":"{token}","nodes":"#)),
+            "{json}"
+        );
+    }
+    assert!(!json.contains("permits"), "{json}");
+    let_go(&dir, jobs);
+}
+
+#[test]
+fn status_shows_a_waiting_writers_mark() {
+    let c = Cluster::start(3).unwrap();
+    let dir = Scratch::new("status-mark");
+    let script = holder_script(&dir);
+    let reader = Running::exec(&c, &["doc", "--shared", "--", "sh", "-c", &script]);
+    let reader_token = reader.line();
+    // A writer waits behind the reader: it leaves its mark, so no new reader gets in.
+    let mut writer = Running::exec(
+        &c,
+        &[
+            "doc",
+            "--exclusive",
+            "--wait",
+            "20s",
+            "-q",
+            "--",
+            "echo",
+            "wrote",
+        ],
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    let report = loop {
+        let report = text(&redlock(&c, &["status", "doc"]).stdout);
+        if report.contains("writer waiting: ") {
+            break report;
+        }
+        assert!(Instant::now() < until, "no mark within 10 s: {report}");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert!(report.contains("\nwriter waiting:\n"), "{report}");
+    assert!(report.contains("(no new reader gets in there)"), "{report}");
+    assert!(report.contains(&format!("{reader_token} on ")), "{report}");
+    let json = text(&redlock(&c, &["status", "doc", "--json"]).stdout);
+    assert!(
+        json.contains(r#""writer_waiting":{"mark":{"token":""#),
+        "{json}"
+    );
+    assert!(json.contains(r#""state":"held""#), "{json}");
+    let_go(&dir, vec![reader]);
+    assert_eq!(writer.wait(Duration::from_secs(15)).code(), Some(0));
+    assert_eq!(writer.line(), "wrote");
+}
+
+#[test]
+fn status_shows_permit_holders_and_k() {
+    let c = Cluster::start(3).unwrap();
+    let dir = Scratch::new("status-permits");
+    let script = holder_script(&dir);
+    let jobs: Vec<Running> = (0..2)
+        .map(|_| Running::exec(&c, &["pool", "--permits", "3", "--", "sh", "-c", &script]))
+        .collect();
+    let tokens: Vec<String> = jobs.iter().map(Running::line).collect();
+    let out = redlock(&c, &["status", "pool"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(report.contains("\npermits (k = 3):\n"), "{report}");
+    // k = 3 on 3 nodes: floor(9/4) + 1 = 3.
+    assert!(
+        report.contains("permits on the semaphore's quorum (3 of 3): "),
+        "{report}"
+    );
+    for token in &tokens {
+        assert!(
+            report.contains(&format!("{token} on 3 of 3 nodes")),
+            "{report}"
+        );
+    }
+    assert!(!report.contains("readers"), "{report}");
+    let json = text(&redlock(&c, &["status", "pool", "--json"]).stdout);
+    assert!(
+        json.contains(r#""permits":{"limit":3,"quorum":3,"holders":["#),
+        "{json}"
+    );
+    for token in &tokens {
+        assert!(
+            json.contains(&format!(r#""token":"{token}","nodes":3,"#)),
+            "{json}"
+        );
+    }
+    let_go(&dir, jobs);
+}

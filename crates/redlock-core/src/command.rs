@@ -10,11 +10,13 @@
 //! kinds/mod.rs's ([`ScriptUse::Kind`]).
 //! The fenced acquire's scripts, its pipeline's counter commands and the reading of its
 //! counter are fencing.rs's.
-//! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes.
+//! An inspection reads with plain `GET` and `PTTL`, whose replies are values, not votes, and
+//! the shared kinds' keys with inspection/reply.rs's reads (`ZREVRANGE`, `ZCARD`, `TIME`).
 
 use bytes::{Bytes, BytesMut};
 
 use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
+use crate::inspection::reply::SharedRead;
 use crate::io::NodeFault;
 use crate::kinds::args::{
     KindArgs, KindUse, encode_set_each, first_key, script_args as kind_script_args,
@@ -90,6 +92,8 @@ pub(crate) enum CommandKind {
     Get,
     /// `PTTL key`: the inspection's read of the remaining time to live.
     Pttl,
+    /// An inspection's read of a shared kind's key or of the node's clock (reply.rs).
+    Read(SharedRead),
 }
 
 /// A server's own command in place of the release or extend script.
@@ -204,6 +208,11 @@ impl Command {
     /// `PTTL key`: the remaining time to live (inspection).
     pub(crate) fn pttl(resource: &Resource) -> Self {
         Self::read(CommandKind::Pttl, resource)
+    }
+
+    /// The inspection's `read` of `key` (`TIME` sends none).
+    pub(crate) fn shared_read(read: SharedRead, key: &Resource) -> Self {
+        Self::read(CommandKind::Read(read), key)
     }
 
     fn read(kind: CommandKind, resource: &Resource) -> Self {
@@ -393,10 +402,12 @@ impl Command {
             }
             CommandKind::Get => f(&[b"GET", key]),
             CommandKind::Pttl => f(&[b"PTTL", key]),
+            CommandKind::Read(read) => read.with_args(key, f),
         }
     }
 
-    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET` or `PTTL`.
+    /// The command's name as sent: `SET`, `EVALSHA`, `EVAL`, `DELIFEQ`, `DELEX`, `GET`, `PTTL`,
+    /// `ZREVRANGE`, `ZCARD` or `TIME`.
     pub fn name(&self) -> &'static str {
         self.kind.name()
     }
@@ -421,6 +432,7 @@ impl CommandKind {
             Self::Native(Native::Delex) => "DELEX",
             Self::Get => "GET",
             Self::Pttl => "PTTL",
+            Self::Read(read) => read.name(),
         }
     }
 
@@ -470,6 +482,7 @@ impl CommandKind {
             (Self::Get, Reply::Bulk(value)) => Vote::Value(Some(value.clone())),
             (Self::Get, Reply::Nil) => Vote::Value(None),
             (Self::Pttl, Reply::Integer(ms)) if *ms >= -2 => Vote::Ttl(*ms),
+            (Self::Read(read), _) if read.answers(reply) => Vote::Read(reply.clone()),
             _ => Vote::Fault(unexpected(reply)),
         }
     }

@@ -1,7 +1,9 @@
 //! What an inspection reports ([`Inspection`], [`KeyState`]) and the pure maths that reads
 //! N nodes' keys the way the algorithm would: the value a quorum agrees on, and its
 //! remaining validity (the q-th largest remaining ttl among the nodes that agree, less
-//! the drift allowance). The round trips that gather the keys are in `lock/inspect.rs`.
+//! the drift allowance). The shared kinds' keys (readers, a waiting writer, permits) are
+//! holders.rs's, and reading their replies reply.rs's; the round trips that gather every
+//! key are in `lock/inspect.rs`.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -11,6 +13,13 @@ use bytes::Bytes;
 use crate::fault::NodeFault;
 use crate::quorum;
 use crate::token::Resource;
+
+mod holders;
+pub(crate) mod reply;
+
+pub use holders::{
+    Agreed, HolderSet, MAX_INSPECTED_HOLDERS, SharedHolders, SharedKeys, SlotHolder,
+};
 
 /// What one node holds for a resource, as its `GET` and `PTTL` answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,12 +66,15 @@ impl fmt::Display for KeyState {
 }
 
 /// A read-only look at one resource on every node: who holds it where, whether a quorum
-/// agrees on one holder, and how long that holder's lock stays valid.
+/// agrees on one holder, and how long that holder's lock stays valid; and the same for the
+/// shared kinds (docs/kinds.md, "Inspection"): readers, a waiting writer's mark, permit
+/// holders and the semaphore's k.
 ///
-/// The two reads of a node (`GET`, then `PTTL`) are pipelined on one connection but are not
-/// atomic: a key that expires or changes hands between them on a node is read as its value
-/// with the new key's ttl (or none). An inspection is a report for people and for waiting,
-/// never a permission to act on the resource: only holding the lock is.
+/// The reads of a node (`GET` and `PTTL` of the key, then the shared kinds' keys and the
+/// node's `TIME`) are pipelined on one connection but are not atomic: a key that expires or
+/// changes hands between them on a node is read as its value with the new key's ttl (or
+/// none). An inspection is a report for people and for waiting, never a permission to act
+/// on the resource: only holding the lock is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspection {
     /// The resource inspected.
@@ -81,40 +93,111 @@ pub struct Inspection {
     pub validity: Option<Duration>,
     /// When the holder's validity ends, on the caller's clock (`None` as for `validity`).
     pub deadline: Option<Instant>,
+    /// The shared kinds' keys: readers, a waiting writer's mark, permit holders and the
+    /// semaphore's k, per node and what they add up to (boxed: most resources have none,
+    /// and an event carries the whole inspection).
+    pub shared: Box<SharedHolders>,
 }
+
+/// When the reads of an inspection started and completed, on the caller's clock.
+pub(crate) type ReadTimes = (Instant, Instant);
+
+/// The timing an inspection's validities are read with: the configured lock ttl, the drift
+/// factor and the drift floor (algorithm.md §4).
+pub(crate) type ReadTiming = (Duration, f64, Duration);
 
 impl Inspection {
     /// Reads the nodes' keys: the holder a quorum agrees on and its validity, for reads
-    /// started at `started` and complete at `done`. `ttl` is the configured lock ttl: the
-    /// drift allowance is that of the longer of it and the largest (finite) ttl seen, since
-    /// the holder's ttl is at least what remains of it.
+    /// started at `started` and complete at `done`, and the shared kinds' holders
+    /// (holders.rs; `semaphore_quorum` gives a semaphore's quorum for its k). `ttl` is the
+    /// configured lock ttl: the drift allowance is that of the longer of it and the largest
+    /// (finite) ttl seen, since the holder's ttl is at least what remains of it.
     pub(crate) fn read(
         resource: Resource,
-        nodes: Vec<KeyState>,
-        quorum: usize,
-        (started, done): (Instant, Instant),
-        (ttl, drift_factor, drift_floor): (Duration, f64, Duration),
+        (nodes, shared): (Vec<KeyState>, Vec<SharedKeys>),
+        (quorum, semaphore_quorum): (usize, &dyn Fn(u32) -> usize),
+        times: ReadTimes,
+        timing: ReadTiming,
     ) -> Self {
-        let (value, agreeing) = most_held(&nodes);
-        let holder = value.filter(|_| agreeing >= quorum.max(1));
-        let deadline = holder.as_ref().and_then(|holder| {
-            let ttls = agreeing_ttls(&nodes, holder);
-            let qth = *ttls.get(quorum.max(1) - 1)?;
-            let finite = ttls.iter().copied().filter(|t| *t != Duration::MAX);
-            let longest = finite.max().unwrap_or_default().max(ttl);
-            let drift = quorum::drift(longest, drift_factor, drift_floor);
-            Some(quorum::deadline(started, qth, drift))
-        });
-        let validity = deadline.and_then(|d| quorum::validity(d, done));
+        let exclusive = Exclusive::read(&nodes, quorum, times, timing);
         Self {
             resource,
             nodes,
             quorum,
+            holder: exclusive
+                .holder
+                .filter(|_| exclusive.agreeing >= quorum.max(1)),
+            agreeing: exclusive.agreeing,
+            validity: exclusive.validity,
+            deadline: exclusive.deadline,
+            shared: Box::new(holders::agree(
+                shared,
+                (quorum, semaphore_quorum),
+                times,
+                timing,
+            )),
+        }
+    }
+}
+
+/// A string key read on every node (`R`, `R:writer-waiting`): the value held on the most
+/// nodes, on how many, and its validity if that is at least a quorum.
+pub(crate) struct Exclusive {
+    /// The value held on the most nodes (the first such on a tie), quorum or not.
+    pub(crate) holder: Option<Bytes>,
+    /// On how many nodes.
+    pub(crate) agreeing: usize,
+    /// Its remaining validity, if it is held on a quorum and time is left.
+    pub(crate) validity: Option<Duration>,
+    /// When that validity ends (`None` as for `validity`).
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl Exclusive {
+    /// Reads `nodes`' states of one key against `quorum`.
+    pub(crate) fn read(
+        nodes: &[KeyState],
+        quorum: usize,
+        times: ReadTimes,
+        timing: ReadTiming,
+    ) -> Self {
+        let (holder, agreeing) = most_held(nodes);
+        let (deadline, validity) = match &holder {
+            Some(holder) if agreeing >= quorum.max(1) => {
+                validity(&agreeing_ttls(nodes, holder), quorum, times, timing)
+            }
+            _ => (None, None),
+        };
+        Self {
             holder,
             agreeing,
-            deadline: deadline.filter(|_| validity.is_some()),
             validity,
+            deadline,
         }
+    }
+}
+
+/// The deadline and remaining validity of a value held on nodes with remaining times `ttls`
+/// (largest first; `Duration::MAX` for no expiry), read at `times`: the q-th largest less
+/// the drift allowance, counted from the start of the reads, and what is left of it at
+/// their end (algorithm.md §4). `(None, None)` with fewer than `quorum` times, or nothing
+/// left.
+pub(crate) fn validity(
+    ttls: &[Duration],
+    quorum: usize,
+    (started, done): ReadTimes,
+    (ttl, drift_factor, drift_floor): ReadTiming,
+) -> (Option<Instant>, Option<Duration>) {
+    let Some(&qth) = ttls.get(quorum.max(1) - 1) else {
+        return (None, None);
+    };
+    let finite = ttls.iter().copied().filter(|t| *t != Duration::MAX);
+    let longest = finite.max().unwrap_or_default().max(ttl);
+    let drift = quorum::drift(longest, drift_factor, drift_floor);
+    let deadline = quorum::deadline(started, qth, drift);
+    match quorum::validity(deadline, done) {
+        Some(validity) => (Some(deadline), Some(validity)),
+        None => (None, None),
     }
 }
 
@@ -147,6 +230,22 @@ fn agreeing_ttls(nodes: &[KeyState], value: &Bytes) -> Vec<Duration> {
 mod tests {
     use super::*;
 
+    /// The inspection of the key R alone on `nodes`, with `quorum`.
+    fn mutex(
+        nodes: Vec<KeyState>,
+        quorum: usize,
+        times: ReadTimes,
+        timing: ReadTiming,
+    ) -> Inspection {
+        Inspection::read(
+            Resource::from("r"),
+            (nodes, vec![]),
+            (quorum, &|_| quorum),
+            times,
+            timing,
+        )
+    }
+
     fn held(value: &'static str, ms: u64) -> KeyState {
         KeyState::Held {
             value: Bytes::from_static(value.as_bytes()),
@@ -166,7 +265,7 @@ mod tests {
             KeyState::Free,
         ];
         let timing = (Duration::from_secs(10), 0.01, Duration::from_millis(2));
-        let i = Inspection::read(Resource::from("r"), nodes, 3, (t0, done), timing);
+        let i = mutex(nodes, 3, (t0, done), timing);
         assert_eq!(i.holder.as_deref(), Some(&b"a"[..]));
         assert_eq!(i.agreeing, 3);
         // q-th (3rd) largest of 9000, 8000, 7000 is 7000; drift of 10 s is 102 ms.
@@ -179,14 +278,14 @@ mod tests {
         let t0 = crate::test_epoch::epoch();
         let timing = (Duration::from_secs(1), 0.01, Duration::from_millis(2));
         let split = vec![held("a", 900), held("b", 900), KeyState::Free];
-        let i = Inspection::read(Resource::from("r"), split, 2, (t0, t0), timing);
+        let i = mutex(split, 2, (t0, t0), timing);
         assert_eq!((i.holder, i.agreeing, i.validity), (None, 1, None));
         let nearly_gone = vec![held("a", 10), held("a", 5), KeyState::Free];
-        let i = Inspection::read(Resource::from("r"), nearly_gone, 2, (t0, t0), timing);
+        let i = mutex(nearly_gone, 2, (t0, t0), timing);
         assert_eq!(i.holder.as_deref(), Some(&b"a"[..]));
         assert_eq!((i.validity, i.deadline), (None, None), "5 ms < 12 ms drift");
         let free = vec![KeyState::Free; 3];
-        let i = Inspection::read(Resource::from("r"), free, 2, (t0, t0), timing);
+        let i = mutex(free, 2, (t0, t0), timing);
         assert_eq!((i.holder, i.agreeing), (None, 0));
     }
 
@@ -199,12 +298,12 @@ mod tests {
             ttl: None,
         };
         let nodes = vec![forever, held("a", 60_000), held("a", 50_000)];
-        let i = Inspection::read(Resource::from("r"), nodes, 2, (t0, t0), timing);
+        let i = mutex(nodes, 2, (t0, t0), timing);
         // 2nd largest of (unbounded, 60 s, 50 s); drift of the longest finite ttl, 60 s,
         // not of the configured 100 ms.
         assert_eq!(i.validity, Some(Duration::from_millis(60_000 - 602)));
         let nodes = vec![held("a", 60_000), held("a", 50_000), KeyState::Free];
-        let i = Inspection::read(Resource::from("r"), nodes, 2, (t0, t0), timing);
+        let i = mutex(nodes, 2, (t0, t0), timing);
         assert_eq!(i.validity, Some(Duration::from_millis(50_000 - 602)));
     }
 }

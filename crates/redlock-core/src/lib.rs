@@ -178,7 +178,10 @@ pub use config::{
 pub use error::{ConfigError, UsageError};
 pub use fencing::{FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT};
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
-pub use inspection::{Inspection, KeyState};
+pub use inspection::{
+    Agreed, HolderSet, Inspection, KeyState, MAX_INSPECTED_HOLDERS, SharedHolders, SharedKeys,
+    SlotHolder,
+};
 pub use io::{
     AcquireFailure, AcquireOutcome, AcquireStats, Acquired, ConnectionError, Event, Input,
     LostReason, NodeFault, NodeOutcome, Output, ReleaseOutcome, Transmit,

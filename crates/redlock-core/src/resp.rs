@@ -3,9 +3,10 @@
 //! few lines checked against that crate's encoder.
 //!
 //! Node bytes are untrusted. Only the reply types our commands can produce are accepted
-//! (simple string, error, integer, bulk string, nil); anything else, malformed input or a
-//! reply above the cap is a [`ProtocolError`], never a panic. Aggregates are refused before
-//! the parser sees them, so no nesting depth can exhaust the stack.
+//! (simple string, error, integer, bulk string, nil, and the arrays of an inspection's reads:
+//! [`Reply::Array`]); anything else, malformed input or a reply above the cap is a
+//! [`ProtocolError`], never a panic. Arrays are read here, never by the parser, at most
+//! [`MAX_ARRAY_DEPTH`] deep, so no nesting depth can exhaust the stack.
 
 use std::fmt;
 
@@ -33,6 +34,10 @@ pub enum Reply {
     /// pipeline), in order. Never decoded from a node: the client gathers each command's
     /// reply and hands them over as one.
     Replies(Vec<Self>),
+    /// An array reply (`*N`), such as an inspection's `ZREVRANGE … WITHSCORES` or `TIME`:
+    /// its elements, scalars or arrays of scalars (RESP3 sends a score pair as an array);
+    /// `*-1` is an empty array.
+    Array(Vec<Self>),
 }
 
 impl Reply {
@@ -108,7 +113,7 @@ impl Decoder {
 
     /// Decodes the next complete reply, `Ok(None)` if more bytes are needed.
     pub fn next_reply(&mut self) -> Result<Option<Reply>, ProtocolError> {
-        let Some((reply, len)) = decode(&self.buf, self.max_reply)? else {
+        let Some((reply, len)) = decode_reply(&self.buf, self.max_reply)? else {
             return Ok(None);
         };
         self.buf.advance(len);
@@ -141,7 +146,7 @@ impl Decoder {
     /// [`next_reply_in`](Self::next_reply_in) past its inlined fast paths.
     fn decode_in(&mut self, input: &mut &[u8]) -> Result<Option<Reply>, ProtocolError> {
         if self.buf.is_empty()
-            && let Some((reply, len)) = decode(input, self.max_reply)?
+            && let Some((reply, len)) = decode_reply(input, self.max_reply)?
         {
             *input = &input[len..];
             return Ok(Some(reply));
@@ -278,11 +283,62 @@ pub(crate) fn decode(
             Reply::Bulk(Bytes::copy_from_slice(&buf[start..end]))
         }
         RangeFrame::Null => Reply::Nil,
+        // `decode_reply` reads arrays; the parser never gets one (refused above).
         RangeFrame::Array(_) => {
             return Err(ProtocolError("unexpected array reply".into()));
         }
     };
     Ok(Some((reply, len)))
+}
+
+/// Decodes the reply to a request at the start of `buf`, as [`decode`] does, or an array
+/// reply (an inspection's reads: [`Reply::Array`]); the session's and push decoders read
+/// their own arrays and keep [`decode`], which refuses them.
+fn decode_reply(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    match buf.first() {
+        Some(b'*') => decode_array(buf, 0, max_reply, MAX_ARRAY_DEPTH),
+        _ => decode(buf, max_reply),
+    }
+}
+
+/// How deep arrays may nest in a reply: an array of arrays of scalars (RESP3's
+/// `WITHSCORES` pairs) and no deeper; a deeper one is a [`ProtocolError`].
+pub(crate) const MAX_ARRAY_DEPTH: u8 = 2;
+
+/// The array reply at `pos` of `buf`, up to `depth` levels deep, and where it ends; `None`
+/// if `buf` holds only part of it. Every element is held to what is left of `max_reply`.
+fn decode_array(
+    buf: &[u8],
+    pos: usize,
+    max_reply: usize,
+    depth: u8,
+) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    let too_long = || ProtocolError(format!("reply exceeds {max_reply} bytes"));
+    let Some((count, mut at)) = aggregate_header(buf, pos, max_reply)? else {
+        return Ok(None);
+    };
+    // `count` is at most a third of the cap (aggregate_header); the rest grows as read.
+    let mut items = Vec::with_capacity(count.min(64));
+    for _ in 0..count {
+        let left = max_reply.checked_sub(at).ok_or_else(too_long)?;
+        let element = match buf.get(at) {
+            None => return Ok(None),
+            Some(b'*') if depth > 1 => {
+                decode_array(buf, at, max_reply, depth - 1)?.map(|(r, end)| (r, end - at))
+            }
+            Some(b'*') => return Err(ProtocolError("array reply nested too deep".into())),
+            Some(_) => decode(&buf[at..], left)?,
+        };
+        let Some((item, len)) = element else {
+            return Ok(None);
+        };
+        items.push(item);
+        at += len;
+    }
+    if at > max_reply {
+        return Err(too_long());
+    }
+    Ok(Some((Reply::Array(items), at)))
 }
 
 /// An aggregate's header at `pos` (`*N\r\n`, or RESP3's `%N` map, whose N counts pairs, or
@@ -637,8 +693,43 @@ mod tests {
     }
 
     #[test]
+    fn arrays_are_read_two_levels_deep_and_no_deeper() {
+        let bulk = |s: &'static [u8]| Reply::Bulk(Bytes::from_static(s));
+        let time = b"*2\r\n$10\r\n1795190400\r\n$6\r\n000017\r\n";
+        let want = Reply::Array(vec![bulk(b"1795190400"), bulk(b"000017")]);
+        assert_eq!(decode_all(&[time]), Ok(vec![want.clone()]));
+        // Split anywhere, read the same.
+        for cut in 1..time.len() {
+            assert_eq!(
+                decode_all(&[&time[..cut], &time[cut..]]),
+                Ok(vec![want.clone()])
+            );
+        }
+        let pairs = b"*1\r\n*2\r\n$1\r\na\r\n,1.5\r\n";
+        let want = Reply::Array(vec![Reply::Array(vec![bulk(b"a"), bulk(b"1.5")])]);
+        assert_eq!(decode_all(&[pairs]), Ok(vec![want]));
+        assert_eq!(
+            decode_all(&[b"*0\r\n*-1\r\n"]),
+            Ok(vec![Reply::Array(vec![]); 2])
+        );
+        assert!(
+            decode_all(&[b"*1\r\n*1\r\n*1\r\n:1\r\n"]).is_err(),
+            "three deep"
+        );
+        assert!(decode_all(&[b"*1\r\n%1\r\n"]).is_err(), "a map inside");
+        assert!(
+            decode_all(&[b"*2\r\n:1\r\n"]).is_ok_and(|r| r.is_empty()),
+            "incomplete"
+        );
+        // Far more elements than the cap can hold, and a long array cut at the cap.
+        assert!(decode_all(&[b"*99999\r\n"]).is_err());
+        let long: Vec<u8> = (0..400).flat_map(|_| *b":1\r\n").collect();
+        assert!(decode_all(&[b"*400\r\n", &long]).is_err());
+    }
+
+    #[test]
     fn hostile_input_is_an_error_not_a_panic() {
-        assert!(decode_all(&[b"*1\r\n:1\r\n"]).is_err());
+        assert!(decode_all(&[b"*1\r\n*1\r\n*1\r\n:1\r\n"]).is_err());
         assert!(decode_all(&[b"HTTP/1.1 200 OK\r\n"]).is_err());
         assert!(decode_all(&[b":99999999999999999999999\r\n"]).is_err());
         assert!(decode_all(&[b"$-7\r\n"]).is_err());

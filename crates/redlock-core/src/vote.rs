@@ -33,6 +33,9 @@ pub(crate) enum Vote {
     Value(Option<Bytes>),
     /// `PTTL` only: the remaining time to live in ms, `-1` without one, `-2` without a key.
     Ttl(i64),
+    /// An inspection's `ZREVRANGE`, `ZCARD` or `TIME` only: the reply, an array or a count,
+    /// read by inspection/reply.rs (its contents are still the node's, untrusted).
+    Read(crate::resp::Reply),
     /// The node failed.
     Fault(NodeFault),
 }

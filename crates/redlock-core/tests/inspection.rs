@@ -1,7 +1,9 @@
-//! The two operations on a lock held by anyone: inspection (`GET` and `PTTL`, pipelined, on
-//! every node; the holder a quorum agrees on and its validity) and release by a token the
-//! caller supplies (the release's own compare-and-delete). Exact bytes, as in
-//! transcript.rs; hostile replies never panic and count as that node's failure.
+//! The two operations on a lock held by anyone: inspection (`GET` and `PTTL`, then the
+//! shared kinds' reads, pipelined, on every node; the holder a quorum agrees on and its
+//! validity) and release by a token the caller supplies (the release's own
+//! compare-and-delete). Exact bytes, as in transcript.rs; hostile replies never panic and
+//! count as that node's failure. The shared kinds' part of an inspection is
+//! inspect_kinds.rs's.
 
 mod support;
 
@@ -24,6 +26,12 @@ fn harness(n: usize) -> Harness {
 }
 
 const GET_PTTL: &[u8] = b"*2\r\n$3\r\nGET\r\n$3\r\nres\r\n*2\r\n$4\r\nPTTL\r\n$3\r\nres\r\n";
+
+/// A node's answers to `GET` and `PTTL` (`mutex`), then to the shared kinds' reads with
+/// nothing there (inspect_kinds.rs, `NOTHING_SHARED`).
+fn answer(mutex: &[u8]) -> Vec<u8> {
+    [mutex, support::inspect::NOTHING_SHARED].concat()
+}
 
 fn inspected(events: &[Event]) -> &Inspection {
     match events {
@@ -48,8 +56,8 @@ fn inspection_pipelines_get_and_pttl_to_every_node_and_reports_the_quorum_holder
     for i in 0..5 {
         assert_eq!(
             out.sent_to(i),
-            GET_PTTL,
-            "node {i}: GET then PTTL, nothing else"
+            [GET_PTTL, &support::inspect::shared_reads("res")].concat(),
+            "node {i}: GET then PTTL, then the shared kinds' reads"
         );
     }
     assert!(out.events.is_empty());
@@ -61,10 +69,13 @@ fn inspection_pipelines_get_and_pttl_to_every_node_and_reports_the_quorum_holder
         b"$3\r\nabc\r\n:7000\r\n",
         b"$3\r\nxyz\r\n:9999\r\n",
     ];
-    for (i, answer) in answers.iter().enumerate().take(4) {
-        assert!(h.reply(i, answer).events.is_empty(), "waits for every node");
+    for (i, mutex) in answers.iter().enumerate().take(4) {
+        assert!(
+            h.reply(i, &answer(mutex)).events.is_empty(),
+            "waits for every node"
+        );
     }
-    let out = h.reply(4, answers[4]);
+    let out = h.reply(4, &answer(answers[4]));
     assert_eq!(out.events[0].op(), Some(op));
     let i = inspected(&out.events);
     let nodes = [
@@ -89,13 +100,13 @@ fn failed_and_silent_nodes_are_reported_and_never_block_the_report() {
     h.client.inspect(h.now, Resource::from("res")).unwrap();
     let out = h.drain();
     let deadline = out.timeout.expect("the reads have a deadline");
-    h.reply(0, b"$3\r\nabc\r\n:-1\r\n");
+    h.reply(0, &answer(b"$3\r\nabc\r\n:-1\r\n"));
     // A wrong type, and an integer where a value belongs: that node's failure, no panic.
     h.reply(
         1,
         b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
     );
-    let out = h.reply(1, b":-7\r\n");
+    let out = h.reply(1, &answer(b":-7\r\n"));
     assert!(out.events.is_empty() && out.disconnects.is_empty());
     // Node 2 never answers.
     let out = h.timeout_at(deadline);
@@ -119,9 +130,9 @@ fn hostile_replies_are_node_failures() {
     h.client.inspect(h.now, Resource::from("res")).unwrap();
     h.drain();
     // A PTTL below -2 and a status where a value belongs.
-    h.reply(0, b"$1\r\na\r\n:-3\r\n");
-    h.reply(1, b"+OK\r\n:5\r\n");
-    let out = h.reply(2, b"$1\r\na\r\n:5\r\n");
+    h.reply(0, &answer(b"$1\r\na\r\n:-3\r\n"));
+    h.reply(1, &answer(b"+OK\r\n:5\r\n"));
+    let out = h.reply(2, &answer(b"$1\r\na\r\n:5\r\n"));
     let i = inspected(&out.events);
     assert!(matches!(
         i.nodes[0],
@@ -141,8 +152,8 @@ fn a_down_node_fails_its_reads_at_once() {
     h.client.inspect(h.now, Resource::from("res")).unwrap();
     let out = h.drain();
     assert_eq!(out.nodes_sent(), [0, 1]);
-    h.reply(0, b"$1\r\nt\r\n:900\r\n");
-    let out = h.reply(1, b"$1\r\nt\r\n:800\r\n");
+    h.reply(0, &answer(b"$1\r\nt\r\n:900\r\n"));
+    let out = h.reply(1, &answer(b"$1\r\nt\r\n:800\r\n"));
     let i = inspected(&out.events);
     assert!(matches!(
         i.nodes[2],

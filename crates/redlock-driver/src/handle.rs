@@ -142,8 +142,10 @@ impl Handle {
 
     /// Looks at `resource` on every node without changing anything: each node's holder (its
     /// stored value) and remaining ttl, whether a quorum agrees on one holder, and that
-    /// holder's remaining validity as the algorithm computes it. Plain `GET` and `PTTL`, so
-    /// it works where an ACL denies scripting. See [`Inspection`] for what it cannot promise.
+    /// holder's remaining validity as the algorithm computes it; and the same for readers,
+    /// a waiting writer and permit holders ([`Inspection::shared`]). Plain reads (`GET`,
+    /// `PTTL`, `ZREVRANGE`, `ZCARD`, `TIME`), so it works where an ACL denies scripting. See
+    /// [`Inspection`] for what it cannot promise.
     pub async fn inspect(&self, resource: impl Into<Resource>) -> Result<Inspection, LockError> {
         let (reply, rx) = oneshot::channel();
         let resource = resource.into();

@@ -9,9 +9,10 @@
 //! and [`LockRef`](crate::LockRef), and the blocking driver's own guards.
 
 pub use redlock_core::{
-    AcquireFailure, AcquireOutcome, AcquireStats, AutoExtend, ConnectionError, DelayInput,
-    Inspection, KeyState, LockKind, LockOptions, LostReason, NodeFault, NodeId, NodeName,
-    NodeOutcome, ReleaseOutcome, Resource, RetryDelay, RetryPolicy, Token,
+    AcquireFailure, AcquireOutcome, AcquireStats, Agreed, AutoExtend, ConnectionError, DelayInput,
+    HolderSet, Inspection, KeyState, LockKind, LockOptions, LostReason, MAX_INSPECTED_HOLDERS,
+    NodeFault, NodeId, NodeName, NodeOutcome, ReleaseOutcome, Resource, RetryDelay, RetryPolicy,
+    SharedHolders, SharedKeys, SlotHolder, Token,
 };
 
 pub use crate::error::{LockError, WithLockError};

@@ -88,8 +88,8 @@ enum Phase {
     Expired(Expired),
     /// release.rs: the release round to all N nodes.
     Releasing(Releasing),
-    /// inspect.rs: the read-only `GET` and `PTTL` rounds of an inspection (boxed: two
-    /// rounds, on the rare operation).
+    /// inspect.rs: the read-only rounds of an inspection, one per plain read (boxed: on the
+    /// rare operation).
     Inspecting(Box<Inspecting>),
     /// Nothing more to report (cleanup releases may still be in flight).
     Finished,
@@ -228,8 +228,10 @@ impl Lock {
         )
     }
 
-    /// Starts a read-only inspection of `resource` on all N nodes (`GET` and `PTTL`, no
-    /// script); [`Event::Inspected`] reports it once every node has answered or timed out.
+    /// Starts a read-only inspection of `resource` on all N nodes: every kind's keys, by
+    /// plain reads (`GET`, `PTTL`, `ZREVRANGE`, `ZCARD`, `TIME`; no script; docs/kinds.md,
+    /// "Inspection"); [`Event::Inspected`] reports it once every node has answered or timed
+    /// out.
     ///
     /// `now` is when the reads start: the reported validity counts from it.
     pub fn inspect(
@@ -534,34 +536,38 @@ impl Phase {
         }
     }
 
-    /// The round the phase waits on (an inspection's `GET` round).
+    /// The round the phase waits on (an inspection's first read).
     #[inline]
     fn round_mut(&mut self) -> Option<&mut Round> {
-        self.rounds_mut().0
+        match self.rounds_mut() {
+            (Some(round), _) => Some(round),
+            (None, more) => more.first_mut(),
+        }
     }
 
-    /// The phase's rounds in flight: the one above, and an inspection's `PTTL` round.
+    /// The phase's rounds in flight: the one above, and the others sent after it (an
+    /// attempt's `PTTL` probe; an inspection's reads).
     #[inline]
-    fn rounds_mut(&mut self) -> (Option<&mut Round>, Option<&mut Round>) {
+    fn rounds_mut(&mut self) -> (Option<&mut Round>, &mut [Round]) {
         match self {
-            Self::Acquiring(a) => a.rounds_mut(),
-            Self::Held(h) => (h.round_mut(), None),
-            Self::Releasing(r) => (r.round_mut(), None),
-            Self::Inspecting(i) => {
-                let (get, pttl) = i.rounds_mut();
-                (Some(get), Some(pttl))
+            Self::Acquiring(a) => {
+                let (attempt, probe) = a.rounds_mut();
+                (attempt, probe.map_or(&mut [][..], std::slice::from_mut))
             }
-            Self::Queued(_) | Self::Expired(_) | Self::Finished => (None, None),
+            Self::Held(h) => (h.round_mut(), &mut []),
+            Self::Releasing(r) => (r.round_mut(), &mut []),
+            Self::Inspecting(i) => (None, i.rounds_mut()),
+            Self::Queued(_) | Self::Expired(_) | Self::Finished => (None, &mut []),
         }
     }
 
     /// The phase's round numbered `seq`, if it is in flight.
     #[inline]
     fn round_with_seq(&mut self, seq: u32) -> Option<&mut Round> {
-        let (first, second) = self.rounds_mut();
+        let (first, more) = self.rounds_mut();
         match first {
             Some(round) if round.seq == seq => Some(round),
-            _ => second.filter(|r| r.seq == seq),
+            _ => more.iter_mut().find(|r| r.seq == seq),
         }
     }
 

@@ -115,15 +115,19 @@ impl Lock {
                 return Some((round, id, node, form));
             }
         }
-        let (round, second) = self.phase.rounds_mut();
+        let (round, more) = self.phase.rounds_mut();
         if let Some(round) = round
             && let Some((id, node, form)) = round.next_send(commands)
         {
             return Some((round, id, node, form));
         }
-        // Only an inspection has a second round: its `PTTL`s, after every `GET`.
-        let round = second?;
-        let (id, node, form) = round.next_send(commands)?;
-        Some((round, id, node, form))
+        // The rounds sent after it (a probe; an inspection's reads), each to every node
+        // before the next, so that each node gets them in one order.
+        for round in more {
+            if let Some((id, node, form)) = round.next_send(commands) {
+                return Some((round, id, node, form));
+            }
+        }
+        None
     }
 }

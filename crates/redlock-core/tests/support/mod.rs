@@ -14,6 +14,7 @@ use redlock_core::{
 };
 
 mod epoch;
+pub(crate) mod inspect;
 
 /// What the nodes' `TIME` says when the harness answers it: 2026-11-25, 16:00 UTC.
 pub(crate) const NODE_SECS: u64 = 1_795_190_400;
