@@ -73,11 +73,11 @@ impl ExecKind {
         }
     }
 
-    /// Whether the holder this kind waits on lives in the mutex's key `R`, the only key an
-    /// inspection reads (docs/kinds.md, "Commands per kind and server"): a reader or a
-    /// writer may also be kept out by readers or a waiting writer, a permit holder by
-    /// other permits, which an inspection does not see. A multi-lock waits on its names'
-    /// mutex keys alone.
+    /// Whether the holder this kind waits on lives in the mutex's key `R` alone, the key
+    /// whose holder the waiting line names: a reader or a writer may also be kept out by
+    /// readers or a waiting writer, a permit holder by other permits (`redlock status`
+    /// shows those: docs/kinds.md, "Inspection"). A multi-lock waits on its names' mutex
+    /// keys alone.
     pub(crate) fn waits_on_the_key_alone(self) -> bool {
         matches!(self, Self::Mutex | Self::Multi)
     }
