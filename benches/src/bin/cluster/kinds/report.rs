@@ -273,6 +273,7 @@ impl KindsReport {
                 wait_p99_us: us(sem.waits.clone().summary().p99),
                 attempts_per_permit: rounded(attempts_mean(&sem.attempts), 3),
                 node_scripts_per_permit: rounded(scripts_per_permit(sem), 3),
+                granted_at_first_attempt: rounded(first_attempt_share(sem), 4),
                 gave_up: sem.gave_up,
                 permits_per_contender: sem.per_contender.clone(),
             },
@@ -296,11 +297,11 @@ fn semaphore_table(sem: &SemaphoreRow) -> String {
     format!(
         "\n| k | contenders | hold p50 | window | someone waiting | permits/s | k / hold | \
          in section / k | held / k | most in section | idle per hand-off | wait p50 | \
-         wait p99 | attempts per permit, mean / p99 | node scripts per permit | \
-         permits per contender | gave up |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+         wait p99 | attempts per permit, mean / p99 | granted at the first attempt | \
+         node scripts per permit | permits per contender | gave up |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
          | {} | {} | {} | {:.1} s | {:.1} s | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | \
-         {:.2} / {} | {} | {}–{} | {} |\n{}",
+         {:.2} / {} | {} | {} | {}–{} | {} |\n{}",
         sem.permits,
         sem.contenders,
         micros(sections.p50),
@@ -316,6 +317,7 @@ fn semaphore_table(sem: &SemaphoreRow) -> String {
         micros(waits.p99),
         attempts_mean(&sem.attempts),
         attempts_p99,
+        fixed(first_attempt_share(sem)),
         fixed(scripts_per_permit(sem)),
         sem.per_contender.iter().min().unwrap_or(&0),
         sem.per_contender.iter().max().unwrap_or(&0),
@@ -335,6 +337,15 @@ fn idle_per_handoff(sem: &SemaphoreRow) -> Option<Duration> {
     let idle = (f64::from(sem.permits) - sem.in_use.in_section) * sem.in_use.queued.as_secs_f64();
     let x = ratio(idle, sem.in_use.acquired as f64);
     x.is_finite().then(|| Duration::from_secs_f64(x.max(0.0)))
+}
+
+/// The share of permits granted at a call's first attempt. Every call but a contender's
+/// first starts right after its own release, while others wait: a high share means the
+/// releasing contender takes a permit back before the waiters, told by the release
+/// notification, try again.
+fn first_attempt_share(sem: &SemaphoreRow) -> f64 {
+    let first = sem.attempts.iter().filter(|&&a| a == 1).count();
+    ratio(first as f64, sem.attempts.len() as f64)
 }
 
 /// Scripts the nodes ran per permit granted: 10 (5 acquires, 5 releases) if every permit took
@@ -399,6 +410,7 @@ struct SemaphoreEntry {
     wait_p99_us: Option<f64>,
     attempts_per_permit: Option<f64>,
     node_scripts_per_permit: Option<f64>,
+    granted_at_first_attempt: Option<f64>,
     gave_up: u64,
     permits_per_contender: Vec<u64>,
 }
