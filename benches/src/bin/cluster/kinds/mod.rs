@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_core::ReleaseOutcome;
-
 use redlock_tokio::{Handle, LockError, LockGuard, Redlock};
 
 use crate::scenario::{self, Plan, Subject};
 use crate::{NODES, TTL};
 
-pub(crate) use report::{FirstCycle, KindsEntry, KindsReport};
+use self::report::FirstCycle;
+
+pub(crate) use report::{KindsEntry, KindsReport};
 
 /// What one cycle of a `kinds` subject locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +51,9 @@ impl Kind {
     }
 }
 
-/// The `kinds` scenario on the nodes at `urls`, on the calling task's runtime (labelled
-/// `runtime`). An error ends the run: a failed cycle, a cycle over the scenario's bounds.
+/// The `kinds` scenario on the nodes at `urls` (the same nodes' `addrs`, for the bench's own
+/// script count), on the calling task's runtime (labelled `runtime`). An error ends the run:
+/// a failed cycle, a cycle over the scenario's bounds.
 pub(crate) async fn run(
     urls: &[String],
     addrs: &[SocketAddr],
