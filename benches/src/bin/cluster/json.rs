@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::format::{rounded, us};
 use crate::held::{HeldEntry, HeldRow};
+use crate::kinds::{KindsEntry, KindsReport};
 use crate::report::{
     CONCURRENT_OPS_RATIO_MIN, CONTENDED_OPS_OVER_RSLOCK_MIN, CONTENDED_P99_OVER_RSLOCK_MAX,
     ContendedPeer, ContendedRow, FAIRNESS_MAX, Machine, NATIVE_OVER_SCRIPTS_MIN,
@@ -15,7 +16,12 @@ use crate::report::{
 use crate::stats::Summary;
 
 /// The whole report, pretty-printed.
-pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String {
+pub(crate) fn json(
+    rows: &[Row],
+    held: &[HeldRow],
+    kinds: Option<&KindsReport>,
+    machine: &Machine,
+) -> String {
     let report = Report {
         machine,
         quick: machine.quick,
@@ -47,6 +53,7 @@ pub(crate) fn json(rows: &[Row], held: &[HeldRow], machine: &Machine) -> String 
             .map(ContendedVsRslock::new)
             .collect(),
         held: held.iter().map(HeldRow::entry).collect(),
+        kinds: kinds.map(KindsReport::entry),
     };
     // Plain structs of numbers, strings and options: serialising them cannot fail.
     let mut text = serde_json::to_string_pretty(&report).expect("the report serialises");
@@ -67,6 +74,9 @@ struct Report<'a> {
     nodes_p50_ratio_9_over_3: Vec<NodesRatio>,
     contended_vs_rslock: Vec<ContendedVsRslock>,
     held: Vec<HeldEntry>,
+    /// The lock kinds against the mutex, when `kinds` ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kinds: Option<KindsEntry>,
 }
 
 /// The issues' targets the verdicts were checked against.

@@ -6,13 +6,15 @@
 //! `current_thread` pass, and report as `own-thread`. Then `nodes` (cluster sizes 1 to 9) and
 //! `release` (a release with one of 5 nodes paused against a healthy one) and
 //! `held` (10,000 and 100,000 auto-extended locks, redlock-tokio only) each run on clusters
-//! of their own. It prints markdown tables and writes
+//! of their own; `kinds` (the lock kinds against the mutex, redlock-tokio only) runs on the
+//! main nodes in the `current_thread` pass. It prints markdown tables and writes
 //! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
 //! `--scenario` and `--subject` run a subset, for profiling.
 
 mod format;
 mod held;
 mod json;
+mod kinds;
 mod raw;
 mod release_paused;
 mod report;
@@ -28,6 +30,7 @@ use std::time::Duration;
 
 use redlock_testkit::Cluster;
 
+use crate::kinds::KindsReport;
 use crate::raw::{RawClient, Release};
 use crate::report::{ContendedRow, Machine, Row};
 use crate::scenario::{Peer, PeerSpec, Plan, Subject};
@@ -84,13 +87,15 @@ impl Args {
             || (flavour.hosts_own_thread() && self.wants_runtime(OWN_THREAD))
     }
 
-    /// Whether the two passes run at all: not when `--scenario` names a scenario that runs on
-    /// clusters of its own (`nodes`, `held`).
-    fn wants_passes(&self) -> bool {
-        ["serial", "concurrent32"]
-            .iter()
-            .chain(CONTENDED.iter().map(|(name, _)| name))
-            .any(|s| self.wants_scenario(s))
+    /// Whether the pass on `flavour` has a scenario to run: not when `--scenario` names a
+    /// scenario that runs on clusters of its own (`nodes`, `held`), or one that runs on the
+    /// `current_thread` pass only (the contended ones, `kinds`) for the other pass.
+    fn wants_scenarios_on(&self, flavour: Flavour) -> bool {
+        let everywhere = ["serial", "concurrent32"];
+        let current_thread = (CONTENDED.iter().map(|(name, _)| name)).chain(&["kinds"]);
+        everywhere.iter().any(|s| self.wants_scenario(s))
+            || (flavour.hosts_own_thread()
+                && current_thread.into_iter().any(|s| self.wants_scenario(s)))
     }
 
     /// Whether the pass on `flavour` runs `subject`, whose rows are labelled `runtime`. Raw
@@ -145,8 +150,9 @@ fn run() -> Result<(), String> {
     );
 
     let mut rows = Vec::new();
+    let mut kinds = None;
     for flavour in [Flavour::CurrentThread, Flavour::MultiThread] {
-        if !args.wants_passes() || !args.wants_pass(flavour) {
+        if !args.wants_scenarios_on(flavour) || !args.wants_pass(flavour) {
             continue;
         }
         eprintln!("cluster bench: runtime {}", flavour.name());
@@ -160,7 +166,9 @@ fn run() -> Result<(), String> {
             .and_then(|r| r);
         // Bounded: a stuck task must not keep the process (and the nodes) alive.
         runtime.shutdown_timeout(Duration::from_secs(2));
-        rows.extend(result?);
+        let (pass_rows, pass_kinds) = result?;
+        rows.extend(pass_rows);
+        kinds = kinds.or(pass_kinds);
     }
     drop(cluster);
     if args.wants_scenario("nodes") && args.wants_runtime(Flavour::CurrentThread.name()) {
@@ -178,32 +186,51 @@ fn run() -> Result<(), String> {
         held = held::run(args.quick, plan)?;
     }
 
-    if rows.is_empty() && held.is_empty() {
+    if rows.is_empty() && held.is_empty() && kinds.is_none() {
         return Err(format!("--runtime and --subject select nothing; {USAGE}"));
     }
     let machine = Machine::detect(server, NODES, args.quick);
-    print!("{}", report::markdown(&rows, &held, &machine));
-    print!("{}", release_paused::markdown(&rows));
-    if let Some(dir) = args.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+    write_report(&rows, &held, kinds.as_ref(), &machine, &args.out)
+}
+
+/// Prints the markdown of every scenario that ran and writes the JSON to `out`.
+fn write_report(
+    rows: &[Row],
+    held: &[held::HeldRow],
+    kinds: Option<&KindsReport>,
+    machine: &Machine,
+    out: &Path,
+) -> Result<(), String> {
+    print!("{}", report::markdown(rows, held, machine));
+    print!("{}", release_paused::markdown(rows));
+    if let Some(kinds) = kinds {
+        print!("{}", kinds.markdown());
+    }
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    std::fs::write(&args.out, json::json(&rows, &held, &machine))
-        .map_err(|e| format!("writing {}: {e}", args.out.display()))?;
-    eprintln!("cluster bench: wrote {}", args.out.display());
+    std::fs::write(out, json::json(rows, held, kinds, machine))
+        .map_err(|e| format!("writing {}: {e}", out.display()))?;
+    eprintln!("cluster bench: wrote {}", out.display());
     Ok(())
 }
 
-/// Both scenarios for every selected subject on the current runtime.
+/// The pass's scenarios for every selected subject on the current runtime, and `kinds` on
+/// `current_thread`.
 async fn run_flavour(
     flavour: Flavour,
     urls: Vec<String>,
     addrs: Vec<SocketAddr>,
     plan: Plan,
     args: Args,
-) -> Result<Vec<Row>, String> {
+) -> Result<(Vec<Row>, Option<KindsReport>), String> {
     let plan = &plan;
     let name = flavour.name();
-    let subjects = subjects(flavour, &urls, &addrs, &args).await?;
+    let subjects = if args.wants_scenario("serial") || args.wants_scenario("concurrent32") {
+        subjects(flavour, &urls, &addrs, &args).await?
+    } else {
+        Vec::new()
+    };
     for subject in &subjects {
         subject
             .warm_up(plan.warmup)
@@ -233,7 +260,15 @@ async fn run_flavour(
             );
         }
     }
-    Ok(rows)
+    let kinds = if flavour.hosts_own_thread()
+        && args.wants_scenario("kinds")
+        && args.wants_subject("tokio", name)
+    {
+        Some(kinds::run(&urls, &addrs, name, plan).await?)
+    } else {
+        None
+    };
+    Ok((rows, kinds))
 }
 
 /// The subjects `args` selects for one runtime flavour, built on it.
@@ -673,7 +708,7 @@ pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "serial",
     "concurrent32",
     "contended8",
@@ -682,6 +717,7 @@ const SCENARIOS: [&str; 8] = [
     "nodes",
     "release",
     "held",
+    "kinds",
 ];
 
 /// The contended scenarios, each with how many processes share its 8 workers.
@@ -726,7 +762,7 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|contended2x4|contended4x2|nodes|release|held] \
+                     [--scenario serial|concurrent32|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
                      [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_core::ReleaseOutcome;
+use redlock_core::{NodeFault, ReleaseOutcome};
 use tokio::task::JoinSet;
 
+use crate::kinds::Kind;
 use crate::raw::RawClient;
 use crate::stats::{Samples, Stopwatch};
 
@@ -95,6 +96,13 @@ pub(crate) struct Subject {
     next_key: AtomicU64,
     /// Fenced subjects: acquisitions, and those whose token needed a write-back.
     fenced: Option<(AtomicU64, AtomicU64)>,
+    /// What a redlock-tokio cycle locks: the mutex, or another kind (`kinds`).
+    kind: Kind,
+    /// Every cycle on one resource (the prefix) instead of a fresh one (`kinds`' readers).
+    one_key: bool,
+    /// `kinds` subjects: releases that were not sent to some node for its backlog, counted
+    /// instead of failing the cycle (see [`Self::check_release`]).
+    backlogged: Option<AtomicU64>,
 }
 
 enum Driver {
@@ -191,6 +199,31 @@ impl Subject {
         }
     }
 
+    /// For a `kinds` subject: the releases some node was not sent for its backlog.
+    pub(crate) fn backlogged(&self) -> Option<u64> {
+        (self.backlogged.as_ref()).map(|n| n.load(Ordering::Relaxed))
+    }
+
+    /// [`all_released`] of the other nodes, for a `kinds` subject that counts a node not sent
+    /// the release for its backlog (`NodeFault::Backlogged`): a cycle returns at a quorum,
+    /// so under 32 workers the slowest nodes can fall behind by `max_in_flight` requests.
+    fn check_release(&self, nodes: &[ReleaseOutcome]) -> Result<(), String> {
+        let backlogged =
+            |n: &ReleaseOutcome| matches!(n, ReleaseOutcome::Failed(NodeFault::Backlogged { .. }));
+        let Some(count) = (self.backlogged.as_ref()).filter(|_| nodes.iter().any(backlogged))
+        else {
+            return all_released(self.name, nodes);
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        let rest: Vec<ReleaseOutcome> = nodes.iter().filter(|n| !backlogged(n)).cloned().collect();
+        let released = (rest.iter()).filter(|n| **n == ReleaseOutcome::Released);
+        if released.count() > nodes.len() / 2 {
+            all_released(self.name, &rest)
+        } else {
+            Err(format!("{}: release: {nodes:?}", self.name))
+        }
+    }
+
     /// For a fenced subject: acquisitions whose token was written back, and acquisitions.
     pub(crate) fn write_backs(&self) -> Option<(u64, u64)> {
         let (cycles, written_back) = self.fenced.as_ref()?;
@@ -198,6 +231,23 @@ impl Subject {
             written_back.load(Ordering::Relaxed),
             cycles.load(Ordering::Relaxed),
         ))
+    }
+
+    /// redlock-tokio locking `kind` each cycle (the `kinds` scenario), on a fresh resource
+    /// per cycle, or on one resource for all cycles and workers if `one_key`.
+    pub(crate) fn tokio_kind(
+        redlock: redlock_tokio::Redlock,
+        name: &'static str,
+        kind: Kind,
+        one_key: bool,
+        flavour: &'static str,
+    ) -> Self {
+        Self {
+            kind,
+            one_key,
+            backlogged: Some(AtomicU64::new(0)),
+            ..Self::new(Driver::Tokio(redlock), name, flavour, flavour)
+        }
     }
 
     pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
@@ -230,6 +280,9 @@ impl Subject {
             prefix: format!("bench:{}:{name}:{flavour}:", std::process::id()),
             next_key: AtomicU64::new(0),
             fenced: None,
+            kind: Kind::Mutex,
+            one_key: false,
+            backlogged: None,
         }
     }
 
@@ -247,8 +300,12 @@ impl Subject {
         matches!(self.driver, Driver::Blocking(_))
     }
 
-    /// A key no earlier cycle of this run used.
+    /// A key no earlier cycle of this run used; the same key every time for a `one_key`
+    /// subject.
     fn fresh_key(&self) -> String {
+        if self.one_key {
+            return self.prefix.clone();
+        }
         let n = self.next_key.fetch_add(1, Ordering::Relaxed);
         format!("{}{n}", self.prefix)
     }
@@ -261,9 +318,7 @@ impl Subject {
                 Driver::Raw(raw) => raw.cycle(key.as_bytes()).await,
                 Driver::Tokio(redlock) => {
                     let name = self.name;
-                    let guard = redlock
-                        .lock(key)
-                        .await
+                    let guard = (self.kind.lock(redlock, key).await)
                         .map_err(|e| format!("{name}: lock: {e}"))?;
                     if let Some((cycles, written_back)) = &self.fenced {
                         cycles.fetch_add(1, Ordering::Relaxed);
@@ -275,7 +330,7 @@ impl Subject {
                         .release()
                         .await
                         .map_err(|e| format!("{name}: release: {e}"))?;
-                    all_released(name, &nodes)
+                    self.check_release(&nodes)
                 }
                 Driver::AsyncStd(redlock) => {
                     let guard = redlock
@@ -409,7 +464,7 @@ impl Subject {
 
 /// Every node released, or was still being released when the call returned (a release
 /// returns once a quorum has answered), and a quorum released.
-fn all_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
+pub(crate) fn all_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
     let released = (nodes.iter()).filter(|n| **n == ReleaseOutcome::Released);
     let rest_pending =
         (nodes.iter()).all(|n| matches!(n, ReleaseOutcome::Released | ReleaseOutcome::Pending));

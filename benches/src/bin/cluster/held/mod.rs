@@ -19,11 +19,12 @@ use redlock_testkit::Cluster;
 use redlock_tokio::{LockGuard, Redlock};
 use tokio::task::JoinSet;
 
-use self::node::{dbsize, on_nodes, pttl_scan, script_calls};
+use self::node::{dbsize, pttl_scan};
 use crate::scenario::Plan;
 use crate::stats::rss_bytes;
 use crate::{Flavour, NODES};
 
+pub(crate) use node::{on_nodes, script_calls};
 pub(crate) use row::{HeldEntry, HeldRow, table, verdicts};
 
 /// `held`: each lock count in `plan.held_locks` on one fresh cluster, each in a child process

@@ -1,5 +1,6 @@
-//! The bench's own queries to the nodes in `held`, over blocking test-kit connections on the
-//! blocking pool: script call counts, key counts, every key's PTTL. Never the driver's path.
+//! The bench's own queries to the nodes in `held` (and `kinds`' script count), over blocking
+//! test-kit connections on the blocking pool: script call counts, key counts, every key's
+//! PTTL. Never the driver's path.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use redlock_testkit::{Conn, Reply};
 
 /// Runs a blocking node query on every node (one thread each), in node order.
-pub(super) async fn on_nodes<T, F>(addrs: &[SocketAddr], query: F) -> Result<Vec<T>, String>
+pub(crate) async fn on_nodes<T, F>(addrs: &[SocketAddr], query: F) -> Result<Vec<T>, String>
 where
     T: Send + 'static,
     F: Fn(SocketAddr) -> Result<T, String> + Clone + Send + 'static,
@@ -23,22 +24,22 @@ where
     for task in tasks {
         out.push(
             task.await
-                .map_err(|e| format!("held: node query panicked: {e}"))??,
+                .map_err(|e| format!("node query panicked: {e}"))??,
         );
     }
     Ok(out)
 }
 
 fn open(addr: SocketAddr) -> Result<Conn, String> {
-    Conn::open(addr, NODE_TIMEOUT).map_err(|e| format!("held: node {addr}: {e}"))
+    Conn::open(addr, NODE_TIMEOUT).map_err(|e| format!("node {addr}: {e}"))
 }
 
 fn command(conn: &mut Conn, addr: SocketAddr, args: &[&str]) -> Result<Reply, String> {
     let name = args.first().unwrap_or(&"");
     match conn.command(args) {
-        Ok(Reply::Error(e)) => Err(format!("held: node {addr}: {name}: {e}")),
+        Ok(Reply::Error(e)) => Err(format!("node {addr}: {name}: {e}")),
         Ok(reply) => Ok(reply),
-        Err(e) => Err(format!("held: node {addr}: {name}: {e}")),
+        Err(e) => Err(format!("node {addr}: {name}: {e}")),
     }
 }
 
@@ -52,11 +53,11 @@ pub(super) fn dbsize(addr: SocketAddr) -> Result<u64, String> {
 
 /// Scripts the node ran (`EVALSHA` and `EVAL` calls, from `INFO commandstats`). Between the
 /// last acquire and the first release these are extensions only.
-pub(super) fn script_calls(addr: SocketAddr) -> Result<u64, String> {
+pub(crate) fn script_calls(addr: SocketAddr) -> Result<u64, String> {
     let reply = command(&mut open(addr)?, addr, &["INFO", "commandstats"])?;
     let text = reply
         .as_str()
-        .ok_or_else(|| format!("held: node {addr}: INFO: {reply:?}"))?;
+        .ok_or_else(|| format!("node {addr}: INFO: {reply:?}"))?;
     Ok(text
         .lines()
         .filter_map(|l| {
