@@ -536,12 +536,14 @@ impl Phase {
         }
     }
 
-    /// The round the phase waits on (an inspection's first read).
+    /// The round the phase waits on: an attempt's (never its `PTTL` probe, whose deadline
+    /// the waiting step reads: lock/wait.rs), an extension's, a release's, an inspection's
+    /// first read.
     #[inline]
     fn round_mut(&mut self) -> Option<&mut Round> {
-        match self.rounds_mut() {
-            (Some(round), _) => Some(round),
-            (None, more) => more.first_mut(),
+        match self {
+            Self::Inspecting(i) => i.rounds_mut().first_mut(),
+            _ => self.rounds_mut().0,
         }
     }
 
