@@ -412,11 +412,20 @@ impl<R: CryptoRng> Client<R> {
                 });
                 // A native release refused, or a kind's release script missing from the
                 // node's cache (kinds/mod.rs), after the lock stopped waiting for it: no
-                // round resends it, and what it held would live until its ttl.
-                if let Some(script) = fallback.filter(|_| refused || noscript) {
+                // round resends it, and what it held would live until its ttl. Any other
+                // script missing then is loaded, with the others (`Node::reload_scripts`).
+                if refused || noscript {
                     let waits = (self.locks.get_mut(&op)).is_some_and(|l| l.awaits(id));
-                    if !waits && self.controls.resend_late {
-                        self.nodes[node.index()].send_pending(&script, Pending::Resent);
+                    let late = fallback.filter(|_| !waits && self.controls.resend_late);
+                    let n = &mut self.nodes[node.index()];
+                    if let Some(script) = &late {
+                        n.send_pending(script, Pending::Resent);
+                    }
+                    let reload = noscript && !waits;
+                    if reload {
+                        n.reload_scripts();
+                    }
+                    if late.is_some() || reload {
                         self.mark_dirty(node);
                     }
                 }

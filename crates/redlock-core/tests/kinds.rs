@@ -225,10 +225,63 @@ fn a_kind_release_refused_for_a_lost_script_after_the_release_returned_is_sent_a
     let mut eval = evalsha(&READ_RELEASE_SCRIPT, &keys, &["*"]);
     eval[0] = "EVAL".to_owned();
     eval[1] = READ_RELEASE_SCRIPT.body.to_owned();
-    assert_eq!(sent(&out, 0), vec![eval]);
+    let sent = sent(&out, 0);
+    assert_eq!(sent[0], eval);
+    // And the node loads every script again, since it lost them (the kinds' among them).
+    assert_reloaded(&sent[1..]);
     // Its reply waits for nobody.
     let out = h.reply(0, YES);
     assert!(out.events.is_empty() && out.disconnects.is_empty());
+}
+
+/// `commands` are a `SCRIPT LOAD` of each script the client sends: the mutex's, the fenced
+/// ones and every kind's.
+fn assert_reloaded(commands: &[Vec<String>]) {
+    let bodies: Vec<&str> = commands
+        .iter()
+        .map(|c| match &c[..] {
+            [script, load, body] if script == "SCRIPT" && load == "LOAD" => body.as_str(),
+            other => panic!("not a SCRIPT LOAD: {other:?}"),
+        })
+        .collect();
+    for script in [
+        &READ_ACQUIRE_SCRIPT,
+        &WRITE_RELEASE_SCRIPT,
+        &SEM_EXTEND_SCRIPT,
+        &RELEASE_SCRIPT,
+    ] {
+        assert!(bodies.contains(&script.body), "{} not loaded", script.sha1);
+    }
+    assert_eq!(bodies.len(), 16, "{bodies:?}");
+}
+
+/// A node whose answer to a kind's acquire comes after the others granted it, and is
+/// `-NOSCRIPT` (its first use there): nothing resends the acquire (it would set keys nobody
+/// holds), but the node loads the scripts, so that it takes part in the next lock; once per
+/// connection.
+#[test]
+fn a_late_noscript_to_an_acquire_loads_the_scripts_once_and_resends_nothing() {
+    let mut h = harness(3, 1);
+    let noscript: &[u8] = b"-NOSCRIPT No matching script.\r\n";
+    for round in 0..2 {
+        let (op, _) = acquire(&mut h, "r", &kind(LockKind::Read));
+        h.reply(1, YES);
+        acquired(&h.reply(2, YES).events);
+        let out = h.reply(0, noscript);
+        let sent = sent(&out, 0);
+        if round == 0 {
+            assert_reloaded(&sent);
+            // The loads' replies (their SHA1s) are not read.
+            for _ in &sent {
+                h.reply(0, b"+loaded\r\n");
+            }
+        } else {
+            assert!(sent.is_empty(), "loaded twice: {sent:?}");
+        }
+        h.client.release(h.now, op).unwrap();
+        h.drain();
+        answer(&mut h, &[b":-1\r\n", YES, YES]);
+    }
 }
 
 #[test]

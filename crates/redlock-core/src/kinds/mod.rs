@@ -23,6 +23,8 @@ use args::{KindArgs, KindUse};
 pub(crate) mod args;
 mod scripts;
 
+pub(crate) use scripts::KIND_SCRIPTS;
+
 pub use scripts::{
     MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, READ_ACQUIRE_SCRIPT,
     READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT,

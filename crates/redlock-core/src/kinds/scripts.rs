@@ -127,3 +127,20 @@ pub const WRITE_ACQUIRE_IGNORES_READERS_SCRIPT: Script = Script {
     body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) redis.call('DEL', KEYS[3]) return 1 end if tonumber(ARGV[3]) > 0 then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end return 0",
     sha1: "db1c692439a0108d608e4253fedb49359833e985",
 };
+
+/// Every normative script of the kinds (docs/kinds.md, "Scripts"), as a node that lost one
+/// loads them again (session/mod.rs, `Session::reload_scripts`).
+pub(crate) const KIND_SCRIPTS: [&Script; 12] = [
+    &MULTI_ACQUIRE_SCRIPT,
+    &MULTI_RELEASE_SCRIPT,
+    &MULTI_EXTEND_SCRIPT,
+    &READ_ACQUIRE_SCRIPT,
+    &WRITE_ACQUIRE_SCRIPT,
+    &WRITE_ABANDON_SCRIPT,
+    &WRITE_RELEASE_SCRIPT,
+    &READ_RELEASE_SCRIPT,
+    &READ_EXTEND_SCRIPT,
+    &SEM_ACQUIRE_SCRIPT,
+    &SEM_RELEASE_SCRIPT,
+    &SEM_EXTEND_SCRIPT,
+];

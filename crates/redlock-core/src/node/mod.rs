@@ -240,6 +240,13 @@ impl Node {
         self.in_flight.push_back(pending);
     }
 
+    /// Loads every script the client sends on the current connection, once, after a
+    /// `-NOSCRIPT` no round answers by resending (session/mod.rs, `Session::reload_scripts`).
+    pub(crate) fn reload_scripts(&mut self) {
+        let loads = self.session.reload_scripts(self.outbox.buf());
+        self.in_flight.extend((0..loads).map(|_| Pending::Preload));
+    }
+
     /// After a fenced pipeline: reads the node's clock again if its reading is older than
     /// [`CLOCK_READING_MAX_AGE`] and none is in flight, so that the nodes' readings stay of
     /// about the same age and their floors agree (fencing.rs, `NodeClock::floor`).

@@ -22,8 +22,9 @@ use bytes::BytesMut;
 
 use crate::command::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 use crate::config::Config;
-use crate::fencing::NodeClock;
+use crate::fencing::{FENCED_ACQUIRE_SCRIPT, NodeClock, RAISE_FENCE_SCRIPT};
 use crate::identity::{self, CONFIG_GET_APPEND, INFO_SERVER, Identity, Persistence};
+use crate::kinds::KIND_SCRIPTS;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder, ProtocolError};
 use crate::server::NodeCommands;
@@ -95,6 +96,9 @@ pub(crate) struct Session {
     pub(crate) resp3: bool,
     /// Whether the current connection refused a `SUBSCRIBE`: no more are sent on it.
     pub(crate) subscriptions_refused: bool,
+    /// Whether the current connection was sent every script again after a late
+    /// `-NOSCRIPT` ([`reload_scripts`](Self::reload_scripts)): once is enough.
+    scripts_reloaded: bool,
     /// The node's clock as its `TIME` read on the current connection said, if it did: the
     /// floor of a fenced pipeline comes from it (fencing.rs).
     pub(crate) clock: Option<NodeClock>,
@@ -112,8 +116,31 @@ impl Session {
             ask_identity: config.restart_quarantine.is_some(),
             resp3: false,
             subscriptions_refused: false,
+            scripts_reloaded: false,
             clock: None,
         }
+    }
+
+    /// The current connection answered `-NOSCRIPT` to a script after its lock stopped
+    /// waiting for the answer (an acquisition decided by the other nodes, most often the
+    /// first use of a kind's script): no round sends that script again, so the node would
+    /// answer each later use the same way and, while it answers last, never take part in
+    /// that kind's locks. Encodes into `buf` a `SCRIPT LOAD` of every script the client
+    /// sends (the preloads and the kinds', docs/kinds.md), once per connection; returns how
+    /// many (their replies are not needed: `Step::Preload`).
+    pub(crate) fn reload_scripts(&mut self, buf: &mut BytesMut) -> usize {
+        if std::mem::replace(&mut self.scripts_reloaded, true) {
+            return 0;
+        }
+        let mutex = [&RELEASE_SCRIPT, &EXTEND_SCRIPT];
+        let fenced = [&FENCED_ACQUIRE_SCRIPT, &RAISE_FENCE_SCRIPT];
+        let scripts = (mutex.iter().chain(&fenced)).chain(&KIND_SCRIPTS);
+        let mut count = 0;
+        for script in scripts {
+            resp::encode(buf, &[b"SCRIPT", b"LOAD", script.body.as_bytes()]);
+            count += 1;
+        }
+        count
     }
 
     /// Writes the handshake of a new connection into `buf` and its steps into `steps`, in
@@ -168,6 +195,7 @@ impl Session {
         self.clock = None;
         self.resp3 = false;
         self.subscriptions_refused = false;
+        self.scripts_reloaded = false;
     }
 
     /// The node's `TIME` said `clock` at `now` (`None`: no clock): the floor's reading.
