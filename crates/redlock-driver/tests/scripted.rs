@@ -11,12 +11,12 @@ use redlock_core::{
     AutoExtend, Client, ConfigBuilder, Input, LostReason, NodeId, Output, ReleaseOutcome,
 };
 use redlock_driver::WithLockError;
-use redlock_driver::{Cmd, DriverParts, Handle, LockError, LockGuard, OsRng, Setup, Waiters};
+use redlock_driver::{Cmd, DriverParts, DriverRng, Handle, LockError, LockGuard, Setup, Waiters};
 use tokio::sync::mpsc;
 
 /// The driver side: a one-node loop whose socket is this test.
 struct Scripted {
-    client: Client<OsRng>,
+    client: Client<DriverRng>,
     commands: mpsc::UnboundedReceiver<Cmd>,
     waiters: Waiters,
     /// Bytes written to the node since the last `take_sent`.
