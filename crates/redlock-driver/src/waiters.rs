@@ -238,8 +238,12 @@ impl Waiters {
             Event::Released { nodes, .. } => {
                 w.state.send_modify(|s| s.released = Some(nodes.clone()));
                 self.owed -= w.release.len();
-                for reply in w.release.drain(..) {
-                    let _ = reply.send(Ok(nodes.clone()));
+                // The last answer takes the report itself: one copy fewer per release.
+                if let Some(last) = w.release.pop() {
+                    for reply in w.release.drain(..) {
+                        let _ = reply.send(Ok(nodes.clone()));
+                    }
+                    let _ = last.send(Ok(nodes));
                 }
                 self.forget(op);
             }
