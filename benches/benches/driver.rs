@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use redlock_core::{Client, ConnId, EXTEND_SCRIPT, Input, Output, RELEASE_SCRIPT, ReleaseOutcome};
-use redlock_driver::{DriverParts, Handle, OsRng, Setup, Waiters};
+use redlock_driver::{DriverParts, DriverRng, Handle, Setup, Waiters};
 
 fn main() {
     let mut bench = Bench::connected();
@@ -163,7 +163,7 @@ impl Loop {
 
     /// Acts on every output, each observed first: the drivers' `drain`, writing nowhere.
     fn drain(&mut self) {
-        let client: &mut Client<OsRng> = &mut self.parts.client;
+        let client: &mut Client<DriverRng> = &mut self.parts.client;
         loop {
             let output = client.poll_output();
             self.waiters.observer().output(client, &output);

@@ -21,8 +21,9 @@ pub struct LockRef {
     pub(crate) op: OpId,
     /// The resource that names the lock: a multi-lock's first in byte order.
     pub(crate) resource: Resource,
-    /// Every resource held: the one resource, or a multi-lock's set in byte order.
-    pub(crate) resources: Arc<[Resource]>,
+    /// A multi-lock's set in byte order; `None` for a lock of one resource, which is
+    /// `resource` (no allocation per lock for the common case).
+    pub(crate) resources: Option<Arc<[Resource]>>,
     /// The kind the lock was taken as (a multi-lock is a mutex of each resource).
     pub(crate) kind: LockKind,
     pub(crate) token: Token,
@@ -46,7 +47,10 @@ impl LockRef {
     /// Every resource this lock holds: the one resource, or a multi-lock's set sorted by
     /// bytes and deduplicated (docs/kinds.md, "Multi-resource lock").
     pub fn resources(&self) -> &[Resource] {
-        &self.resources
+        match &self.resources {
+            Some(set) => set,
+            None => std::slice::from_ref(&self.resource),
+        }
     }
 
     /// The kind this lock was taken as: [`LockKind::Mutex`] (a plain lock, and each

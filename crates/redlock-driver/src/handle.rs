@@ -125,11 +125,10 @@ impl Handle {
         let result = rx.await;
         cancel.armed = false;
         let (op, acquired) = result.map_err(|_| LockError::Shutdown)??;
-        let resources = set.unwrap_or_else(|| Arc::from([acquired.resource.clone()]));
         Ok(LockGuard::new(LockRef {
             op,
             resource: acquired.resource,
-            resources,
+            resources: set,
             kind,
             token: acquired.token,
             stats: Arc::new(acquired.stats),

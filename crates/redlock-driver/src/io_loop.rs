@@ -18,7 +18,7 @@ use crate::endpoint::Endpoint;
 use crate::handshake::open_wire;
 use crate::request::Cmd;
 use crate::runtime::{Connecting, Runtime};
-use crate::setup::{DriverParts, OsRng};
+use crate::setup::{DriverParts, DriverRng};
 use crate::waiters::Waiters;
 use crate::wire::Wire;
 
@@ -58,7 +58,7 @@ enum Wake<S> {
 
 /// The loop of an async driver; `run` it as a task or under `block_on` on a thread.
 pub struct IoLoop<R: Runtime> {
-    client: Client<OsRng>,
+    client: Client<DriverRng>,
     rx: mpsc::UnboundedReceiver<Cmd>,
     endpoints: Vec<Endpoint>,
     conns: Vec<Conn<R::Stream>>,
@@ -146,11 +146,14 @@ impl<R: Runtime> IoLoop<R> {
                     self.feed(Input::Timeout(now));
                 }
             }
-            // With several locks in flight, each command or reply would otherwise cost its
+            // With several callers waiting, each command or reply would otherwise cost its
             // own turn and its own write per node. Yield once so handles can queue more, then
             // take everything already waiting: one drain and one write per node serve the
-            // whole batch. A single lock skips this: it would only add delay.
-            if self.client.active_ops() > 1 {
+            // whole batch. A single caller skips this (even while an earlier release's last
+            // replies are in flight): only it can send the next request, and the yield would
+            // cost a poll of the runtime's driver (an `epoll_wait`) and a delay per turn
+            // (benches/README.md, "Client CPU per lock").
+            if self.waiters.callers_waiting() > 1 {
                 R::yield_now().await;
                 self.take_ready();
             }

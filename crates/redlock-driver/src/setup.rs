@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use rand_core::SeedableRng;
 use redlock_core::{Client, Config, ConfigBuilder, NodeAddress};
 use tokio::sync::mpsc;
 
@@ -12,8 +13,13 @@ use crate::error::LockError;
 use crate::handle::Handle;
 use crate::request::Cmd;
 
-/// The RNG the core draws tokens and jitter from: the operating system's.
-pub type OsRng = rand_core::UnwrapErr<getrandom::SysRng>;
+/// The RNG the core draws tokens and jitter from: ChaCha20, a CSPRNG, seeded once from the
+/// operating system's when the driver is built (STYLE.md §5: "Drivers pass an OS-seeded
+/// CSPRNG"). Drawing every token from the OS cost a `getrandom` system call per lock, half of
+/// a concurrent lock cycle's system calls (benches/README.md, "Client CPU per lock"). Only the
+/// driver's loop draws from it, and a forked child has no loop thread, so no two processes
+/// share its stream.
+pub type DriverRng = chacha20::ChaCha20Rng;
 
 /// Node addresses, core configuration and connect timeout, as a driver's builder collects
 /// them.
@@ -28,8 +34,8 @@ pub struct Setup {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct DriverParts {
-    /// The core, with the operating system's RNG.
-    pub client: Client<OsRng>,
+    /// The core, with an RNG seeded from the operating system's ([`DriverRng`]).
+    pub client: Client<DriverRng>,
     /// Requests from the [`Handle`] and its guards; `None` once all of them are gone.
     pub commands: mpsc::UnboundedReceiver<Cmd>,
     /// Where each node is, indexed by `NodeId`.
@@ -86,11 +92,14 @@ impl Setup {
     /// handle and its guards read it, and the loop stamps its inputs with it
     /// ([`DriverParts::clock`]), so the core's deadlines and `validity()` agree. Dropping the
     /// parts instead of running them makes every request fail with [`LockError::Shutdown`].
-    /// TLS files are read here: an unusable one is [`LockError::Tls`].
+    /// TLS files are read here: an unusable one is [`LockError::Tls`]. The RNG is seeded
+    /// here: an operating system that gives no random bytes is [`LockError::Start`].
     pub fn build(self, clock: fn() -> Instant) -> Result<(Handle, DriverParts), LockError> {
         let config = self.config.build()?;
         let endpoints = Endpoint::for_nodes(&self.addrs)?;
-        let client = Client::new(config.clone(), rand_core::UnwrapErr(getrandom::SysRng));
+        let rng = DriverRng::try_from_rng(&mut getrandom::SysRng)
+            .map_err(|e| LockError::Start(format!("no random bytes from the OS: {e}")))?;
+        let client = Client::new(config.clone(), rng);
         let (tx, commands) = mpsc::unbounded_channel();
         let parts = DriverParts {
             client,

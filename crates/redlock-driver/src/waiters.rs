@@ -2,7 +2,6 @@
 //! turns requests into core calls and core events into answers; it never touches a socket or
 //! a clock.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
@@ -11,6 +10,7 @@ use tokio::sync::watch;
 
 use crate::error::LockError;
 use crate::observe::{Observer, Step};
+use crate::op_hash::OpMap;
 use crate::request::{Acquire, Cmd, LockState, Reply, Request, Target};
 
 /// Who waits for what on each operation in flight, and which acquired locks nobody holds.
@@ -20,15 +20,19 @@ use crate::request::{Acquire, Cmd, LockState, Reply, Request, Target};
 /// after each drain, before waiting.
 #[derive(Default)]
 pub struct Waiters {
-    ops: HashMap<OpId, OpWaiters>,
+    ops: OpMap<OpId, OpWaiters>,
     /// `lock()` calls by ticket, so that a dropped future can cancel its operation.
-    tickets: HashMap<u64, OpId>,
+    tickets: OpMap<u64, OpId>,
     /// Locks acquired for a `lock()` future that was dropped.
     orphans: Vec<OpId>,
     /// Inspections and releases by token: one answer each, no lock state.
-    queries: HashMap<OpId, Query>,
+    queries: OpMap<OpId, Query>,
     /// Telemetry: requests and events from here, inputs and outputs from the loop.
     observer: Observer,
+    /// Answers callers wait for: the replies held in `ops` and `queries` (see
+    /// [`Waiters::callers_waiting`]), counted where each is stored and where each is sent or
+    /// dropped.
+    owed: usize,
 }
 
 /// Who waits for an operation on a lock this process does not hold.
@@ -58,6 +62,13 @@ impl Waiters {
         &mut self.observer
     }
 
+    /// How many answers callers are waiting for (lock, extend, release, inspect calls): what
+    /// a loop may batch for. With one, nothing but that caller can send the next request, so
+    /// waiting for more only delays it.
+    pub fn callers_waiting(&self) -> usize {
+        self.owed
+    }
+
     /// Feeds a request to the core: acquire, cancel, extend, release, inspect or release by
     /// token. Like every core input, the loop MUST drain the core before calling this.
     pub fn command<R: CryptoRng>(&mut self, now: Instant, client: &mut Client<R>, cmd: Cmd) {
@@ -76,7 +87,10 @@ impl Waiters {
                 // Refused when already releasing (after a loss): wait for that release.
                 let accepted = client.release(now, op).is_ok();
                 match (self.ops.get_mut(&op), reply) {
-                    (Some(w), Some(reply)) => w.release.push(reply),
+                    (Some(w), Some(reply)) => {
+                        w.release.push(reply);
+                        self.owed += 1;
+                    }
                     (None, Some(reply)) => drop(reply.send(Err(LockError::NotHeld))),
                     (_, None) => {}
                 }
@@ -84,13 +98,14 @@ impl Waiters {
                     self.observer.requested(now, op, Step::Release);
                     // The release round replaces an extension in flight, whose answer will
                     // never come: the lock is no longer held for it.
-                    w.answer_extensions(|| LockError::NotHeld);
+                    self.owed -= w.answer_extensions(|| LockError::NotHeld);
                 }
             }
             Request::Inspect { resource, reply } => match client.inspect(now, resource.clone()) {
                 Ok(op) => {
                     self.observer.requested(now, op, Step::Inspect(&resource));
                     self.queries.insert(op, Query::Inspect(reply));
+                    self.owed += 1;
                 }
                 Err(e) => drop(reply.send(Err(e.into()))),
             },
@@ -103,6 +118,7 @@ impl Waiters {
                     self.observer
                         .requested(now, op, Step::ReleaseToken(&resource));
                     self.queries.insert(op, Query::ReleaseToken(reply));
+                    self.owed += 1;
                 }
                 Err(e) => drop(reply.send(Err(e.into()))),
             },
@@ -146,6 +162,7 @@ impl Waiters {
             release: Vec::new(),
         };
         self.ops.insert(op, waiters);
+        self.owed += 1;
     }
 
     /// Extends a held lock; the answer comes with the core's event, or now if refused.
@@ -163,7 +180,10 @@ impl Waiters {
         }
         self.observer.requested(now, op, Step::Extend);
         match self.ops.get_mut(&op) {
-            Some(w) => w.extend.push(reply),
+            Some(w) => {
+                w.extend.push(reply);
+                self.owed += 1;
+            }
             None => drop(reply.send(Err(LockError::NotHeld))),
         }
     }
@@ -178,6 +198,7 @@ impl Waiters {
             return;
         };
         if let Some(query) = self.queries.remove(&op) {
+            self.owed -= 1;
             return query.answer(event);
         }
         let Some(w) = self.ops.get_mut(&op) else {
@@ -185,11 +206,10 @@ impl Waiters {
         };
         match event {
             Event::Acquired(acquired) => {
-                w.state.send_modify(|s| s.deadline = acquired.deadline);
-                let delivered = w
-                    .acquire
-                    .take()
-                    .is_some_and(|reply| reply.send(Ok((op, acquired))).is_ok());
+                set_deadline(&w.state, acquired.deadline);
+                let reply = w.acquire.take();
+                self.owed -= usize::from(reply.is_some());
+                let delivered = reply.is_some_and(|reply| reply.send(Ok((op, acquired))).is_ok());
                 if !delivered {
                     // The `lock()` future is gone: nobody will ever release this lock.
                     self.orphans.push(op);
@@ -197,12 +217,14 @@ impl Waiters {
             }
             Event::AcquireFailed { reason, stats, .. } => {
                 if let Some(reply) = w.acquire.take() {
+                    self.owed -= 1;
                     let _ = reply.send(Err(LockError::Acquire { reason, stats }));
                 }
                 self.forget(op);
             }
             Event::Extended { deadline, .. } => {
-                w.state.send_modify(|s| s.deadline = deadline);
+                set_deadline(&w.state, deadline);
+                self.owed -= w.extend.len();
                 for reply in w.extend.drain(..) {
                     let _ = reply.send(Ok(deadline));
                 }
@@ -211,12 +233,17 @@ impl Waiters {
                 // Also emitted for a lock whose release is pending (released past its
                 // deadline): the release waiters wait on for `Released`.
                 w.state.send_modify(|s| s.lost = Some(reason.clone()));
-                w.answer_extensions(|| LockError::Lost(reason.clone()));
+                self.owed -= w.answer_extensions(|| LockError::Lost(reason.clone()));
             }
             Event::Released { nodes, .. } => {
                 w.state.send_modify(|s| s.released = Some(nodes.clone()));
-                for reply in w.release.drain(..) {
-                    let _ = reply.send(Ok(nodes.clone()));
+                self.owed -= w.release.len();
+                // The last answer takes the report itself: one copy fewer per release.
+                if let Some(last) = w.release.pop() {
+                    for reply in w.release.drain(..) {
+                        let _ = reply.send(Ok(nodes.clone()));
+                    }
+                    let _ = last.send(Ok(nodes));
                 }
                 self.forget(op);
             }
@@ -241,6 +268,8 @@ impl Waiters {
     /// dropped answer would read as [`LockError::Shutdown`], which means the driver is gone.
     fn forget(&mut self, op: OpId) {
         if let Some(mut w) = self.ops.remove(&op) {
+            // Every reply it holds is answered or dropped here.
+            self.owed -= usize::from(w.acquire.is_some()) + w.extend.len() + w.release.len();
             self.tickets.remove(&w.ticket);
             w.answer_extensions(|| LockError::NotHeld);
             for reply in w.release.drain(..) {
@@ -266,11 +295,23 @@ impl Query {
     }
 }
 
+/// Moves a lock's deadline without waking anyone: a guard reads it when asked, and what a
+/// guard waits for (`LockRef::lost`) is a loss or a release, never a deadline. Waking the
+/// channel's waiters costs a lock and a scan of its notifiers per acquisition and extension.
+fn set_deadline(state: &watch::Sender<LockState>, deadline: Instant) {
+    state.send_if_modified(|s| {
+        s.deadline = deadline;
+        false
+    });
+}
+
 impl OpWaiters {
-    /// Answers every extension waiting on this operation with `err()`.
-    fn answer_extensions(&mut self, err: impl Fn() -> LockError) {
+    /// Answers every extension waiting on this operation with `err()`; returns how many.
+    fn answer_extensions(&mut self, err: impl Fn() -> LockError) -> usize {
+        let answered = self.extend.len();
         for reply in self.extend.drain(..) {
             let _ = reply.send(Err(err()));
         }
+        answered
     }
 }

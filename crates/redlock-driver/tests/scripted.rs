@@ -11,12 +11,12 @@ use redlock_core::{
     AutoExtend, Client, ConfigBuilder, Input, LostReason, NodeId, Output, ReleaseOutcome,
 };
 use redlock_driver::WithLockError;
-use redlock_driver::{Cmd, DriverParts, Handle, LockError, LockGuard, OsRng, Setup, Waiters};
+use redlock_driver::{Cmd, DriverParts, DriverRng, Handle, LockError, LockGuard, Setup, Waiters};
 use tokio::sync::mpsc;
 
 /// The driver side: a one-node loop whose socket is this test.
 struct Scripted {
-    client: Client<OsRng>,
+    client: Client<DriverRng>,
     commands: mpsc::UnboundedReceiver<Cmd>,
     waiters: Waiters,
     /// Bytes written to the node since the last `take_sent`.
@@ -131,11 +131,14 @@ fn lock_extend_release() {
     assert_eq!(guard.lost_reason(), None);
 
     let before = guard.deadline();
+    assert_eq!(l.waiters.callers_waiting(), 0, "the lock call was answered");
     let mut extend = Box::pin(guard.extend());
     assert!(poll(extend.as_mut()).is_pending());
     assert_eq!(l.commands(), 1);
+    assert_eq!(l.waiters.callers_waiting(), 1);
     assert!(l.take_sent().contains("EVALSHA"));
     l.reply(b":1\r\n");
+    assert_eq!(l.waiters.callers_waiting(), 0);
     let Poll::Ready(Ok(deadline)) = poll(extend.as_mut()) else {
         panic!("not extended")
     };
@@ -150,10 +153,44 @@ fn lock_extend_release() {
     let mut release = pin!(guard.release());
     assert!(poll(release.as_mut()).is_pending());
     assert_eq!(l.commands(), 1);
+    assert_eq!(l.waiters.callers_waiting(), 1);
     l.reply(b":1\r\n");
     let report = poll(release.as_mut());
     assert!(matches!(report, Poll::Ready(Ok(r)) if r == [ReleaseOutcome::Released]));
     assert_eq!(l.client.active_ops(), 0);
+    assert_eq!(l.waiters.callers_waiting(), 0);
+}
+
+/// The loop batches only while several callers wait (`IoLoop`): each call waiting for its
+/// answer counts once, until the answer is sent or can no longer be.
+#[test]
+fn callers_waiting_counts_the_answers_owed() {
+    let (handle, mut l) = Scripted::start();
+    let mut a = Box::pin(handle.lock("a"));
+    let mut b = Box::pin(handle.lock("b"));
+    assert!(poll(a.as_mut()).is_pending() && poll(b.as_mut()).is_pending());
+    assert_eq!(l.commands(), 2);
+    assert_eq!(l.waiters.callers_waiting(), 2);
+    l.reply(b"+OK\r\n");
+    assert_eq!(l.waiters.callers_waiting(), 1, "a's guard is ready");
+    drop(b);
+    assert_eq!(l.commands(), 1, "b's cancellation");
+    l.reply(b"+OK\r\n");
+    assert_eq!(
+        l.waiters.callers_waiting(),
+        0,
+        "nobody waits for b any more"
+    );
+    let Poll::Ready(Ok(guard)) = poll(a.as_mut()) else {
+        panic!("a not acquired")
+    };
+    drop(guard);
+    l.commands();
+    assert_eq!(
+        l.waiters.callers_waiting(),
+        0,
+        "a dropped guard waits for nothing"
+    );
 }
 
 /// A released lock is never reported lost: `lost()` stays pending after the release, and

@@ -218,6 +218,8 @@ struct SummaryJson {
     p99_us: Option<f64>,
     ops_per_s: Option<f64>,
     cpu_us_per_cycle: Option<f64>,
+    /// Times a thread of the bench process was switched onto a CPU, per cycle.
+    switches_per_cycle: Option<f64>,
     /// The nodes' CPU (all 5 processes) per cycle.
     server_cpu_us_per_cycle: Option<f64>,
 }
@@ -269,6 +271,7 @@ impl SummaryJson {
             p99_us: us(s.p99),
             ops_per_s: rounded(s.ops_per_s, 1),
             cpu_us_per_cycle: us(s.cpu_per_cycle),
+            switches_per_cycle: rounded(s.switches_per_cycle, 2),
             server_cpu_us_per_cycle: us(s.server_cpu_per_cycle),
         }
     }

@@ -453,14 +453,14 @@ fn rows_table(s: &mut String, rows: &[Row]) {
     if !rows.is_empty() {
         s.push_str(
             "| scenario | runtime | subject | p50 | p99 | ops/s | p50 / raw | ops/s / raw | \
-             CPU/cycle | CPU / raw | server CPU/cycle | server CPU / raw |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+             CPU/cycle | CPU / raw | switches/cycle | server CPU/cycle | server CPU / raw |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         );
     }
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {} |",
             r.scenario,
             r.runtime,
             r.subject,
@@ -471,6 +471,7 @@ fn rows_table(s: &mut String, rows: &[Row]) {
             fixed(r.ops_ratio()),
             micros(r.summary.cpu_per_cycle),
             fixed(r.cpu_ratio()),
+            r.summary.switches_per_cycle,
             micros(r.summary.server_cpu_per_cycle),
             fixed(r.server_cpu_ratio()),
         );

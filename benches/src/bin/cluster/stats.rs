@@ -1,5 +1,5 @@
-//! Latency samples and their summary (p50, p99, cycles per second, CPU per cycle), and the
-//! CPU time of the process and of the nodes, and the process's RSS. Plain nearest-rank
+//! Latency samples and their summary (p50, p99, cycles per second, CPU and context switches
+//! per cycle), and the CPU time of the process and of the nodes, and the process's RSS. Plain nearest-rank
 //! percentiles over every sample; no histograms, no outlier rejection.
 
 use std::sync::Mutex;
@@ -13,6 +13,8 @@ pub(crate) struct Samples {
     wall: Duration,
     cpu: Duration,
     server_cpu: Duration,
+    /// Times this process's threads were switched onto a CPU.
+    switches: u64,
 }
 
 /// What the report prints for one driver in one scenario.
@@ -28,6 +30,9 @@ pub(crate) struct Summary {
     /// CPU time of the nodes' processes (all threads of all nodes, see [`watch_servers`])
     /// per cycle.
     pub(crate) server_cpu_per_cycle: Duration,
+    /// Times a thread of this process was switched onto a CPU, per cycle: one per wake-up
+    /// after a sleep (a parked runtime thread, a blocked caller) or a preemption.
+    pub(crate) switches_per_cycle: f64,
 }
 
 impl Samples {
@@ -37,6 +42,7 @@ impl Samples {
             wall: Duration::ZERO,
             cpu: Duration::ZERO,
             server_cpu: Duration::ZERO,
+            switches: 0,
         }
     }
 
@@ -51,12 +57,15 @@ impl Samples {
         self.wall += other.wall;
         self.cpu += other.cpu;
         self.server_cpu += other.server_cpu;
+        self.switches += other.switches;
     }
 
     /// Adds the wall time and CPU time of a block, from `start` taken before it.
     pub(crate) fn add_block(&mut self, start: &Stopwatch) {
         self.wall += start.wall.elapsed();
-        self.cpu += process_cpu().saturating_sub(start.cpu);
+        let (cpu, switches) = process_cpu();
+        self.cpu += cpu.saturating_sub(start.cpu);
+        self.switches += switches.saturating_sub(start.switches);
         self.server_cpu += server_cpu().saturating_sub(start.server_cpu);
     }
 
@@ -82,6 +91,11 @@ impl Samples {
             },
             cpu_per_cycle: per_cycle(self.cpu),
             server_cpu_per_cycle: per_cycle(self.server_cpu),
+            switches_per_cycle: if self.nanos.is_empty() {
+                0.0
+            } else {
+                self.switches as f64 / self.nanos.len() as f64
+            },
         }
     }
 }
@@ -91,13 +105,17 @@ pub(crate) struct Stopwatch {
     wall: Instant,
     cpu: Duration,
     server_cpu: Duration,
+    switches: u64,
 }
 
 impl Stopwatch {
     pub(crate) fn start() -> Self {
+        let server_cpu = server_cpu();
+        let (cpu, switches) = process_cpu();
         Self {
-            server_cpu: server_cpu(),
-            cpu: process_cpu(),
+            server_cpu,
+            cpu,
+            switches,
             wall: Instant::now(),
         }
     }
@@ -126,26 +144,30 @@ fn server_cpu() -> Duration {
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     pids.iter()
-        .map(|pid| tasks_cpu(&format!("/proc/{pid}/task")))
+        .map(|pid| tasks_cpu(&format!("/proc/{pid}/task")).0)
         .sum()
 }
 
-/// CPU time of every live thread of this process, from `/proc/self/task/*/schedstat`
-/// (nanoseconds on CPU); zero where that is unreadable, e.g. off Linux.
-fn process_cpu() -> Duration {
+/// CPU time of every live thread of this process and the times they were switched onto a
+/// CPU, from `/proc/self/task/*/schedstat`; zero where that is unreadable, e.g. off Linux.
+fn process_cpu() -> (Duration, u64) {
     tasks_cpu("/proc/self/task")
 }
 
-/// The summed first field (nanoseconds on CPU) of `DIR/*/schedstat`.
-fn tasks_cpu(dir: &str) -> Duration {
+/// The summed first and third fields of `DIR/*/schedstat`: nanoseconds on CPU, and times
+/// switched onto a CPU (the kernel's `pcount`, which counts every switch-in).
+fn tasks_cpu(dir: &str) -> (Duration, u64) {
     let Ok(tasks) = std::fs::read_dir(dir) else {
-        return Duration::ZERO;
+        return (Duration::ZERO, 0);
     };
-    let nanos = tasks
+    let (nanos, switches) = tasks
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
+        .filter_map(|stat| {
+            let mut fields = stat.split_whitespace().map(|f| f.parse::<u64>().ok());
+            Some((fields.next()??, fields.nth(1)??))
+        })
+        .fold((0, 0), |(n, s), (cpu, runs)| (n + cpu, s + runs));
+    (Duration::from_nanos(nanos), switches)
 }
 
 /// Resident set size of this process (`VmRSS` in `/proc/self/status`) in bytes; zero where

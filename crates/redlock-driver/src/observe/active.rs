@@ -2,8 +2,6 @@
 //! node's link and unanswered write, each operation's start, state and spans. It decides
 //! what happened; `trace` and `metric` say it.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use rand_core::CryptoRng;
@@ -15,6 +13,7 @@ use super::metric::Metrics;
 use super::node::{NodeState, node};
 #[cfg(feature = "tracing")]
 use super::trace::{self, OpSpans};
+use crate::op_hash::OpMap;
 
 /// The observer's state.
 #[derive(Default)]
@@ -25,7 +24,7 @@ pub(super) struct Active {
     /// Each node's name, from the configuration (no password).
     names: Vec<NodeName>,
     nodes: Vec<NodeState>,
-    ops: HashMap<OpId, OpState, BuildHasherDefault<OpHasher>>,
+    ops: OpMap<OpId, OpState>,
     /// The node whose bytes the core read last: its commands are compared once drained.
     #[cfg(feature = "tracing")]
     received: Option<redlock_core::NodeId>,
@@ -307,26 +306,5 @@ impl Active {
         if self.names.is_empty() {
             self.names = client.config().node_names().to_vec();
         }
-    }
-}
-
-/// Hashes an [`OpId`] (one `u64`, counted up from 0 by the core) by one multiplication:
-/// SipHash would cost more than the rest of the map, and nobody hostile picks the ids.
-#[derive(Default)]
-struct OpHasher(u64);
-
-impl Hasher for OpHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
