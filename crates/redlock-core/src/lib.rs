@@ -61,9 +61,10 @@
 //! # fn close(_: ConnId) {}
 //! # fn deliver(_: Event) {}
 //!
-//! // 1. Build the client from a config and a CSPRNG. The OS's generator, through the
-//! //    `getrandom` crate (feature `sys_rng`) and `rand_core`, is what the drivers use; any
-//! //    `rand_core::CryptoRng` will do (a seeded `chacha20::ChaCha20Rng` makes tests repeatable).
+//! // 1. Build the client from a config and a CSPRNG: here the OS's generator, through the
+//! //    `getrandom` crate (feature `sys_rng`) and `rand_core`; any `rand_core::CryptoRng`
+//! //    will do (the drivers use a `chacha20::ChaCha20Rng` seeded once from the OS's, which
+//! //    saves a system call per token; one with a fixed seed makes tests repeatable).
 //! let config = Config::builder(5).build()?;
 //! let mut client = Client::new(config, rand_core::UnwrapErr(getrandom::SysRng));
 //! loop {
