@@ -6,8 +6,9 @@ use plotters::prelude::*;
 use super::Series;
 use super::svg::{self, FONT, LABEL_SIZE, MESH, TICK_SIZE, TITLE_SIZE, drawing};
 
-/// The chart as SVG text; `curves`' points are (microseconds, percent), ascending.
-pub(super) fn draw(title: &str, curves: &[Series]) -> Result<String, String> {
+/// The chart as SVG text; `curves`' points are (microseconds, percent), ascending; `what`
+/// names the latency on the x axis (`latency per cycle`, `wait to acquire`).
+pub(super) fn draw(title: &str, what: &str, curves: &[Series]) -> Result<String, String> {
     let (lo, hi) = x_range(curves);
     svg::render(SIZE, |page| {
         let mut chart = ChartBuilder::on(page)
@@ -19,10 +20,14 @@ pub(super) fn draw(title: &str, curves: &[Series]) -> Result<String, String> {
             .map_err(drawing)?;
         chart
             .configure_mesh()
-            .x_desc("latency per cycle (µs, log scale)")
+            .x_desc(format!("{what} (µs, log scale)"))
             .y_desc("cycles at or below (%)")
             .axis_desc_style((FONT, LABEL_SIZE))
             .label_style((FONT, TICK_SIZE))
+            // Grid lines at every 1..9 x 10^k and no others; `tick` names the 1, 2 and 5.
+            .x_labels(20)
+            .x_max_light_lines(1)
+            .y_max_light_lines(2)
             .x_label_formatter(&tick)
             .y_label_formatter(&|y| format!("{y:.0}"))
             .light_line_style(MESH)
@@ -65,12 +70,14 @@ mod tests {
     use super::super::tests::{lines_of_width, synthetic, texts, well_formed};
     use super::*;
 
+    const CYCLE: &str = "latency per cycle";
+
     #[test]
     fn draws_one_line_per_subject() {
         let curves = synthetic(3, |i, j| {
             (100.0 * (1.0 + i as f64) * (1.0 + j as f64), j as f64)
         });
-        let svg = draw("serial: latency CDF", &curves).expect("drawn");
+        let svg = draw("serial: latency CDF", CYCLE, &curves).expect("drawn");
         well_formed(&svg);
         // Each curve once in the plot and once in the legend.
         assert_eq!(lines_of_width(&svg, 2), 2 * curves.len(), "{svg}");
@@ -99,6 +106,6 @@ mod tests {
 
     #[test]
     fn no_data_still_draws_axes() {
-        well_formed(&draw("empty", &[]).expect("drawn"));
+        well_formed(&draw("empty", CYCLE, &[]).expect("drawn"));
     }
 }

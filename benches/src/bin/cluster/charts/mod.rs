@@ -75,12 +75,19 @@ fn charts(report: &Report<'_>) -> Result<Vec<(String, String)>, String> {
             .collect();
         let title = format!("{chart}: latency CDF ({pass} pass, {server})");
         let name = format!("cdf-{}-{}", slug(chart), slug(pass));
-        charts.push((name, cdf::draw(&title, &curves)?));
+        // A contended row's latencies are its lock calls' waits (report.rs, `ContendedRow`).
+        let contended = report
+            .rows
+            .iter()
+            .any(|r| chart_of(r.scenario) == chart && r.contended.is_some());
+        let what = if contended { "wait to acquire" } else { CYCLE };
+        charts.push((name, cdf::draw(&title, what, &curves)?));
     }
     if let Some(kinds) = report.kinds {
         for (part, curves) in kinds_curves(kinds) {
             let title = format!("kinds, {part}: latency CDF ({}, {server})", kinds.runtime);
-            charts.push((format!("cdf-kinds-{part}"), cdf::draw(&title, &curves)?));
+            let svg = cdf::draw(&title, CYCLE, &curves)?;
+            charts.push((format!("cdf-kinds-{part}"), svg));
         }
     }
     if !report.sweep.is_empty() {
@@ -247,6 +254,9 @@ fn slug(s: &str) -> String {
         .collect();
     mapped.trim_matches('-').to_owned()
 }
+
+/// The x axis of most CDFs: a whole acquire + release.
+const CYCLE: &str = "latency per cycle (acquire + release)";
 
 /// Colours that tell apart on white (matplotlib's "tab10").
 const PALETTE: [RGBColor; 10] = [
