@@ -49,14 +49,15 @@ fn tick(x: &f64) -> String {
     }
 }
 
-/// The x axis: from a little under the fastest cycle to a little over the slowest, at
+/// The x axis: from the power of ten at or under the fastest cycle (plotters' log axis
+/// puts its grid lines and ticks from a power of ten up) to a little over the slowest, at
 /// least 1 µs (a log axis cannot reach 0).
 fn x_range(curves: &[Series]) -> (f64, f64) {
     let xs = || curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
     let lo = xs().filter(|&x| x > 0.0).fold(f64::INFINITY, f64::min);
     let hi = xs().fold(0.0, f64::max);
     if lo.is_finite() && hi > lo {
-        ((lo / 1.2).max(1.0), hi * 1.2)
+        (10f64.powf(lo.log10().floor()).max(1.0), hi * 1.2)
     } else {
         (1.0, 1e6)
     }
@@ -102,6 +103,13 @@ mod tests {
             .map(tick)
             .collect();
         assert_eq!(ticks, ["100", "200", "", "500", ""]);
+    }
+
+    #[test]
+    fn the_axis_starts_at_a_power_of_ten() {
+        let curves = synthetic(2, |i, j| (150.0 + (i * j) as f64, j as f64));
+        assert_eq!(x_range(&curves), (100.0, 156.0 * 1.2));
+        assert_eq!(x_range(&[]), (1.0, 1e6));
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub(crate) struct SweepEntry {
     cpu_us_per_cycle: Option<f64>,
 }
 
+/// The idle time before each point.
+const DRAIN: Duration = Duration::from_millis(500);
+
 /// The subjects a sweep measures, of those the pass built.
 pub(crate) const SWEEP_SUBJECTS: [&str; 4] = ["raw", "tokio", "blocking", "rslock"];
 
@@ -77,6 +80,9 @@ pub(crate) async fn sweep(
         .collect();
     let mut points = Vec::new();
     for &workers in sweep.workers {
+        // A cycle returns at a quorum, leaving requests on the slowest nodes; an idle gap
+        // lets them drain, so that no point starts with another's backlog.
+        tokio::time::sleep(DRAIN).await;
         let at = Plan {
             workers,
             concurrent_time: sweep.time,
