@@ -4,7 +4,8 @@
 //! `own-thread`; contended8, contended2x4 and contended4x2 for tokio, blocking and rslock
 //! with no violations, with fairness, hand-off latency and attempts per section; nodes for raw and tokio
 //! at every cluster size; held for both lock counts with none lost, every key renewed and
-//! released), and stops its nodes; never how fast anything was.
+//! released; sweep for raw, tokio, blocking and rslock at 1 and 64 workers), writes its SVG
+//! charts beside the JSON, and stops its nodes; never how fast anything was.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn quick_run_reports_every_subject_and_stops_its_nodes() {
-    let (stdout, stderr, json) = run_quick(&[]);
+    let (stdout, stderr, json, charts) = run_quick(&[]);
 
     // The markdown table: a row per scenario, runtime and subject, each with numbers and
     // ratios to raw.
@@ -130,6 +131,37 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
         assert_eq!(json.matches(check).count(), 2, "{check} in {json}");
     }
 
+    // sweep: every subject at both ends, with a ratio to raw.
+    for workers in [1, 64] {
+        let prefix = format!("| {workers} | ");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no sweep row {prefix:?} in:\n{stdout}"));
+        assert_eq!(row.matches(" (").count(), 4, "{row}");
+        for subject in ["raw", "tokio", "blocking", "rslock"] {
+            assert!(
+                row.contains(&format!("{subject}: ")),
+                "no {subject} in {row}"
+            );
+        }
+    }
+    assert_eq!(json.matches("\"workers\": ").count(), 2 * 4, "{json}");
+    // The charts: a CDF per scenario family and pass, kinds', the sweep's, the ceiling's;
+    // each an SVG document, listed in the JSON.
+    let names: Vec<&str> = charts.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, CHARTS, "{stdout}");
+    for (name, svg) in &charts {
+        assert!(
+            svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"),
+            "{name}"
+        );
+        assert!(
+            json.contains(&format!("{name}.svg\"")),
+            "{name} not in {json}"
+        );
+    }
+
     // The nodes are gone: nothing answers on the ports the bench announced (the main
     // cluster's, release's and held's).
     let ports: Vec<SocketAddr> = stderr
@@ -151,8 +183,9 @@ fn quick_run_reports_every_subject_and_stops_its_nodes() {
 }
 
 /// Runs `cluster --quick` with `extra` arguments within [`RUN_BOUND`], asserts it succeeded,
-/// and returns its stdout, stderr and JSON report.
-fn run_quick(extra: &[&str]) -> (String, String, String) {
+/// and returns its stdout, stderr and JSON report, and the charts it listed (each as its file
+/// name after the JSON's stem and its text); removes the files.
+fn run_quick(extra: &[&str]) -> (String, String, String, Vec<(String, String)>) {
     let out = std::env::temp_dir().join(format!(
         "cluster-bench-smoke-{}-{}.json",
         std::process::id(),
@@ -195,7 +228,20 @@ fn run_quick(extra: &[&str]) -> (String, String, String) {
     );
     let json = std::fs::read_to_string(&out).expect("read the JSON report");
     let _ = std::fs::remove_file(&out);
-    (stdout, stderr, json)
+    let stem = out.with_extension("");
+    let stem = stem.to_string_lossy();
+    let mut charts = Vec::new();
+    for path in stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("- ")?.strip_suffix(".svg"))
+    {
+        let file = format!("{path}.svg");
+        let svg = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let _ = std::fs::remove_file(&file);
+        let name = path.strip_prefix(&format!("{stem}-")).unwrap_or(path);
+        charts.push((name.to_owned(), svg));
+    }
+    (stdout, stderr, json, charts)
 }
 
 /// The opt-in subjects (not in a default run): raw releasing by plain `DEL`, and
@@ -211,7 +257,7 @@ fn opt_in_subjects_report_native_against_scripts() {
         "--subject",
         "raw,raw-del,tokio,tokio-scripts",
     ];
-    let (stdout, _, json) = run_quick(&args);
+    let (stdout, _, json, _) = run_quick(&args);
     for subject in ["raw", "raw-del", "tokio", "tokio-scripts"] {
         let prefix = format!("| concurrent32 | current_thread | {subject} | ");
         let row = stdout
@@ -252,6 +298,23 @@ const ROWS: [(&str, &str); 8] = [
     ("multi_thread(2)", "rslock"),
 ];
 
-/// `--quick` takes about 35 s in a debug build (held's two 3 s windows and the contended
-/// scenarios' 12 s included); allow for a loaded machine.
+/// The charts of a whole `--quick` run, in the order the bench writes them.
+const CHARTS: [&str; 13] = [
+    "cdf-serial-current_thread",
+    "cdf-concurrent32-current_thread",
+    "cdf-contended8-current_thread",
+    "cdf-contended2x4-current_thread",
+    "cdf-contended4x2-current_thread",
+    "cdf-serial-multi_thread-2",
+    "cdf-concurrent32-multi_thread-2",
+    "cdf-nodes-current_thread",
+    "cdf-release-current_thread",
+    "cdf-kinds-serial",
+    "cdf-kinds-concurrent",
+    "throughput",
+    "contended",
+];
+
+/// `--quick` takes about 40 s in a debug build (held's two 3 s windows, the contended
+/// scenarios' 12 s and sweep's 4 s included); allow for a loaded machine.
 const RUN_BOUND: Duration = Duration::from_secs(150);

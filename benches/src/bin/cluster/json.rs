@@ -2,6 +2,8 @@
 //! structs. Durations are in microseconds unless a field's name says otherwise; ratios have
 //! four decimals; a ratio without a baseline is `null`.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 use crate::format::{rounded, us};
@@ -13,6 +15,7 @@ use crate::report::{
     NODES_P50_RATIO_MAX, NativeRatio, PeerRatio, Row, SERIAL_P50_RATIO_MAX, TOKIO_OVER_RSLOCK_MIN,
     nodes_ratios,
 };
+use crate::scenario::{SweepEntry, SweepPoint};
 use crate::stats::Summary;
 
 /// The whole report, pretty-printed.
@@ -21,6 +24,8 @@ pub(crate) fn json(
     held: &[HeldRow],
     kinds: Option<&KindsReport>,
     machine: &Machine,
+    sweep: &[SweepPoint],
+    charts: &[PathBuf],
 ) -> String {
     let report = Report {
         machine,
@@ -54,6 +59,8 @@ pub(crate) fn json(
             .collect(),
         held: held.iter().map(HeldRow::entry).collect(),
         kinds: kinds.map(KindsReport::entry),
+        sweep: sweep.iter().map(SweepPoint::entry).collect(),
+        charts: charts.iter().map(|c| c.display().to_string()).collect(),
     };
     // Plain structs of numbers, strings and options: serialising them cannot fail.
     let mut text = serde_json::to_string_pretty(&report).expect("the report serialises");
@@ -77,6 +84,11 @@ struct Report<'a> {
     /// The lock kinds against the mutex, when `kinds` ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     kinds: Option<KindsEntry>,
+    /// Throughput against concurrency, when `sweep` ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sweep: Vec<SweepEntry>,
+    /// The SVG charts written beside this file.
+    charts: Vec<String>,
 }
 
 /// The issues' targets the verdicts were checked against.

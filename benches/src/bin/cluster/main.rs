@@ -7,10 +7,12 @@
 //! `release` (a release with one of 5 nodes paused against a healthy one) and
 //! `held` (10,000 and 100,000 auto-extended locks, redlock-tokio only) each run on clusters
 //! of their own; `kinds` (the lock kinds against the mutex, redlock-tokio only) runs on the
-//! main nodes in the `current_thread` pass. It prints markdown tables and writes
-//! the same as JSON (default `target/cluster-bench.json` of the workspace). `--runtime`,
+//! main nodes in the `current_thread` pass, and so does `sweep` (raw, tokio, blocking and rslock
+//! at 1 to 64 workers). It prints markdown tables and writes the same as JSON (default
+//! `target/cluster-bench.json` of the workspace), with SVG charts beside it ([`charts`]). `--runtime`,
 //! `--scenario` and `--subject` run a subset, for profiling.
 
+mod charts;
 mod format;
 mod held;
 mod json;
@@ -33,7 +35,7 @@ use redlock_testkit::Cluster;
 use crate::kinds::KindsReport;
 use crate::raw::{RawClient, Release};
 use crate::report::{ContendedRow, Machine, Row};
-use crate::scenario::{Peer, PeerSpec, Plan, Subject};
+use crate::scenario::{Peer, PeerSpec, Plan, Subject, SweepPlan, SweepPoint};
 use crate::transport::{TRANSPORT_SUBJECTS, TransportUrls};
 
 fn main() -> ExitCode {
@@ -89,10 +91,10 @@ impl Args {
 
     /// Whether the pass on `flavour` has a scenario to run: not when `--scenario` names a
     /// scenario that runs on clusters of its own (`nodes`, `held`), or one that runs on the
-    /// `current_thread` pass only (the contended ones, `kinds`) for the other pass.
+    /// `current_thread` pass only (the contended ones, `kinds`, `sweep`) for the other pass.
     fn wants_scenarios_on(&self, flavour: Flavour) -> bool {
         let everywhere = ["serial", "concurrent32"];
-        let current_thread = (CONTENDED.iter().map(|(name, _)| name)).chain(&["kinds"]);
+        let current_thread = (CONTENDED.iter().map(|(name, _)| name)).chain(&["kinds", "sweep"]);
         everywhere.iter().any(|s| self.wants_scenario(s))
             || (flavour.hosts_own_thread()
                 && current_thread.into_iter().any(|s| self.wants_scenario(s)))
@@ -149,8 +151,7 @@ fn run() -> Result<(), String> {
         urls.join(" ")
     );
 
-    let mut rows = Vec::new();
-    let mut kinds = None;
+    let mut all = Pass::default();
     for flavour in [Flavour::CurrentThread, Flavour::MultiThread] {
         if !args.wants_scenarios_on(flavour) || !args.wants_pass(flavour) {
             continue;
@@ -166,18 +167,16 @@ fn run() -> Result<(), String> {
             .and_then(|r| r);
         // Bounded: a stuck task must not keep the process (and the nodes) alive.
         runtime.shutdown_timeout(Duration::from_secs(2));
-        let (pass_rows, pass_kinds) = result?;
-        rows.extend(pass_rows);
-        kinds = kinds.or(pass_kinds);
+        all.add(result?);
     }
     drop(cluster);
     if args.wants_scenario("nodes") && args.wants_runtime(Flavour::CurrentThread.name()) {
         eprintln!("cluster bench: nodes {NODE_COUNTS:?}");
-        rows.extend(nodes_scenario(plan, &args)?);
+        all.rows.extend(nodes_scenario(plan, &args)?);
     }
     if args.wants_scenario("release") {
         eprintln!("cluster bench: release, one of {NODES} nodes paused");
-        rows.extend(release_paused::run(plan, &args)?);
+        all.rows.extend(release_paused::run(plan, &args)?);
     }
     let mut held = Vec::new();
     let flavour = Flavour::MultiThread;
@@ -186,47 +185,88 @@ fn run() -> Result<(), String> {
         held = held::run(args.quick, plan)?;
     }
 
-    if rows.is_empty() && held.is_empty() && kinds.is_none() {
+    if all.is_empty() && held.is_empty() {
         return Err(format!("--runtime and --subject select nothing; {USAGE}"));
     }
     let machine = Machine::detect(server, NODES, args.quick);
-    write_report(&rows, &held, kinds.as_ref(), &machine, &args.out)
+    write_report(&all, &held, &machine, &args.out)
 }
 
-/// Prints the markdown of every scenario that ran and writes the JSON to `out`.
+/// Prints the markdown of every scenario that ran, writes the charts beside `out` and the
+/// JSON to `out`, and lists the charts' paths (in the markdown and the JSON).
 fn write_report(
-    rows: &[Row],
+    all: &Pass,
     held: &[held::HeldRow],
-    kinds: Option<&KindsReport>,
     machine: &Machine,
     out: &Path,
 ) -> Result<(), String> {
+    let report = charts::Report {
+        rows: &all.rows,
+        kinds: all.kinds.as_ref(),
+        sweep: &all.sweep,
+        machine,
+    };
+    let (rows, kinds) = (report.rows, report.kinds);
     print!("{}", report::markdown(rows, held, machine));
     print!("{}", release_paused::markdown(rows));
     if let Some(kinds) = kinds {
         print!("{}", kinds.markdown());
     }
+    print!("{}", scenario::sweep_markdown(report.sweep));
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    std::fs::write(out, json::json(rows, held, kinds, machine))
-        .map_err(|e| format!("writing {}: {e}", out.display()))?;
-    eprintln!("cluster bench: wrote {}", out.display());
+    let charts = charts::write(&report, out)?;
+    println!("\ncharts:\n");
+    for chart in &charts {
+        println!("- {}", chart.display());
+    }
+    let text = json::json(rows, held, kinds, machine, report.sweep, &charts);
+    std::fs::write(out, text).map_err(|e| format!("writing {}: {e}", out.display()))?;
+    eprintln!(
+        "cluster bench: wrote {} and {} charts beside it",
+        out.display(),
+        charts.len()
+    );
     Ok(())
 }
 
-/// The pass's scenarios for every selected subject on the current runtime, and `kinds` on
-/// `current_thread`.
+/// What one runtime pass measured: its rows, `kinds` and `sweep` (on `current_thread`); or
+/// what the whole run did.
+#[derive(Default)]
+struct Pass {
+    rows: Vec<Row>,
+    kinds: Option<KindsReport>,
+    sweep: Vec<SweepPoint>,
+}
+
+impl Pass {
+    /// Adds another pass's results to these.
+    fn add(&mut self, other: Self) {
+        self.rows.extend(other.rows);
+        self.kinds = self.kinds.take().or(other.kinds);
+        self.sweep.extend(other.sweep);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.kinds.is_none() && self.sweep.is_empty()
+    }
+}
+
+/// The pass's scenarios for every selected subject on the current runtime, and `kinds` and
+/// `sweep` on `current_thread`.
 async fn run_flavour(
     flavour: Flavour,
     urls: Vec<String>,
     addrs: Vec<SocketAddr>,
     plan: Plan,
     args: Args,
-) -> Result<(Vec<Row>, Option<KindsReport>), String> {
+) -> Result<Pass, String> {
     let plan = &plan;
     let name = flavour.name();
-    let subjects = if args.wants_scenario("serial") || args.wants_scenario("concurrent32") {
+    let sweeps = flavour.hosts_own_thread() && args.wants_scenario("sweep");
+    let subjects = if args.wants_scenario("serial") || args.wants_scenario("concurrent32") || sweeps
+    {
         subjects(flavour, &urls, &addrs, &args).await?
     } else {
         Vec::new()
@@ -245,6 +285,16 @@ async fn run_flavour(
     if args.wants_scenario("concurrent32") {
         let samples = scenario::concurrent(&subjects, plan).await?;
         rows.extend(scenario_rows("concurrent32", flavour, &subjects, samples));
+    }
+    let mut sweep = Vec::new();
+    if sweeps {
+        let points = if args.quick {
+            SweepPlan::QUICK
+        } else {
+            SweepPlan::FULL
+        };
+        eprintln!("cluster bench: sweep, workers {:?}", points.workers);
+        sweep = scenario::sweep(&subjects, &points, plan).await?;
     }
     for (scenario, processes) in CONTENDED {
         if flavour.hosts_own_thread() && args.wants_scenario(scenario) {
@@ -268,7 +318,7 @@ async fn run_flavour(
     } else {
         None
     };
-    Ok((rows, kinds))
+    Ok(Pass { rows, kinds, sweep })
 }
 
 /// The subjects `args` selects for one runtime flavour, built on it.
@@ -708,9 +758,10 @@ pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const OWN_THREAD: &str = "own-thread";
 
 /// Every scenario `--scenario` takes.
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "serial",
     "concurrent32",
+    "sweep",
     "contended8",
     "contended2x4",
     "contended4x2",
@@ -762,7 +813,7 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
 
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
-                     [--scenario serial|concurrent32|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
+                     [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
                      [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -1,4 +1,5 @@
-//! The scenarios (`serial`, `concurrent32`; the contended ones in [`mod@contended`]) and the
+//! The scenarios (`serial`, `concurrent32`; the contended ones in [`mod@contended`], `sweep`
+//! in [`mod@sweep`]) and the
 //! subjects they measure: the raw baseline,
 //! our three drivers (redlock-tokio, redlock-async-std, redlock-blocking) and rslock. Subjects
 //! take turns in blocks within one run, so load from elsewhere on the shared machine hits
@@ -7,6 +8,7 @@
 mod contended;
 mod peer;
 mod record;
+mod sweep;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +24,7 @@ use crate::stats::{Samples, Stopwatch};
 pub(crate) use contended::{Contended, child, contended, key};
 pub(crate) use peer::{Peer, PeerSpec};
 pub(crate) use record::fairness;
+pub(crate) use sweep::{SweepEntry, SweepPlan, SweepPoint, markdown as sweep_markdown, sweep};
 
 /// How much each scenario runs; [`Plan::FULL`] by default, [`Plan::QUICK`] with `--quick`.
 #[derive(Debug, Clone, Copy)]

@@ -33,6 +33,49 @@ pub(crate) struct Summary {
     /// Times a thread of this process was switched onto a CPU, per cycle: one per wake-up
     /// after a sleep (a parked runtime thread, a blocked caller) or a preemption.
     pub(crate) switches_per_cycle: f64,
+    /// The latencies at fixed fractions, for the charts (`charts/cdf.rs`).
+    pub(crate) cdf: Cdf,
+}
+
+/// Latencies at the fixed fractions [`Cdf::fraction`] of the sorted samples (nearest rank):
+/// the shape of the whole distribution in [`CDF_POINTS`] numbers, however many samples.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cdf {
+    /// Nanoseconds at each fraction; all zero when there were no samples.
+    nanos: [u64; CDF_POINTS],
+}
+
+impl Cdf {
+    /// The fraction of point `i`: 0, 0.01, ..., 0.99, then 0.995, 0.999 and 1 (the maximum),
+    /// so the tail past p99 has points of its own.
+    pub(crate) fn fraction(i: usize) -> f64 {
+        match i {
+            0..=99 => i as f64 / 100.0,
+            100 => 0.995,
+            101 => 0.999,
+            _ => 1.0,
+        }
+    }
+
+    /// (fraction, latency) at every point, or nothing when there were no samples.
+    pub(crate) fn points(&self) -> impl Iterator<Item = (f64, Duration)> + '_ {
+        let any = self.nanos[CDF_POINTS - 1] > 0;
+        (self.nanos.iter().enumerate())
+            .filter(move |_| any)
+            .map(|(i, &n)| (Self::fraction(i), Duration::from_nanos(n)))
+    }
+
+    fn of(sorted: &[u64]) -> Self {
+        let mut nanos = [0; CDF_POINTS];
+        if !sorted.is_empty() {
+            for (i, n) in nanos.iter_mut().enumerate() {
+                // Nearest rank: the smallest sample with at least this fraction at or below it.
+                let rank = (sorted.len() as f64 * Self::fraction(i)).ceil() as usize;
+                *n = sorted[rank.clamp(1, sorted.len()) - 1];
+            }
+        }
+        Self { nanos }
+    }
 }
 
 impl Samples {
@@ -96,6 +139,7 @@ impl Samples {
             } else {
                 self.switches as f64 / self.nanos.len() as f64
             },
+            cdf: Cdf::of(&self.nanos),
         }
     }
 }
@@ -182,6 +226,9 @@ pub(crate) fn rss_bytes() -> u64 {
         .map_or(0, |kib| kib * 1024)
 }
 
+/// Points in a [`Cdf`]: every hundredth, then 0.995, 0.999 and 1.
+const CDF_POINTS: usize = 103;
+
 /// Nearest-rank percentile of sorted samples; zero when there are none.
 fn percentile(sorted: &[u64], p: usize) -> Duration {
     if sorted.is_empty() {
@@ -208,6 +255,19 @@ mod tests {
         assert_eq!(sum.cycles, 100);
         assert!((sum.ops_per_s - 50.0).abs() < 1e-9);
         assert_eq!(Samples::default().summary().p99, Duration::ZERO);
+        // The CDF agrees with the percentiles and ends at the maximum.
+        let points: Vec<(f64, Duration)> = sum.cdf.points().collect();
+        assert_eq!(points.len(), CDF_POINTS);
+        assert_eq!(points[0], (0.0, Duration::from_nanos(1)));
+        assert_eq!(points[50].1, sum.p50);
+        assert_eq!(points[99].1, sum.p99);
+        assert_eq!(points[CDF_POINTS - 1], (1.0, Duration::from_nanos(100)));
+        assert!(
+            points
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1)
+        );
+        assert_eq!(Samples::default().summary().cdf.points().count(), 0);
     }
 
     #[test]
