@@ -27,6 +27,11 @@ impl Queued {
         }
     }
 
+    /// When the call joined the line.
+    pub(super) fn since(&self) -> Instant {
+        self.since
+    }
+
     /// When the call gives up if it is still in line.
     pub(super) fn timer(&self) -> Instant {
         self.give_up_at
@@ -80,6 +85,7 @@ impl Queued {
                 elapsed: now.saturating_duration_since(self.since),
                 nodes: Vec::new(),
                 written_back: Vec::new(),
+                handed_over: false,
             },
         });
         Phase::Finished
