@@ -6,9 +6,16 @@
 //! Why: two lock calls of one client for one resource can never both hold it, so letting
 //! both contend on the nodes only splits votes between them (with N nodes, neither may
 //! reach a quorum) and leaves the order to random retry delays, which starves the unlucky.
-//! In a line, a local hand-off costs one round trip: the next call's `SET NX` goes out
-//! right behind the release on each node's connection, and each node runs them in that
-//! order. Calls in other processes still contend as before.
+//! In a line, a local hand-off through the nodes costs one round trip: the next call's
+//! `SET NX` goes out right behind the release on each node's connection, and each node runs
+//! them in that order. Calls in other processes still contend as before.
+//!
+//! Most local hand-offs cost nothing: the held lock is *handed over* to the next call as it
+//! is, the same stored value until the same deadline, with nothing sent
+//! ([`Lines::hand_over_to`]; lock/hand_over.rs; docs/design.md, "Hand-over"). Not when the
+//! line is contested or owes a courtesy hand-off (below): those go through the nodes. And
+//! since only a release through the nodes hears whether another client waits, a line hands
+//! over for at most [`HEAR_WAITERS_EVERY`] after it last went there.
 //!
 //! A line that met another client (an attempt found the lock held by someone else, or a
 //! release found someone subscribed to it: the release script answers 2, in the last
@@ -275,6 +282,38 @@ mod tests {
             lines.leave(&a, op(0), now(), false),
             Some((op(2), HandOff::Direct))
         );
+    }
+
+    #[test]
+    fn a_line_hands_over_while_it_is_fair_and_heard_from_the_nodes_lately() {
+        let r = Resource::new("r");
+        let mut lines = Lines::default();
+        let t0 = now();
+        for n in 0..4 {
+            lines.join(&r, op(n), t0);
+        }
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Only the first call hands over, to the next in line.
+        assert_eq!(lines.hand_over_to(&r, op(1), at(10)), None);
+        assert_eq!(lines.hand_over_to(&r, op(0), at(10)), Some(op(1)));
+        lines.hand_over(&r, op(0));
+        assert_eq!(lines.waiting(), 2);
+        // 50 ms after the line last went to the nodes, it goes there again.
+        assert_eq!(lines.hand_over_to(&r, op(1), at(50)), None);
+        assert_eq!(
+            lines.leave(&r, op(1), at(50), false),
+            Some((op(2), HandOff::Direct))
+        );
+        assert_eq!(lines.hand_over_to(&r, op(2), at(60)), Some(op(3)));
+        // A contested line does not hand over.
+        lines.contest(&r, at(60));
+        assert_eq!(lines.hand_over_to(&r, op(2), at(61)), None);
+        // Nobody behind: nothing to hand over to.
+        assert_eq!(
+            lines.leave(&r, op(2), at(61), false),
+            Some((op(3), HandOff::Direct))
+        );
+        assert_eq!(lines.hand_over_to(&r, op(3), at(62)), None);
     }
 
     #[test]
