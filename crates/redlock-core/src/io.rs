@@ -265,7 +265,8 @@ pub struct AcquireStats {
     /// Whether the call took the hold of the call ahead of it in its client's line for the
     /// resource, without going to the nodes (a hand-over: docs/design.md, "Local
     /// queueing"): the same stored value and deadline, the validity that was left. Then
-    /// `attempts` is 0 and `nodes` is empty; `elapsed` is the time spent in line.
+    /// `attempts` is 0, `elapsed` is zero (no attempt; the time in line came before) and
+    /// `nodes` is empty.
     pub handed_over: bool,
 }
 

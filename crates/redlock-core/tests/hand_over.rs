@@ -93,11 +93,7 @@ fn a_line_of_three_hands_over_twice_with_no_node_traffic_and_the_deadline_carrie
         deadline - h.now,
         "the validity left, never more"
     );
-    assert_eq!(
-        second.stats.elapsed,
-        Duration::from_millis(5),
-        "the time in line"
-    );
+    assert_eq!(second.stats.elapsed, Duration::ZERO, "no attempt");
     assert!(h.client.held(first).is_none());
     assert_eq!(h.client.held(waiting[0]).map(|(_, d)| d), Some(deadline));
     h.ms(7);

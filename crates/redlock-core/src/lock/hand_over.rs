@@ -5,7 +5,7 @@
 //! file says whether the two locks can share one hold, and moves it (docs/design.md, "Local
 //! queueing").
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Ctx, Lock, Phase};
 use crate::io::{AcquireStats, Acquired, Event, ReleaseOutcome};
@@ -25,7 +25,7 @@ impl Lock {
     /// the same kind with the same supplied value (if any), and more validity is left than
     /// `next` would accept from the nodes ([`least_validity`]).
     pub(crate) fn hand_over(&mut self, now: Instant, next: &mut Self) -> bool {
-        let (Phase::Held(held), Phase::Queued(queued)) = (&self.phase, &next.phase) else {
+        let (Phase::Held(held), Phase::Queued(_)) = (&self.phase, &next.phase) else {
             return false;
         };
         let (deadline, granted) = held.deadline_and_validity();
@@ -53,7 +53,9 @@ impl Lock {
             validity,
             stats: AcquireStats {
                 attempts: 0,
-                elapsed: now.saturating_duration_since(queued.since()),
+                // No attempt: the time in line is the caller's wait before one, as for any
+                // call that waited in line (`elapsed` counts from the first attempt).
+                elapsed: Duration::ZERO,
                 nodes: Vec::new(),
                 written_back: Vec::new(),
                 handed_over: true,
@@ -90,7 +92,7 @@ fn shares_hold(from: &Ctx, to: &Ctx) -> bool {
 /// critical section by the validity it expects; a hand-over never gives more than what is
 /// left, so below half of it the next call goes to the nodes for a fresh one (a release
 /// and an acquisition, as before), which costs one round trip.
-fn least_validity(ctx: &Ctx) -> std::time::Duration {
+fn least_validity(ctx: &Ctx) -> Duration {
     let timing = &ctx.params.timing;
     let fresh = timing.ttl().saturating_sub(timing.drift());
     (fresh / 2).max(timing.min_validity)

@@ -27,11 +27,6 @@ impl Queued {
         }
     }
 
-    /// When the call joined the line.
-    pub(super) fn since(&self) -> Instant {
-        self.since
-    }
-
     /// When the call gives up if it is still in line.
     pub(super) fn timer(&self) -> Instant {
         self.give_up_at
