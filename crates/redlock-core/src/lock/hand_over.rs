@@ -2,8 +2,8 @@
 //! same resource (queue.rs) without going to the nodes. The next call holds the same stored
 //! value until the same deadline; the nodes never see a gap, and nothing is sent. Whether
 //! the line allows it (not contested, no courtesy owed) is the client's to ask first; this
-//! file says whether the two locks can share one hold, and moves it (docs/design.md, "Local
-//! queueing").
+//! file says whether the two locks can share one hold, and moves it (docs/design.md,
+//! "Hand-over").
 
 use std::time::{Duration, Instant};
 
@@ -34,9 +34,9 @@ impl Lock {
             return false;
         }
         let params = &next.ctx.params;
-        // docs/design.md, "Local queueing": the deadline is the old one, never refreshed: the
-        // keys were set when the old call's attempt started, and expire by then at the
-        // earliest. A negative control counts the old validity again from now.
+        // docs/design.md, "Hand-over": the deadline is the old one, never refreshed: the keys
+        // were set by the old call's attempt, and only its deadline is one they outlive
+        // (algorithm.md §4). A negative control counts the old validity again from now.
         let deadline = if params.carry_deadline {
             deadline
         } else {
