@@ -262,6 +262,12 @@ pub struct AcquireStats {
     /// before the lock was granted (the write-back). Empty when the counters agreed, which
     /// costs one round trip instead of two.
     pub written_back: Vec<NodeName>,
+    /// Whether the call took the hold of the call ahead of it in its client's line for the
+    /// resource, without going to the nodes (a hand-over: docs/design.md, "Local
+    /// queueing"): the same stored value and deadline, the validity that was left. Then
+    /// `attempts` is 0, `elapsed` is zero (no attempt; the time in line came before) and
+    /// `nodes` is empty.
+    pub handed_over: bool,
 }
 
 impl AcquireStats {
@@ -283,6 +289,9 @@ impl fmt::Display for AcquireStats {
         }
         if !self.nodes.is_empty() {
             f.write_str(")")?;
+        }
+        if self.handed_over {
+            f.write_str(", handed over by the call ahead")?;
         }
         for (i, node) in self.written_back.iter().enumerate() {
             let sep = if i == 0 {
@@ -490,6 +499,9 @@ pub enum ReleaseOutcome {
     /// goes on in the background, bounded by the release timeout, and the client keeps the
     /// lock until it has an answer or the timeout passes.
     Pending,
+    /// Nothing was sent: the hold went to the next call of this client in line for the
+    /// resource (a hand-over: docs/design.md, "Local queueing"), whose key it now is.
+    HandedOver,
 }
 
 impl fmt::Display for ReleaseOutcome {
@@ -501,6 +513,7 @@ impl fmt::Display for ReleaseOutcome {
             Self::NotHeldOrExpired => f.write_str("not held: another client's, or expired"),
             Self::Failed(fault) => fault.fmt(f),
             Self::Pending => f.write_str("no answer yet, still releasing in the background"),
+            Self::HandedOver => f.write_str("handed over to the next call in line"),
         }
     }
 }

@@ -71,4 +71,8 @@ pub enum Mutant {
     /// A semaphore acquired with the configuration's majority quorum instead of
     /// floor(kN/(k+1)) + 1.
     SemaphoreMajority,
+    /// A hand-over to the next call of a client's line (lock/hand_over.rs) that keeps the
+    /// old hold's validity, counted again from the hand-over (`deadline = now + validity`),
+    /// instead of its deadline: the new holder believes in the lock after its keys expire.
+    HandOverKeepsValidity,
 }

@@ -149,6 +149,7 @@ impl LockOptions {
                 .map_or(Duration::ZERO, |n| n.jitter),
             release_in_background: true,
             refuse_for_good: true,
+            carry_deadline: true,
             kind: self.kind,
             kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
@@ -220,6 +221,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         },
         Mutant::FencePipelineNoFloor => LockParams {
             pipeline_floor: false,
+            ..params
+        },
+        Mutant::HandOverKeepsValidity => LockParams {
+            carry_deadline: false,
             ..params
         },
         Mutant::SemAcquireOffByOne
@@ -327,6 +332,10 @@ pub(crate) struct LockParams {
     /// Whether an extension refused for good (`NodeFault::is_permanent`) on too many nodes
     /// is lost at once (a negative control retries it until the deadline instead).
     pub(crate) refuse_for_good: bool,
+    /// Whether a call that takes the hold of the call ahead in its line keeps that hold's
+    /// deadline (lock/hand_over.rs; a negative control counts the old validity again from
+    /// the hand-over instead).
+    pub(crate) carry_deadline: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).

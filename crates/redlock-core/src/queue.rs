@@ -6,9 +6,16 @@
 //! Why: two lock calls of one client for one resource can never both hold it, so letting
 //! both contend on the nodes only splits votes between them (with N nodes, neither may
 //! reach a quorum) and leaves the order to random retry delays, which starves the unlucky.
-//! In a line, a local hand-off costs one round trip: the next call's `SET NX` goes out
-//! right behind the release on each node's connection, and each node runs them in that
-//! order. Calls in other processes still contend as before.
+//! In a line, a local hand-off through the nodes costs one round trip: the next call's
+//! `SET NX` goes out right behind the release on each node's connection, and each node runs
+//! them in that order. Calls in other processes still contend as before.
+//!
+//! Most local hand-offs cost nothing: the held lock is *handed over* to the next call as it
+//! is, the same stored value until the same deadline, with nothing sent
+//! ([`Lines::hand_over_to`]; lock/hand_over.rs; docs/design.md, "Hand-over"). Not when the
+//! line is contested or owes a courtesy hand-off (below): those go through the nodes. And
+//! since only a release through the nodes hears whether another client waits, a line hands
+//! over for at most [`HEAR_WAITERS_EVERY`] after it last went there.
 //!
 //! A line that met another client (an attempt found the lock held by someone else, or a
 //! release found someone subscribed to it: the release script answers 2, in the last
@@ -63,6 +70,10 @@ struct Line {
     contested_until: Option<Instant>,
     /// Since when the line has handed over locally without yielding to other clients.
     streak_since: Instant,
+    /// When a call of the line last went to the nodes for the lock (its first acquisition,
+    /// or a hand-off through the nodes): a release there hears whether another client waits
+    /// (the release script answers 2), a hand-over does not.
+    heard_at: Instant,
 }
 
 /// How the next call of a line starts once the call ahead let go.
@@ -80,6 +91,14 @@ pub(crate) enum HandOff {
 /// How long a line may hand over locally without yielding before it yields once anyway (a
 /// courtesy hand-off).
 pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(1);
+
+/// How long a line may hand the hold from call to call (a hand-over, which sends nothing)
+/// before one hand-off goes through the nodes again: that release is how the line hears of
+/// a waiter of another client (the release script answers 2: someone is subscribed), and
+/// turns contested. A waiter of another client that starts waiting while a line hands over
+/// is heard within this time and a section or two, at the cost of one round trip per this
+/// time (0.2-0.6% of it on a LAN).
+pub(crate) const HEAR_WAITERS_EVERY: Duration = Duration::from_millis(50);
 
 /// How long a line stays contested after it met another client.
 pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
@@ -107,6 +126,7 @@ impl Lines {
                     waiting: VecDeque::new(),
                     contested_until: None,
                     streak_since: now,
+                    heard_at: now,
                 };
                 self.lines.insert(resource.clone(), line);
             }
@@ -166,6 +186,7 @@ impl Lines {
         match line.waiting.pop_front() {
             Some(next) => {
                 line.first = next;
+                line.heard_at = now;
                 let how = if yields {
                     HandOff::Contested
                 } else if courtesy {
@@ -182,6 +203,29 @@ impl Lines {
                 self.lines.remove(resource);
                 None
             }
+        }
+    }
+
+    /// The call that would take `op`'s hold by a hand-over at `now`, if the line allows one:
+    /// `op` is first in `resource`'s line with a call behind it, the line is not contested,
+    /// owes no courtesy hand-off, and went to the nodes less than [`HEAR_WAITERS_EVERY`]
+    /// ago. Whether the two locks can share the hold is theirs to say (lock/hand_over.rs).
+    pub(crate) fn hand_over_to(&self, resource: &Resource, op: OpId, now: Instant) -> Option<OpId> {
+        let line = self.lines.get(resource)?;
+        let next = *line.waiting.front()?;
+        let heard = now.saturating_duration_since(line.heard_at) < HEAR_WAITERS_EVERY;
+        let fair = !self.is_contested(resource, now) && !self.owes_courtesy(resource, now);
+        (line.first == op && heard && fair).then_some(next)
+    }
+
+    /// `op` handed its hold over to the next call of `resource`'s line, which is now first
+    /// (see [`hand_over_to`](Self::hand_over_to)). A local hand-off: the streak goes on.
+    pub(crate) fn hand_over(&mut self, resource: &Resource, op: OpId) {
+        if let Some(line) = self.lines.get_mut(resource)
+            && line.first == op
+            && let Some(next) = line.waiting.pop_front()
+        {
+            line.first = next;
         }
     }
 
@@ -238,6 +282,38 @@ mod tests {
             lines.leave(&a, op(0), now(), false),
             Some((op(2), HandOff::Direct))
         );
+    }
+
+    #[test]
+    fn a_line_hands_over_while_it_is_fair_and_heard_from_the_nodes_lately() {
+        let r = Resource::new("r");
+        let mut lines = Lines::default();
+        let t0 = now();
+        for n in 0..4 {
+            lines.join(&r, op(n), t0);
+        }
+        let at = |ms| t0 + Duration::from_millis(ms);
+        // Only the first call hands over, to the next in line.
+        assert_eq!(lines.hand_over_to(&r, op(1), at(10)), None);
+        assert_eq!(lines.hand_over_to(&r, op(0), at(10)), Some(op(1)));
+        lines.hand_over(&r, op(0));
+        assert_eq!(lines.waiting(), 2);
+        // 50 ms after the line last went to the nodes, it goes there again.
+        assert_eq!(lines.hand_over_to(&r, op(1), at(50)), None);
+        assert_eq!(
+            lines.leave(&r, op(1), at(50), false),
+            Some((op(2), HandOff::Direct))
+        );
+        assert_eq!(lines.hand_over_to(&r, op(2), at(60)), Some(op(3)));
+        // A contested line does not hand over.
+        lines.contest(&r, at(60));
+        assert_eq!(lines.hand_over_to(&r, op(2), at(61)), None);
+        // Nobody behind: nothing to hand over to.
+        assert_eq!(
+            lines.leave(&r, op(2), at(61), false),
+            Some((op(3), HandOff::Direct))
+        );
+        assert_eq!(lines.hand_over_to(&r, op(3), at(62)), None);
     }
 
     #[test]

@@ -54,9 +54,18 @@ impl Sim {
             return;
         };
         let ops = self.checker.ops();
-        let Some(record) = (ops.iter().rev()).find(|r| r.client == c && r.op == op) else {
+        let Some(at) = ops.iter().rposition(|r| r.client == c && r.op == op) else {
             return;
         };
+        let record = &ops[at];
+        // A hold handed over to a later call of the client (docs/design.md, "Local
+        // queueing") is that call's key now: the release of the call that ends the chain is
+        // checked, not this one.
+        let handed = (ops[at + 1..].iter())
+            .any(|r| r.client == c && record.stored.is_some() && r.stored == record.stored);
+        if handed {
+            return;
+        }
         let (Some(stored), resource) = (record.stored.clone(), record.resource.clone()) else {
             return;
         };

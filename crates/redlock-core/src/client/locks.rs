@@ -65,6 +65,28 @@ impl Locks {
         self.0.remove(op);
     }
 
+    /// Hands the hold of the lock `op` over to the next call of its resource's line at `now`
+    /// (lock/hand_over.rs), if the line allows it (queue.rs, `Lines::hand_over_to`) and the
+    /// two locks can share the hold; returns that call, now first in the line. Nothing
+    /// changes otherwise.
+    pub(super) fn hand_over(&mut self, lines: &mut Lines, now: Instant, op: OpId) -> Option<OpId> {
+        let entry = self.0.get(&op)?;
+        if !entry.in_line {
+            return None;
+        }
+        let next = lines.hand_over_to(entry.lock.resource(), op, now)?;
+        // Two distinct calls: the first of a line is never among those waiting behind it.
+        let [Some(from), Some(to)] = self.0.get_disjoint_mut([&op, &next]) else {
+            return None;
+        };
+        if !from.lock.hand_over(now, &mut to.lock) {
+            return None;
+        }
+        from.in_line = false;
+        lines.hand_over(from.lock.resource(), op);
+        Some(next)
+    }
+
     /// How many operations are not finished.
     pub(super) fn len(&self) -> usize {
         self.0.len()

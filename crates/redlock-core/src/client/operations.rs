@@ -172,8 +172,26 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// Releases a held lock on all nodes; see [`Lock::release`].
+    ///
+    /// If another lock call of this client waits in line for the resource, the hold is
+    /// handed over to it instead, and nothing is sent: this lock's
+    /// [`Event::Released`](crate::Event::Released) reports every node
+    /// [`ReleaseOutcome::HandedOver`](crate::ReleaseOutcome::HandedOver), and the next
+    /// call's [`Event::Acquired`](crate::Event::Acquired) carries the same token and
+    /// deadline, the validity left and
+    /// [`AcquireStats::handed_over`](crate::AcquireStats::handed_over). Not when the line
+    /// yields to other clients, for a fenced lock, or with too little validity left
+    /// (docs/design.md, "Local queueing"): then the release goes to the nodes and the next
+    /// call acquires there.
     pub fn release(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
-        self.mutate(now, op, |lock, now| lock.release(now))
+        self.check_drained()?;
+        let now = self.clock(now);
+        if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
+            self.pump(now, op);
+            self.pump(now, next);
+            return Ok(());
+        }
+        self.change(now, op, |lock, now| lock.release(now))
     }
 
     /// Cancels an acquisition or releases a held lock; see [`Lock::cancel`].
@@ -194,6 +212,16 @@ impl<R: CryptoRng> Client<R> {
     ) -> Result<(), UsageError> {
         self.check_drained()?;
         let now = self.clock(now);
+        self.change(now, op, f)
+    }
+
+    /// [`mutate`](Self::mutate) once the client was found drained and `now` clamped.
+    fn change(
+        &mut self,
+        now: Instant,
+        op: OpId,
+        f: impl FnOnce(&mut Lock, Instant) -> Result<(), UsageError>,
+    ) -> Result<(), UsageError> {
         let result = match self.locks.get_mut(&op) {
             Some(lock) => f(lock, now),
             None => Err(UsageError::UnknownOp(op)),

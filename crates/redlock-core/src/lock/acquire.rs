@@ -342,6 +342,7 @@ impl Acquiring {
                         elapsed: now.saturating_duration_since(self.first_start),
                         nodes,
                         written_back,
+                        handed_over: false,
                     },
                     fencing_token,
                 };
@@ -435,6 +436,7 @@ impl Acquiring {
                 elapsed: now.saturating_duration_since(self.first_start),
                 nodes,
                 written_back: Vec::new(),
+                handed_over: false,
             },
         });
         Some(Phase::Finished)

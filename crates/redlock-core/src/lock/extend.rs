@@ -2,7 +2,7 @@
 //! validity, the auto-extension schedule, and losing the lock. Never sent after the
 //! deadline.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand_core::CryptoRng;
 
@@ -23,6 +23,9 @@ use crate::token::Token;
 pub(super) struct Held {
     token: Token,
     deadline: Instant,
+    /// The validity the last grant or extension reported (a negative control's hand-over
+    /// keeps it: options.rs, `carry_deadline`).
+    validity: Duration,
     acquired_at: Instant,
     renewals: u32,
     renew_at: Option<Instant>,
@@ -40,6 +43,7 @@ impl Held {
         let mut held = Self {
             token,
             deadline,
+            validity: deadline.saturating_duration_since(now),
             acquired_at: now,
             renewals: 0,
             renew_at: None,
@@ -57,6 +61,24 @@ impl Held {
 
     pub(super) fn token(&self) -> &Token {
         &self.token
+    }
+
+    /// The deadline, and the validity the last grant or extension reported.
+    pub(super) fn deadline_and_validity(&self) -> (Instant, Duration) {
+        (self.deadline, self.validity)
+    }
+
+    /// The hold as the next call of the line takes it over at `now` (hand_over.rs): the same
+    /// token, held until `deadline`, with the faults of a failed extension (reported if the
+    /// deadline passes first). Renewals follow `params`, the new call's auto-extension,
+    /// counted from the hand-over: its `max_renewals` and `max_hold` bound its own hold, as
+    /// they would had it acquired on the nodes; the old call's retry of a failed extension
+    /// is its own policy's and ends with it. An extension in flight is left to the old call
+    /// (its reply is dropped): it can only lengthen the keys' life, never shorten it.
+    pub(super) fn handed_over(&self, params: &LockParams, deadline: Instant, now: Instant) -> Self {
+        let mut held = Self::new(params, self.token.clone(), deadline, now);
+        held.last_failure = self.last_failure.clone();
+        held
     }
 
     pub(super) fn round(&self) -> Option<&Round> {
@@ -171,6 +193,7 @@ impl Held {
             return self.on_failed(round, ctx, now, rng);
         };
         self.deadline = deadline;
+        self.validity = validity;
         self.renewals += 1;
         self.last_failure = None;
         self.renew_at = self.renewal_time(&ctx.params, now);

@@ -7,7 +7,8 @@
 //! decision rules are those of `docs/algorithm.md`; each is cited where it is applied.
 //!
 //! A lock is in one [`Phase`] at a time. Each phase owns its state (its round in flight, its
-//! timers, its token) and its handlers, in acquire.rs, extend.rs and release.rs; a handler
+//! timers, its token) and its handlers, in acquire.rs, extend.rs and release.rs (and the
+//! step from one lock's hold to the next call's, in hand_over.rs); a handler
 //! updates its phase in place and returns the next phase when the lock moves on (`None`:
 //! it stays), so a phase that stays is never moved. This file only routes replies and
 //! timers to the phase; what every phase shares is in ctx.rs ([`Ctx`]), and which request
@@ -30,6 +31,7 @@ use crate::token::{Resource, Token};
 mod acquire;
 mod ctx;
 mod extend;
+mod hand_over;
 mod inspect;
 mod queued;
 mod release;

@@ -80,6 +80,7 @@ impl Queued {
                 elapsed: now.saturating_duration_since(self.since),
                 nodes: Vec::new(),
                 written_back: Vec::new(),
+                handed_over: false,
             },
         });
         Phase::Finished

@@ -221,6 +221,7 @@ pub(crate) fn stats_named(
         elapsed,
         nodes: outcomes_named(names, nodes),
         written_back: Vec::new(),
+        handed_over: false,
     }
 }
 
@@ -231,6 +232,7 @@ pub(crate) fn stats(attempts: u32, elapsed: Duration, nodes: &[AcquireOutcome]) 
         elapsed,
         nodes: outcomes(nodes),
         written_back: Vec::new(),
+        handed_over: false,
     }
 }
 

@@ -97,6 +97,11 @@ fn refused(e: redlock_tokio::LockError) -> Result<Outcome, String> {
 /// answered, and those first answers may be from the nodes that never had the key: a node
 /// still `Pending` counts, since the lock's quorum holds the key on nodes not yet heard.
 fn quorum_released(name: &str, nodes: &[ReleaseOutcome]) -> Result<(), String> {
+    // Handed over to the next call of the client's line, nothing sent (docs/design.md,
+    // "Hand-over").
+    if nodes.iter().all(|n| *n == ReleaseOutcome::HandedOver) {
+        return Ok(());
+    }
     let released = nodes
         .iter()
         .filter(|n| matches!(n, ReleaseOutcome::Released | ReleaseOutcome::Pending))
