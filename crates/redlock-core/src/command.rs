@@ -617,20 +617,7 @@ mod tests {
             RESURRECTING_EXTEND_SCRIPT.sha1
         );
         use crate::kinds::*;
-        for script in [
-            &MULTI_ACQUIRE_SCRIPT,
-            &MULTI_RELEASE_SCRIPT,
-            &MULTI_EXTEND_SCRIPT,
-            &READ_ACQUIRE_SCRIPT,
-            &WRITE_ACQUIRE_SCRIPT,
-            &WRITE_ABANDON_SCRIPT,
-            &WRITE_RELEASE_SCRIPT,
-            &READ_RELEASE_SCRIPT,
-            &READ_EXTEND_SCRIPT,
-            &SEM_ACQUIRE_SCRIPT,
-            &SEM_RELEASE_SCRIPT,
-            &SEM_EXTEND_SCRIPT,
-        ] {
+        for script in KIND_SCRIPTS {
             assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
         }
         #[cfg(feature = "_mutants")]
