@@ -296,7 +296,14 @@ pub(crate) fn decode(
 /// their own arrays and keep [`decode`], which refuses them.
 fn decode_reply(buf: &[u8], max_reply: usize) -> Result<Option<(Reply, usize)>, ProtocolError> {
     match buf.first() {
-        Some(b'*') => decode_array(buf, 0, max_reply, MAX_ARRAY_DEPTH),
+        // An incomplete array that already holds more than the cap (all of `buf` is its) is
+        // refused now, as an incomplete scalar is: what waits for more never exceeds the cap.
+        Some(b'*') => match decode_array(buf, 0, max_reply, MAX_ARRAY_DEPTH)? {
+            None if buf.len() > max_reply => {
+                Err(ProtocolError(format!("reply exceeds {max_reply} bytes")))
+            }
+            decoded => Ok(decoded),
+        },
         _ => decode(buf, max_reply),
     }
 }
@@ -723,6 +730,16 @@ mod tests {
         );
         // Far more elements than the cap can hold, and a long array cut at the cap.
         assert!(decode_all(&[b"*99999\r\n"]).is_err());
+        // An incomplete array past the cap is refused at once, whole or split, not kept
+        // waiting for more (fuzz/fuzz_targets/resp_decode.rs: a tail never exceeds the cap).
+        for tail in [&b"*2\r\n:1\r\n:2345678901"[..], b"*12345678901234567"] {
+            let mut small = Decoder::new(16, 1 << 20);
+            small.push(tail);
+            assert!(
+                small.next_reply().is_err(),
+                "an incomplete array above the cap"
+            );
+        }
         let long: Vec<u8> = (0..400).flat_map(|_| *b":1\r\n").collect();
         assert!(decode_all(&[b"*400\r\n", &long]).is_err());
     }
