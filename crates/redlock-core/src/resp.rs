@@ -364,6 +364,11 @@ pub(crate) fn aggregate_header(
             Ok(None)
         };
     };
+    // As long as an incomplete header may grow (20 digits, the most a `usize` has, and its
+    // `\r`): whether a header is refused must not depend on where the input was split.
+    if end > 20 {
+        return Err(ProtocolError("malformed array length".into()));
+    }
     let digits = &rest[..end];
     let next = pos + 1 + end + 2;
     if digits == b"-1" {
@@ -732,6 +737,16 @@ mod tests {
         assert!(decode_all(&[b"*99999\r\n"]).is_err());
         // An incomplete array past the cap is refused at once, whole or split, not kept
         // waiting for more (fuzz/fuzz_targets/resp_decode.rs: a tail never exceeds the cap).
+        // A header refused whole is refused split, and one read whole is read split
+        // (leading zeros count: the fuzzer's split-invariance check).
+        let zeros = b"*00000000000000000000000000000000005\r\n";
+        assert!(decode_all(&[zeros]).is_err());
+        let split: Vec<&[u8]> = zeros.chunks(1).collect();
+        assert!(decode_all(&split).is_err());
+        let longest = b"*00000000000000000001\r\n:1\r\n";
+        let split: Vec<&[u8]> = longest.chunks(1).collect();
+        assert_eq!(decode_all(&[longest]), decode_all(&split));
+        assert!(decode_all(&[longest]).is_ok_and(|r| r.len() == 1));
         for tail in [&b"*2\r\n:1\r\n:2345678901"[..], b"*12345678901234567"] {
             let mut small = Decoder::new(16, 1 << 20);
             small.push(tail);
