@@ -265,6 +265,7 @@ macro_rules! conformance_suite {
             kinds::readers_overlap_and_a_writer_holds_alone,
             kinds::a_writer_behind_a_stream_of_readers_gets_in,
             kinds::a_reader_s_slot_is_gone_after_its_release_and_after_its_ttl,
+            kinds::a_node_that_answers_last_takes_part_in_readers_after_its_first_use,
             kinds::a_third_holder_of_two_permits_waits_until_one_releases,
             kinds::a_holder_asking_another_k_gets_the_permits_error,
             kinds::a_semaphore_of_two_on_five_nodes_needs_four,

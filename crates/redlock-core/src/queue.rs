@@ -284,14 +284,20 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_line_hands_over_while_it_is_fair_and_heard_from_the_nodes_lately() {
+    /// A line on `r` of calls 0 to 3, all joined at the returned instant.
+    fn line_of_four() -> (Resource, Lines, Instant) {
         let r = Resource::new("r");
         let mut lines = Lines::default();
         let t0 = now();
         for n in 0..4 {
             lines.join(&r, op(n), t0);
         }
+        (r, lines, t0)
+    }
+
+    #[test]
+    fn a_line_hands_over_while_it_is_fair_and_heard_from_the_nodes_lately() {
+        let (r, mut lines, t0) = line_of_four();
         let at = |ms| t0 + Duration::from_millis(ms);
         // Only the first call hands over, to the next in line.
         assert_eq!(lines.hand_over_to(&r, op(1), at(10)), None);
@@ -318,12 +324,7 @@ mod tests {
 
     #[test]
     fn a_line_that_never_yielded_yields_once_after_a_while() {
-        let r = Resource::new("r");
-        let mut lines = Lines::default();
-        let t0 = now();
-        for n in 0..4 {
-            lines.join(&r, op(n), t0);
-        }
+        let (r, mut lines, t0) = line_of_four();
         let at = |ms| t0 + Duration::from_millis(ms);
         assert!(!lines.owes_courtesy(&r, at(999)));
         assert_eq!(

@@ -62,6 +62,19 @@ impl Default for KindMix {
 }
 
 impl KindMix {
+    /// Every kind on an equal share of the calls (a mutex, a multi-lock, a reader, a writer,
+    /// a permit: one in five each), the other settings as [`Default`] has them.
+    pub fn every_kind() -> Self {
+        Self {
+            mutex: 1,
+            multi: 1,
+            read: 1,
+            write: 1,
+            permit: 1,
+            ..Self::default()
+        }
+    }
+
     /// Whether every call is a mutex (no kind is drawn).
     pub fn mutex_only(&self) -> bool {
         self.multi == 0 && self.read == 0 && self.write == 0 && self.permit == 0
@@ -174,16 +187,10 @@ mod tests {
 
     fn mix() -> KindMix {
         KindMix {
-            mutex: 1,
-            multi: 1,
-            read: 1,
-            write: 1,
-            permit: 1,
-            multi_max: 3,
             rw_resources: 2,
             semaphores: 3,
-            permits: 2,
             other_k_client: Some(1),
+            ..KindMix::every_kind()
         }
     }
 

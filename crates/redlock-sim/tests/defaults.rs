@@ -347,14 +347,7 @@ fn token(t: Option<u64>) -> u64 {
 /// and `mutant`, if any.
 fn fresh_kinds(seed: u64, mutant: Option<Mutant>) -> Scenario {
     let mut scenario = defaults_with(seed, Emphasis::Fresh, mutant);
-    scenario.workload.kinds = KindMix {
-        mutex: 1,
-        multi: 1,
-        read: 1,
-        write: 1,
-        permit: 1,
-        ..KindMix::default()
-    };
+    scenario.workload.kinds = KindMix::every_kind();
     scenario
 }
 

@@ -99,14 +99,7 @@ fn every_kind_left_behind_by_an_unfinished_release_is_found() {
     let with_kinds = |seed, mutant| {
         let mut s = cuts_and_pauses(seed, mutant);
         s.resources = Resources::Shared(3);
-        s.workload.kinds = KindMix {
-            mutex: 1,
-            multi: 1,
-            read: 1,
-            write: 1,
-            permit: 1,
-            ..KindMix::default()
-        };
+        s.workload.kinds = KindMix::every_kind();
         s
     };
     // Mutex, multi-lock, reader, writer, permit.

@@ -17,6 +17,7 @@ mod format;
 mod held;
 mod json;
 mod kinds;
+mod lock_kind;
 mod raw;
 mod release_paused;
 mod report;

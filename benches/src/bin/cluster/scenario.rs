@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use redlock_core::{NodeFault, ReleaseOutcome};
 use tokio::task::JoinSet;
 
-use crate::kinds::Kind;
+use crate::lock_kind::Kind;
 use crate::raw::RawClient;
 use crate::stats::{Samples, Stopwatch};
 

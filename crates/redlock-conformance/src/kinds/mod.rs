@@ -29,6 +29,7 @@ pub use multi::{
     overlapping_multi_locks_never_hold_together_and_both_finish,
 };
 pub use rw::{
+    a_node_that_answers_last_takes_part_in_readers_after_its_first_use,
     a_reader_s_slot_is_gone_after_its_release_and_after_its_ttl,
     a_writer_behind_a_stream_of_readers_gets_in, readers_overlap_and_a_writer_holds_alone,
 };

@@ -203,3 +203,40 @@ pub fn a_reader_s_slot_is_gone_after_its_release_and_after_its_ttl<D: Driver>() 
         .expect("no reader after the ttl");
     w.release().expect("release");
 }
+
+/// Five nodes behind proxies, node 4 slowed by 60 ms each way, so that it answers last: the
+/// first reader is granted by the other four before node 4's `-NOSCRIPT` (the kinds' scripts
+/// are not loaded on connect) comes back, and that late answer cannot be resent (it would add
+/// a slot nobody holds). The node then loads the scripts, so the next readers hold a slot on
+/// it too: a node that is always the last to answer still takes part (docs/kinds.md,
+/// "Scripts"). Each reader is released; no slot is left on any node.
+pub fn a_node_that_answers_last_takes_part_in_readers_after_its_first_use<D: Driver>() {
+    let c = cluster(5);
+    let d = D::build(&c.proxy_urls(), |b| b.ttl(Duration::from_secs(10))).unwrap();
+    warm_up(&d);
+    c.proxy(4).set_latency(60 * MS);
+    let reader = || LockOptions::default().kind(LockKind::Read);
+    let first = d.lock_with("late", reader()).expect("the first reader");
+    assert_eq!(
+        members_on(&c, 4, "late:readers"),
+        0,
+        "node 4 answered in time"
+    );
+    // An inspection is answered on each connection after everything sent before it: once it
+    // returns, node 4's late answer has been read (and the scripts' loads sent behind it).
+    d.inspect("late").expect("an inspection");
+    assert_released(&first.release());
+    for round in 0..3 {
+        let g = d.lock_with("late", reader()).expect("a reader");
+        let slot = || members_on(&c, 4, "late:readers") == 1;
+        assert!(
+            eventually(SETTLE, slot),
+            "round {round}: node 4 holds no slot"
+        );
+        assert_released(&g.release());
+    }
+    for i in 0..5 {
+        let empty = || members_on(&c, i, "late:readers") == 0;
+        assert!(eventually(SETTLE, empty), "a slot left on node {i}");
+    }
+}

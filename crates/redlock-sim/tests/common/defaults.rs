@@ -179,11 +179,7 @@ pub struct Found {
 /// the work and the faults begin, so that the first restart of each node finds them older
 /// than the step.
 fn restart(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
-    let mut d = Dice::new(seed ^ 0xdefa_0001);
-    let nodes = [3, 5][d.index(2)];
-    let ttl_max = log_ttl(&mut d);
-    let config = build(Config::builder(nodes).ttl(ttl_max));
-    let mut s = base(seed, &mut d, config, ttl_max);
+    let (mut d, mut s, ttl_max) = opening(seed ^ 0xdefa_0001, seed, build);
     let step = [0, 0, 0, 3, 10, 60, 3_600][d.index(7)];
     s.faults.restart_uptime_ahead = Duration::from_secs(step);
     // Idle connections for longer than the step (an hour's step is caught anyway).
@@ -323,11 +319,7 @@ fn fresh(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
 /// part of the workload. One task per client: a client's next call starts once its last
 /// one ended, so the bounded hand-offs read readers and permit holders as they read mutexes.
 fn kinds(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
-    let mut d = Dice::new(seed ^ 0xdefa_0004);
-    let nodes = [3, 5][d.index(2)];
-    let ttl_max = log_ttl(&mut d);
-    let config = build(Config::builder(nodes).ttl(ttl_max));
-    let mut s = base(seed, &mut d, config, ttl_max);
+    let (mut d, mut s, ttl_max) = opening(seed ^ 0xdefa_0004, seed, build);
     // What a mutant core sends instead of the kinds' scripts (the correct core never does).
     s.scripts.register_all(redlock_sim::kinds::MUTANT_MODELS);
     let active = d.millis(ms(3_000), ms(8_000));
@@ -337,16 +329,8 @@ fn kinds(seed: u64, build: impl FnOnce(ConfigBuilder) -> Config) -> Scenario {
         .collect();
     s.resources = Resources::Shared(d.range(2, 3) as usize);
     s.workload.kinds = KindMix {
-        mutex: 1,
-        multi: 1,
-        read: 1,
-        write: 1,
-        permit: 1,
-        multi_max: 3,
-        rw_resources: 1,
-        semaphores: 1,
         permits: d.range(2, 3) as u32,
-        other_k_client: None,
+        ..KindMix::every_kind()
     };
     s.workload.start_spread = ms(50);
     s.workload.hold = (0.05, 0.9);
@@ -408,6 +392,22 @@ fn base(seed: u64, d: &mut Dice, config: Config, ttl_max: Duration) -> Scenario 
     };
     s.release_linger = Some(GRACE);
     s
+}
+
+/// What the restart and kinds emphases open with: the dice of `salted` (the seed with the
+/// emphasis's salt), 3 or 5 nodes, a log-uniform largest ttl, the configuration `build`
+/// makes of them, and [`base`]'s scenario for `seed`; the dice and the ttl go on.
+fn opening(
+    salted: u64,
+    seed: u64,
+    build: impl FnOnce(ConfigBuilder) -> Config,
+) -> (Dice, Scenario, Duration) {
+    let mut d = Dice::new(salted);
+    let nodes = [3, 5][d.index(2)];
+    let ttl_max = log_ttl(&mut d);
+    let config = build(Config::builder(nodes).ttl(ttl_max));
+    let s = base(seed, &mut d, config, ttl_max);
+    (d, s, ttl_max)
 }
 
 /// A ttl from 50 ms to 2 s, as many seeds below 200 ms as above 500 ms (log-uniform).

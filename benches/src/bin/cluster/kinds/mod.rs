@@ -13,43 +13,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_core::ReleaseOutcome;
-use redlock_tokio::{Handle, LockError, LockGuard, Redlock};
+use redlock_tokio::Redlock;
 
+use crate::lock_kind::Kind;
 use crate::scenario::{self, Plan, Subject};
 use crate::{NODES, TTL};
 
 use self::report::FirstCycle;
 
 pub(crate) use report::{KindsEntry, KindsReport};
-
-/// What one cycle of a `kinds` subject locks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `lock`: a mutex of one resource.
-    Mutex,
-    /// `lock_all`: a multi-lock of this many resources.
-    All(usize),
-    /// `read_lock`: a reader.
-    Read,
-    /// `write_lock`: a writer.
-    Write,
-    /// `semaphore`: one of this many permits.
-    Semaphore(u32),
-}
-
-impl Kind {
-    /// Acquires `key` (for a multi-lock, `key:0`, `key:1`, ...) as this kind, with the
-    /// handle's retry policy.
-    pub(crate) async fn lock(self, redlock: &Handle, key: String) -> Result<LockGuard, LockError> {
-        match self {
-            Self::Mutex => redlock.lock(key).await,
-            Self::All(n) => redlock.lock_all((0..n).map(|i| format!("{key}:{i}"))).await,
-            Self::Read => redlock.read_lock(key).await,
-            Self::Write => redlock.write_lock(key).await,
-            Self::Semaphore(k) => redlock.semaphore(key, k).await,
-        }
-    }
-}
 
 /// The `kinds` scenario on the nodes at `urls` (the same nodes' `addrs`, for the bench's own
 /// script count), on the calling task's runtime (labelled `runtime`). An error ends the run:
