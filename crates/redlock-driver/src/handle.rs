@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use redlock_core::{
     Config, Inspection, LockOptions, LostReason, ReleaseOutcome, Resource, RetryPolicy, Token,
+    resource_set,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -105,8 +106,10 @@ impl Handle {
         };
         let (state, state_rx) = watch::channel(initial);
         let kind = options.kind;
+        // The set the guard lists, as the core locks it; a list the core refuses is refused
+        // here, before anything is sent.
         let set = match &target {
-            Target::All(list) => Some(held_set(list)),
+            Target::All(list) => Some(Arc::from(resource_set(list.iter().cloned())?)),
             Target::One(_) => None,
         };
         let cmd = Cmd(Request::Acquire(Acquire {
@@ -213,15 +216,6 @@ impl Handle {
             (Ok(value), None, Ok(_)) => Ok(value),
         }
     }
-}
-
-/// The set a multi-lock of `list` holds, as the core makes it (docs/kinds.md, "Multi-resource
-/// lock"): sorted by bytes, each resource once.
-fn held_set(list: &[Resource]) -> Arc<[Resource]> {
-    let mut set = list.to_vec();
-    set.sort_unstable();
-    set.dedup();
-    Arc::from(set)
 }
 
 /// Cancels an acquisition whose future is dropped before it returned a guard.

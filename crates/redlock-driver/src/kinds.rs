@@ -82,7 +82,7 @@ impl Handle {
         I::Item: Into<Resource>,
     {
         // The core checks the list as given (empty, one name repeated) and sorts and
-        // deduplicates it; the guard lists the set the same way, from its own copy.
+        // deduplicates it (`redlock_core::resource_set`), for the nodes and for the guard.
         let list: Vec<Resource> = resources.into_iter().map(Into::into).collect();
         self.acquire(Target::All(list), options).await
     }

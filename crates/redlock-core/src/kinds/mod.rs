@@ -295,9 +295,20 @@ impl Kinded {
     }
 }
 
-/// Sorts and deduplicates the resources of a multi-lock; refuses an empty list, an empty
-/// name, and a list that names one resource several times and nothing else.
-pub(crate) fn resource_set(
+/// The set a multi-lock of `resources` holds (docs/kinds.md, "Multi-resource lock"): sorted
+/// by bytes, each resource once, as its keys go out; refuses an empty list, an empty name,
+/// and a list that names one resource several times and nothing else. A driver lists a
+/// guard's resources with it, as [`Client::acquire_all`](crate::Client::acquire_all) locks
+/// them.
+///
+/// ```
+/// use redlock_core::{Resource, resource_set};
+///
+/// let set = resource_set(["b", "a", "b"].map(Resource::from)).unwrap();
+/// assert_eq!(set, ["a", "b"].map(Resource::from));
+/// assert!(resource_set([Resource::from("a"), Resource::from("a")]).is_err());
+/// ```
+pub fn resource_set(
     resources: impl IntoIterator<Item = Resource>,
 ) -> Result<Vec<Resource>, UsageError> {
     let mut set: Vec<Resource> = resources.into_iter().collect();
