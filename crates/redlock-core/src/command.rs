@@ -25,6 +25,7 @@ use crate::resp::{self, Reply};
 use crate::script::Script;
 use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
+use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QueueUse};
 pub(crate) use crate::vote::Vote;
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
@@ -144,6 +145,8 @@ pub(crate) enum ScriptUse {
     RaiseFence,
     /// A script of a lock kind beyond the mutex (kinds/mod.rs): its own keys and reading.
     Kind(KindUse),
+    /// A script of the waiters' queue (waiters.rs): its own keys and reading.
+    Queue(QueueUse),
 }
 
 impl Command {
@@ -250,6 +253,26 @@ impl Command {
             extra: Some(args.packed().clone()),
             ..Self::new(kind, resource, token, ttl_ms)
         }
+    }
+
+    /// A waiter's attempt (waiters.rs): `script` (QUEUE_ACQUIRE or a negative control's)
+    /// for `resource`, `token` and the ttl `ttl_ms`, with the waiter's `place` args packed.
+    pub(crate) fn queued_acquire(
+        script: &'static Script,
+        (resource, token, ttl_ms): (&Resource, &Token, u64),
+        place: Bytes,
+    ) -> Self {
+        let kind = CommandKind::EvalSha(script, ScriptUse::Queue(QueueUse::Acquire));
+        Self {
+            extra: Some(place),
+            ..Self::new(kind, resource, token, ttl_ms)
+        }
+    }
+
+    /// A waiter's leave (waiters.rs, QUEUE_LEAVE): its place on `resource`'s queue, by `id`.
+    pub(crate) fn leave_queue(resource: &Resource, id: &Token) -> Self {
+        let kind = CommandKind::EvalSha(&QUEUE_LEAVE_SCRIPT, ScriptUse::Queue(QueueUse::Leave));
+        Self::new(kind, resource, id, 0)
     }
 
     /// A multi-lock's keys `args` set one by one, `SET key token NX PX ttl` each, written
@@ -472,6 +495,11 @@ impl CommandKind {
                     _ => Vote::Fault(unexpected(reply)),
                 }
             }
+            (
+                Self::EvalSha(_, ScriptUse::Queue(QueueUse::Acquire))
+                | Self::Eval(_, ScriptUse::Queue(QueueUse::Acquire)),
+                Reply::Array(items),
+            ) => waiters::queued_vote(items).unwrap_or_else(|| Vote::Fault(unexpected(reply))),
             (Self::EvalSha(_, ScriptUse::FencedAcquire), Reply::Nil)
             | (Self::Eval(_, ScriptUse::FencedAcquire), Reply::Nil) => Vote::No,
             // 2: deleted, and someone was subscribed (server.rs, `fold_release`).
@@ -547,6 +575,7 @@ fn script_args(
     match usage {
         // `extra`: the kind's packed keys and number.
         ScriptUse::Kind(k) => kind_script_args([name, script], k, extra, [token, number], f),
+        ScriptUse::Queue(q) => waiters::script_args([name, script], q, (key, extra), [token, number], f),
         ScriptUse::Release => f(&[name, script, b"1", key, token]),
         ScriptUse::Extend => f(&[name, script, b"1", key, token, number]),
         // `extra`: the fencing counter key.
@@ -615,6 +644,15 @@ mod tests {
         assert_eq!(
             hex_sha1(RESURRECTING_EXTEND_SCRIPT.body),
             RESURRECTING_EXTEND_SCRIPT.sha1
+        );
+        use crate::waiters::*;
+        for script in [&QUEUE_ACQUIRE_SCRIPT, &QUEUE_LEAVE_SCRIPT] {
+            assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
+        }
+        #[cfg(feature = "_mutants")]
+        assert_eq!(
+            hex_sha1(QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT.body),
+            QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT.sha1
         );
         use crate::kinds::*;
         for script in KIND_SCRIPTS {

@@ -142,6 +142,7 @@ mod session;
 mod time;
 mod token;
 mod vote;
+mod waiters;
 
 /// The project's documents, shipped with the crate: read them before relying on a lock.
 pub mod docs {
@@ -207,6 +208,9 @@ pub use server::{
     CommandSource, ExtendCommand, FenceCommand, NodeCommands, ReleaseCommand, ServerFamily,
     ServerVersion,
 };
+pub use waiters::{
+    NEXT_PREFIX, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_SUFFIX, QUEUE_UNTIL_SUFFIX,
+};
 pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
@@ -224,6 +228,9 @@ pub use kinds::{
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]
 pub use mutant::Mutant;
+#[cfg(feature = "_mutants")]
+#[doc(hidden)]
+pub use waiters::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT;
 
 #[cfg(test)]
 #[path = "../tests/support/epoch.rs"]

@@ -26,6 +26,14 @@ pub(crate) enum Vote {
     NoScript,
     /// Fenced acquire only: locked, and the node's fencing counter is now this number.
     Counter(u64),
+    /// A waiter's attempt only (waiters.rs): not granted; the waiter's place is `rank`
+    /// (0: the head) and its ticket there `ticket`.
+    Queued {
+        /// The waiter's position in the node's queue, from 0.
+        rank: u64,
+        /// The ticket the node ordered it by.
+        ticket: u64,
+    },
     /// Semaphore acquire only: holders are in place with this other number of permits
     /// (`-PERMITS k`, kinds/mod.rs): a "no" that may decide the attempt as a usage error.
     Permits(u32),

@@ -1,0 +1,280 @@
+//! The waiters' queue on the nodes (docs/design.md, "The waiters' queue"): while a mutex is
+//! contended, the calls that wait for it (of any client) take places in a queue beside its
+//! key on every node, and a node grants the key only to the queue's head. A release then
+//! wakes one waiter, the head, instead of every waiter of every process (a herd).
+//!
+//! On each node, for resource `R`: `R:queue`, a sorted set of the waiters' ids scored by
+//! their *tickets* (the order), and `R:queue:until`, the same ids scored by the node-time
+//! millisecond at which each place lapses unless its waiter renews it. Both exist only
+//! while someone waits, and expire with their last place.
+//!
+//! - A call that found the lock held waits in the queue: each attempt after that is
+//!   [`QUEUE_ACQUIRE_SCRIPT`], which prunes lapsed places, sets the key if it is free and
+//!   the call is the head (or the queue is empty), and else takes or renews the call's place.
+//!   The first place a node gives is scored by the node's own clock; the call then sends the
+//!   largest ticket its nodes gave as its ticket on every node, so that every node orders
+//!   the waiters alike (docs/design.md, "The waiters' queue", why that rules out a
+//!   livelock).
+//! - A grant through the queue announces the next head on the release channel
+//!   (`next:<id>`); a release announces itself as before (an empty message). Only a call
+//!   that is the head on a quorum of nodes tries at once when it hears of a release; the
+//!   others keep their retry timers, which also renew their places.
+//! - A place lapses [`Place`]'s patience after its last renewal: a waiter that died, gave up
+//!   unheard or lost its nodes blocks the queue for at most that long. A call that got the
+//!   lock, or gave up, leaves ([`QUEUE_LEAVE_SCRIPT`]) where it still has a place.
+//!
+//! Order only: who may set the key. Safety stays the mutex's (algorithm.md §3, §4): the key
+//! is set by one atomic step per node, and a quorum of them decides.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::command::Vote;
+use crate::id::NodeId;
+use crate::script::Script;
+use crate::token::Token;
+
+/// A waiter's attempt (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` token, `ARGV[2]` ttl
+/// ms, `ARGV[3]` the waiter's id, `ARGV[4]` its ticket (0: the one it has here, or the
+/// node's clock now), `ARGV[5]` its patience ms): prunes the places whose deadline passed
+/// (the node's `TIME`); 1 and R set if R is free and the queue empty or headed by this
+/// waiter (its place removed, the next head announced as `next:<id>`); else the place taken
+/// or renewed (ticket, deadline now + patience, both sets' expiry at least that far) and
+/// `{rank, ticket}`.
+pub const QUEUE_ACQUIRE_SCRIPT: Script = Script {
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "e187c8cebea1fb4e5bfa24ee004744da2814e3a7",
+};
+
+/// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): its place
+/// removed from both sets; if it was the head, the next head announced. 1 if it had a place,
+/// else 0.
+pub const QUEUE_LEAVE_SCRIPT: Script = Script {
+    body: "local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n",
+    sha1: "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
+};
+
+/// A negative control's QUEUE_ACQUIRE (`_mutants`, `QueueNeverPrunes`): the same without
+/// the pruning, so a dead waiter's place heads the queue for good.
+#[cfg(feature = "_mutants")]
+pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "6b1bc0d18f1aaf65527d15c490e7f8524f429670",
+};
+
+/// The suffix of a resource's queue key: `R:queue`.
+pub const QUEUE_SUFFIX: &str = ":queue";
+
+/// The suffix of a resource's place deadlines key: `R:queue:until`.
+pub const QUEUE_UNTIL_SUFFIX: &str = ":queue:until";
+
+/// What a grant through the queue publishes on the release channel, before the next head's
+/// id (a release publishes an empty message).
+pub const NEXT_PREFIX: &[u8] = b"next:";
+
+/// Which queue script a command runs, and so its arguments and how its reply reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueUse {
+    /// QUEUE_ACQUIRE: 1, or `{rank, ticket}`.
+    Acquire,
+    /// QUEUE_LEAVE: 1 or 0.
+    Leave,
+}
+
+/// A waiter's ticket and patience and id, packed into the command's extra slot (as
+/// kinds/args.rs packs a kind's keys): the ticket and the patience as 8 bytes little-endian
+/// each, then the id.
+pub(crate) fn pack(ticket: u64, patience_ms: u64, id: &Token) -> Bytes {
+    let id = id.as_bytes();
+    let mut packed = BytesMut::with_capacity(16 + id.len());
+    packed.extend_from_slice(&ticket.to_le_bytes());
+    packed.extend_from_slice(&patience_ms.to_le_bytes());
+    packed.extend_from_slice(id);
+    packed.freeze()
+}
+
+/// The ticket, patience and id of [`pack`]ed bytes (zeros and nothing if too short: never
+/// made so).
+fn unpack(packed: &[u8]) -> (u64, u64, &[u8]) {
+    let Some((ticket, rest)) = packed.split_first_chunk::<8>() else {
+        return (0, 0, &[]);
+    };
+    let Some((patience, id)) = rest.split_first_chunk::<8>() else {
+        return (0, 0, &[]);
+    };
+    (u64::from_le_bytes(*ticket), u64::from_le_bytes(*patience), id)
+}
+
+/// `key` followed by `suffix`.
+fn suffixed(key: &[u8], suffix: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + suffix.len());
+    out.extend_from_slice(key);
+    out.extend_from_slice(suffix.as_bytes());
+    out
+}
+
+/// A queue script call's arguments, handed to `f`: `[EVALSHA sha | EVAL body] 3 R R:queue
+/// R:queue:until`, then the token, ttl, id, ticket and patience (QUEUE_ACQUIRE) or the id
+/// (QUEUE_LEAVE, whose command carries the id as its token).
+#[cold]
+pub(crate) fn script_args(
+    call: [&[u8]; 2],
+    usage: QueueUse,
+    (key, packed): (&[u8], &[u8]),
+    [token, ttl]: [&[u8]; 2],
+    f: impl FnOnce(&[&[u8]]),
+) {
+    let (queue, until) = (suffixed(key, QUEUE_SUFFIX), suffixed(key, QUEUE_UNTIL_SUFFIX));
+    let [name, script] = call;
+    match usage {
+        QueueUse::Leave => f(&[name, script, b"3", key, &queue, &until, token]),
+        QueueUse::Acquire => {
+            let (ticket, patience, id) = unpack(packed);
+            let (ticket, patience) = (ticket.to_string(), patience.to_string());
+            let args = [name, script, b"3", key, &queue, &until, token, ttl, id];
+            f(&[&args[..], &[ticket.as_bytes(), patience.as_bytes()]].concat())
+        }
+    }
+}
+
+/// QUEUE_ACQUIRE's array reply `{rank, ticket}` as a vote; `None` if it is not one.
+pub(crate) fn queued_vote(items: &[crate::resp::Reply]) -> Option<Vote> {
+    use crate::resp::Reply;
+    match items {
+        [Reply::Integer(rank), Reply::Integer(ticket)] => Some(Vote::Queued {
+            rank: u64::try_from(*rank).ok()?,
+            ticket: u64::try_from(*ticket).ok()?,
+        }),
+        _ => None,
+    }
+}
+
+/// A waiting call's place in the queues of the nodes, as far as it knows.
+#[derive(Debug)]
+pub(crate) struct Place {
+    /// The waiter's id: drawn once per call, the same on every node and every attempt.
+    id: Token,
+    /// The ticket sent: 0 until a node gave one, then the largest any gave.
+    ticket: u64,
+    /// How long a place lasts after its last renewal, in ms.
+    patience_ms: u64,
+    /// Per node: whether the call heads the queue there, as last heard (a rank, or a grant's
+    /// `next:` announcement).
+    head: Vec<bool>,
+    /// Whether the last attempt had answers from fewer than a quorum: the next attempt is
+    /// a plain one, which renews no place (so the places it cannot reach lapse).
+    lapsed: bool,
+}
+
+impl Place {
+    /// A new place for a call over `nodes` nodes, with `patience_ms`.
+    pub(crate) fn new(id: Token, nodes: usize, patience_ms: u64) -> Self {
+        Self {
+            id,
+            ticket: 0,
+            patience_ms,
+            head: vec![false; nodes],
+            lapsed: false,
+        }
+    }
+
+    /// The waiter's id.
+    pub(crate) fn id(&self) -> &Token {
+        &self.id
+    }
+
+    /// The packed ticket, patience and id the next QUEUE_ACQUIRE carries; `None` while the
+    /// place has lapsed (the next attempt is a plain one).
+    pub(crate) fn args(&self) -> Option<Bytes> {
+        (!self.lapsed).then(|| pack(self.ticket, self.patience_ms, &self.id))
+    }
+
+    /// Reads an attempt's `votes` (one per node): each node's rank, and the largest ticket
+    /// given; a place with answers from fewer than `quorum` nodes lapses until an attempt
+    /// has them again.
+    pub(crate) fn on_attempt<'v>(
+        &mut self,
+        votes: impl Iterator<Item = Option<&'v Vote>>,
+        quorum: usize,
+    ) {
+        let mut answered = 0;
+        for (head, vote) in self.head.iter_mut().zip(votes) {
+            match vote {
+                Some(Vote::Queued { rank, ticket }) => {
+                    *head = *rank == 0;
+                    self.ticket = self.ticket.max(*ticket);
+                    answered += 1;
+                }
+                // Granted here (the place removed), though not by a quorum: the next
+                // attempt takes the place again with the same ticket.
+                Some(Vote::Yes) => answered += 1,
+                Some(Vote::No) => {
+                    *head = false;
+                    answered += 1;
+                }
+                _ => *head = false,
+            }
+        }
+        self.lapsed = answered < quorum;
+    }
+
+    /// `node` announced `id` as its queue's next head.
+    pub(crate) fn on_next(&mut self, node: NodeId, id: &[u8]) {
+        if let Some(head) = self.head.get_mut(node.index()) {
+            *head = id == self.id.as_bytes();
+        }
+    }
+
+    /// Whether the call heads the queue on at least `quorum` nodes: the one waiter a
+    /// release wakes.
+    pub(crate) fn is_head(&self, quorum: usize) -> bool {
+        self.head.iter().filter(|h| **h).count() >= quorum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::Reply;
+
+    #[test]
+    fn packed_args_unpack() {
+        let id = Token::new("w1").unwrap();
+        let packed = pack(17, 900, &id);
+        assert_eq!(unpack(&packed), (17, 900, &b"w1"[..]));
+        assert_eq!(unpack(&packed[..9]), (0, 0, &b""[..]));
+    }
+
+    #[test]
+    fn a_place_follows_ranks_tickets_and_announcements() {
+        let mut place = Place::new(Token::new("w1").unwrap(), 3, 500);
+        let votes = [
+            Vote::Queued { rank: 0, ticket: 5 },
+            Vote::Queued { rank: 1, ticket: 9 },
+            Vote::Fault(crate::io::NodeFault::Timeout),
+        ];
+        place.on_attempt(votes.iter().map(Some), 2);
+        assert!(!place.is_head(2));
+        assert_eq!(unpack(&place.args().unwrap()), (9, 500, &b"w1"[..]));
+        place.on_next(NodeId::new(1), b"w1");
+        assert!(place.is_head(2));
+        place.on_next(NodeId::new(1), b"w2");
+        assert!(!place.is_head(2));
+        // Answers from one node of three: lapsed, the next attempt plain.
+        place.on_attempt([Some(&votes[0]), None, None].into_iter(), 2);
+        assert_eq!(place.args(), None);
+    }
+
+    #[test]
+    fn the_reply_reads_as_rank_and_ticket() {
+        let reply = [Reply::Integer(2), Reply::Integer(1_700_000_000_000)];
+        assert_eq!(
+            queued_vote(&reply),
+            Some(Vote::Queued {
+                rank: 2,
+                ticket: 1_700_000_000_000
+            })
+        );
+        assert_eq!(queued_vote(&[Reply::Integer(-1), Reply::Integer(3)]), None);
+        assert_eq!(queued_vote(&[Reply::Integer(1)]), None);
+    }
+}
