@@ -30,7 +30,7 @@ use crate::health::Health;
 use crate::id::{ConnId, NodeId, OpId, OpIdHasher, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::node::{Link, Node, Pending, SessionReply};
-use crate::notify::{Push, Watching, decode_push};
+use crate::notify::{Notice, Push, Watching, decode_push};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{NodeCommands, is_unsupported};
@@ -511,11 +511,14 @@ impl<R: CryptoRng> Client<R> {
     /// A push frame from `node`: a release announced on a watched channel is handed to
     /// the lock waiting on it (notify.rs, `Watching::route`).
     fn on_push(&mut self, now: Instant, node: NodeId, push: Push) {
-        let Some(op) = (self.watching).route(push, &mut self.nodes[node.index()]) else {
+        let Some((op, notice)) = (self.watching).route(push, &mut self.nodes[node.index()]) else {
             return;
         };
         if let Some(lock) = self.locks.get_mut(&op) {
-            lock.handle_release_notice(now, node, &mut self.rng);
+            match notice {
+                Notice::Released => lock.handle_release_notice(now, node, &mut self.rng),
+                Notice::Next(id) => lock.handle_next_notice(node, &id),
+            }
             self.pump(now, op);
         }
     }

@@ -25,8 +25,8 @@ use crate::resp::{self, Reply};
 use crate::script::Script;
 use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
-use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QueueUse};
 pub(crate) use crate::vote::Vote;
+use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QueueUse};
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
 /// holds another token (algorithm.md §6). A delete is announced on the resource's release
@@ -294,6 +294,12 @@ impl Command {
             announce: true,
             ..self
         }
+    }
+
+    /// Whether the command is a waiter's attempt (waiters.rs).
+    pub(crate) fn is_queued_acquire(&self) -> bool {
+        let queued = ScriptUse::Queue(QueueUse::Acquire);
+        matches!(self.kind, CommandKind::EvalSha(_, u) | CommandKind::Eval(_, u) if u == queued)
     }
 
     /// Whether the command is the release of a held lock, announced after a native form.
@@ -575,7 +581,9 @@ fn script_args(
     match usage {
         // `extra`: the kind's packed keys and number.
         ScriptUse::Kind(k) => kind_script_args([name, script], k, extra, [token, number], f),
-        ScriptUse::Queue(q) => waiters::script_args([name, script], q, (key, extra), [token, number], f),
+        ScriptUse::Queue(q) => {
+            waiters::script_args([name, script], q, (key, extra), [token, number], f)
+        }
         ScriptUse::Release => f(&[name, script, b"1", key, token]),
         ScriptUse::Extend => f(&[name, script, b"1", key, token, number]),
         // `extra`: the fencing counter key.

@@ -175,7 +175,7 @@ pub use config::{
     ClockCheck, Config, ConfigBuilder, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR,
     DEFAULT_FENCE_SUFFIX, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE,
     DEFAULT_NOTIFICATION_JITTER, DEFAULT_TTL, Fencing, MAX_RECONNECT_BACKOFF, MAX_TTL_MS,
-    ReleaseNotifications, RestartQuarantine,
+    ReleaseNotifications, RestartQuarantine, WaiterQueue,
 };
 pub use error::{ConfigError, UsageError};
 pub use fencing::{FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT};
@@ -208,10 +208,10 @@ pub use server::{
     CommandSource, ExtendCommand, FenceCommand, NodeCommands, ReleaseCommand, ServerFamily,
     ServerVersion,
 };
+pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 pub use waiters::{
     NEXT_PREFIX, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_SUFFIX, QUEUE_UNTIL_SUFFIX,
 };
-pub use token::{MAX_TOKEN_LEN, Resource, STAMP_LEN, TOKEN_RANDOM_BYTES, Token};
 
 #[cfg(feature = "_mutants")]
 #[doc(hidden)]

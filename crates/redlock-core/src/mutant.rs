@@ -75,4 +75,9 @@ pub enum Mutant {
     /// old hold's validity, counted again from the hand-over (`deadline = now + validity`),
     /// instead of its deadline: the new holder believes in the lock after its keys expire.
     HandOverKeepsValidity,
+    /// A waiters' queue whose acquire never prunes a lapsed place
+    /// ([`QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT`](crate::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT)): a
+    /// waiter that gave up unheard or died heads the queue for good, and the key is granted
+    /// to no one else.
+    QueueNeverPrunes,
 }

@@ -23,6 +23,7 @@ use bytes::{Bytes, BytesMut};
 use crate::id::{NodeId, OpId};
 use crate::resp::{self, ProtocolError, Reply};
 use crate::token::Resource;
+use crate::waiters::NEXT_PREFIX;
 
 /// The prefix of every release channel: `redlock:released:` then the key.
 pub const RELEASE_CHANNEL_PREFIX: &str = "redlock:released:";
@@ -77,11 +78,26 @@ pub(crate) fn encode_publish(buf: &mut BytesMut, key: &[u8]) {
     buf.extend_from_slice(b"\r\n$0\r\n\r\n");
 }
 
+/// What an announcement on a release channel says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// A release (an empty message; anything else but a queue's announcement reads so too:
+    /// a notification is a hint).
+    Released,
+    /// The resource's waiters' queue has this id at its head now (waiters.rs).
+    Next(Bytes),
+}
+
 /// A RESP3 push frame, as far as the client reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Push {
     /// `message channel payload`: something was published on `channel`.
-    Message(Bytes),
+    Message {
+        /// The channel.
+        channel: Bytes,
+        /// What was published: empty for a release, `next:<id>` for a queue's new head.
+        payload: Bytes,
+    },
     /// `subscribe channel count` or `unsubscribe channel count`: the answer to a
     /// `SUBSCRIBE` or `UNSUBSCRIBE` (RESP3 answers them with a push, in the order of
     /// replies).
@@ -106,7 +122,7 @@ pub(crate) fn decode_push(
     let Some((count, mut pos)) = resp::aggregate_header(buf, 0, max_reply)? else {
         return Ok(None);
     };
-    let mut parts: [Option<Bytes>; 2] = [None, None];
+    let mut parts: [Option<Bytes>; 3] = [None, None, None];
     for i in 0..count {
         if pos > max_reply {
             return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
@@ -123,10 +139,13 @@ pub(crate) fn decode_push(
         return Err(ProtocolError(format!("reply exceeds {max_reply} bytes")));
     }
     let push = match parts {
-        [Some(kind), Some(channel)] if count == 3 && &kind[..] == b"message" => {
-            Push::Message(channel)
+        [Some(kind), Some(channel), payload] if count == 3 && &kind[..] == b"message" => {
+            Push::Message {
+                channel,
+                payload: payload.unwrap_or_default(),
+            }
         }
-        [Some(kind), _]
+        [Some(kind), _, _]
             if count == 3 && (&kind[..] == b"subscribe" || &kind[..] == b"unsubscribe") =>
         {
             Push::Confirmation
@@ -217,9 +236,16 @@ impl Watching {
     /// Routes a push frame from `node`: a release announced on a watched channel is for
     /// the lock waiting on it, returned; a subscription's confirmation answers the node's
     /// subscription; anything else is dropped.
-    pub(crate) fn route<N: Subscriber>(&self, push: Push, node: &mut N) -> Option<OpId> {
+    pub(crate) fn route<N: Subscriber>(&self, push: Push, node: &mut N) -> Option<(OpId, Notice)> {
         match push {
-            Push::Message(channel) => self.channels.get(&channel).copied(),
+            Push::Message { channel, payload } => {
+                let op = self.channels.get(&channel).copied()?;
+                let notice = match payload.strip_prefix(NEXT_PREFIX) {
+                    Some(id) => Notice::Next(payload.slice_ref(id)),
+                    None => Notice::Released,
+                };
+                Some((op, notice))
+            }
             Push::Confirmation => {
                 node.confirm_subscription();
                 None
@@ -243,7 +269,10 @@ mod tests {
         assert_eq!(
             push(message).unwrap(),
             Some((
-                Push::Message(Bytes::from_static(b"redlock:released:ab")),
+                Push::Message {
+                    channel: Bytes::from_static(b"redlock:released:ab"),
+                    payload: Bytes::new(),
+                },
                 message.len()
             ))
         );

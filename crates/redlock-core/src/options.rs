@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use crate::command::EXTEND_SCRIPT;
-use crate::config::{Config, Timing, default_attempt_timeout};
+use crate::config::{Config, Timing, WaiterQueue, default_attempt_timeout};
 use crate::error::ConfigError;
 use crate::fencing::{FENCED_ACQUIRE_SCRIPT, FenceQuorum};
 use crate::kinds::{self, KindScripts, LockKind};
 use crate::policy::{AutoExtend, RetryDelay, RetryPolicy};
 use crate::script::Script;
 use crate::token::Token;
+use crate::waiters::QUEUE_ACQUIRE_SCRIPT;
 
 /// Per-lock overrides of the configuration. Unset fields take the [`Config`] values.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -144,6 +145,9 @@ impl LockOptions {
             fenced_acquire_script: &FENCED_ACQUIRE_SCRIPT,
             fence_quorum: FenceQuorum::Max,
             pipeline_floor: true,
+            queue: (config.waiter_queue)
+                .and_then(|q| waiter_queue(q, &timing, &retry, fenced, self.kind)),
+            queue_script: &QUEUE_ACQUIRE_SCRIPT,
             notify: config.release_notifications.is_some(),
             notification_jitter: (config.release_notifications)
                 .map_or(Duration::ZERO, |n| n.jitter),
@@ -161,6 +165,26 @@ impl LockOptions {
         };
         Ok(with_kind_quorum(params))
     }
+}
+
+/// The patience of a lock's place in the waiters' queue in ms, if it queues: an unfenced
+/// mutex does, when the queue is on (waiters.rs). By default three longest retry delays and
+/// two attempt timeouts, at least 100 ms: a live waiter renews its place with every attempt.
+fn waiter_queue(
+    queue: WaiterQueue,
+    timing: &Timing,
+    retry: &RetryPolicy,
+    fenced: bool,
+    kind: LockKind,
+) -> Option<u64> {
+    if fenced || kind != LockKind::Mutex {
+        return None;
+    }
+    let derived = (retry.delay_max.saturating_mul(3))
+        .saturating_add(timing.attempt_timeout.saturating_mul(2))
+        .max(Duration::from_millis(100));
+    let patience = queue.patience.unwrap_or(derived);
+    Some(u64::try_from(patience.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The quorum of the lock's kind: a semaphore's is raised to rule out k + 1 holders
@@ -221,6 +245,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         },
         Mutant::FencePipelineNoFloor => LockParams {
             pipeline_floor: false,
+            ..params
+        },
+        Mutant::QueueNeverPrunes => LockParams {
+            queue_script: &crate::waiters::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT,
             ..params
         },
         Mutant::HandOverKeepsValidity => LockParams {
@@ -320,6 +348,11 @@ pub(crate) struct LockParams {
     /// Whether the fenced pipeline carries the node's floor (a negative control says no,
     /// and sends 0).
     pub(crate) pipeline_floor: bool,
+    /// The patience in ms of the lock's place in the waiters' queue, if it queues
+    /// (waiters.rs).
+    pub(crate) queue: Option<u64>,
+    /// The script a queued attempt runs (a negative control's never prunes).
+    pub(crate) queue_script: &'static Script,
     /// Whether a contended wait reads the holder's remaining ttl and listens for release
     /// notifications (notify.rs).
     pub(crate) notify: bool,

@@ -382,13 +382,14 @@ impl Round {
             .collect()
     }
 
-    /// Nodes whose vote was [`Vote::No`], by name.
+    /// Nodes whose vote was [`Vote::No`] (or a waiter's place behind another: a "no" too),
+    /// by name.
     pub(crate) fn nodes_voting_no(&self, names: &[NodeName]) -> Vec<NodeName> {
         self.slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| match s {
-                Slot::Done(Vote::No) => Some(name(names, i)),
+                Slot::Done(Vote::No | Vote::Queued { .. }) => Some(name(names, i)),
                 _ => None,
             })
             .collect()

@@ -101,7 +101,11 @@ fn unpack(packed: &[u8]) -> (u64, u64, &[u8]) {
     let Some((patience, id)) = rest.split_first_chunk::<8>() else {
         return (0, 0, &[]);
     };
-    (u64::from_le_bytes(*ticket), u64::from_le_bytes(*patience), id)
+    (
+        u64::from_le_bytes(*ticket),
+        u64::from_le_bytes(*patience),
+        id,
+    )
 }
 
 /// `key` followed by `suffix`.
@@ -123,7 +127,10 @@ pub(crate) fn script_args(
     [token, ttl]: [&[u8]; 2],
     f: impl FnOnce(&[&[u8]]),
 ) {
-    let (queue, until) = (suffixed(key, QUEUE_SUFFIX), suffixed(key, QUEUE_UNTIL_SUFFIX));
+    let (queue, until) = (
+        suffixed(key, QUEUE_SUFFIX),
+        suffixed(key, QUEUE_UNTIL_SUFFIX),
+    );
     let [name, script] = call;
     match usage {
         QueueUse::Leave => f(&[name, script, b"3", key, &queue, &until, token]),
@@ -215,6 +222,11 @@ impl Place {
             }
         }
         self.lapsed = answered < quorum;
+    }
+
+    /// Whether a node gave the call a place yet.
+    pub(crate) fn is_placed(&self) -> bool {
+        self.ticket != 0
     }
 
     /// `node` announced `id` as its queue's next head.

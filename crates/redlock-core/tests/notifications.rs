@@ -27,11 +27,13 @@ fn cleanup_then_probe(cleanup: &str, probe: &str) -> Vec<u8> {
 }
 
 /// Three nodes, a retry delay of one second (so an attempt within milliseconds can only
-/// come from a notification or the probe), no jitter (so its timing is exact).
+/// come from a notification or the probe), no jitter (so its timing is exact), and no
+/// waiters' queue (every waiter wakes; tests/waiters.rs scripts the queue's).
 fn config(jitter: Duration) -> Config {
     Config::builder(3)
         .restart_quarantine(None)
         .clock_check(None)
+        .waiter_queue(None)
         .ttl(Duration::from_secs(10))
         .retry(RetryPolicy {
             max_attempts: Some(3),

@@ -8,7 +8,7 @@ use super::{
     ClockCheck, Config, DEFAULT_DRIFT_FACTOR, DEFAULT_DRIFT_FLOOR, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_READ_BUFFER, DEFAULT_MAX_REPLY_SIZE, DEFAULT_RECONNECT_MAX, DEFAULT_RECONNECT_MIN,
     DEFAULT_TTL, Fencing, MAX_RECONNECT_BACKOFF, MIN_BUFFER, ReleaseNotifications,
-    RestartQuarantine, Timing, default_attempt_timeout,
+    RestartQuarantine, Timing, WaiterQueue, default_attempt_timeout,
 };
 use crate::address::NodeAddress;
 use crate::error::ConfigError;
@@ -29,6 +29,7 @@ use crate::policy::{AutoExtend, NodeSettings, RetryDelay, RetryPolicy};
 /// | [`restart_quarantine`](Self::restart_quarantine) | `Option<`[`RestartQuarantine`]`>` | on, window from the ttl, young nodes not quarantined |
 /// | [`clock_check`](Self::clock_check) | `Option<`[`ClockCheck`]`>` | on, no clock quarantine |
 /// | [`release_notifications`](Self::release_notifications) | `Option<`[`ReleaseNotifications`]`>` | on, no jitter |
+/// | [`waiter_queue`](Self::waiter_queue) | `Option<`[`WaiterQueue`]`>` | on, patience from the retry policy |
 /// | [`fencing`](Self::fencing) | [`Fencing`] | locks fenced where they ask, suffix `:fence` |
 /// | [`auto_extend`](Self::auto_extend) | `Option<`[`AutoExtend`]`>` | off |
 /// | [`retry`](Self::retry) | [`RetryPolicy`] | 3 attempts, 50–250 ms apart |
@@ -92,6 +93,7 @@ pub struct ConfigBuilder {
     native_commands: bool,
     /// Release notifications, if on.
     release_notifications: Option<ReleaseNotifications>,
+    waiter_queue: Option<WaiterQueue>,
     /// Fencing: on by default or per lock, and the counter's suffix.
     fencing: Fencing,
     /// The clock-rate check, if on.
@@ -132,6 +134,7 @@ impl ConfigBuilder {
             preload_scripts: true,
             native_commands: true,
             release_notifications: Some(ReleaseNotifications::default()),
+            waiter_queue: Some(WaiterQueue::default()),
             fencing: Fencing::default(),
             clock_check: Some(ClockCheck::default()),
             restart_quarantine: Some(RestartQuarantine::default()),
@@ -310,6 +313,17 @@ impl ConfigBuilder {
         self
     }
 
+    /// The waiters' queue (default on, [`WaiterQueue::default`]): the calls that wait for a
+    /// contended mutex queue on the nodes in the order they came, and a release wakes only
+    /// the head of the queue (no herd of every waiting process); see [`WaiterQueue`] and
+    /// docs/design.md, "The waiters' queue".
+    ///
+    /// `None`: every waiter tries when it hears of a release or its retry delay ends.
+    pub fn waiter_queue(mut self, queue: Option<WaiterQueue>) -> Self {
+        self.waiter_queue = queue;
+        self
+    }
+
     /// Fencing tokens (default [`Fencing::default`]: a lock is fenced where its
     /// [`LockOptions::fenced`] asks, under [`DEFAULT_FENCE_SUFFIX`]); [`Fencing::every_lock`]
     /// fences every lock unless its options say otherwise. A fencing token is a number that
@@ -463,6 +477,7 @@ impl ConfigBuilder {
             preload_scripts: self.preload_scripts,
             native_commands: self.native_commands,
             release_notifications: self.release_notifications,
+            waiter_queue: self.waiter_queue,
             fencing: self.fencing,
             restart_quarantine: self.restart_quarantine,
             clock_check: self.clock_check,
@@ -520,6 +535,9 @@ impl ConfigBuilder {
     fn check_features(&self) -> Result<(), ConfigError> {
         if let Some(quarantine) = &self.restart_quarantine {
             quarantine.check()?;
+        }
+        if let Some(queue) = &self.waiter_queue {
+            queue.check()?;
         }
         self.fencing.check()
     }

@@ -25,7 +25,7 @@ use crate::mutant::Mutant;
 use crate::policy::{AutoExtend, NodeSettings, RetryDelay, RetryPolicy};
 
 pub use builder::ConfigBuilder;
-pub use subsystems::{ClockCheck, Fencing, ReleaseNotifications, RestartQuarantine};
+pub use subsystems::{ClockCheck, Fencing, ReleaseNotifications, RestartQuarantine, WaiterQueue};
 pub(crate) use timing::{Timing, default_attempt_timeout};
 
 /// Validated configuration shared by every lock of a [`Client`](crate::Client).
@@ -72,6 +72,8 @@ pub struct Config {
     pub(crate) native_commands: bool,
     /// Release notifications (notify.rs), if on: waiters subscribe (`HELLO 3`).
     pub(crate) release_notifications: Option<ReleaseNotifications>,
+    /// The waiters' queue (waiters.rs), if on: contended mutexes queue on the nodes.
+    pub(crate) waiter_queue: Option<WaiterQueue>,
     /// Whether locks are fenced by default, and the fencing counter key's suffix.
     pub(crate) fencing: Fencing,
     /// The restart quarantine (quarantine.rs), if on: a restarted or young node's
@@ -172,6 +174,11 @@ impl Config {
     /// [`ConfigBuilder::release_notifications`].
     pub fn release_notifications(&self) -> Option<&ReleaseNotifications> {
         self.release_notifications.as_ref()
+    }
+
+    /// The waiters' queue, if on (the default); see [`ConfigBuilder::waiter_queue`].
+    pub fn waiter_queue(&self) -> Option<&WaiterQueue> {
+        self.waiter_queue.as_ref()
     }
 
     /// The restart quarantine, if on (the default); see

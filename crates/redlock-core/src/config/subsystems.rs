@@ -127,6 +127,35 @@ impl Default for ReleaseNotifications {
     }
 }
 
+/// The waiters' queue (on by default; waiters.rs, docs/design.md, "The waiters' queue"):
+/// the calls that wait for a contended mutex, of every client, queue on the nodes, a node
+/// grants the key only to its queue's head, and a release wakes the head alone instead of
+/// every waiter. Fenced locks and the other kinds wait as before. Needs scripting on the
+/// nodes; a node that refuses the script puts the call back to plain attempts. Set with
+/// [`ConfigBuilder::waiter_queue`](crate::ConfigBuilder::waiter_queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaiterQueue {
+    /// How long a waiter's place lasts after its last attempt renewed it: a waiter that
+    /// died or lost its nodes holds up the queue for at most this long. `None` (the
+    /// default): three times the lock's longest retry delay and twice its attempt timeout,
+    /// at least 100 ms, so that a live waiter always renews in time.
+    pub patience: Option<Duration>,
+}
+
+impl WaiterQueue {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        if let Some(patience) = self.patience
+            && (patience.as_millis() < 10 || patience.as_millis() > u128::from(MAX_TTL_MS))
+        {
+            return Err(ConfigError::new(
+                "waiter_queue.patience",
+                format!("must be at least 10 ms and at most {MAX_TTL_MS} ms"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Fencing tokens (docs/safety.md, "Fencing tokens"): a number that grows with every
 /// acquisition of a resource, across all N nodes, for storage to refuse a stale holder's
 /// writes. See [`Acquired::fencing_token`](crate::Acquired::fencing_token).

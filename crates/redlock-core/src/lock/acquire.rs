@@ -21,6 +21,7 @@ use crate::quorum::{self, Decision};
 use crate::round::{self, Round, Slot};
 use crate::time;
 use crate::token::Token;
+use crate::waiters::Place;
 
 /// The acquiring phase: an attempt in flight, or the wait before the next one.
 #[derive(Debug)]
@@ -45,6 +46,11 @@ pub(super) struct Acquiring {
     /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
     /// round in flight (docs/safety.md, "Fencing").
     confirming: Option<Box<Confirming>>,
+    /// The call's place in the waiters' queue on the nodes (waiters.rs), once it found the
+    /// lock held (or started in a contested line).
+    place: Option<Box<Place>>,
+    /// A node refused the queue's script: this call waits as if the queue were off.
+    queue_refused: bool,
 }
 
 /// What a fenced attempt waits on while its write-back is in flight.
@@ -73,9 +79,37 @@ impl Acquiring {
             listening: false,
             last_nodes: Vec::new(),
             confirming: None,
+            place: None,
+            queue_refused: false,
         };
         acquiring.attempt(ctx, now);
         acquiring
+    }
+
+    /// The first attempt of a call whose line met other clients, at `now`: with the
+    /// waiters' queue on, a queued one at once (the nodes keep the order, so the call
+    /// need not yield: waiters.rs); else `None`.
+    pub(super) fn start_queued<R: CryptoRng + ?Sized>(
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Self> {
+        let place = new_place(ctx, rng)?;
+        let mut acquiring = Self {
+            attempts: 0,
+            first_start: now,
+            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
+            round: None,
+            wait: None,
+            early_attempts: 0,
+            listening: false,
+            last_nodes: Vec::new(),
+            confirming: None,
+            place: Some(Box::new(place)),
+            queue_refused: false,
+        };
+        acquiring.attempt(ctx, now);
+        Some(acquiring)
     }
 
     /// The first attempt at `at`, later than `now` (the call's start, from which its wait
@@ -91,11 +125,13 @@ impl Acquiring {
             first_start: now,
             token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
             round: None,
-            wait: Some(Box::new(Wait::new(ctx, now, at, false))),
+            wait: Some(Box::new(Wait::new(ctx, now, at, (false, false)))),
             early_attempts: 0,
             listening: false,
             last_nodes: Vec::new(),
             confirming: None,
+            place: None,
+            queue_refused: false,
         }
     }
 
@@ -112,7 +148,14 @@ impl Acquiring {
                 let script = ctx.params.fenced_acquire_script;
                 Command::fenced_acquire(&ctx.resource, fence, (&self.token, timing.ttl_ms), script)
             }
-            (None, None) => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
+            (None, None) => match self.place.as_ref().and_then(|p| p.args()) {
+                // A waiter: its place renewed, the key set only if it heads the queue.
+                Some(place) => {
+                    let at = (&ctx.resource, &self.token, timing.ttl_ms);
+                    Command::queued_acquire(ctx.params.queue_script, at, place)
+                }
+                None => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
+            },
         };
         self.confirming = None;
         // algorithm.md §2: one command to all N nodes at once, each with until
@@ -149,11 +192,23 @@ impl Acquiring {
         node: NodeId,
         rng: &mut R,
     ) {
+        // A waiter in the queue that is not its head lets the head go: the release wakes
+        // one waiter, not every one (waiters.rs).
+        if (self.place.as_ref()).is_some_and(|p| p.is_placed() && !p.is_head(ctx.params.quorum)) {
+            return;
+        }
         if let Some(wait) = &mut self.wait {
             wait.on_notice(ctx, now, node, rng);
             // Due now (no jitter): the attempt starts in this step, not at the driver's
             // next timer tick, which may be a millisecond away.
             self.on_timer(ctx, now, rng);
+        }
+    }
+
+    /// `node` announced `id` as the next head of the resource's queue.
+    pub(super) fn on_next(&mut self, node: NodeId, id: &[u8]) {
+        if let Some(place) = &mut self.place {
+            place.on_next(node, id);
         }
     }
 
@@ -250,6 +305,7 @@ impl Acquiring {
         rng: &mut R,
     ) -> Option<Phase> {
         self.last_nodes = outcomes(&round, &ctx.names);
+        self.read_place(ctx, &round);
         let permits = match ctx.params.kind {
             LockKind::Semaphore { permits } => {
                 kinds::permits_failure(&round.slots, &ctx.names, permits, ctx.params.quorum)
@@ -346,6 +402,12 @@ impl Acquiring {
                     },
                     fencing_token,
                 };
+                if self.place.is_some() {
+                    let granted: Vec<bool> = (acquired.stats.nodes.iter())
+                        .map(|n| n.outcome == AcquireOutcome::Locked)
+                        .collect();
+                    self.leave(ctx, now, Some(&granted));
+                }
                 let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
                 Some(Phase::Held(held))
@@ -397,15 +459,67 @@ impl Acquiring {
         }
         // Another client holds it: listen for its release and read when its keys expire.
         let held = matches!(reason, AcquireFailure::Contended { .. });
+        let first_place = held && self.place.is_none() && !self.queue_refused;
+        if first_place && let Some(place) = new_place(ctx, rng) {
+            // The call takes its place in the queue at once (an early attempt, not counted):
+            // waiting without one, it would be passed by every waiter that placed itself
+            // meanwhile.
+            self.place = Some(Box::new(place));
+            self.listening |= ctx.params.notify;
+            ctx.contested = true;
+            self.early_attempts += 1;
+            self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
+            self.attempt(ctx, now);
+            return None;
+        }
         self.listening |= ctx.params.notify && held;
         ctx.contested |= held;
+        // Only the queue's head reads the holder's expiry: the others wait their turn.
+        let head = (self.place.as_ref()).is_none_or(|p| p.is_head(ctx.params.quorum));
         self.wait = Some(Box::new(Wait::new(
             ctx,
             now,
             next,
-            ctx.params.notify && held,
+            (ctx.params.notify && held, head),
         )));
         None
+    }
+
+    /// Reads a failed attempt's answers into the call's place; a node that refused the
+    /// queue's script ends the call's queueing (its places elsewhere are left).
+    fn read_place(&mut self, ctx: &mut Ctx, round: &Round) {
+        let Some(place) = &mut self.place else {
+            return;
+        };
+        let votes = round.slots.iter().map(|slot| match slot {
+            Slot::Done(vote) => Some(vote),
+            _ => None,
+        });
+        place.on_attempt(votes, ctx.params.quorum);
+        let refused = (round.slots.iter())
+            .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
+        if refused && round.command.is_queued_acquire() {
+            self.leave(ctx, round.started, None);
+            self.queue_refused = true;
+        }
+    }
+
+    /// Leaves the queue on every node (`granted`: but those that granted the attempt, where
+    /// the place is gone), if the call has a place.
+    fn leave(&mut self, ctx: &mut Ctx, now: Instant, granted: Option<&[bool]>) {
+        let Some(place) = self.place.take() else {
+            return;
+        };
+        let command = Command::leave_queue(&ctx.resource, place.id());
+        let deadline = time::add(now, ctx.params.timing.attempt_timeout);
+        let to: Vec<bool> = match granted {
+            Some(granted) => granted.iter().map(|g| !g).collect(),
+            None => vec![true; ctx.params.nodes],
+        };
+        if to.iter().any(|t| *t) {
+            let round = ctx.new_round_to(command, (now, deadline), &to, 0);
+            ctx.cleanup.push(round);
+        }
     }
 
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
@@ -426,6 +540,7 @@ impl Acquiring {
             // readers out (docs/kinds.md, "Reader-writer lock"); the other kinds leave none.
             ctx.push_abandon(now, &self.token);
         }
+        self.leave(ctx, now, None);
         let nodes = std::mem::take(&mut self.last_nodes);
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,
@@ -483,10 +598,19 @@ fn attempt_token<R: CryptoRng + ?Sized>(
     }
 }
 
+/// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
+/// queue on (options.rs); its id drawn from `rng`, the same on every node.
+fn new_place<R: CryptoRng + ?Sized>(ctx: &Ctx, rng: &mut R) -> Option<Place> {
+    let patience = ctx.params.queue?;
+    let plain = ctx.kind.is_none() && ctx.fence_key.is_none();
+    plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience))
+}
+
 fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
     match slot {
         Slot::Done(Vote::Yes | Vote::Counter(_)) => AcquireOutcome::Locked,
-        Slot::Done(Vote::No) => AcquireOutcome::Held,
+        // Queued: held, or kept for the queue's head (waiters.rs).
+        Slot::Done(Vote::No | Vote::Queued { .. }) => AcquireOutcome::Held,
         Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
         // The semaphore's `-PERMITS k` error reply (kinds/mod.rs).
         Slot::Done(Vote::Permits(k)) => AcquireOutcome::Failed(NodeFault::Server {

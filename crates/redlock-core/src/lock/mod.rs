@@ -219,6 +219,16 @@ impl Lock {
         }
     }
 
+    /// `node` announced `id` as the next head of the resource's waiters' queue
+    /// ([`NEXT_PREFIX`](crate::NEXT_PREFIX) and the id on the release channel): if it is this
+    /// lock's, the lock heads the queue there, and the next release it hears of wakes it
+    /// (docs/design.md, "The waiters' queue").
+    pub fn handle_next_notice(&mut self, node: NodeId, id: &[u8]) {
+        if let Phase::Acquiring(a) = &mut self.phase {
+            a.on_next(node, id);
+        }
+    }
+
     /// Whether the lock needs its place in its resource's line: it waits in it, contends on
     /// the nodes or holds the lock. Once it releases, is lost or gives up, the next call in
     /// line may go.

@@ -48,14 +48,20 @@ impl Queued {
         let queued = now.saturating_duration_since(self.since);
         let retry = &mut ctx.params.retry;
         retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
+        let delay_max = retry.delay_max;
         let gap = match how {
             HandOff::Direct => return Phase::Acquiring(Acquiring::start(ctx, now, rng)),
+            // In the waiters' queue the nodes keep the order: the call takes its place at
+            // once, behind the waiters of other clients already there (waiters.rs).
+            HandOff::Contested if let Some(queued) = Acquiring::start_queued(ctx, now, rng) => {
+                return Phase::Acquiring(queued);
+            }
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs).
             HandOff::Contested => CONTESTED_YIELD,
             // A waiter that hears of nothing tries on its timer within its longest retry
             // delay.
-            HandOff::Courtesy => retry.delay_max.saturating_add(CONTESTED_YIELD),
+            HandOff::Courtesy => delay_max.saturating_add(CONTESTED_YIELD),
         };
         let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
         let at = time::add(now, gap.saturating_add(jitter));

@@ -37,13 +37,20 @@ pub(super) struct Wait {
 }
 
 impl Wait {
-    /// A wait until `at`, the retry delay's end; if `listening`, with a probe started now.
-    pub(super) fn new(ctx: &mut Ctx, now: Instant, at: Instant, listening: bool) -> Self {
+    /// A wait until `at`, the retry delay's end; if `listening`, counting release notices,
+    /// and if `probing` too, with a probe started now (a waiter behind the queue's head
+    /// listens without probing: waiters.rs).
+    pub(super) fn new(
+        ctx: &mut Ctx,
+        now: Instant,
+        at: Instant,
+        (listening, probing): (bool, bool),
+    ) -> Self {
         let n = ctx.params.nodes;
         // Only a mutex's holder shows in its key's ttl: a reader, a writer or a multi-lock
         // may be kept out by keys the probe does not read, and a missing key would only
         // start an early attempt for nothing (docs/kinds.md, "Waiting").
-        let probe = (listening && ctx.kind.is_none()).then(|| {
+        let probe = (listening && probing && ctx.kind.is_none()).then(|| {
             let deadline = time::add(now, ctx.params.timing.attempt_timeout);
             let command = Command::pttl(&ctx.resource);
             Round::new(ctx.seq(), command, now, deadline, (n, n), Vec::new())

@@ -316,16 +316,18 @@ pub(crate) fn acquired(events: &[Event]) -> &redlock_core::Acquired {
     }
 }
 
-/// A configuration builder with release notifications, the restart quarantine and the
-/// clock-rate check off. These transcripts script every byte a client sends and reads;
+/// A configuration builder with release notifications, the restart quarantine, the
+/// clock-rate check and the waiters' queue off. These transcripts script every byte a client sends and reads;
 /// notifications add their own (`HELLO 3`, the `PTTL` probe after a contended attempt,
 /// `SUBSCRIBE`), which tests/notifications.rs scripts, the quarantine its `INFO` and
 /// `CONFIG GET`, which tests/quarantine.rs scripts, and the check its `TIME` samples, which
-/// tests/clock_check.rs scripts.
+/// tests/clock_check.rs scripts, and the queue its attempts after a contended one, which
+/// tests/waiters.rs scripts.
 #[allow(dead_code)]
 pub(crate) fn builder(nodes: usize) -> redlock_core::ConfigBuilder {
     Config::builder(nodes)
         .release_notifications(None)
         .restart_quarantine(None)
         .clock_check(None)
+        .waiter_queue(None)
 }

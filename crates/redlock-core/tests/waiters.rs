@@ -1,0 +1,176 @@
+//! The waiters' queue (waiters.rs, lock/acquire.rs), scripted byte for byte: a contended
+//! attempt takes a place at once, the place's ticket is the largest the nodes gave, a
+//! release wakes only the queue's head, a `next:` announcement makes a waiter the head,
+//! and a grant leaves the queue where a node kept the place.
+
+mod support;
+
+use std::time::Duration;
+
+use redlock_core::{Config, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, RetryPolicy, WaiterQueue};
+use support::{Drained, Harness, NODE_SECS, time_reply};
+
+const NIL: &[u8] = b"_\r\n";
+const CONFIRM: &str = ">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
+const RELEASED: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+
+/// Three nodes, a retry delay of one second (an attempt within milliseconds comes from a
+/// notification only), patience 900 ms, notifications on without jitter.
+fn config() -> Config {
+    Config::builder(3)
+        .restart_quarantine(None)
+        .clock_check(None)
+        .ttl(Duration::from_secs(10))
+        .retry(RetryPolicy {
+            max_attempts: Some(3),
+            max_wait: None,
+            delay_min: Duration::from_secs(1),
+            delay_max: Duration::from_secs(1),
+        })
+        .waiter_queue(Some(WaiterQueue {
+            patience: Some(Duration::from_millis(900)),
+        }))
+        .build()
+        .expect("valid config")
+}
+
+/// A RESP3 `HELLO` reply naming Redis 7.0.15.
+fn hello3() -> Vec<u8> {
+    let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+    let mut out = String::from("%7\r\n");
+    out += &(bulk("server") + &bulk("redis") + &bulk("version") + &bulk("7.0.15"));
+    out += &(bulk("proto") + ":3\r\n" + &bulk("id") + ":3\r\n");
+    out += &(bulk("mode") + &bulk("standalone") + &bulk("role") + &bulk("master"));
+    out += &(bulk("modules") + "*0\r\n");
+    out.into_bytes()
+}
+
+fn connected() -> Harness {
+    let mut h = Harness::new(config());
+    h.drain();
+    for i in 0..3 {
+        h.connect(i);
+        let mut replies = hello3();
+        replies.extend_from_slice(&time_reply(NODE_SECS));
+        for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+            replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+        }
+        h.reply(i, &replies);
+    }
+    h
+}
+
+/// The bulk strings of the commands in `bytes`, in order.
+fn words(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.split("\r\n").collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].starts_with('$') && i + 1 < lines.len() {
+            out.push(lines[i + 1].to_string());
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The `ARGV` of the queued attempt in what was sent to `node`: token, ttl, id, ticket,
+/// patience; `None` if no queued attempt was sent.
+fn queued_argv(out: &Drained, node: usize) -> Option<Vec<String>> {
+    let w = words(&out.sent_to(node));
+    let at = w.iter().position(|s| s == QUEUE_ACQUIRE_SCRIPT.sha1)?;
+    assert_eq!(
+        w[at + 1..at + 5],
+        ["3", "res", "res:queue", "res:queue:until"]
+    );
+    Some(w[at + 5..at + 10].to_vec())
+}
+
+fn rank(rank: u64, ticket: u64) -> String {
+    format!("*2\r\n:{rank}\r\n:{ticket}\r\n")
+}
+
+fn next(id: &str) -> Vec<u8> {
+    let payload = format!("next:{id}");
+    format!(
+        ">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n${}\r\n{payload}\r\n",
+        payload.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
+    let mut h = connected();
+    let (op, _) = h.acquire("res");
+    h.reply(0, NIL);
+    let mut decided = h.reply(1, NIL);
+    decided.transmits.extend(h.reply(2, NIL).transmits);
+    // The contended attempt is followed at once by a queued one, on every node, with no
+    // ticket yet (0) and the configured patience.
+    let argv = queued_argv(&decided, 0).expect("a queued attempt");
+    let id = argv[2].clone();
+    assert_eq!(
+        (argv[1].as_str(), argv[3].as_str(), argv[4].as_str()),
+        ("10000", "0", "900")
+    );
+    for i in 1..3 {
+        assert_eq!(
+            queued_argv(&decided, i).unwrap()[2],
+            id,
+            "one id on every node"
+        );
+    }
+    // Each node: the subscription's confirmation, the cleanup release (-1), the place.
+    let places = [rank(1, 100), rank(1, 105), rank(0, 99)];
+    for (i, place) in places.iter().enumerate() {
+        h.reply(i, format!("{CONFIRM}:-1\r\n{place}").as_bytes());
+    }
+    // The queued attempt failed: its cleanup release (-1: nothing of ours there).
+    for i in 0..3 {
+        h.reply(i, b":-1\r\n");
+    }
+    h.ms(3);
+    // Not the head on a quorum: releases do not wake it.
+    for i in 0..3 {
+        let out = h.reply(i, RELEASED);
+        assert!(
+            queued_argv(&out, i).is_none(),
+            "node {i} woke a waiter behind the head"
+        );
+    }
+    // Announced the head on two nodes: the next release wakes it at once, with the largest
+    // ticket the nodes gave.
+    h.reply(0, &next(&id));
+    h.reply(1, &next(&id));
+    h.reply(0, RELEASED);
+    let out = h.reply(1, RELEASED);
+    for i in 0..3 {
+        let argv = queued_argv(&out, i).expect("the head's attempt");
+        assert_eq!((argv[2].as_str(), argv[3].as_str()), (id.as_str(), "105"));
+    }
+    // Granted on two nodes; the third kept the place (held there): the grant leaves it.
+    h.reply(0, b":1\r\n");
+    let out = h.reply(1, b":1\r\n");
+    let rest = h.reply(2, rank(0, 105).as_bytes());
+    assert!(h.client.held(op).is_some());
+    let mut sent = out;
+    sent.transmits.extend(rest.transmits);
+    let leave = words(&sent.sent_to(2));
+    let at = leave.iter().position(|s| s == QUEUE_LEAVE_SCRIPT.sha1);
+    let at = at.expect("the leave goes to the node that kept the place");
+    assert_eq!(
+        leave[at + 1..at + 6],
+        ["3", "res", "res:queue", "res:queue:until", &id]
+    );
+    for i in 0..2 {
+        assert!(
+            !words(&sent.sent_to(i))
+                .iter()
+                .any(|s| s == QUEUE_LEAVE_SCRIPT.sha1)
+        );
+    }
+}
