@@ -227,6 +227,19 @@ impl NodeHealth {
         }
     }
 
+    /// The quarantine window grew `by`: a restart quarantine (the node's start plus the
+    /// window as it was) is lengthened by as much, ended or not; returns it if that puts it
+    /// back in force at `now`.
+    fn lengthen(&mut self, by: Duration, now: Instant) -> Option<Quarantine> {
+        let restart = |q: &&mut Quarantine| {
+            matches!(q.cause, QuarantineCause::Restarted | QuarantineCause::Young)
+        };
+        let q = self.quarantine.as_mut().filter(restart)?;
+        let was = q.until > now;
+        q.until = time::add(q.until, by);
+        (!was && q.until > now).then_some(*q)
+    }
+
     /// Starts a quarantine `q`, or keeps the one running if it ends later; returns the one
     /// in force.
     fn quarantine_for(&mut self, q: Quarantine) -> Quarantine {
@@ -298,6 +311,8 @@ pub(crate) struct Health {
     spread: Duration,
     /// The restart quarantine's window (quarantine.rs), kept as the above change.
     window: Duration,
+    /// The widest window so far: every restart quarantine lasts at least that long.
+    widest: Duration,
 }
 
 impl Health {
@@ -308,8 +323,10 @@ impl Health {
             fenced: false,
             spread: Duration::ZERO,
             window: Duration::ZERO,
+            widest: Duration::ZERO,
         };
         health.window = health.window(config);
+        health.widest = health.window;
         health
     }
 
@@ -317,12 +334,12 @@ impl Health {
     /// first fenced lock also makes it cover the fencing floor, from the spread of the
     /// `nodes`' wall clocks).
     #[inline]
-    pub(crate) fn lock_started<N: AsRef<NodeHealth>>(
+    pub(crate) fn lock_started<N: AsRef<NodeHealth> + AsMut<NodeHealth>>(
         &mut self,
-        (config, nodes): (&Config, &[N]),
+        (config, nodes): (&Config, &mut [N]),
         now: Instant,
-        ttl: Duration,
-        fenced: bool,
+        (ttl, fenced): (Duration, bool),
+        events: &mut VecDeque<Event>,
     ) {
         let first_fenced = fenced && !self.fenced;
         if ttl > self.largest_ttl || first_fenced {
@@ -331,7 +348,40 @@ impl Health {
                 self.fenced = true;
                 self.spread = spread(nodes, now);
             }
-            self.window = self.window(config);
+            self.set_window(config, nodes, now, events);
+        }
+    }
+
+    /// The window from the largest ttl and the clocks' spread, at `now`. A longer one than
+    /// before reaches back: a node that restarted less than the new window ago is
+    /// quarantined again, for the rest of it, as if the window had been this long when its
+    /// restart was found (docs/safety.md, "Restarts and lost writes": a client's first
+    /// fenced lock, whose floor needs a longer window, may come after a restart that the
+    /// shorter one let back in).
+    fn set_window<N: AsMut<NodeHealth>>(
+        &mut self,
+        config: &Config,
+        nodes: &mut [N],
+        now: Instant,
+        events: &mut VecDeque<Event>,
+    ) {
+        let window = self.window(config);
+        // Past the widest window so far only: a spread that shrinks and grows back must not
+        // lengthen them again.
+        let by = window.saturating_sub(self.widest);
+        self.window = window;
+        self.widest = self.widest.max(window);
+        if by.is_zero() {
+            return;
+        }
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if let Some(q) = node.as_mut().lengthen(by, now) {
+                events.push_back(Event::NodeQuarantined {
+                    node: crate::round::name(&config.names, i),
+                    until: q.until,
+                    cause: q.cause,
+                });
+            }
         }
     }
 
@@ -369,7 +419,7 @@ impl Health {
                 // fenced window depends on the clocks.
                 if self.fenced || config.fencing.by_default {
                     self.spread = spread(nodes, now);
-                    self.window = self.window(config);
+                    self.set_window(config, nodes, now, events);
                 }
             }
             Learned::Identity(said) => nodes[i].as_mut().said = Some(said),
@@ -581,15 +631,66 @@ mod tests {
         time(&mut health, (&config, now), &mut nodes, 1, 200);
         assert_eq!(health.window, config.quarantine_window(Duration::ZERO));
         let ttl = Duration::from_secs(40);
-        health.lock_started((&config, &nodes), now, ttl, false);
+        health.lock_started(
+            (&config, &mut nodes),
+            now,
+            (ttl, false),
+            &mut VecDeque::new(),
+        );
         assert_eq!(health.window, config.quarantine_window(ttl));
         // The first fenced lock: the floor must pass the node 100 s ahead.
-        health.lock_started((&config, &nodes), now, Duration::from_secs(1), true);
+        health.lock_started(
+            (&config, &mut nodes),
+            now,
+            (Duration::from_secs(1), true),
+            &mut VecDeque::new(),
+        );
         let fenced = |spread| config.fence_window(Duration::from_secs(spread)).unwrap();
         assert!(fenced(100) > config.quarantine_window(ttl));
         assert_eq!(health.window, fenced(100));
         // And from then on each reading counts.
         time(&mut health, (&config, now), &mut nodes, 2, 400);
         assert_eq!(health.window, fenced(300));
+    }
+
+    #[test]
+    fn a_wider_window_puts_back_a_restart_quarantine_the_narrower_one_ended() {
+        // Short locks: their window is shorter than the fencing floor's.
+        let ttl = Duration::from_millis(100);
+        let config = Config::builder(3).ttl(ttl).build().expect("valid config");
+        let now = crate::test_epoch::epoch();
+        let mut nodes: Vec<Node> = (0..3).map(|_| Node(NodeHealth::new(&config))).collect();
+        let mut health = Health::new(&config);
+        let ms = Duration::from_millis;
+        let restarted = Quarantine {
+            until: now + ms(100),
+            cause: QuarantineCause::Restarted,
+        };
+        nodes[1].0.quarantine = Some(restarted);
+        let later = now + ms(200);
+        assert!(nodes[1].0.quarantined(later).is_none());
+        // The client's first fenced lock: the window now covers the fencing floor (over a
+        // second), and so does the restart found before.
+        let mut events = VecDeque::new();
+        let first_fenced = (Duration::from_millis(100), true);
+        health.lock_started((&config, &mut nodes), later, first_fenced, &mut events);
+        let grown = health
+            .window
+            .saturating_sub(config.quarantine_window(Duration::ZERO));
+        let until = restarted.until + grown;
+        assert!(until > later + ms(500), "{grown:?}");
+        assert_eq!(
+            nodes[1].0.quarantined(later),
+            Some(NodeFault::Quarantined {
+                until,
+                cause: QuarantineCause::Restarted
+            })
+        );
+        assert_eq!(events.len(), 1);
+        assert!(matches!(&events[0], Event::NodeQuarantined { until: u, .. } if *u == until));
+        // The window grows no further: nothing is lengthened again.
+        health.lock_started((&config, &mut nodes), later, first_fenced, &mut events);
+        assert_eq!(events.len(), 1);
+        assert!(nodes[0].0.quarantined(later).is_none());
     }
 }

@@ -134,7 +134,8 @@ impl<R: CryptoRng> Client<R> {
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
         let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
-        (self.health).lock_started((&self.config, &self.nodes), now, ttl, fenced);
+        let (config, nodes) = (&self.config, &mut self.nodes[..]);
+        (self.health).lock_started((config, nodes), now, (ttl, fenced), &mut self.events);
         if in_line {
             self.lines.join(lock.resource(), op, now);
         }
