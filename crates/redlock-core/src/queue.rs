@@ -57,6 +57,9 @@ pub(crate) struct Lines {
     lines: BTreeMap<Resource, Line>,
     /// A negative control's (`_mutants`): lines never yield unasked.
     no_courtesy: bool,
+    /// A node refused the waiters' queue's script (waiters.rs): contested hand-offs yield
+    /// as without the queue.
+    queue_refused: bool,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,10 @@ pub(crate) enum HandOff {
     Direct,
     /// [`CONTESTED_YIELD`] later: a waiter of another client heard of the release.
     Contested,
+    /// At once, in the waiters' queue on the nodes (waiters.rs): a waiter of another client
+    /// heard of the release, and the nodes keep the order, so there is nothing to yield.
+    /// [`Contested`](Self::Contested) for a lock that does not queue.
+    Queued,
     /// The retry policy's longest delay later: a waiter of another client that hears of no
     /// release tries on its timer within that time.
     Courtesy,
@@ -147,6 +154,17 @@ impl Lines {
         (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
     }
 
+    /// A node refused the waiters' queue's script: from now on a contested line yields as
+    /// without the queue (the client's calls wait without it too: client/locks.rs).
+    pub(crate) fn refuse_queue(&mut self) {
+        self.queue_refused = true;
+    }
+
+    /// Whether a node refused the waiters' queue's script.
+    pub(crate) fn queue_refused(&self) -> bool {
+        self.queue_refused
+    }
+
     /// Lines that never yield unasked, for a negative control (`_mutants`).
     #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
     pub(crate) fn without_courtesy() -> Self {
@@ -187,7 +205,9 @@ impl Lines {
             Some(next) => {
                 line.first = next;
                 line.heard_at = now;
-                let how = if yields {
+                let how = if yields && !self.queue_refused {
+                    HandOff::Queued
+                } else if yields {
                     HandOff::Contested
                 } else if courtesy {
                     HandOff::Courtesy

@@ -110,6 +110,9 @@ impl Entry {
             // Also after the lock left its line: the next hand-off of the line is fair.
             lines.contest(lock.resource(), now);
         }
+        if lock.take_queue_refused() {
+            lines.refuse_queue();
+        }
         if !self.in_line || lock.needs_place() {
             return None;
         }

@@ -133,6 +133,11 @@ impl<R: CryptoRng> Client<R> {
         let lock =
             make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
         self.next_op += 1;
+        let mut lock = lock;
+        if self.lines.queue_refused() {
+            // A node refused the queue's script to an earlier call (client/locks.rs).
+            lock.without_queue();
+        }
         let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
         let (config, nodes) = (&self.config, &mut self.nodes[..]);
         (self.health).lock_started((config, nodes), now, (ttl, fenced), &mut self.events);

@@ -305,7 +305,7 @@ impl Acquiring {
         rng: &mut R,
     ) -> Option<Phase> {
         self.last_nodes = outcomes(&round, &ctx.names);
-        self.read_place(ctx, &round);
+        self.read_place(ctx, now, &round);
         let permits = match ctx.params.kind {
             LockKind::Semaphore { permits } => {
                 kinds::permits_failure(&round.slots, &ctx.names, permits, ctx.params.quorum)
@@ -487,7 +487,7 @@ impl Acquiring {
 
     /// Reads a failed attempt's answers into the call's place; a node that refused the
     /// queue's script ends the call's queueing (its places elsewhere are left).
-    fn read_place(&mut self, ctx: &mut Ctx, round: &Round) {
+    fn read_place(&mut self, ctx: &mut Ctx, now: Instant, round: &Round) {
         let Some(place) = &mut self.place else {
             return;
         };
@@ -499,8 +499,9 @@ impl Acquiring {
         let refused = (round.slots.iter())
             .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
         if refused && round.command.is_queued_acquire() {
-            self.leave(ctx, round.started, None);
+            self.leave(ctx, now, None);
             self.queue_refused = true;
+            ctx.queue_refused = true;
         }
     }
 

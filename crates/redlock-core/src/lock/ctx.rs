@@ -54,6 +54,8 @@ pub(super) struct Ctx {
     pub(super) contested: bool,
     /// A node's release found someone subscribed to it (the release script answered 2).
     pub(super) awaited: bool,
+    /// A node refused the waiters' queue's script since the client last asked.
+    pub(super) queue_refused: bool,
 }
 
 /// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
@@ -126,6 +128,7 @@ impl Ctx {
             spare_slots: Vec::new(),
             contested: false,
             awaited: false,
+            queue_refused: false,
         })
     }
 

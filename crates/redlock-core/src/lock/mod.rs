@@ -173,6 +173,18 @@ impl Lock {
         std::mem::take(&mut self.ctx.contested)
     }
 
+    /// Whether a node refused the waiters' queue's script to this lock since the last call
+    /// (waiters.rs): the client then waits without the queue.
+    #[inline]
+    pub(crate) fn take_queue_refused(&mut self) -> bool {
+        std::mem::take(&mut self.ctx.queue_refused)
+    }
+
+    /// This lock waits without the waiters' queue: its client's nodes refused its script.
+    pub(crate) fn without_queue(&mut self) {
+        self.ctx.params.queue = None;
+    }
+
     /// Whether a node answered this lock's release that someone was subscribed to it:
     /// another client waits for the resource.
     pub(crate) fn release_awaited(&self) -> bool {

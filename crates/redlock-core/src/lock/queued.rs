@@ -53,12 +53,12 @@ impl Queued {
             HandOff::Direct => return Phase::Acquiring(Acquiring::start(ctx, now, rng)),
             // In the waiters' queue the nodes keep the order: the call takes its place at
             // once, behind the waiters of other clients already there (waiters.rs).
-            HandOff::Contested if let Some(queued) = Acquiring::start_queued(ctx, now, rng) => {
+            HandOff::Queued if let Some(queued) = Acquiring::start_queued(ctx, now, rng) => {
                 return Phase::Acquiring(queued);
             }
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs).
-            HandOff::Contested => CONTESTED_YIELD,
+            HandOff::Contested | HandOff::Queued => CONTESTED_YIELD,
             // A waiter that hears of nothing tries on its timer within its longest retry
             // delay.
             HandOff::Courtesy => delay_max.saturating_add(CONTESTED_YIELD),
