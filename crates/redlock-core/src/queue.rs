@@ -360,9 +360,25 @@ mod tests {
         assert!(!lines.owes_courtesy(&r, at(1_999)));
         assert_eq!(
             lines.leave(&r, op(2), at(2_500), true),
-            Some((op(3), HandOff::Contested))
+            Some((op(3), HandOff::Queued))
         );
         // Nobody waits behind the last call: nothing is owed.
         assert!(!lines.owes_courtesy(&r, at(9_000)));
+    }
+
+    #[test]
+    fn a_client_whose_nodes_refuse_the_queue_yields_instead() {
+        let (r, mut lines, t0) = line_of_four();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(
+            lines.leave(&r, op(0), at(1), true),
+            Some((op(1), HandOff::Queued))
+        );
+        lines.refuse_queue();
+        assert!(lines.queue_refused());
+        assert_eq!(
+            lines.leave(&r, op(1), at(2), true),
+            Some((op(2), HandOff::Contested))
+        );
     }
 }

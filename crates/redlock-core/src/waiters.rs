@@ -28,7 +28,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::command::Vote;
+use crate::vote::Vote;
 use crate::id::NodeId;
 use crate::script::Script;
 use crate::token::Token;
