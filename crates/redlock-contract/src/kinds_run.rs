@@ -145,7 +145,11 @@ fn run_case(
     }
     let reply = call(target, &place.command(send, case.argv))?;
     let heard = if listening {
-        target.heard()?
+        target
+            .heard()?
+            .into_iter()
+            .map(|(channel, _)| channel)
+            .collect()
     } else {
         Vec::new()
     };
@@ -198,7 +202,7 @@ fn set_up(
 }
 
 /// Writes `state` at `key` (absent before), deadlines from `now`.
-fn put(
+pub(crate) fn put(
     target: &mut dyn Target,
     key: &str,
     state: KindsKey,
@@ -249,7 +253,7 @@ fn candidates(argv: &[&'static str], states: [&KindsKey; 2]) -> Vec<&'static str
 
 /// A key as the runner read it back.
 #[derive(Debug)]
-enum Seen {
+pub(crate) enum Seen {
     /// No key.
     Absent,
     /// A string and its PTTL.
@@ -263,7 +267,11 @@ enum Seen {
 }
 
 /// Reads `key` back with commands every target has (`GET`, `PTTL`, `ZSCORE`).
-fn read_key(target: &mut dyn Target, key: &str, members: &[&'static str]) -> Result<Seen, String> {
+pub(crate) fn read_key(
+    target: &mut dyn Target,
+    key: &str,
+    members: &[&'static str],
+) -> Result<Seen, String> {
     let get = call(target, &["GET", key])?;
     let pttl = match call(target, &["PTTL", key])? {
         Reply::Int(ms) => ms,
@@ -294,7 +302,7 @@ fn read_key(target: &mut dyn Target, key: &str, members: &[&'static str]) -> Res
 
 /// Whether a time read back (`ms` from the node's now) is `life`: in `(life - SLACK_MS,
 /// life]`, or -1 (no expiry) for [`Life::Forever`].
-fn within(life: Life, ms: i64) -> bool {
+pub(crate) fn within(life: Life, ms: i64) -> bool {
     match life.ms() {
         None => ms == -1,
         Some(l) => (l - SLACK_MS + 1..=l).contains(&ms),
@@ -303,7 +311,7 @@ fn within(life: Life, ms: i64) -> bool {
 
 impl Seen {
     /// Whether the key read back at the node's `now` (ms) is `want`.
-    fn admits(&self, want: KindsKey, now: i64) -> bool {
+    pub(crate) fn admits(&self, want: KindsKey, now: i64) -> bool {
         match (want, self) {
             (KindsKey::Absent, Self::Absent) => true,
             (KindsKey::Str(value, life), Self::Str(v, pttl)) => {
@@ -348,7 +356,7 @@ fn reply_matches(want: KindsReply, got: &Reply) -> bool {
 }
 
 /// The node's `TIME` in whole milliseconds, as the scripts compute `now`.
-fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
+pub(crate) fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
     let reply = call(target, &["TIME"])?;
     let number = |r: &Reply| match r {
         Reply::Bulk(b) => String::from_utf8_lossy(b).parse::<i64>().ok(),
@@ -366,13 +374,15 @@ fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
     .ok_or_else(|| format!("`TIME` answered {reply}"))
 }
 
-fn delete(target: &mut dyn Target, keys: &[&str]) -> Result<(), String> {
+/// `DEL keys...`.
+pub(crate) fn delete(target: &mut dyn Target, keys: &[&str]) -> Result<(), String> {
     let mut args = vec!["DEL"];
     args.extend(keys);
     call(target, &args).map(drop)
 }
 
-fn call(target: &mut dyn Target, args: &[&str]) -> Result<Reply, String> {
+/// Sends `args`; a target that fails is an `Err` naming the command.
+pub(crate) fn call(target: &mut dyn Target, args: &[&str]) -> Result<Reply, String> {
     target
         .call(args)
         .map_err(|e| format!("{}: `{}` failed: {e}", target.describe(), args[0]))
