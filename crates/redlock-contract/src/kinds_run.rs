@@ -11,33 +11,22 @@ use redlock_testkit::Reply;
 
 use crate::kinds::{KINDS_CONTRACT, KindsCase, KindsKey, KindsReply, KindsScript, Life, SLACK_MS};
 use crate::kinds_scripts::KindsScripts;
+use crate::rows::{Row, RowsReport, run_each};
 use crate::table::Send;
 use crate::target::Target;
 
-/// The three ways every kinds row goes out.
-const SENDS: [Send; 3] = [Send::Sha, Send::Eval, Send::ShaFlushed];
-
 /// What a kinds run found.
-#[derive(Debug, Default)]
-pub struct KindsReport {
-    /// The target, as it describes itself.
-    pub target: String,
-    /// Rows that did what the table says, with how they were sent.
-    pub passed: Vec<(KindsCase, Send)>,
-    /// Rows that did not, with how they were sent and what differed.
-    pub failed: Vec<(KindsCase, Send, String)>,
-}
+pub type KindsReport = RowsReport<KindsCase>;
 
-impl KindsReport {
-    /// Whether every row passed.
-    pub fn is_clean(&self) -> bool {
-        self.failed.is_empty()
+impl Row for KindsCase {
+    type Script = KindsScript;
+
+    fn script(&self) -> KindsScript {
+        self.script
     }
 
-    /// The failed rows as `(script, name, send)`, in the table's order.
-    pub fn failed_rows(&self) -> Vec<(KindsScript, &'static str, Send)> {
-        let rows = self.failed.iter();
-        rows.map(|(c, send, _)| (c.script, c.name, *send)).collect()
+    fn name(&self) -> &'static str {
+        self.name
     }
 }
 
@@ -53,19 +42,9 @@ pub fn run_kinds_rows(
     scripts: KindsScripts,
     rows: &[KindsCase],
 ) -> Result<KindsReport, String> {
-    let mut report = KindsReport {
-        target: target.describe(),
-        ..KindsReport::default()
-    };
-    for (i, case) in rows.iter().enumerate() {
-        for send in SENDS {
-            match run_case(target, case, send, i, scripts.body(case.script))? {
-                None => report.passed.push((*case, send)),
-                Some(why) => report.failed.push((*case, send, why)),
-            }
-        }
-    }
-    Ok(report)
+    run_each(target, "kinds", rows, |target, case, send, i| {
+        run_case(target, case, send, i, scripts.body(case.script))
+    })
 }
 
 /// The row's keys, channels and script on a target: `kinds-contract:<row>:` before each
@@ -386,24 +365,6 @@ pub(crate) fn call(target: &mut dyn Target, args: &[&str]) -> Result<Reply, Stri
     target
         .call(args)
         .map_err(|e| format!("{}: `{}` failed: {e}", target.describe(), args[0]))
-}
-
-impl fmt::Display for KindsReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.passed.len() + self.failed.len();
-        writeln!(
-            f,
-            "kinds contract on {}: {} of {total} row sends passed, {} failed",
-            self.target,
-            self.passed.len(),
-            self.failed.len()
-        )?;
-        for (case, send, why) in &self.failed {
-            let (script, name) = (case.script, case.name);
-            writeln!(f, "  FAILED {script} {send:?} × {name}: {why}")?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

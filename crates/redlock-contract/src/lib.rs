@@ -41,6 +41,7 @@
 //!   docs, and what the never-prunes mutant does instead;
 //! - `queue_run`: running the queue rows on any [`Target`] as `kinds_run` runs the kinds
 //!   rows (whose key setup and read-back it shares); one [`QueueReport`];
+//! - `rows`: what both runs share: each row sent three ways, one [`RowsReport`];
 //! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
 //! - `run`: one runner for any [`Target`] and the first two parts: set up, send, compare;
 //!   skips what a server lacks; one [`Report`];
@@ -56,6 +57,7 @@ mod kinds_run;
 mod kinds_scripts;
 mod queue;
 mod queue_run;
+mod rows;
 mod run;
 mod table;
 mod target;
@@ -77,6 +79,7 @@ pub use queue::{
     QueueReply, QueueScript, Ticket,
 };
 pub use queue_run::{QueueReport, QueueScripts, run_queue, run_queue_rows};
+pub use rows::{Row, RowsReport};
 pub use run::{Report, run, run_rows};
 pub use table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,

@@ -4,8 +4,6 @@
 //! send, read every key back, compare the reply, the keys, and each message heard (its
 //! channel and its payload). One [`QueueReport`] per run.
 
-use std::fmt;
-
 use redlock_core::RELEASE_CHANNEL_PREFIX;
 use redlock_sim::script::sha1_hex;
 use redlock_testkit::Reply;
@@ -13,11 +11,9 @@ use redlock_testkit::Reply;
 use crate::kinds::Life;
 use crate::kinds_run::{Seen, call, delete, put, read_key, time_ms, within};
 use crate::queue::{QUEUE_CONTRACT, QueueCase, QueueKey, QueueReply, QueueScript, Ticket};
+use crate::rows::{Row, RowsReport, run_each};
 use crate::table::Send;
 use crate::target::Target;
-
-/// The three ways every queue row goes out.
-const SENDS: [Send; 3] = [Send::Sha, Send::Eval, Send::ShaFlushed];
 
 /// The bodies a queue run sends: [`QueueScripts::SPEC`], or a mutant in a script's place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,26 +48,17 @@ impl QueueScripts {
 }
 
 /// What a queue run found.
-#[derive(Debug, Default)]
-pub struct QueueReport {
-    /// The target, as it describes itself.
-    pub target: String,
-    /// Rows that did what the table says, with how they were sent.
-    pub passed: Vec<(QueueCase, Send)>,
-    /// Rows that did not, with how they were sent and what differed.
-    pub failed: Vec<(QueueCase, Send, String)>,
-}
+pub type QueueReport = RowsReport<QueueCase>;
 
-impl QueueReport {
-    /// Whether every row passed.
-    pub fn is_clean(&self) -> bool {
-        self.failed.is_empty()
+impl Row for QueueCase {
+    type Script = QueueScript;
+
+    fn script(&self) -> QueueScript {
+        self.script
     }
 
-    /// The failed rows as `(script, name, send)`, in the table's order.
-    pub fn failed_rows(&self) -> Vec<(QueueScript, &'static str, Send)> {
-        let rows = self.failed.iter();
-        rows.map(|(c, send, _)| (c.script, c.name, *send)).collect()
+    fn name(&self) -> &'static str {
+        self.name
     }
 }
 
@@ -86,19 +73,9 @@ pub fn run_queue_rows(
     scripts: QueueScripts,
     rows: &[QueueCase],
 ) -> Result<QueueReport, String> {
-    let mut report = QueueReport {
-        target: target.describe(),
-        ..QueueReport::default()
-    };
-    for (i, case) in rows.iter().enumerate() {
-        for send in SENDS {
-            match run_case(target, case, send, i, scripts.body(case.script))? {
-                None => report.passed.push((*case, send)),
-                Some(why) => report.failed.push((*case, send, why)),
-            }
-        }
-    }
-    Ok(report)
+    run_each(target, "queue", rows, |target, case, send, i| {
+        run_case(target, case, send, i, scripts.body(case.script))
+    })
 }
 
 /// Runs one row one way; `Ok(Some(why))` if it broke the contract.
@@ -298,24 +275,6 @@ fn ticket_is(ticket: Ticket, score: f64, now: i64) -> bool {
     match ticket {
         Ticket::Given(n) => score == n as f64,
         Ticket::Node => within(Life::Now, score as i64 - now),
-    }
-}
-
-impl fmt::Display for QueueReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.passed.len() + self.failed.len();
-        writeln!(
-            f,
-            "queue contract on {}: {} of {total} row sends passed, {} failed",
-            self.target,
-            self.passed.len(),
-            self.failed.len()
-        )?;
-        for (case, send, why) in &self.failed {
-            let (script, name) = (case.script, case.name);
-            writeln!(f, "  FAILED {script} {send:?} × {name}: {why}")?;
-        }
-        Ok(())
     }
 }
 

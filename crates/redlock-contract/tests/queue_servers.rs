@@ -31,15 +31,14 @@ fn every_queue_script_does_what_the_table_says() {
 fn a_queue_that_never_prunes_breaks_the_contract() {
     let report = run_on_a_server(QueueScripts::NEVER_PRUNES, QUEUE_CONTRACT);
     say("negative control (failures expected): ", &report);
-    let failed = report.failed_rows();
-    let pick = |want: Send| {
-        let rows = failed.iter().filter(|r| r.2 == want);
-        rows.map(|r| (r.0, r.1)).collect::<Vec<_>>()
-    };
-    assert!(pick(Send::ShaFlushed).is_empty(), "{report}");
-    assert_eq!(pick(Send::Sha), pick(Send::Eval), "{report}");
+    assert!(report.failed_by(Send::ShaFlushed).is_empty(), "{report}");
+    assert_eq!(
+        report.failed_by(Send::Sha),
+        report.failed_by(Send::Eval),
+        "{report}"
+    );
     let broken = BROKEN_BY_NEVER_PRUNES.map(|name| (QueueScript::Acquire, name));
-    assert_eq!(pick(Send::Sha), broken, "{report}");
+    assert_eq!(report.failed_by(Send::Sha), broken, "{report}");
     let mutant = run_on_a_server(QueueScripts::NEVER_PRUNES, QUEUE_NEVER_PRUNES_CONTRACT);
     say("", &mutant);
     assert!(mutant.is_clean(), "{mutant}");

@@ -41,15 +41,14 @@ fn the_never_prunes_mutant_breaks_the_queue_contract_on_the_model() {
         let report =
             run_queue(&mut mutant_node(profile), QueueScripts::NEVER_PRUNES).expect("answers");
         say("negative control (failures expected): ", &report);
-        let failed = report.failed_rows();
-        let pick = |want: Send| {
-            let rows = failed.iter().filter(|r| r.2 == want);
-            rows.map(|r| (r.0, r.1)).collect::<Vec<_>>()
-        };
-        assert!(pick(Send::ShaFlushed).is_empty(), "{report}");
-        assert_eq!(pick(Send::Sha), pick(Send::Eval), "{report}");
+        assert!(report.failed_by(Send::ShaFlushed).is_empty(), "{report}");
+        assert_eq!(
+            report.failed_by(Send::Sha),
+            report.failed_by(Send::Eval),
+            "{report}"
+        );
         let broken = BROKEN_BY_NEVER_PRUNES.map(|name| (QueueScript::Acquire, name));
-        assert_eq!(pick(Send::Sha), broken, "{report}");
+        assert_eq!(report.failed_by(Send::Sha), broken, "{report}");
         let mutant = run_queue_rows(
             &mut mutant_node(profile),
             QueueScripts::NEVER_PRUNES,
