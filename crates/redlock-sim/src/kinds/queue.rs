@@ -458,6 +458,13 @@ mod tests {
             redlock_core::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT.body,
             QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE
         );
+        for script in [
+            &redlock_core::QUEUE_ACQUIRE_SCRIPT,
+            &redlock_core::QUEUE_LEAVE_SCRIPT,
+            &redlock_core::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT,
+        ] {
+            assert_eq!(crate::script::sha1_hex(script.body), script.sha1);
+        }
         assert_eq!(redlock_core::NEXT_PREFIX, NEXT);
         let suffixes = [redlock_core::QUEUE_SUFFIX, redlock_core::QUEUE_UNTIL_SUFFIX];
         let named: Vec<String> = suffixes.iter().map(|s| format!("r{s}")).collect();
