@@ -12,7 +12,7 @@
 //! | QUEUE_ACQUIRE | held, ours (ticket 0; ticket 7 given) | `{1, the stored ticket}`; `{1, 7}`, the place renewed |
 //! | QUEUE_ACQUIRE | free, we head (before another; alone) | 1, R set, our place gone, `next:w1` heard (nothing) |
 //! | QUEUE_ACQUIRE | free, another heads | `{1, now}`, placed, R not set |
-//! | QUEUE_ACQUIRE | free, the head lapsed | 1, the lapsed place pruned, R set |
+//! | QUEUE_ACQUIRE | free, the head lapsed (or lapsing at `now`) | 1, the lapsed place pruned, R set |
 //! | QUEUE_ACQUIRE | held, the one waiter lapsed | `{0, now}`, pruned, placed first |
 //! | QUEUE_ACQUIRE | ttl 0; queue or deadlines a string | ERR invalid expire time; WRONGTYPE, = |
 //! | QUEUE_LEAVE | held, we head before another | 1, our place gone, `next:w1` heard |
@@ -205,7 +205,7 @@ const fn row(
     }
 }
 
-use Life::{Command, Expired, Forever, Long, Patience, Short};
+use Life::{Command, Expired, Forever, Long, Now, Patience, Short};
 use QueueKey::{Absent, Str, Tickets, Until};
 use QueueReply::{Error, Int, Queued};
 use QueueScript::{Acquire, Leave};
@@ -257,6 +257,7 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Acquire, "the head alone, free: granted, nobody to announce", (&[Absent, Tickets(&[("me", Given(1))], Short), ME_UNTIL], ME), Int(1), &[GRANTED, Absent, Absent]),
     row(Acquire, "not the head, free: placed, not granted", (&[Absent, W1, W1_UNTIL], ME), Queued(1, Node), &[Absent, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
     row(Acquire, "a lapsed head pruned: the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Expired), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Absent, Absent]),
+    row(Acquire, "the head's place lapsing this very ms: pruned, the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Now), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Absent, Absent]),
     row(Acquire, "held, a lapsed waiter pruned: placed first", (&[HELD, W1, W1_LAPSED], ME), Queued(0, Node), &[HELD, ME_PLACED, ME_UNTIL]),
     row(Acquire, "a bad ttl sets nothing", (&[Absent, Absent, Absent], &["t", "0", "me", "0", "50000"]), Error("ERR invalid expire time"), &[Absent, Absent, Absent]),
     row(Acquire, "the queue of the wrong type", (&[HELD, STRING, Absent], ME), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
@@ -279,10 +280,11 @@ pub const QUEUE_NEVER_PRUNES_CONTRACT: &[QueueCase] = &[
 ];
 
 /// The QUEUE_ACQUIRE rows of [`QUEUE_CONTRACT`] that QUEUE_ACQUIRE_NEVER_PRUNES breaks: the
-/// two where a place lapsed, and the deadlines of the wrong type (the mutant writes our
+/// three where a place lapsed, and the deadlines of the wrong type (the mutant writes our
 /// place in the queue before it first reads the deadlines, and then fails).
-pub const BROKEN_BY_NEVER_PRUNES: [&str; 3] = [
+pub const BROKEN_BY_NEVER_PRUNES: [&str; 4] = [
     "a lapsed head pruned: the next waiter granted",
+    "the head's place lapsing this very ms: pruned, the next waiter granted",
     "held, a lapsed waiter pruned: placed first",
     "the deadlines of the wrong type",
 ];

@@ -313,6 +313,19 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             &[GRANTED, Absent, Absent],
         ),
         Case::new(
+            "the head's place lapsing this very ms: pruned, the next waiter granted",
+            (
+                &[
+                    Absent,
+                    W1_THEN_ME,
+                    Deadlines(&[("w1", 0), ("me", 50)], Some(50)),
+                ],
+                ME,
+            ),
+            Expect::Int(1),
+            &[GRANTED, Absent, Absent],
+        ),
+        Case::new(
             "held, a lapsed waiter pruned: placed first",
             (&[HELD, W1, W1_LAPSED], ME),
             Expect::Queued(0, Ticket::Node),
