@@ -11,33 +11,22 @@ use redlock_testkit::Reply;
 
 use crate::kinds::{KINDS_CONTRACT, KindsCase, KindsKey, KindsReply, KindsScript, Life, SLACK_MS};
 use crate::kinds_scripts::KindsScripts;
+use crate::rows::{Row, RowsReport, run_each};
 use crate::table::Send;
 use crate::target::Target;
 
-/// The three ways every kinds row goes out.
-const SENDS: [Send; 3] = [Send::Sha, Send::Eval, Send::ShaFlushed];
-
 /// What a kinds run found.
-#[derive(Debug, Default)]
-pub struct KindsReport {
-    /// The target, as it describes itself.
-    pub target: String,
-    /// Rows that did what the table says, with how they were sent.
-    pub passed: Vec<(KindsCase, Send)>,
-    /// Rows that did not, with how they were sent and what differed.
-    pub failed: Vec<(KindsCase, Send, String)>,
-}
+pub type KindsReport = RowsReport<KindsCase>;
 
-impl KindsReport {
-    /// Whether every row passed.
-    pub fn is_clean(&self) -> bool {
-        self.failed.is_empty()
+impl Row for KindsCase {
+    type Script = KindsScript;
+
+    fn script(&self) -> KindsScript {
+        self.script
     }
 
-    /// The failed rows as `(script, name, send)`, in the table's order.
-    pub fn failed_rows(&self) -> Vec<(KindsScript, &'static str, Send)> {
-        let rows = self.failed.iter();
-        rows.map(|(c, send, _)| (c.script, c.name, *send)).collect()
+    fn name(&self) -> &'static str {
+        self.name
     }
 }
 
@@ -53,19 +42,9 @@ pub fn run_kinds_rows(
     scripts: KindsScripts,
     rows: &[KindsCase],
 ) -> Result<KindsReport, String> {
-    let mut report = KindsReport {
-        target: target.describe(),
-        ..KindsReport::default()
-    };
-    for (i, case) in rows.iter().enumerate() {
-        for send in SENDS {
-            match run_case(target, case, send, i, scripts.body(case.script))? {
-                None => report.passed.push((*case, send)),
-                Some(why) => report.failed.push((*case, send, why)),
-            }
-        }
-    }
-    Ok(report)
+    run_each(target, "kinds", rows, |target, case, send, i| {
+        run_case(target, case, send, i, scripts.body(case.script))
+    })
 }
 
 /// The row's keys, channels and script on a target: `kinds-contract:<row>:` before each
@@ -145,7 +124,11 @@ fn run_case(
     }
     let reply = call(target, &place.command(send, case.argv))?;
     let heard = if listening {
-        target.heard()?
+        target
+            .heard()?
+            .into_iter()
+            .map(|(channel, _)| channel)
+            .collect()
     } else {
         Vec::new()
     };
@@ -198,7 +181,7 @@ fn set_up(
 }
 
 /// Writes `state` at `key` (absent before), deadlines from `now`.
-fn put(
+pub(crate) fn put(
     target: &mut dyn Target,
     key: &str,
     state: KindsKey,
@@ -249,7 +232,7 @@ fn candidates(argv: &[&'static str], states: [&KindsKey; 2]) -> Vec<&'static str
 
 /// A key as the runner read it back.
 #[derive(Debug)]
-enum Seen {
+pub(crate) enum Seen {
     /// No key.
     Absent,
     /// A string and its PTTL.
@@ -263,7 +246,11 @@ enum Seen {
 }
 
 /// Reads `key` back with commands every target has (`GET`, `PTTL`, `ZSCORE`).
-fn read_key(target: &mut dyn Target, key: &str, members: &[&'static str]) -> Result<Seen, String> {
+pub(crate) fn read_key(
+    target: &mut dyn Target,
+    key: &str,
+    members: &[&'static str],
+) -> Result<Seen, String> {
     let get = call(target, &["GET", key])?;
     let pttl = match call(target, &["PTTL", key])? {
         Reply::Int(ms) => ms,
@@ -294,7 +281,7 @@ fn read_key(target: &mut dyn Target, key: &str, members: &[&'static str]) -> Res
 
 /// Whether a time read back (`ms` from the node's now) is `life`: in `(life - SLACK_MS,
 /// life]`, or -1 (no expiry) for [`Life::Forever`].
-fn within(life: Life, ms: i64) -> bool {
+pub(crate) fn within(life: Life, ms: i64) -> bool {
     match life.ms() {
         None => ms == -1,
         Some(l) => (l - SLACK_MS + 1..=l).contains(&ms),
@@ -303,7 +290,7 @@ fn within(life: Life, ms: i64) -> bool {
 
 impl Seen {
     /// Whether the key read back at the node's `now` (ms) is `want`.
-    fn admits(&self, want: KindsKey, now: i64) -> bool {
+    pub(crate) fn admits(&self, want: KindsKey, now: i64) -> bool {
         match (want, self) {
             (KindsKey::Absent, Self::Absent) => true,
             (KindsKey::Str(value, life), Self::Str(v, pttl)) => {
@@ -348,7 +335,7 @@ fn reply_matches(want: KindsReply, got: &Reply) -> bool {
 }
 
 /// The node's `TIME` in whole milliseconds, as the scripts compute `now`.
-fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
+pub(crate) fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
     let reply = call(target, &["TIME"])?;
     let number = |r: &Reply| match r {
         Reply::Bulk(b) => String::from_utf8_lossy(b).parse::<i64>().ok(),
@@ -366,34 +353,18 @@ fn time_ms(target: &mut dyn Target) -> Result<i64, String> {
     .ok_or_else(|| format!("`TIME` answered {reply}"))
 }
 
-fn delete(target: &mut dyn Target, keys: &[&str]) -> Result<(), String> {
+/// `DEL keys...`.
+pub(crate) fn delete(target: &mut dyn Target, keys: &[&str]) -> Result<(), String> {
     let mut args = vec!["DEL"];
     args.extend(keys);
     call(target, &args).map(drop)
 }
 
-fn call(target: &mut dyn Target, args: &[&str]) -> Result<Reply, String> {
+/// Sends `args`; a target that fails is an `Err` naming the command.
+pub(crate) fn call(target: &mut dyn Target, args: &[&str]) -> Result<Reply, String> {
     target
         .call(args)
         .map_err(|e| format!("{}: `{}` failed: {e}", target.describe(), args[0]))
-}
-
-impl fmt::Display for KindsReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.passed.len() + self.failed.len();
-        writeln!(
-            f,
-            "kinds contract on {}: {} of {total} row sends passed, {} failed",
-            self.target,
-            self.passed.len(),
-            self.failed.len()
-        )?;
-        for (case, send, why) in &self.failed {
-            let (script, name) = (case.script, case.name);
-            writeln!(f, "  FAILED {script} {send:?} × {name}: {why}")?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The command contract: what every command a lock sends must do to a key on every server,
-//! written once as one table in three parts (the lock key's [`CONTRACT`], the fencing
-//! scripts' [`FENCE_CONTRACT`] on the key and its counter, and the lock kinds' scripts'
+//! written once as one table in four parts (the lock key's [`CONTRACT`], the fencing
+//! scripts' [`FENCE_CONTRACT`] on the key and its counter, the lock kinds' scripts'
 //! [`KINDS_CONTRACT`] on a resource's keys: the multi-lock's, the reader-writer lock's and
-//! the semaphore's, docs/kinds.md) and run three ways, against real Redis, real Valkey and
+//! the semaphore's, docs/kinds.md; and the waiters' queue's [`QUEUE_CONTRACT`] on a
+//! mutex's key, queue and deadlines, docs/design.md) and run three ways, against real Redis, real Valkey and
 //! the simulation's node model, so the model cannot drift from the servers and each
 //! script's token check is tested where it runs.
 //!
@@ -35,6 +36,12 @@
 //!   `EVALSHA` on an empty cache, a second connection listening on the release channels;
 //!   one [`KindsReport`];
 //! - `kinds_scripts`: where each kinds script's body comes from, and the mutant bodies;
+//! - `queue`: the waiters' queue's rows (QUEUE_ACQUIRE, QUEUE_LEAVE on a resource's key,
+//!   queue and deadlines, and the `next:<id>` a subscriber hears), with their table in its
+//!   docs, and what the never-prunes mutant does instead;
+//! - `queue_run`: running the queue rows on any [`Target`] as `kinds_run` runs the kinds
+//!   rows (whose key setup and read-back it shares); one [`QueueReport`];
+//! - `rows`: what both runs share: each row sent three ways, one [`RowsReport`];
 //! - `form`: the argument lists, the core's taken from a [`redlock_core::Lock`];
 //! - `run`: one runner for any [`Target`] and the first two parts: set up, send, compare;
 //!   skips what a server lacks; one [`Report`];
@@ -48,6 +55,9 @@ mod form;
 mod kinds;
 mod kinds_run;
 mod kinds_scripts;
+mod queue;
+mod queue_run;
+mod rows;
 mod run;
 mod table;
 mod target;
@@ -64,6 +74,12 @@ pub use kinds_run::{KindsReport, run_kinds, run_kinds_rows};
 pub use kinds_scripts::{
     KindsScripts, READ_EXTEND_RESURRECTS, SEM_ACQUIRE_OFF_BY_ONE, WRITE_ACQUIRE_IGNORES_READERS,
 };
+pub use queue::{
+    BROKEN_BY_NEVER_PRUNES, QUEUE_CONTRACT, QUEUE_NEVER_PRUNES_CONTRACT, QueueCase, QueueKey,
+    QueueReply, QueueScript, Ticket,
+};
+pub use queue_run::{QueueReport, QueueScripts, run_queue, run_queue_rows};
+pub use rows::{Row, RowsReport};
 pub use run::{Report, run, run_rows};
 pub use table::{
     ANOTHER_TOKEN, After, CONTRACT, Case, Expected, Family, Form, LONG_TTL_MS, SHORT_TTL_MS, Send,

@@ -32,9 +32,9 @@ pub trait Target {
         Err(format!("{} has no second connection", self.describe()))
     }
 
-    /// The channels the listener received a message on since [`listen`](Self::listen), in
-    /// order; the listener then unsubscribes from all of them.
-    fn heard(&mut self) -> Result<Vec<String>, String> {
+    /// The messages the listener received since [`listen`](Self::listen), in order, each
+    /// as its channel and its payload; the listener then unsubscribes from all of them.
+    fn heard(&mut self) -> Result<Vec<(String, Vec<u8>)>, String> {
         Err(format!("{} has no second connection", self.describe()))
     }
 }
@@ -108,7 +108,7 @@ impl Target for RealNode {
         Ok(())
     }
 
-    fn heard(&mut self) -> Result<Vec<String>, String> {
+    fn heard(&mut self) -> Result<Vec<(String, Vec<u8>)>, String> {
         let end = self.call(&["PUBLISH", END_OF_HEARING, ""])?;
         if end != Reply::Int(1) {
             return Err(format!("`PUBLISH {END_OF_HEARING}` answered {end}"));
@@ -120,11 +120,16 @@ impl Target for RealNode {
                 return Err(format!("the listener received {reply}"));
             };
             match fields.as_slice() {
-                [Reply::Bulk(kind), Reply::Bulk(channel), _] if kind == b"message" => {
+                [
+                    Reply::Bulk(kind),
+                    Reply::Bulk(channel),
+                    Reply::Bulk(payload),
+                ] if kind == b"message" => {
                     if channel == END_OF_HEARING.as_bytes() {
                         break;
                     }
-                    heard.push(String::from_utf8_lossy(channel).into_owned());
+                    let channel = String::from_utf8_lossy(channel).into_owned();
+                    heard.push((channel, payload.clone()));
                 }
                 _ => return Err(format!("the listener received {reply}")),
             }
@@ -243,14 +248,17 @@ impl Target for SimNode {
         Ok(())
     }
 
-    fn heard(&mut self) -> Result<Vec<String>, String> {
+    fn heard(&mut self) -> Result<Vec<(String, Vec<u8>)>, String> {
         let session = self.listener.take().ok_or("nothing listens")?;
         let heard = self
             .node
             .take_deliveries()
             .into_iter()
             .filter(|d| d.session == session.id())
-            .map(|d| String::from_utf8_lossy(&d.channel).into_owned())
+            .map(|d| {
+                let channel = String::from_utf8_lossy(&d.channel).into_owned();
+                (channel, d.payload.to_vec())
+            })
             .collect();
         self.node.close(&session);
         Ok(heard)

@@ -170,6 +170,7 @@ fn shape(state: State) -> Shape {
             Shape::Holders(live, ttl.is_some())
         }
         State::List => Shape::List,
+        State::Tickets(..) => unreachable!("a queue's tickets: queue_sim.rs compares those"),
     }
 }
 

@@ -217,6 +217,21 @@ impl Keys<'_> {
         }
     }
 
+    /// The members of the sorted set at `key` with their scores, in the order `ZRANGE`
+    /// gives them: by score, then by member's bytes (empty if missing); [`WrongType`] if
+    /// the key holds another type.
+    pub fn zset_in_order(&mut self, key: &Bytes) -> Result<Vec<(Bytes, f64)>, WrongType> {
+        let mut members: Vec<(Bytes, f64)> = match self.entry(key).map(|e| &e.value) {
+            None => Vec::new(),
+            Some(Value::ZSet(set)) => set.iter().map(|(m, s)| (m.clone(), *s)).collect(),
+            Some(_) => return Err(WrongType),
+        };
+        // Scores are never NaN (and -0 equals 0, as in Redis); members are already in byte
+        // order (a `BTreeMap`'s keys) and the sort is stable.
+        members.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
+        Ok(members)
+    }
+
     /// `ZREM key member`: whether the member was there; a set left empty is deleted, as a
     /// real server never keeps one. [`WrongType`] if the key holds another type.
     pub fn zrem(&mut self, key: &Bytes, member: &Bytes) -> Result<bool, WrongType> {

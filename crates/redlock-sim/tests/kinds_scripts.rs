@@ -2,12 +2,12 @@
 //! body it was copied from, which a literal SHA1 pins, and the mutants only on demand.
 
 use redlock_sim::Scripts;
-use redlock_sim::kinds::{MODELS, MUTANT_MODELS, multi, rw, semaphore};
+use redlock_sim::kinds::{MODELS, MUTANT_MODELS, multi, queue, rw, semaphore};
 use redlock_sim::script::sha1_hex;
 
 /// Every modelled body and its SHA1 as `sha1sum` printed it when the body was copied from
 /// the design of the kinds.
-const SHA1S: [(&str, &str); 15] = [
+const SHA1S: [(&str, &str); 18] = [
     (
         multi::MULTI_ACQUIRE_SOURCE,
         "dc07deb80cfd3448180030e6296446cfc2fdfe04",
@@ -68,6 +68,18 @@ const SHA1S: [(&str, &str); 15] = [
         rw::READ_EXTEND_RESURRECTS_SOURCE,
         "b93a1f11d669bbc5760a8b551aa98e9c42a7984b",
     ),
+    (
+        queue::QUEUE_ACQUIRE_SOURCE,
+        "e187c8cebea1fb4e5bfa24ee004744da2814e3a7",
+    ),
+    (
+        queue::QUEUE_LEAVE_SOURCE,
+        "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
+    ),
+    (
+        queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
+        "6b1bc0d18f1aaf65527d15c490e7f8524f429670",
+    ),
 ];
 
 /// The tripwire: an edit to a body (here or in the design it was copied from) shows as a
@@ -108,4 +120,9 @@ fn the_mutants_differ_from_their_scripts_in_one_place() {
     let ignores =
         rw::WRITE_ACQUIRE_SOURCE.replace(" and redis.call('ZCARD', KEYS[2]) == 0 then", " then");
     assert_eq!(ignores, rw::WRITE_ACQUIRE_IGNORES_READERS_SOURCE);
+    let prune = "local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) \
+                 for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) \
+                 redis.call('ZREM', KEYS[3], gone[i]) end ";
+    let never_prunes = queue::QUEUE_ACQUIRE_SOURCE.replace(prune, "");
+    assert_eq!(never_prunes, queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE);
 }

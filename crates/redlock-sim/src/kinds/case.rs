@@ -23,8 +23,21 @@ pub enum State {
     /// A sorted set of holders: each member with its deadline as an offset in ms from the
     /// node's `now`, and the set's own time to live (`None`: persistent). Never empty.
     Deadlines(&'static [(&'static str, i64)], Option<u64>),
+    /// A waiters' queue (`R:queue`): each waiter's id with its ticket, and the set's own
+    /// time to live (`None`: persistent). Never empty.
+    Tickets(&'static [(&'static str, Ticket)], Option<u64>),
     /// A list: a key of a type no kinds script writes.
     List,
+}
+
+/// A waiter's ticket: the score that orders it in a queue (`R:queue`), and what
+/// QUEUE_ACQUIRE answers beside the rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ticket {
+    /// This number: a ticket given (`ARGV[4]`) or set up before the row.
+    Given(u64),
+    /// The node's `now` in ms when the script ran (a first place's ticket); [`NOW_MS`] here.
+    Node,
 }
 
 /// What a row's call answers.
@@ -34,6 +47,8 @@ pub enum Expect {
     Int(i64),
     /// An error reply starting with this text.
     Error(&'static str),
+    /// QUEUE_ACQUIRE's place: the array `{rank, ticket}` (rank 0-based).
+    Queued(i64, Ticket),
 }
 
 /// One row: the keys' states before (one per key of the table, in order), the `ARGV`, the
@@ -55,6 +70,9 @@ pub struct Case {
     pub heard: &'static [&'static str],
     /// The resources on whose release channel the call published, in order.
     pub published: &'static [&'static str],
+    /// What each publication said, in order, where it said something (a queue's
+    /// `next:<id>`); empty: every one was a release's empty message.
+    pub said: &'static [&'static str],
 }
 
 impl Case {
@@ -73,6 +91,15 @@ impl Case {
             after,
             heard: &[],
             published: &[],
+            said: &[],
+        }
+    }
+
+    /// The same row, its publications saying `messages`, in order.
+    pub const fn saying(self, messages: &'static [&'static str]) -> Self {
+        Self {
+            said: messages,
+            ..self
         }
     }
 
@@ -138,6 +165,13 @@ fn check_case(names: &[&'static str], case: &Case, run: ScriptFn) -> Result<(), 
     let answered = match (&reply, case.reply) {
         (ServerReply::Int(n), Expect::Int(m)) => *n == m,
         (ServerReply::Error(e), Expect::Error(prefix)) => e.starts_with(prefix),
+        (ServerReply::Array(items), Expect::Queued(rank, ticket)) => {
+            items[..]
+                == [
+                    ServerReply::Int(rank),
+                    ServerReply::Int(score(ticket) as i64),
+                ]
+        }
         _ => false,
     };
     if !answered {
@@ -146,12 +180,28 @@ fn check_case(names: &[&'static str], case: &Case, run: ScriptFn) -> Result<(), 
     for (key, state) in keys_of.iter().zip(case.after) {
         look(&mut keys, key, *state)?;
     }
-    let published: Vec<Bytes> = keys.take_published().into_iter().map(|(c, _)| c).collect();
+    let (published, said): (Vec<Bytes>, Vec<Bytes>) = keys.take_published().into_iter().unzip();
     let expected: Vec<Bytes> = case.published.iter().map(channel).collect();
     if published != expected {
         return Err(format!("published on {published:?}, not {expected:?}"));
     }
+    let saying = |s: &&'static str| Bytes::from_static(s.as_bytes());
+    let expected: Vec<Bytes> = match case.said {
+        [] => vec![Bytes::new(); said.len()],
+        messages => messages.iter().map(saying).collect(),
+    };
+    if said != expected {
+        return Err(format!("said {said:?}, not {expected:?}"));
+    }
     Ok(())
+}
+
+/// A ticket's score during a row.
+fn score(ticket: Ticket) -> f64 {
+    match ticket {
+        Ticket::Given(n) => n as f64,
+        Ticket::Node => NOW_MS as f64,
+    }
 }
 
 /// Writes `state` at `key`.
@@ -165,6 +215,16 @@ fn put(keys: &mut Keys<'_>, key: &Bytes, state: State) {
                 let score = (NOW_MS + offset) as f64;
                 let member = Bytes::from_static(member.as_bytes());
                 keys.zset_update(key, &member, |_| Some(score))
+                    .expect("a new set");
+            }
+            if let Some(ttl) = ms(ttl) {
+                keys.pexpire(key, ttl);
+            }
+        }
+        State::Tickets(members, ttl) => {
+            for (member, ticket) in members {
+                let member = Bytes::from_static(member.as_bytes());
+                keys.zset_update(key, &member, |_| Some(score(*ticket)))
                     .expect("a new set");
             }
             if let Some(ttl) = ms(ttl) {
@@ -193,6 +253,14 @@ fn look(keys: &mut Keys<'_>, key: &Bytes, state: State) -> Result<(), String> {
             for (member, offset) in members {
                 let score = keys.zscore(key, &Bytes::from_static(member.as_bytes()));
                 same &= score == Ok(Some((NOW_MS + offset) as f64));
+            }
+            (same, pttl(ttl))
+        }
+        State::Tickets(members, ttl) => {
+            let mut same = keys.zcard(key) == Ok(members.len());
+            for (member, ticket) in members {
+                let seen = keys.zscore(key, &Bytes::from_static(member.as_bytes()));
+                same &= seen == Ok(Some(score(*ticket)));
             }
             (same, pttl(ttl))
         }

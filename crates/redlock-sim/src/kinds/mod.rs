@@ -1,5 +1,6 @@
 //! Native models of the lock kinds' scripts beyond the mutex: the multi-resource lock
-//! ([`multi`]), the reader-writer lock ([`rw`]) and the counting semaphore ([`semaphore`]),
+//! ([`multi`]), the reader-writer lock ([`rw`]), the counting semaphore ([`semaphore`]),
+//! and the mutex's cross-process waiters' queue ([`queue`]),
 //! each registered under the exact Lua body the core sends (as `script.rs` explains for
 //! the release and extend scripts), with a table of cases per script ([`case`]) that the
 //! contract crate can mirror against real servers.
@@ -12,6 +13,7 @@
 
 pub mod case;
 pub mod multi;
+pub mod queue;
 pub mod rw;
 pub mod semaphore;
 
@@ -36,6 +38,8 @@ pub const MODELS: &[(&str, ScriptFn)] = &[
     (semaphore::SEM_ACQUIRE_SOURCE, semaphore::sem_acquire),
     (semaphore::SEM_RELEASE_SOURCE, semaphore::sem_release),
     (semaphore::SEM_EXTEND_SOURCE, semaphore::sem_extend),
+    (queue::QUEUE_ACQUIRE_SOURCE, queue::queue_acquire),
+    (queue::QUEUE_LEAVE_SOURCE, queue::queue_leave),
 ];
 
 /// The models of the kinds' mutant scripts (negative controls behind the core's `_mutants`
@@ -54,6 +58,10 @@ pub const MUTANT_MODELS: &[(&str, ScriptFn)] = &[
     (
         rw::READ_EXTEND_RESURRECTS_SOURCE,
         rw::read_extend_resurrecting,
+    ),
+    (
+        queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
+        queue::queue_acquire_never_pruning,
     ),
 ];
 

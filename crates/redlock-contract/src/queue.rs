@@ -1,0 +1,317 @@
+//! The waiters' queue's contract (docs/design.md, "The waiters' queue"): QUEUE_ACQUIRE and
+//! QUEUE_LEAVE on the states of a resource's three keys (R, R:queue, R:queue:until) that
+//! matter to them, with the reply, every key afterwards (each waiter's ticket, each place's
+//! deadline, each set's expiry) and what a subscriber to R's release channel hears (the
+//! channel and the message, `next:<id>`), run against any [`Target`](crate::Target) by
+//! `queue_run`.
+//!
+//! | script | R, queue, deadlines | reply |
+//! |---|---|---|
+//! | QUEUE_ACQUIRE | free, nobody waits | 1, R set |
+//! | QUEUE_ACQUIRE | held, nobody / one / one with longer-lived sets | `{rank, the node's now}`, our place, both sets' expiry at least the patience |
+//! | QUEUE_ACQUIRE | held, ours (ticket 0; ticket 7 given) | `{1, the stored ticket}`; `{1, 7}`, the place renewed |
+//! | QUEUE_ACQUIRE | free, we head (before another; alone) | 1, R set, our place gone, `next:w1` heard (nothing) |
+//! | QUEUE_ACQUIRE | free, another heads | `{1, now}`, placed, R not set |
+//! | QUEUE_ACQUIRE | free, the head lapsed (or lapsing at `now`) | 1, the lapsed place pruned, R set |
+//! | QUEUE_ACQUIRE | held, the one waiter lapsed | `{0, now}`, pruned, placed first |
+//! | QUEUE_ACQUIRE | ttl 0; queue or deadlines a string | ERR invalid expire time; WRONGTYPE, = |
+//! | QUEUE_LEAVE | held, we head before another | 1, our place gone, `next:w1` heard |
+//! | QUEUE_LEAVE | held, behind another (a subscriber); alone | 1, our place gone, nothing heard; sets gone |
+//! | QUEUE_LEAVE | not a waiter; no queue | 0, = |
+//! | QUEUE_LEAVE | queue a string | WRONGTYPE, = |
+//!
+//! [`QUEUE_NEVER_PRUNES_CONTRACT`] is what the negative control's body
+//! (QUEUE_ACQUIRE_NEVER_PRUNES) does instead where a place lapsed: keeps it, so the waiter
+//! behind is refused.
+//!
+//! Every row runs three ways, as the kinds rows do (kinds.rs): `EVALSHA` after `SCRIPT
+//! LOAD`, `EVAL` on an empty cache, and `EVALSHA` on an empty cache (`-NOSCRIPT`, nothing
+//! changed). Times are [`Life`]s from the node's `now`: a ticket is a number (`Given`, the
+//! tickets set up are small so the node's clock comes after them) or the node's `now` when
+//! the script ran ([`Ticket::Node`], read back within [`SLACK_MS`](crate::SLACK_MS)). The
+//! keys are those of `r` under `queue-contract:<row>:`.
+//!
+//! Each row mirrors the simulation's row of the same name
+//! (`redlock_sim::kinds::queue::*_CASES`), which tests/queue_sim.rs checks; the times
+//! differ only in scale.
+
+pub use redlock_sim::kinds::case::Ticket;
+
+use crate::kinds::{KindsKey, Life};
+
+/// The queue's scripts, as the core sends them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueScript {
+    /// QUEUE_ACQUIRE (token, ttl, id, ticket, patience).
+    Acquire,
+    /// QUEUE_LEAVE (id).
+    Leave,
+}
+
+impl QueueScript {
+    /// The script's `KEYS` in a row: R, R:queue, R:queue:until of the resource `r`.
+    pub fn keys(self) -> &'static [&'static str] {
+        &["r", "r:queue", "r:queue:until"]
+    }
+
+    /// The waiter's id among the row's `argv`.
+    pub fn id(self, argv: &[&'static str]) -> Option<&'static str> {
+        match self {
+            Self::Acquire => argv.get(2).copied(),
+            Self::Leave => argv.first().copied(),
+        }
+    }
+}
+
+impl std::fmt::Display for QueueScript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Acquire => "QUEUE_ACQUIRE",
+            Self::Leave => "QUEUE_LEAVE",
+        })
+    }
+}
+
+/// One key of a queue row, before or after the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKey {
+    /// No key.
+    Absent,
+    /// A string (R): its value, its time to live.
+    Str(&'static str, Life),
+    /// The queue (R:queue): each waiter's id and ticket, and the set's time to live.
+    Tickets(&'static [(&'static str, Ticket)], Life),
+    /// The places' deadlines (R:queue:until): each waiter's id and deadline, and the set's
+    /// time to live.
+    Until(&'static [(&'static str, Life)], Life),
+}
+
+impl QueueKey {
+    /// The key as a kinds row says it, where one can (all but the tickets).
+    pub(crate) fn as_kinds(self) -> Option<KindsKey> {
+        match self {
+            Self::Absent => Some(KindsKey::Absent),
+            Self::Str(value, life) => Some(KindsKey::Str(value, life)),
+            Self::Until(members, life) => Some(KindsKey::Holders(members, life)),
+            Self::Tickets(..) => None,
+        }
+    }
+
+    /// The waiters the key names.
+    pub(crate) fn members(self) -> Vec<&'static str> {
+        match self {
+            Self::Absent | Self::Str(..) => Vec::new(),
+            Self::Tickets(members, _) => members.iter().map(|(m, _)| *m).collect(),
+            Self::Until(members, _) => members.iter().map(|(m, _)| *m).collect(),
+        }
+    }
+}
+
+/// What a queue row's script answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueReply {
+    /// An integer.
+    Int(i64),
+    /// The array `{rank, ticket}`: a place taken or renewed.
+    Queued(i64, Ticket),
+    /// An error raised by a command the script called, by the start of its text.
+    Error(&'static str),
+}
+
+/// One row: a script, the keys before, the `ARGV`, and what must come of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueCase {
+    /// The script.
+    pub script: QueueScript,
+    /// What the row shows (the simulation's row of the same name says the same).
+    pub name: &'static str,
+    /// R, R:queue and R:queue:until before.
+    pub before: &'static [QueueKey],
+    /// The script's `ARGV`.
+    pub argv: &'static [&'static str],
+    /// The reply.
+    pub reply: QueueReply,
+    /// The keys afterwards.
+    pub after: &'static [QueueKey],
+    /// Whether a subscriber listens on R's release channel during the call.
+    pub heard: bool,
+    /// What the script publishes on R's release channel, in order.
+    pub said: &'static [&'static str],
+}
+
+impl QueueCase {
+    /// The same row with a subscriber on R's release channel.
+    pub const fn heard(self) -> Self {
+        Self {
+            heard: true,
+            ..self
+        }
+    }
+
+    /// The same row, publishing `messages` on R's release channel.
+    pub const fn saying(self, messages: &'static [&'static str]) -> Self {
+        Self {
+            said: messages,
+            ..self
+        }
+    }
+
+    /// Wrong copies of this row, each with one expectation changed (the reply; the keys
+    /// afterwards, where another state is at hand; what a subscriber hears, where one
+    /// listens), every one of which a target that keeps the contract fails when the
+    /// script runs: the negative control that shows no queue row passes whatever happens.
+    pub fn wrong_copies(self) -> Vec<Self> {
+        let reply = match self.reply {
+            Int(n) => Int(if n == 0 { 1 } else { 0 }),
+            Queued(rank, ticket) => Queued(rank + 1, ticket),
+            Error(_) => Int(0),
+        };
+        let mut copies = vec![Self { reply, ..self }];
+        let nothing: &[QueueKey] = &[Absent; 3];
+        let after = if self.after != self.before {
+            Some(self.before)
+        } else {
+            (self.after != nothing).then_some(nothing)
+        };
+        copies.extend(after.map(|after| Self { after, ..self }));
+        if self.heard {
+            let said: &[&str] = match self.said {
+                [] => &["next:nobody"],
+                [_, ..] => &["next:somebody-else"],
+            };
+            copies.push(Self { said, ..self });
+        }
+        copies
+    }
+}
+
+/// A row that publishes nothing and has no subscriber.
+const fn row(
+    script: QueueScript,
+    name: &'static str,
+    (before, argv): (&'static [QueueKey], &'static [&'static str]),
+    reply: QueueReply,
+    after: &'static [QueueKey],
+) -> QueueCase {
+    QueueCase {
+        script,
+        name,
+        before,
+        argv,
+        reply,
+        after,
+        heard: false,
+        said: &[],
+    }
+}
+
+use Life::{Command, Expired, Forever, Long, Now, Patience, Short};
+use QueueKey::{Absent, Str, Tickets, Until};
+use QueueReply::{Error, Int, Queued};
+use QueueScript::{Acquire, Leave};
+use Ticket::{Given, Node};
+
+/// Token `t`, ttl [`TTL_MS`](crate::TTL_MS), our id `me`, ticket 0 (the stored one or the
+/// node's), patience [`PATIENCE_MS`](crate::PATIENCE_MS).
+const ME: &[&str] = &["t", "100000", "me", "0", "50000"];
+/// [`ME`] with the ticket 7 given.
+const ME_TICKET_7: &[&str] = &["t", "100000", "me", "7", "50000"];
+/// Our id alone (a leave).
+const ME_LEAVES: &[&str] = &["me"];
+/// Another holds R.
+const HELD: QueueKey = Str("u", Long);
+/// R set by a grant: our token for the command's ttl.
+const GRANTED: QueueKey = Str("t", Command);
+/// Waiter `w1` (ticket 1) alone, the set close to its expiry.
+const W1: QueueKey = Tickets(&[("w1", Given(1))], Short);
+/// `w1`'s live place, the set expiring with it.
+const W1_UNTIL: QueueKey = Until(&[("w1", Short)], Short);
+/// `w1`'s place lapsed, the set still there.
+const W1_LAPSED: QueueKey = Until(&[("w1", Expired)], Short);
+/// We head the queue (ticket 1), `w1` next (ticket 2).
+const ME_THEN_W1: QueueKey = Tickets(&[("me", Given(1)), ("w1", Given(2))], Short);
+/// `w1` heads the queue (ticket 1), we are next (ticket 2).
+const W1_THEN_ME: QueueKey = Tickets(&[("w1", Given(1)), ("me", Given(2))], Short);
+/// Both places live.
+const BOTH_UNTIL: QueueKey = Until(&[("me", Short), ("w1", Short)], Short);
+/// `w1`'s ticket 2 alone, once we left or were granted.
+const W1_SECOND: QueueKey = Tickets(&[("w1", Given(2))], Short);
+/// Our first place, with the node's ticket, the set living the patience.
+const ME_PLACED: QueueKey = Tickets(&[("me", Node)], Patience);
+/// Our place's deadline just written (now + patience), the set living as long.
+const ME_UNTIL: QueueKey = Until(&[("me", Patience)], Patience);
+/// A string where a sorted set belongs.
+const STRING: QueueKey = Str("x", Forever);
+
+/// The waiters' queue's part of the contract, run by `run_queue`.
+#[rustfmt::skip]
+pub const QUEUE_CONTRACT: &[QueueCase] = &[
+    // QUEUE_ACQUIRE: prune, grant the head (or anyone to an empty queue) a free R, else a place.
+    row(Acquire, "free, nobody waits: granted", (&[Absent, Absent, Absent], ME), Int(1), &[GRANTED, Absent, Absent]),
+    row(Acquire, "held: placed first with the node's ticket", (&[HELD, Absent, Absent], ME), Queued(0, Node), &[HELD, ME_PLACED, ME_UNTIL]),
+    row(Acquire, "held, one waiting: placed second, both sets live the patience", (&[HELD, W1, W1_UNTIL], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
+    row(Acquire, "held, the sets live longer: their expiry stays", (&[HELD, Tickets(&[("w1", Given(1))], Long), Until(&[("w1", Long)], Long)], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Long), Until(&[("w1", Long), ("me", Patience)], Long)]),
+    row(Acquire, "ours again: the stored ticket kept, the place renewed", (&[HELD, W1_THEN_ME, BOTH_UNTIL], ME), Queued(1, Given(2)), &[HELD, Tickets(&[("w1", Given(1)), ("me", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
+    row(Acquire, "a given ticket overwrites the stored one", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_TICKET_7), Queued(1, Given(7)), &[HELD, Tickets(&[("w1", Given(2)), ("me", Given(7))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
+    row(Acquire, "the head, free: granted, the next head announced", (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME), Int(1), &[GRANTED, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Acquire, "the head alone, free: granted, nobody to announce", (&[Absent, Tickets(&[("me", Given(1))], Short), ME_UNTIL], ME), Int(1), &[GRANTED, Absent, Absent]),
+    row(Acquire, "not the head, free: placed, not granted", (&[Absent, W1, W1_UNTIL], ME), Queued(1, Node), &[Absent, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
+    row(Acquire, "a lapsed head pruned: the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Expired), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Absent, Absent]),
+    row(Acquire, "the head's place lapsing this very ms: pruned, the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Now), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Absent, Absent]),
+    row(Acquire, "held, a lapsed waiter pruned: placed first", (&[HELD, W1, W1_LAPSED], ME), Queued(0, Node), &[HELD, ME_PLACED, ME_UNTIL]),
+    row(Acquire, "a bad ttl sets nothing", (&[Absent, Absent, Absent], &["t", "0", "me", "0", "50000"]), Error("ERR invalid expire time"), &[Absent, Absent, Absent]),
+    row(Acquire, "the queue of the wrong type", (&[HELD, STRING, Absent], ME), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
+    row(Acquire, "the deadlines of the wrong type", (&[HELD, Absent, STRING], ME), Error("WRONGTYPE"), &[HELD, Absent, STRING]),
+    // QUEUE_LEAVE: the place goes; the next head is told if the head left.
+    row(Leave, "the head leaves: the next head announced", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES), Int(1), &[HELD, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Leave, "a waiter behind leaves: nobody announced", (&[HELD, W1_THEN_ME, BOTH_UNTIL], ME_LEAVES), Int(1), &[HELD, W1, W1_UNTIL]).heard(),
+    row(Leave, "the last waiter leaves: the sets go", (&[HELD, Tickets(&[("me", Given(1))], Short), ME_UNTIL], ME_LEAVES), Int(1), &[HELD, Absent, Absent]),
+    row(Leave, "not a waiter: 0", (&[HELD, W1, W1_UNTIL], ME_LEAVES), Int(0), &[HELD, W1, W1_UNTIL]),
+    row(Leave, "no queue: 0", (&[Absent, Absent, Absent], ME_LEAVES), Int(0), &[Absent, Absent, Absent]),
+    row(Leave, "the queue of the wrong type", (&[HELD, STRING, Absent], ME_LEAVES), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
+];
+
+/// What QUEUE_ACQUIRE_NEVER_PRUNES does where it differs from QUEUE_ACQUIRE: a lapsed place
+/// stays, and heads the queue.
+#[rustfmt::skip]
+pub const QUEUE_NEVER_PRUNES_CONTRACT: &[QueueCase] = &[
+    row(Acquire, "a lapsed head kept: the next waiter refused", (&[Absent, W1_THEN_ME, Until(&[("w1", Expired), ("me", Short)], Short)], ME), Queued(1, Given(2)), &[Absent, Tickets(&[("w1", Given(1)), ("me", Given(2))], Patience), Until(&[("w1", Expired), ("me", Patience)], Patience)]),
+    row(Acquire, "held, a lapsed waiter kept: placed second", (&[HELD, W1, W1_LAPSED], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Expired), ("me", Patience)], Patience)]),
+];
+
+/// The QUEUE_ACQUIRE rows of [`QUEUE_CONTRACT`] that QUEUE_ACQUIRE_NEVER_PRUNES breaks: the
+/// three where a place lapsed, and the deadlines of the wrong type (the mutant writes our
+/// place in the queue before it first reads the deadlines, and then fails).
+pub const BROKEN_BY_NEVER_PRUNES: [&str; 4] = [
+    "a lapsed head pruned: the next waiter granted",
+    "the head's place lapsing this very ms: pruned, the next waiter granted",
+    "held, a lapsed waiter pruned: placed first",
+    "the deadlines of the wrong type",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_has_a_state_per_key_and_a_name_of_its_own() {
+        for table in [QUEUE_CONTRACT, QUEUE_NEVER_PRUNES_CONTRACT] {
+            for (i, case) in table.iter().enumerate() {
+                assert_eq!(case.before.len(), 3, "{}", case.name);
+                assert_eq!(case.after.len(), 3, "{}", case.name);
+                assert!(case.script.id(case.argv).is_some(), "{}", case.name);
+                let twice = table[..i]
+                    .iter()
+                    .any(|c| c.script == case.script && c.name == case.name);
+                assert!(!twice, "{}: {} twice", case.script, case.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_arguments_are_the_tables_times() {
+        assert_eq!(ME[1].parse::<u64>().unwrap(), crate::TTL_MS);
+        assert_eq!(ME[4].parse::<u64>().unwrap(), crate::PATIENCE_MS);
+        assert_eq!(ME_TICKET_7[4], ME[4]);
+    }
+}
