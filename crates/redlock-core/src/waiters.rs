@@ -15,34 +15,38 @@
 //!   largest ticket its nodes gave as its ticket on every node, so that every node orders
 //!   the waiters alike (docs/design.md, "The waiters' queue", why that rules out a
 //!   livelock).
-//! - A grant through the queue announces the next head on the release channel
-//!   (`next:<id>`); a release announces itself as before (an empty message). Only a call
-//!   that is the head on a quorum of nodes tries at once when it hears of a release; the
-//!   others keep their retry timers, which also renew their places.
+//! - A grant leaves the place where it is: a grant on too few nodes is released and the
+//!   call keeps its turn. Once a quorum granted it, the call leaves
+//!   ([`QUEUE_LEAVE_SCRIPT`]) on every node, and a node where it headed the queue announces
+//!   the next head on the release channel (`next:<id>`); a release announces itself as
+//!   before (an empty message). Only a call that is the head on a quorum of nodes tries at
+//!   once when it hears of a release; the others keep their retry timers, which also renew
+//!   their places.
 //! - A place lapses [`Place`]'s patience after its last renewal: a waiter that died, gave up
-//!   unheard or lost its nodes blocks the queue for at most that long. A call that got the
-//!   lock, or gave up, leaves ([`QUEUE_LEAVE_SCRIPT`]) where it still has a place.
+//!   unheard or lost its nodes blocks the queue for at most that long. A call that gives
+//!   up leaves too.
 //!
 //! Order only: who may set the key. Safety stays the mutex's (algorithm.md §3, §4): the key
 //! is set by one atomic step per node, and a quorum of them decides.
 
 use bytes::{Bytes, BytesMut};
 
-use crate::vote::Vote;
 use crate::id::NodeId;
+use crate::io::NodeFault;
 use crate::script::Script;
 use crate::token::Token;
+use crate::vote::Vote;
 
 /// A waiter's attempt (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` token, `ARGV[2]` ttl
 /// ms, `ARGV[3]` the waiter's id, `ARGV[4]` its ticket (0: the one it has here, or the
 /// node's clock now), `ARGV[5]` its patience ms): prunes the places whose deadline passed
 /// (the node's `TIME`); 1 and R set if R is free and the queue empty or headed by this
-/// waiter (its place removed, the next head announced as `next:<id>`); else the place taken
-/// or renewed (ticket, deadline now + patience, both sets' expiry at least that far) and
-/// `{rank, ticket}`.
+/// waiter (its place kept: the waiter leaves once a quorum granted it); else the place
+/// taken or renewed (ticket, deadline now + patience, both sets' expiry at least that far)
+/// and `{rank, ticket}`.
 pub const QUEUE_ACQUIRE_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "e187c8cebea1fb4e5bfa24ee004744da2814e3a7",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "caf77b7771c6f85befc8126a4689ad8d5ef7aef7",
 };
 
 /// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): its place
@@ -57,8 +61,8 @@ pub const QUEUE_LEAVE_SCRIPT: Script = Script {
 /// the pruning, so a dead waiter's place heads the queue for good.
 #[cfg(feature = "_mutants")]
 pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "6b1bc0d18f1aaf65527d15c490e7f8524f429670",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "5a88bbbd9ccb9989de18aa71711d16302d3c091b",
 };
 
 /// The suffix of a resource's queue key: `R:queue`.
@@ -211,10 +215,15 @@ impl Place {
                     self.ticket = self.ticket.max(*ticket);
                     answered += 1;
                 }
-                // Granted here (the place removed), though not by a quorum: the next
-                // attempt takes the place again with the same ticket.
-                Some(Vote::Yes) => answered += 1,
-                Some(Vote::No) => {
+                // Granted here: the queue was empty or headed by this call, whose place
+                // stays (a grant on too few nodes keeps the turn).
+                Some(Vote::Yes) => {
+                    *head = true;
+                    answered += 1;
+                }
+                // The script ran (a quarantined node's answer is vetoed, not lost): the
+                // place was renewed there.
+                Some(Vote::No | Vote::Fault(NodeFault::Quarantined { .. })) => {
                     *head = false;
                     answered += 1;
                 }

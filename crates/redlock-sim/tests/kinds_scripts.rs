@@ -70,7 +70,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_SOURCE,
-        "e187c8cebea1fb4e5bfa24ee004744da2814e3a7",
+        "caf77b7771c6f85befc8126a4689ad8d5ef7aef7",
     ),
     (
         queue::QUEUE_LEAVE_SOURCE,
@@ -78,7 +78,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
-        "6b1bc0d18f1aaf65527d15c490e7f8524f429670",
+        "5a88bbbd9ccb9989de18aa71711d16302d3c091b",
     ),
 ];
 

@@ -402,12 +402,8 @@ impl Acquiring {
                     },
                     fencing_token,
                 };
-                if self.place.is_some() {
-                    let granted: Vec<bool> = (acquired.stats.nodes.iter())
-                        .map(|n| n.outcome == AcquireOutcome::Locked)
-                        .collect();
-                    self.leave(ctx, now, Some(&granted));
-                }
+                // Granted: the call's place goes from every node (a grant keeps it).
+                self.leave(ctx, now);
                 let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
                 Some(Phase::Held(held))
@@ -499,28 +495,23 @@ impl Acquiring {
         let refused = (round.slots.iter())
             .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
         if refused && round.command.is_queued_acquire() {
-            self.leave(ctx, now, None);
+            self.leave(ctx, now);
             self.queue_refused = true;
             ctx.queue_refused = true;
         }
     }
 
-    /// Leaves the queue on every node (`granted`: but those that granted the attempt, where
-    /// the place is gone), if the call has a place.
-    fn leave(&mut self, ctx: &mut Ctx, now: Instant, granted: Option<&[bool]>) {
+    /// Leaves the queue on every node, if the call has a place: a node where it headed the
+    /// queue announces the next head (waiters.rs).
+    fn leave(&mut self, ctx: &mut Ctx, now: Instant) {
         let Some(place) = self.place.take() else {
             return;
         };
         let command = Command::leave_queue(&ctx.resource, place.id());
         let deadline = time::add(now, ctx.params.timing.attempt_timeout);
-        let to: Vec<bool> = match granted {
-            Some(granted) => granted.iter().map(|g| !g).collect(),
-            None => vec![true; ctx.params.nodes],
-        };
-        if to.iter().any(|t| *t) {
-            let round = ctx.new_round_to(command, (now, deadline), &to, 0);
-            ctx.cleanup.push(round);
-        }
+        let everyone = vec![true; ctx.params.nodes];
+        let round = ctx.new_round_to(command, (now, deadline), &everyone, 0);
+        ctx.cleanup.push(round);
     }
 
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
@@ -541,7 +532,7 @@ impl Acquiring {
             // readers out (docs/kinds.md, "Reader-writer lock"); the other kinds leave none.
             ctx.push_abandon(now, &self.token);
         }
-        self.leave(ctx, now, None);
+        self.leave(ctx, now);
         let nodes = std::mem::take(&mut self.last_nodes);
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,

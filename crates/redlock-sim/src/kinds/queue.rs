@@ -5,9 +5,9 @@
 //!
 //! QUEUE_ACQUIRE prunes the lapsed places (at most 64 a call, the earliest first), sets R
 //! for the caller if it is free and the queue is empty or headed by the caller (whose place
-//! goes, the next head announced as `next:<id>` on R's release channel), and else takes or
-//! renews the caller's place and answers `{rank, ticket}`. QUEUE_LEAVE removes a place,
-//! announcing the next head if it was the head's. Order only: who may set R; R itself is
+//! stays until it leaves), and else takes or renews the caller's place and answers `{rank,
+//! ticket}`. QUEUE_LEAVE removes a place, announcing the next head as `next:<id>` on R's
+//! release channel if it was the head's. Order only: who may set R; R itself is
 //! the mutex's key, set in one atomic step per node (algorithm.md §3, §4).
 
 use bytes::Bytes;
@@ -23,7 +23,7 @@ use crate::resp::ServerReply;
 /// ticket (0: the stored one, or the node's now), `ARGV[5]` its patience ms), word for word
 /// from the core's waiters.rs: the body the core sends and the model was written from. Change
 /// both together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// QUEUE_LEAVE (`ARGV[1]` the waiter's id), word for word from the core's waiters.rs: the
 /// body the core sends and the model was written from. Change both together
@@ -33,9 +33,9 @@ pub const QUEUE_LEAVE_SOURCE: &str = "local head = redis.call('ZRANGE', KEYS[2],
 /// The mutant QUEUE_ACQUIRE_NEVER_PRUNES (a negative control: a dead waiter's place heads
 /// the queue for good), word for word from the core's waiters.rs (`_mutants`). Change both
 /// together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) if head then redis.call('ZREM', KEYS[2], ARGV[3]) redis.call('ZREM', KEYS[3], ARGV[3]) local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
-/// What a grant through the queue and a head's leave publish before the next head's id
+/// What a head's leave publishes before the next head's id
 /// (the core's `NEXT_PREFIX`; a release publishes an empty message).
 const NEXT: &[u8] = b"next:";
 
@@ -46,7 +46,7 @@ const PRUNED_PER_CALL: usize = 64;
 const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
 
 /// QUEUE_ACQUIRE: prunes the lapsed places; 1 and R set (`PX ttl`) if R is free and the
-/// queue is empty or headed by the caller (its place removed and the next head announced);
+/// queue is empty or headed by the caller (its place kept until it leaves);
 /// else the caller's place taken or renewed (its ticket: the one given, or the one stored,
 /// or the node's now; its deadline now + patience; both sets' expiry at least the
 /// patience) and `{rank, ticket}`.
@@ -76,12 +76,8 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     let head = head(keys, queue)?;
     // Lua's `and`: the head is looked at only when R is free.
     if !keys.exists(r) && head.as_ref().is_none_or(|h| h == id) {
+        // The place stays: the waiter leaves (QUEUE_LEAVE) once a quorum granted it.
         keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
-        if head.is_some() {
-            keys.zrem(queue, id)?;
-            keys.zrem(until, id)?;
-            announce_next(keys, r, queue)?;
-        }
         return Ok(ServerReply::Int(1));
     }
     let ticket = match lua_tonumber(ticket) {
@@ -268,16 +264,14 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             ],
         ),
         Case::new(
-            "the head, free: granted, the next head announced",
+            "the head, free: granted, its place kept until it leaves",
             (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME),
             Expect::Int(1),
-            &[GRANTED, W1_SECOND, W1_UNTIL],
+            &[GRANTED, ME_THEN_W1, BOTH_UNTIL],
         )
-        .publishing(&["r"])
-        .saying(&["next:w1"])
         .heard(&["r"]),
         Case::new(
-            "the head alone, free: granted, nobody to announce",
+            "the head alone, free: granted, its place kept",
             (
                 &[
                     Absent,
@@ -287,7 +281,11 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
                 ME,
             ),
             Expect::Int(1),
-            &[GRANTED, Absent, Absent],
+            &[
+                GRANTED,
+                Tickets(&[("me", Ticket::Given(1))], Some(50)),
+                ME_UNTIL,
+            ],
         ),
         Case::new(
             "not the head, free: placed, not granted",
@@ -310,7 +308,11 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
                 ME,
             ),
             Expect::Int(1),
-            &[GRANTED, Absent, Absent],
+            &[
+                GRANTED,
+                Tickets(&[("me", Ticket::Given(2))], Some(50)),
+                Deadlines(&[("me", 50)], Some(50)),
+            ],
         ),
         Case::new(
             "the head's place lapsing this very ms: pruned, the next waiter granted",
@@ -323,7 +325,11 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
                 ME,
             ),
             Expect::Int(1),
-            &[GRANTED, Absent, Absent],
+            &[
+                GRANTED,
+                Tickets(&[("me", Ticket::Given(2))], Some(50)),
+                Deadlines(&[("me", 50)], Some(50)),
+            ],
         ),
         Case::new(
             "held, a lapsed waiter pruned: placed first",
@@ -568,6 +574,11 @@ mod tests {
         }
         run(&mut caller, &["DEL", "r"]);
         assert_eq!(run(&mut caller, &acquire("me")), ServerReply::Int(1));
+        // Granted with its place kept (nothing announced): the head's leave announces the
+        // next.
+        let leave_sha = crate::script::sha1_hex(QUEUE_LEAVE_SOURCE);
+        let leave = [&["EVALSHA", leave_sha.as_str()][..], &keys, &["me"]].concat();
+        assert_eq!(run(&mut caller, &leave), ServerReply::Int(1));
         let deliveries = node.take_deliveries();
         let bytes = |d: &crate::pubsub::Delivery, protocol| {
             let mut out = BytesMut::new();
