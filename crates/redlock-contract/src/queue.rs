@@ -246,20 +246,20 @@ const STRING: QueueKey = Str("x", Forever);
 /// The waiters' queue's part of the contract, run by `run_queue`.
 #[rustfmt::skip]
 pub const QUEUE_CONTRACT: &[QueueCase] = &[
-    // QUEUE_ACQUIRE: prune, grant the head (or anyone to an empty queue) a free R, else a place.
-    row(Acquire, "free, nobody waits: granted", (&[Absent, Absent, Absent], ME), Int(1), &[GRANTED, Absent, Absent]),
+    // QUEUE_ACQUIRE: prune, take or renew the place, grant a free R to the head, else answer the place.
+    row(Acquire, "free, nobody waits: placed and granted", (&[Absent, Absent, Absent], ME), Int(1), &[GRANTED, ME_PLACED, ME_UNTIL]),
     row(Acquire, "held: placed first with the node's ticket", (&[HELD, Absent, Absent], ME), Queued(0, Node), &[HELD, ME_PLACED, ME_UNTIL]),
     row(Acquire, "held, one waiting: placed second, both sets live the patience", (&[HELD, W1, W1_UNTIL], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
     row(Acquire, "held, the sets live longer: their expiry stays", (&[HELD, Tickets(&[("w1", Given(1))], Long), Until(&[("w1", Long)], Long)], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Long), Until(&[("w1", Long), ("me", Patience)], Long)]),
     row(Acquire, "ours again: the stored ticket kept, the place renewed", (&[HELD, W1_THEN_ME, BOTH_UNTIL], ME), Queued(1, Given(2)), &[HELD, Tickets(&[("w1", Given(1)), ("me", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
     row(Acquire, "a given ticket overwrites the stored one", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_TICKET_7), Queued(1, Given(7)), &[HELD, Tickets(&[("w1", Given(2)), ("me", Given(7))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
-    row(Acquire, "the head, free: granted, its place kept until it leaves", (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME), Int(1), &[GRANTED, ME_THEN_W1, BOTH_UNTIL]).heard(),
-    row(Acquire, "the head alone, free: granted, its place kept", (&[Absent, Tickets(&[("me", Given(1))], Short), ME_UNTIL], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1))], Short), ME_UNTIL]),
+    row(Acquire, "the head, free: granted, its place renewed until it leaves", (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1)), ("w1", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]).heard(),
+    row(Acquire, "the head alone, free: granted, its place renewed", (&[Absent, Tickets(&[("me", Given(1))], Short), Until(&[("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1))], Patience), ME_UNTIL]),
     row(Acquire, "not the head, free: placed, not granted", (&[Absent, W1, W1_UNTIL], ME), Queued(1, Node), &[Absent, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
-    row(Acquire, "a lapsed head pruned: the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Expired), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(2))], Short), Until(&[("me", Short)], Short)]),
-    row(Acquire, "the head's place lapsing this very ms: pruned, the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Now), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(2))], Short), Until(&[("me", Short)], Short)]),
+    row(Acquire, "a lapsed head pruned: the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Expired), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(2))], Patience), ME_UNTIL]),
+    row(Acquire, "the head's place lapsing this very ms: pruned, the next waiter granted", (&[Absent, W1_THEN_ME, Until(&[("w1", Now), ("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(2))], Patience), ME_UNTIL]),
     row(Acquire, "held, a lapsed waiter pruned: placed first", (&[HELD, W1, W1_LAPSED], ME), Queued(0, Node), &[HELD, ME_PLACED, ME_UNTIL]),
-    row(Acquire, "a bad ttl sets nothing", (&[Absent, Absent, Absent], &["t", "0", "me", "0", "50000"]), Error("ERR invalid expire time"), &[Absent, Absent, Absent]),
+    row(Acquire, "a bad ttl: placed, R not set", (&[Absent, Absent, Absent], &["t", "0", "me", "0", "50000"]), Error("ERR invalid expire time"), &[Absent, ME_PLACED, ME_UNTIL]),
     row(Acquire, "the queue of the wrong type", (&[HELD, STRING, Absent], ME), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
     row(Acquire, "the deadlines of the wrong type", (&[HELD, Absent, STRING], ME), Error("WRONGTYPE"), &[HELD, Absent, STRING]),
     // QUEUE_LEAVE: the place goes; the next head is told if the head left.

@@ -530,6 +530,12 @@ impl Health {
 
 /// How far apart the `nodes`' wall clocks are, from their last `TIME` readings (fencing.rs,
 /// `wall_spread`).
+/// A waiter's ticket at `now` from the nodes' last `TIME` readings (waiters.rs, `ticket`).
+pub(crate) fn wall_ticket<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Option<u64> {
+    let readings = (nodes.iter()).filter_map(|n| n.as_ref().last_clock);
+    crate::waiters::ticket(readings.map(|c| (c.since_epoch, c.read_at)), now)
+}
+
 fn spread<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Duration {
     let readings = nodes.iter().filter_map(|n| n.as_ref().last_clock);
     fencing::wall_spread(readings, now)

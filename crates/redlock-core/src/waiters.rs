@@ -29,6 +29,8 @@
 //! Order only: who may set the key. Safety stays the mutex's (algorithm.md §3, §4): the key
 //! is set by one atomic step per node, and a quorum of them decides.
 
+use std::time::{Duration, Instant};
+
 use bytes::{Bytes, BytesMut};
 
 use crate::id::NodeId;
@@ -45,8 +47,8 @@ use crate::vote::Vote;
 /// taken or renewed (ticket, deadline now + patience, both sets' expiry at least that far)
 /// and `{rank, ticket}`.
 pub const QUEUE_ACQUIRE_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "caf77b7771c6f85befc8126a4689ad8d5ef7aef7",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "3b5ec1e9d0e6e26deade0d69471e04081ed50fd9",
 };
 
 /// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): its place
@@ -61,8 +63,8 @@ pub const QUEUE_LEAVE_SCRIPT: Script = Script {
 /// the pruning, so a dead waiter's place heads the queue for good.
 #[cfg(feature = "_mutants")]
 pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "5a88bbbd9ccb9989de18aa71711d16302d3c091b",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "40d7319a962062b077b6dd9e176602c2522c2e26",
 };
 
 /// The suffix of a resource's queue key: `R:queue`.
@@ -147,6 +149,27 @@ pub(crate) fn script_args(
     }
 }
 
+/// The ticket a waiter takes at `now`: the median of the nodes' wall clocks in ms, each
+/// estimated from its last `TIME` reading (`since_epoch` read at `read_at` on our clock) and
+/// the time since. The same number goes to every node, so every node orders the waiters
+/// alike from their first places on (docs/design.md, "The waiters' queue"); and the clocks
+/// of different clients' nodes agree to within their spread, which bounds how far from
+/// first come, first served the order may be. `None` without any reading (the nodes then
+/// give the first tickets themselves).
+pub(crate) fn ticket(
+    readings: impl Iterator<Item = (Duration, Instant)>,
+    now: Instant,
+) -> Option<u64> {
+    let mut ms: Vec<u64> = readings
+        .map(|(since_epoch, read_at)| {
+            let at = since_epoch.saturating_add(now.saturating_duration_since(read_at));
+            u64::try_from(at.as_millis()).unwrap_or(u64::MAX)
+        })
+        .collect();
+    ms.sort_unstable();
+    ms.get(ms.len() / 2).copied()
+}
+
 /// QUEUE_ACQUIRE's array reply `{rank, ticket}` as a vote; `None` if it is not one.
 pub(crate) fn queued_vote(items: &[crate::resp::Reply]) -> Option<Vote> {
     use crate::resp::Reply;
@@ -174,17 +197,24 @@ pub(crate) struct Place {
     /// Whether the last attempt had answers from fewer than a quorum: the next attempt is
     /// a plain one, which renews no place (so the places it cannot reach lapse).
     lapsed: bool,
+    /// Whether a node answered with the call's place yet.
+    placed: bool,
+    /// The ticket the last attempt sent (0: the nodes gave their own clocks).
+    sent: u64,
 }
 
 impl Place {
-    /// A new place for a call over `nodes` nodes, with `patience_ms`.
-    pub(crate) fn new(id: Token, nodes: usize, patience_ms: u64) -> Self {
+    /// A new place for a call over `nodes` nodes, with `patience_ms` and its `ticket` (0:
+    /// the nodes give one).
+    pub(crate) fn new(id: Token, nodes: usize, patience_ms: u64, ticket: u64) -> Self {
         Self {
             id,
-            ticket: 0,
+            ticket,
             patience_ms,
             head: vec![false; nodes],
             lapsed: false,
+            placed: false,
+            sent: 0,
         }
     }
 
@@ -195,8 +225,19 @@ impl Place {
 
     /// The packed ticket, patience and id the next QUEUE_ACQUIRE carries; `None` while the
     /// place has lapsed (the next attempt is a plain one).
-    pub(crate) fn args(&self) -> Option<Bytes> {
-        (!self.lapsed).then(|| pack(self.ticket, self.patience_ms, &self.id))
+    pub(crate) fn args(&mut self) -> Option<Bytes> {
+        if self.lapsed {
+            return None;
+        }
+        self.sent = self.ticket;
+        Some(pack(self.ticket, self.patience_ms, &self.id))
+    }
+
+    /// Whether the places were taken with the nodes' own clocks as tickets (the client had
+    /// no reading of them yet): they may order the waiters differently, so the call sends
+    /// the ticket it agreed on (the largest) at once, not at its next retry.
+    pub(crate) fn needs_agreement(&self) -> bool {
+        self.placed && self.sent == 0 && !self.lapsed
     }
 
     /// Reads an attempt's `votes` (one per node): each node's rank, and the largest ticket
@@ -213,6 +254,7 @@ impl Place {
                 Some(Vote::Queued { rank, ticket }) => {
                     *head = *rank == 0;
                     self.ticket = self.ticket.max(*ticket);
+                    self.placed = true;
                     answered += 1;
                 }
                 // Granted here: the queue was empty or headed by this call, whose place
@@ -235,7 +277,7 @@ impl Place {
 
     /// Whether a node gave the call a place yet.
     pub(crate) fn is_placed(&self) -> bool {
-        self.ticket != 0
+        self.placed
     }
 
     /// `node` announced `id` as its queue's next head.
@@ -267,7 +309,7 @@ mod tests {
 
     #[test]
     fn a_place_follows_ranks_tickets_and_announcements() {
-        let mut place = Place::new(Token::new("w1").unwrap(), 3, 500);
+        let mut place = Place::new(Token::new("w1").unwrap(), 3, 500, 0);
         let votes = [
             Vote::Queued { rank: 0, ticket: 5 },
             Vote::Queued { rank: 1, ticket: 9 },
@@ -275,7 +317,9 @@ mod tests {
         ];
         place.on_attempt(votes.iter().map(Some), 2);
         assert!(!place.is_head(2));
+        assert!(place.needs_agreement(), "placed with the nodes' tickets");
         assert_eq!(unpack(&place.args().unwrap()), (9, 500, &b"w1"[..]));
+        assert!(!place.needs_agreement(), "the agreed ticket sent");
         place.on_next(NodeId::new(1), b"w1");
         assert!(place.is_head(2));
         place.on_next(NodeId::new(1), b"w2");
@@ -283,6 +327,7 @@ mod tests {
         // Answers from one node of three: lapsed, the next attempt plain.
         place.on_attempt([Some(&votes[0]), None, None].into_iter(), 2);
         assert_eq!(place.args(), None);
+        assert!(!place.needs_agreement());
     }
 
     #[test]

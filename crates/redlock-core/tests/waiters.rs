@@ -1,5 +1,6 @@
 //! The waiters' queue (waiters.rs, lock/acquire.rs), scripted byte for byte: a contended
-//! attempt takes a place at once, the place's ticket is the largest the nodes gave, a
+//! attempt takes a place at once with the nodes' wall clock as its ticket (then the largest
+//! the nodes gave), a
 //! release wakes only the queue's head, a `next:` announcement makes a waiter the head,
 //! and a grant leaves the queue on every node.
 
@@ -109,14 +110,21 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
     h.reply(0, NIL);
     let mut decided = h.reply(1, NIL);
     decided.transmits.extend(h.reply(2, NIL).transmits);
-    // The contended attempt is followed at once by a queued one, on every node, with no
-    // ticket yet (0) and the configured patience.
+    // The contended attempt is followed at once by a queued one, on every node, with the
+    // nodes' wall clock as its ticket (their `TIME` at the handshake and the time since: the
+    // same number on every node) and the configured patience.
     let argv = queued_argv(&decided, 0).expect("a queued attempt");
     let id = argv[2].clone();
-    assert_eq!(
-        (argv[1].as_str(), argv[3].as_str(), argv[4].as_str()),
-        ("10000", "0", "900")
-    );
+    assert_eq!((argv[1].as_str(), argv[4].as_str()), ("10000", "900"));
+    let ticket: u64 = argv[3].parse().expect("a ticket");
+    assert!((NODE_SECS * 1000..NODE_SECS * 1000 + 1000).contains(&ticket));
+    for i in 1..3 {
+        assert_eq!(
+            queued_argv(&decided, i).unwrap()[3],
+            argv[3],
+            "one ticket everywhere"
+        );
+    }
     for i in 1..3 {
         assert_eq!(
             queued_argv(&decided, i).unwrap()[2],
@@ -125,7 +133,7 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
         );
     }
     // Each node: the subscription's confirmation, the cleanup release (-1), the place.
-    let places = [rank(1, 100), rank(1, 105), rank(0, 99)];
+    let places = [rank(1, ticket), rank(1, ticket + 5), rank(0, ticket)];
     for (i, place) in places.iter().enumerate() {
         h.reply(i, format!("{CONFIRM}:-1\r\n{place}").as_bytes());
     }
@@ -150,7 +158,8 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
     let out = h.reply(1, RELEASED);
     for i in 0..3 {
         let argv = queued_argv(&out, i).expect("the head's attempt");
-        assert_eq!((argv[2].as_str(), argv[3].as_str()), (id.as_str(), "105"));
+        assert_eq!(argv[2], id);
+        assert_eq!(argv[3], (ticket + 5).to_string());
     }
     // Granted on two nodes (a grant keeps the place), the third still held: the call leaves
     // the queue on every node.
@@ -158,7 +167,7 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
     let mut sent = h.reply(1, b":1\r\n");
     assert!(h.client.held(op).is_some());
     sent.transmits
-        .extend(h.reply(2, rank(0, 105).as_bytes()).transmits);
+        .extend(h.reply(2, rank(0, ticket + 5).as_bytes()).transmits);
     for i in 0..3 {
         let leave = words(&sent.sent_to(i));
         let at = leave.iter().position(|s| s == QUEUE_LEAVE_SCRIPT.sha1);

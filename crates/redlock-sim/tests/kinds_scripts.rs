@@ -70,7 +70,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_SOURCE,
-        "caf77b7771c6f85befc8126a4689ad8d5ef7aef7",
+        "3b5ec1e9d0e6e26deade0d69471e04081ed50fd9",
     ),
     (
         queue::QUEUE_LEAVE_SOURCE,
@@ -78,7 +78,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
-        "5a88bbbd9ccb9989de18aa71711d16302d3c091b",
+        "40d7319a962062b077b6dd9e176602c2522c2e26",
     ),
 ];
 

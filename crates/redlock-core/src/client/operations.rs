@@ -138,6 +138,11 @@ impl<R: CryptoRng> Client<R> {
             // A node refused the queue's script to an earlier call (client/locks.rs).
             lock.without_queue();
         }
+        if lock.queues()
+            && let Some(ms) = crate::health::wall_ticket(&self.nodes, now)
+        {
+            lock.set_wall_clock(now, ms);
+        }
         let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
         let (config, nodes) = (&self.config, &mut self.nodes[..]);
         (self.health).lock_started((config, nodes), now, (ttl, fenced), &mut self.events);

@@ -94,7 +94,7 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) -> Option<Self> {
-        let place = new_place(ctx, rng)?;
+        let place = new_place(ctx, now, rng)?;
         let mut acquiring = Self {
             attempts: 0,
             first_start: now,
@@ -148,7 +148,7 @@ impl Acquiring {
                 let script = ctx.params.fenced_acquire_script;
                 Command::fenced_acquire(&ctx.resource, fence, (&self.token, timing.ttl_ms), script)
             }
-            (None, None) => match self.place.as_ref().and_then(|p| p.args()) {
+            (None, None) => match self.place.as_mut().and_then(|p| p.args()) {
                 // A waiter: its place renewed, the key set only if it heads the queue.
                 Some(place) => {
                     let at = (&ctx.resource, &self.token, timing.ttl_ms);
@@ -456,28 +456,44 @@ impl Acquiring {
         // Another client holds it: listen for its release and read when its keys expire.
         let held = matches!(reason, AcquireFailure::Contended { .. });
         let first_place = held && self.place.is_none() && !self.queue_refused;
-        if first_place && let Some(place) = new_place(ctx, rng) {
+        if first_place && let Some(place) = new_place(ctx, now, rng) {
             // The call takes its place in the queue at once (an early attempt, not counted):
             // waiting without one, it would be passed by every waiter that placed itself
             // meanwhile.
             self.place = Some(Box::new(place));
             self.listening |= ctx.params.notify;
             ctx.contested = true;
-            self.early_attempts += 1;
-            self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
-            self.attempt(ctx, now);
-            return None;
+            return self.attempt_at_once(ctx, now, rng);
+        }
+        if (self.place.as_ref()).is_some_and(|p| p.needs_agreement()) {
+            // Placed with the nodes' own tickets: the agreed one goes out at once, before
+            // the nodes' orders can wake two heads (waiters.rs).
+            return self.attempt_at_once(ctx, now, rng);
         }
         self.listening |= ctx.params.notify && held;
         ctx.contested |= held;
         // Only the queue's head reads the holder's expiry: the others wait their turn.
         let head = (self.place.as_ref()).is_none_or(|p| p.is_head(ctx.params.quorum));
-        self.wait = Some(Box::new(Wait::new(
-            ctx,
-            now,
-            next,
-            (ctx.params.notify && held, head),
-        )));
+        let mut wait = Wait::new(ctx, now, next, (ctx.params.notify && held, head));
+        // A node that granted this attempt had the key free: released already, for the
+        // count of releases that wakes the call (its cleanup frees it again). A release
+        // still on its way to the other nodes then completes a quorum.
+        let granted = (self.last_nodes.iter()).map(|n| n.outcome == AcquireOutcome::Locked);
+        wait.count_released(granted);
+        self.wait = Some(Box::new(wait));
+        None
+    }
+
+    /// An early attempt now, not counted against the policy's attempts: still acquiring.
+    fn attempt_at_once<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Phase> {
+        self.early_attempts += 1;
+        self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
+        self.attempt(ctx, now);
         None
     }
 
@@ -592,10 +608,15 @@ fn attempt_token<R: CryptoRng + ?Sized>(
 
 /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
 /// queue on (options.rs); its id drawn from `rng`, the same on every node.
-fn new_place<R: CryptoRng + ?Sized>(ctx: &Ctx, rng: &mut R) -> Option<Place> {
+fn new_place<R: CryptoRng + ?Sized>(ctx: &Ctx, now: Instant, rng: &mut R) -> Option<Place> {
     let patience = ctx.params.queue?;
     let plain = ctx.kind.is_none() && ctx.fence_key.is_none();
-    plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience))
+    // The nodes' wall clock now, as the client estimated it when the call started.
+    let ticket = ctx.wall.map_or(0, |(at, ms)| {
+        let since = now.saturating_duration_since(at).as_millis();
+        ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+    });
+    plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience, ticket))
 }
 
 fn acquire_outcome(slot: &Slot) -> AcquireOutcome {

@@ -56,6 +56,9 @@ pub(super) struct Ctx {
     pub(super) awaited: bool,
     /// A node refused the waiters' queue's script since the client last asked.
     pub(super) queue_refused: bool,
+    /// The nodes' wall clock in ms at an instant, as the client estimated it when the lock
+    /// started: a waiter's ticket (waiters.rs).
+    pub(super) wall: Option<(Instant, u64)>,
 }
 
 /// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
@@ -129,6 +132,7 @@ impl Ctx {
             contested: false,
             awaited: false,
             queue_refused: false,
+            wall: None,
         })
     }
 

@@ -180,6 +180,17 @@ impl Lock {
         std::mem::take(&mut self.ctx.queue_refused)
     }
 
+    /// Whether the lock would wait in the waiters' queue if contended (waiters.rs).
+    pub(crate) fn queues(&self) -> bool {
+        self.ctx.params.queue.is_some()
+    }
+
+    /// The nodes' wall clock read `ms` at `at`, as the client estimates it: a waiter's
+    /// ticket (waiters.rs).
+    pub(crate) fn set_wall_clock(&mut self, at: Instant, ms: u64) {
+        self.ctx.wall = Some((at, ms));
+    }
+
     /// This lock waits without the waiters' queue: its client's nodes refused its script.
     pub(crate) fn without_queue(&mut self) {
         self.ctx.params.queue = None;

@@ -115,6 +115,16 @@ impl Wait {
         }
     }
 
+    /// Counts the nodes marked in `released` as having announced a release (their key was
+    /// free at the last attempt), without bringing the attempt forward.
+    pub(super) fn count_released(&mut self, released: impl Iterator<Item = bool>) {
+        for (seen, released) in self.notified.iter_mut().zip(released) {
+            if released && !std::mem::replace(seen, true) {
+                self.notices += 1;
+            }
+        }
+    }
+
     /// `node` announced a release: once a quorum did, the attempt is brought forward.
     pub(super) fn on_notice<R: CryptoRng + ?Sized>(
         &mut self,

@@ -3,12 +3,12 @@
 //! order), `KEYS[3]` = R:queue:until (the same ids, score = the node-time ms at which the
 //! place lapses unless renewed).
 //!
-//! QUEUE_ACQUIRE prunes the lapsed places (at most 64 a call, the earliest first), sets R
-//! for the caller if it is free and the queue is empty or headed by the caller (whose place
-//! stays until it leaves), and else takes or renews the caller's place and answers `{rank,
-//! ticket}`. QUEUE_LEAVE removes a place, announcing the next head as `next:<id>` on R's
-//! release channel if it was the head's. Order only: who may set R; R itself is
-//! the mutex's key, set in one atomic step per node (algorithm.md §3, §4).
+//! QUEUE_ACQUIRE prunes the lapsed places (at most 64 a call, the earliest first), takes or
+//! renews the caller's place, and sets R for the caller if it is free and the caller heads
+//! the queue (the place stays until it leaves), else answers `{rank, ticket}`.
+//! QUEUE_LEAVE removes a place, announcing the next head as `next:<id>` on R's release
+//! channel if it was the head's. Order only: who may set R; R itself is the mutex's key,
+//! set in one atomic step per node (algorithm.md §3, §4).
 
 use bytes::Bytes;
 
@@ -23,7 +23,7 @@ use crate::resp::ServerReply;
 /// ticket (0: the stored one, or the node's now), `ARGV[5]` its patience ms), word for word
 /// from the core's waiters.rs: the body the core sends and the model was written from. Change
 /// both together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// QUEUE_LEAVE (`ARGV[1]` the waiter's id), word for word from the core's waiters.rs: the
 /// body the core sends and the model was written from. Change both together
@@ -33,7 +33,7 @@ pub const QUEUE_LEAVE_SOURCE: &str = "local head = redis.call('ZRANGE', KEYS[2],
 /// The mutant QUEUE_ACQUIRE_NEVER_PRUNES (a negative control: a dead waiter's place heads
 /// the queue for good), word for word from the core's waiters.rs (`_mutants`). Change both
 /// together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if redis.call('EXISTS', KEYS[1]) == 0 and (not head or head == ARGV[3]) then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// What a head's leave publishes before the next head's id
 /// (the core's `NEXT_PREFIX`; a release publishes an empty message).
@@ -45,11 +45,10 @@ const PRUNED_PER_CALL: usize = 64;
 /// What a script's `redis.call` raises when an argument is nil (a `tonumber` that failed).
 const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
 
-/// QUEUE_ACQUIRE: prunes the lapsed places; 1 and R set (`PX ttl`) if R is free and the
-/// queue is empty or headed by the caller (its place kept until it leaves);
-/// else the caller's place taken or renewed (its ticket: the one given, or the one stored,
-/// or the node's now; its deadline now + patience; both sets' expiry at least the
-/// patience) and `{rank, ticket}`.
+/// QUEUE_ACQUIRE: prunes the lapsed places; takes or renews the caller's place (its ticket:
+/// the one given, or the one stored, or the node's now; its deadline now + patience; both
+/// sets' expiry at least the patience); then 1 and R set (`PX ttl`) if R is free and the
+/// caller heads the queue, else `{rank, ticket}`.
 pub fn queue_acquire(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     reply(acquire_steps(keys, k, argv, true))
 }
@@ -73,23 +72,23 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     if prunes {
         prune_lapsed(keys, [queue, until], now)?;
     }
-    let head = head(keys, queue)?;
-    // Lua's `and`: the head is looked at only when R is free.
-    if !keys.exists(r) && head.as_ref().is_none_or(|h| h == id) {
-        // The place stays: the waiter leaves (QUEUE_LEAVE) once a quorum granted it.
-        keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
-        return Ok(ServerReply::Int(1));
-    }
     let ticket = match lua_tonumber(ticket) {
         Some(0.0) => keys.zscore(queue, id)?.unwrap_or(now as f64),
         Some(given) => given,
         None => return Err(ServerReply::error(NIL_ARGUMENT)),
     };
+    // The place, taken or renewed, also when granted (a grant on too few nodes keeps the
+    // turn; the waiter leaves, QUEUE_LEAVE, once a quorum granted it).
     keys.zset_update(queue, id, |_| Some(ticket))?;
     let deadline = now as f64 + number(patience)?;
     keys.zset_update(until, id, |_| Some(deadline))?;
     expire_at_least(keys, queue, patience)?;
     expire_at_least(keys, until, patience)?;
+    // Lua's `and`: the head is looked at only when R is free.
+    if !keys.exists(r) && head(keys, queue)?.as_ref() == Some(id) {
+        keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
+        return Ok(ServerReply::Int(1));
+    }
     let order = keys.zset_in_order(queue)?;
     let rank = order
         .iter()
@@ -199,10 +198,10 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
     keys: QUEUE_KEYS,
     cases: &[
         Case::new(
-            "free, nobody waits: granted",
+            "free, nobody waits: placed and granted",
             (&[Absent, Absent, Absent], ME),
             Expect::Int(1),
-            &[GRANTED, Absent, Absent],
+            &[GRANTED, ME_PLACED, ME_UNTIL],
         ),
         Case::new(
             "held: placed first with the node's ticket",
@@ -264,26 +263,33 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             ],
         ),
         Case::new(
-            "the head, free: granted, its place kept until it leaves",
+            "the head, free: granted, its place renewed until it leaves",
             (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME),
             Expect::Int(1),
-            &[GRANTED, ME_THEN_W1, BOTH_UNTIL],
+            &[
+                GRANTED,
+                Tickets(
+                    &[("me", Ticket::Given(1)), ("w1", Ticket::Given(2))],
+                    Some(300),
+                ),
+                Deadlines(&[("me", 300), ("w1", 50)], Some(300)),
+            ],
         )
         .heard(&["r"]),
         Case::new(
-            "the head alone, free: granted, its place kept",
+            "the head alone, free: granted, its place renewed",
             (
                 &[
                     Absent,
                     Tickets(&[("me", Ticket::Given(1))], Some(50)),
-                    ME_UNTIL,
+                    Deadlines(&[("me", 50)], Some(50)),
                 ],
                 ME,
             ),
             Expect::Int(1),
             &[
                 GRANTED,
-                Tickets(&[("me", Ticket::Given(1))], Some(50)),
+                Tickets(&[("me", Ticket::Given(1))], Some(300)),
                 ME_UNTIL,
             ],
         ),
@@ -310,8 +316,8 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             Expect::Int(1),
             &[
                 GRANTED,
-                Tickets(&[("me", Ticket::Given(2))], Some(50)),
-                Deadlines(&[("me", 50)], Some(50)),
+                Tickets(&[("me", Ticket::Given(2))], Some(300)),
+                ME_UNTIL,
             ],
         ),
         Case::new(
@@ -327,8 +333,8 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             Expect::Int(1),
             &[
                 GRANTED,
-                Tickets(&[("me", Ticket::Given(2))], Some(50)),
-                Deadlines(&[("me", 50)], Some(50)),
+                Tickets(&[("me", Ticket::Given(2))], Some(300)),
+                ME_UNTIL,
             ],
         ),
         Case::new(
@@ -338,10 +344,10 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             &[HELD, ME_PLACED, ME_UNTIL],
         ),
         Case::new(
-            "a bad ttl sets nothing",
+            "a bad ttl: placed, R not set",
             (&[Absent, Absent, Absent], &["t", "0", "me", "0", "300"]),
             Expect::Error("ERR invalid expire time"),
-            &[Absent, Absent, Absent],
+            &[Absent, ME_PLACED, ME_UNTIL],
         ),
         Case::new(
             "the queue of the wrong type",
