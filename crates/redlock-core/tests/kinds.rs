@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use redlock_core::{
     AcquireFailure, Config, ConfigBuilder, EXTEND_SCRIPT, Event, LockKind, LockOptions,
-    MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, OpId, READ_ACQUIRE_SCRIPT,
-    READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome, Resource, RetryPolicy,
-    SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT, SEM_RELEASE_SCRIPT, Script, UsageError,
-    WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT, WRITE_RELEASE_SCRIPT,
+    MULTI_ACQUIRE_SCRIPT, MULTI_EXTEND_SCRIPT, MULTI_RELEASE_SCRIPT, OpId, QUEUE_ACQUIRE_SCRIPT,
+    READ_ACQUIRE_SCRIPT, READ_EXTEND_SCRIPT, READ_RELEASE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome,
+    Resource, RetryPolicy, SEM_ACQUIRE_SCRIPT, SEM_EXTEND_SCRIPT, SEM_RELEASE_SCRIPT, Script,
+    UsageError, WRITE_ABANDON_SCRIPT, WRITE_ACQUIRE_SCRIPT, WRITE_RELEASE_SCRIPT,
 };
 use support::{Drained, Harness, acquired};
 
@@ -249,10 +249,11 @@ fn assert_reloaded(commands: &[Vec<String>]) {
         &WRITE_RELEASE_SCRIPT,
         &SEM_EXTEND_SCRIPT,
         &RELEASE_SCRIPT,
+        &QUEUE_ACQUIRE_SCRIPT,
     ] {
         assert!(bodies.contains(&script.body), "{} not loaded", script.sha1);
     }
-    assert_eq!(bodies.len(), 16, "{bodies:?}");
+    assert_eq!(bodies.len(), 18, "{bodies:?}");
 }
 
 /// A node whose answer to a kind's acquire comes after the others granted it, and is

@@ -53,7 +53,13 @@ fn connected() -> Harness {
         h.connect(i);
         let mut replies = hello3();
         replies.extend_from_slice(&time_reply(NODE_SECS));
-        for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+        let scripts = [
+            &redlock_core::RELEASE_SCRIPT,
+            &redlock_core::EXTEND_SCRIPT,
+            &QUEUE_ACQUIRE_SCRIPT,
+            &QUEUE_LEAVE_SCRIPT,
+        ];
+        for script in scripts {
             replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
         h.reply(i, &replies);

@@ -474,7 +474,9 @@ impl Acquiring {
         ctx.contested |= held;
         // Only the queue's head reads the holder's expiry: the others wait their turn.
         let head = (self.place.as_ref()).is_none_or(|p| p.is_head(ctx.params.quorum));
-        let mut wait = Wait::new(ctx, now, next, (ctx.params.notify && held, head));
+        // Once it found the lock held, the call listens until it stops acquiring: a later
+        // attempt that timed out says nothing of the holder.
+        let mut wait = Wait::new(ctx, now, next, (self.listening, head));
         // A node that granted this attempt had the key free: released already, for the
         // count of releases that wakes the call (its cleanup frees it again). A release
         // still on its way to the other nodes then completes a quorum.

@@ -28,6 +28,7 @@ use crate::kinds::KIND_SCRIPTS;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder, ProtocolError};
 use crate::server::NodeCommands;
+use crate::waiters::{QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT};
 
 pub(crate) use decode::Hello;
 
@@ -81,6 +82,8 @@ pub(crate) struct Session {
     settings: NodeSettings,
     /// Whether the release and extend scripts are loaded on each connection.
     preload_scripts: bool,
+    /// Whether the waiters' queue's scripts are too (the queue is on: waiters.rs).
+    preload_queue: bool,
     /// Whether each new connection asks `HELLO`, to use the server's native commands or to
     /// switch to RESP3.
     ask_hello: bool,
@@ -110,6 +113,7 @@ impl Session {
         Self {
             settings,
             preload_scripts: config.preload_scripts,
+            preload_queue: config.waiter_queue.is_some(),
             ask_hello: config.native_commands || config.release_notifications.is_some(),
             native_commands: config.native_commands,
             ask_resp3: config.release_notifications.is_some(),
@@ -132,7 +136,12 @@ impl Session {
         if std::mem::replace(&mut self.scripts_reloaded, true) {
             return 0;
         }
-        let mutex = [&RELEASE_SCRIPT, &EXTEND_SCRIPT];
+        let mutex = [
+            &RELEASE_SCRIPT,
+            &EXTEND_SCRIPT,
+            &QUEUE_ACQUIRE_SCRIPT,
+            &QUEUE_LEAVE_SCRIPT,
+        ];
         let fenced = [&FENCED_ACQUIRE_SCRIPT, &RAISE_FENCE_SCRIPT];
         let scripts = (mutex.iter().chain(&fenced)).chain(&KIND_SCRIPTS);
         let mut count = 0;
@@ -177,7 +186,15 @@ impl Session {
             steps.push(Step::Ask(Ask::Config));
         }
         if self.preload_scripts {
-            for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
+            // The waiters' queue's too, with the queue on: a first contention that met
+            // `-NOSCRIPT` would take two more round trips, and may time out.
+            let queue = self
+                .preload_queue
+                .then_some([&QUEUE_ACQUIRE_SCRIPT, &QUEUE_LEAVE_SCRIPT]);
+            let scripts = [&RELEASE_SCRIPT, &EXTEND_SCRIPT]
+                .into_iter()
+                .chain(queue.into_iter().flatten());
+            for script in scripts {
                 resp::encode(buf, &[b"SCRIPT", b"LOAD", script.body.as_bytes()]);
                 steps.push(Step::Preload);
             }

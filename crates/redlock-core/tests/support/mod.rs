@@ -91,12 +91,20 @@ impl Harness {
         self.input(|now| Input::Disconnected { now, conn, reason })
     }
 
-    /// Answers the `HELLO` (as a Redis 7, so that the node gets scripts) and the two
-    /// `SCRIPT LOAD`s a new connection starts with.
+    /// Answers the `HELLO` (as a Redis 7, so that the node gets scripts) and the
+    /// `SCRIPT LOAD`s a new connection starts with (release and extend, and with the waiters'
+    /// queue on its two).
     pub(crate) fn answer_preloads(&mut self, node: usize) {
         self.answer_hello(node, "redis", "7.0.15");
         let mut answers = Vec::new();
-        for script in [&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT] {
+        let mut scripts = vec![&redlock_core::RELEASE_SCRIPT, &redlock_core::EXTEND_SCRIPT];
+        if self.client.config().waiter_queue().is_some() {
+            scripts.extend([
+                &redlock_core::QUEUE_ACQUIRE_SCRIPT,
+                &redlock_core::QUEUE_LEAVE_SCRIPT,
+            ]);
+        }
+        for script in scripts {
             answers.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
         let out = self.reply(node, &answers);
