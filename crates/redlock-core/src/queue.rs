@@ -60,6 +60,11 @@ pub(crate) struct Lines {
     /// A node refused the waiters' queue's script (waiters.rs): contested hand-offs yield
     /// as without the queue.
     queue_refused: bool,
+    /// Resources whose line ended while contested, until when they count as contested: a
+    /// new call for one of them takes its place in the waiters' queue from its first
+    /// attempt, instead of a plain `SET` that would pass the waiters of other clients
+    /// whenever it follows a release.
+    recent: BTreeMap<Resource, Instant>,
 }
 
 #[derive(Debug)]
@@ -107,6 +112,10 @@ pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(1);
 /// time (0.2-0.6% of it on a LAN).
 pub(crate) const HEAR_WAITERS_EVERY: Duration = Duration::from_millis(50);
 
+/// The most resources [`Lines`] remembers as recently contested with no line in flight
+/// (beyond it, a resource is forgotten at once: its next call starts with a plain `SET`).
+const RECENT_CAP: usize = 1024;
+
 /// How long a line stays contested after it met another client.
 pub(crate) const CONTESTED_FOR: Duration = Duration::from_secs(1);
 
@@ -123,15 +132,34 @@ impl Lines {
         !self.lines.contains_key(resource)
     }
 
+    /// Whether a new call for `resource` at `now` finds no line but one that ended while
+    /// contested less than [`CONTESTED_FOR`] ago: it starts in the waiters' queue
+    /// (client/operations.rs).
+    pub(crate) fn recently_contested(&self, resource: &Resource, now: Instant) -> bool {
+        !self.recent.is_empty() && (self.recent.get(resource)).is_some_and(|&until| now < until)
+    }
+
+    /// Remembers that `resource` counts as contested until `until`, its line gone; forgets
+    /// the ones that no longer do once there are many.
+    fn remember(&mut self, resource: &Resource, until: Instant, now: Instant) {
+        if self.recent.len() >= RECENT_CAP {
+            self.recent.retain(|_, &mut t| now < t);
+        }
+        if self.recent.len() < RECENT_CAP {
+            self.recent.insert(resource.clone(), until);
+        }
+    }
+
     /// Puts `op` at the end of `resource`'s line (first, if there is none) at `now`.
     pub(crate) fn join(&mut self, resource: &Resource, op: OpId, now: Instant) {
         match self.lines.get_mut(resource) {
             Some(line) => line.waiting.push_back(op),
             None => {
+                let recent = (self.recent.remove(resource)).filter(|&until| now < until);
                 let line = Line {
                     first: op,
                     waiting: VecDeque::new(),
-                    contested_until: None,
+                    contested_until: recent,
                     streak_since: now,
                     heard_at: now,
                 };
@@ -142,8 +170,10 @@ impl Lines {
 
     /// `resource`'s line met another client at `now`.
     pub(crate) fn contest(&mut self, resource: &Resource, now: Instant) {
-        if let Some(line) = self.lines.get_mut(resource) {
-            line.contested_until = Some(crate::time::add(now, CONTESTED_FOR));
+        let until = crate::time::add(now, CONTESTED_FOR);
+        match self.lines.get_mut(resource) {
+            Some(line) => line.contested_until = Some(until),
+            None => self.remember(resource, until, now),
         }
     }
 
@@ -220,7 +250,10 @@ impl Lines {
                 Some((next, how))
             }
             None => {
-                self.lines.remove(resource);
+                let until = (self.lines.remove(resource)).and_then(|l| l.contested_until);
+                if let Some(until) = until.filter(|&t| now < t) {
+                    self.remember(resource, until, now);
+                }
                 None
             }
         }

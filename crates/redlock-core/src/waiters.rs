@@ -201,6 +201,12 @@ pub(crate) struct Place {
     placed: bool,
     /// The ticket the last attempt sent (0: the nodes gave their own clocks).
     sent: u64,
+    /// Per node: whether its answer to the attempt in flight was read (each is read as it
+    /// comes, in order with the node's announcements: a later `next:` wins over an earlier
+    /// rank, and the other way round).
+    read: Vec<bool>,
+    /// How many nodes' answers to the attempt in flight showed the script ran there.
+    answered: usize,
 }
 
 impl Place {
@@ -215,6 +221,8 @@ impl Place {
             lapsed: false,
             placed: false,
             sent: 0,
+            read: vec![false; nodes],
+            answered: 0,
         }
     }
 
@@ -230,6 +238,8 @@ impl Place {
             return None;
         }
         self.sent = self.ticket;
+        self.read.fill(false);
+        self.answered = 0;
         Some(pack(self.ticket, self.patience_ms, &self.id))
     }
 
@@ -240,39 +250,43 @@ impl Place {
         self.placed && self.sent == 0 && !self.lapsed
     }
 
-    /// Reads an attempt's `votes` (one per node): each node's rank, and the largest ticket
-    /// given; a place with answers from fewer than `quorum` nodes lapses until an attempt
-    /// has them again.
-    pub(crate) fn on_attempt<'v>(
-        &mut self,
-        votes: impl Iterator<Item = Option<&'v Vote>>,
-        quorum: usize,
-    ) {
-        let mut answered = 0;
-        for (head, vote) in self.head.iter_mut().zip(votes) {
-            match vote {
-                Some(Vote::Queued { rank, ticket }) => {
-                    *head = *rank == 0;
+    /// Reads the answers to the attempt in flight that came since the last call (`votes`:
+    /// one per node, `None` while unanswered): each node's rank, and the largest ticket
+    /// given.
+    pub(crate) fn on_answers<'v>(&mut self, votes: impl Iterator<Item = Option<&'v Vote>>) {
+        let nodes = self.head.iter_mut().zip(&mut self.read);
+        for ((head, read), vote) in nodes.zip(votes) {
+            let Some(vote) = vote.filter(|_| !*read) else {
+                continue;
+            };
+            *read = true;
+            let (is_head, ran) = match vote {
+                Vote::Queued { rank, ticket } => {
                     self.ticket = self.ticket.max(*ticket);
                     self.placed = true;
-                    answered += 1;
+                    (*rank == 0, true)
                 }
-                // Granted here: the queue was empty or headed by this call, whose place
-                // stays (a grant on too few nodes keeps the turn).
-                Some(Vote::Yes) => {
-                    *head = true;
-                    answered += 1;
-                }
+                // Granted here: this call heads the queue there, its place kept (a grant
+                // on too few nodes keeps the turn).
+                Vote::Yes => (true, true),
                 // The script ran (a quarantined node's answer is vetoed, not lost): the
                 // place was renewed there.
-                Some(Vote::No | Vote::Fault(NodeFault::Quarantined { .. })) => {
-                    *head = false;
-                    answered += 1;
-                }
-                _ => *head = false,
-            }
+                Vote::No | Vote::Fault(NodeFault::Quarantined { .. }) => (false, true),
+                _ => (false, false),
+            };
+            *head = is_head;
+            self.answered += usize::from(ran);
         }
-        self.lapsed = answered < quorum;
+    }
+
+    /// The attempt in flight ended: a node that never answered counts as not headed by
+    /// this call, and a place with answers from fewer than `quorum` nodes lapses until an
+    /// attempt has them again.
+    pub(crate) fn on_attempt_end(&mut self, quorum: usize) {
+        for (head, read) in self.head.iter_mut().zip(&self.read) {
+            *head &= *read;
+        }
+        self.lapsed = self.answered < quorum;
     }
 
     /// Whether a node gave the call a place yet.
@@ -315,7 +329,9 @@ mod tests {
             Vote::Queued { rank: 1, ticket: 9 },
             Vote::Fault(crate::io::NodeFault::Timeout),
         ];
-        place.on_attempt(votes.iter().map(Some), 2);
+        place.args();
+        place.on_answers(votes.iter().map(Some));
+        place.on_attempt_end(2);
         assert!(!place.is_head(2));
         assert!(place.needs_agreement(), "placed with the nodes' tickets");
         assert_eq!(unpack(&place.args().unwrap()), (9, 500, &b"w1"[..]));
@@ -324,8 +340,14 @@ mod tests {
         assert!(place.is_head(2));
         place.on_next(NodeId::new(1), b"w2");
         assert!(!place.is_head(2));
+        // An announcement read after a node's answer wins over it.
+        place.args();
+        place.on_answers([None, Some(&votes[1]), None].into_iter());
+        place.on_next(NodeId::new(1), b"w1");
+        place.on_answers([None, Some(&votes[1]), None].into_iter());
+        assert!(place.head[1], "the rank read once, before the announcement");
         // Answers from one node of three: lapsed, the next attempt plain.
-        place.on_attempt([Some(&votes[0]), None, None].into_iter(), 2);
+        place.on_attempt_end(2);
         assert_eq!(place.args(), None);
         assert!(!place.needs_agreement());
     }

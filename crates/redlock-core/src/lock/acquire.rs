@@ -245,8 +245,16 @@ impl Acquiring {
             // due now starts now.
             return self.on_timer(ctx, now, rng);
         }
-        // Not decided yet: still acquiring, the round stays in flight.
-        let round = self.round.take_if(|r| Ctx::decided(r))?;
+        if let (Some(place), Some(round)) = (&mut self.place, &self.round)
+            && round.command.is_queued_acquire()
+        {
+            // Each answer as it comes, in order with the node's announcements.
+            place.on_answers(answers(round));
+        }
+        // Not decided yet: still acquiring, the round stays in flight. A waiter's failed
+        // attempt also waits for every node's answer (or the attempt's deadline): each one
+        // says where the call stands in that node's queue (waiters.rs).
+        let round = self.round.take_if(|r| Ctx::decided(r) && settled(r))?;
         self.on_decided(round, ctx, now, rng)
     }
 
@@ -505,11 +513,8 @@ impl Acquiring {
         let Some(place) = &mut self.place else {
             return;
         };
-        let votes = round.slots.iter().map(|slot| match slot {
-            Slot::Done(vote) => Some(vote),
-            _ => None,
-        });
-        place.on_attempt(votes, ctx.params.quorum);
+        place.on_answers(answers(round));
+        place.on_attempt_end(ctx.params.quorum);
         let refused = (round.slots.iter())
             .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
         if refused && round.command.is_queued_acquire() {
@@ -606,6 +611,22 @@ fn attempt_token<R: CryptoRng + ?Sized>(
         Some(value) => value.clone(),
         None => Token::generate(rng),
     }
+}
+
+/// Each node's vote in `round`, `None` while it has not answered.
+fn answers(round: &Round) -> impl Iterator<Item = Option<&Vote>> {
+    round.slots.iter().map(|slot| match slot {
+        Slot::Done(vote) => Some(vote),
+        _ => None,
+    })
+}
+
+/// Whether a decided round is done with: any but a waiter's failed attempt, which waits for
+/// its last answer.
+fn settled(round: &Round) -> bool {
+    round.decision() == Decision::Reached
+        || round.is_complete()
+        || !round.command.is_queued_acquire()
 }
 
 /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
