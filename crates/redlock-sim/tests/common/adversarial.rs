@@ -311,9 +311,11 @@ pub fn stale_reads(seed: u64, as_current: bool) -> Scenario {
     // (`INFO`, `CONFIG GET`): the first reply on a new connection answers a lock request,
     // not one of those (whose bulk or array reply, read by the next request after a
     // misplaced `+OK`, is a protocol error that drops the connection and so hides the
-    // misplacement).
+    // misplacement). No waiters' queue either: a waiter's attempt answers an array, which
+    // a misplaced `+OK` cannot pass for, so the attempts it reads are plain `SET`s.
     let builder = Config::builder(nodes)
         .clock_check(None)
+        .waiter_queue(None)
         .restart_quarantine(None)
         .ttl(ms(300))
         .attempt_timeout(ms(60))
