@@ -398,7 +398,8 @@ async fn subjects(
 }
 
 /// A subject of the contended scenarios (`tokio`, `blocking`, `rslock`, or `tokio-j1` and
-/// `blocking-j1`: ours with a release-notification jitter (`ReleaseNotifications::jitter`) of 1 ms), with the issue's retry: 20
+/// `blocking-j1`: ours with a release-notification jitter (`ReleaseNotifications::jitter`) of 1 ms,
+/// or `tokio-noq` and `blocking-noq`: ours without the waiters' queue), with the issue's retry: 20
 /// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
 /// attempts in all, delay uniform in whole ms 0..10.
@@ -415,17 +416,19 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
     } else {
         redlock_core::DEFAULT_NOTIFICATION_JITTER
     };
+    let queue = (!name.ends_with("-noq")).then(redlock_core::WaiterQueue::default);
     let config = |c: redlock_core::ConfigBuilder| {
         c.ttl(TTL)
             .retry(retry)
             .release_notifications(Some(redlock_core::ReleaseNotifications { jitter }))
+            .waiter_queue(queue)
     };
     match name {
-        "tokio" | "tokio-j1" => redlock_tokio::Redlock::builder(urls)
+        "tokio" | "tokio-j1" | "tokio-noq" => redlock_tokio::Redlock::builder(urls)
             .and_then(|b| b.config(config).build())
             .map(|r| Subject::tokio_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
-        "blocking" | "blocking-j1" => redlock_blocking::Redlock::builder(urls)
+        "blocking" | "blocking-j1" | "blocking-noq" => redlock_blocking::Redlock::builder(urls)
             .and_then(|b| b.config(config).build())
             .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
@@ -442,8 +445,10 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
 fn contended_name(name: &str) -> &'static str {
     match name {
         "tokio-j1" => "tokio-j1",
+        "tokio-noq" => "tokio-noq",
         "blocking" => "blocking",
         "blocking-j1" => "blocking-j1",
+        "blocking-noq" => "blocking-noq",
         _ => "tokio",
     }
 }
@@ -464,8 +469,10 @@ async fn contended_scenario(
     let candidates = [
         ("tokio", name),
         ("tokio-j1", name),
+        ("tokio-noq", name),
         ("blocking", OWN_THREAD),
         ("blocking-j1", OWN_THREAD),
+        ("blocking-noq", OWN_THREAD),
         ("rslock", name),
     ];
     for (subject, runtime) in candidates {
@@ -797,10 +804,13 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
 /// native commands turned off (scripts on every server), to set against `tokio`; and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
-/// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off").
-pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
+/// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off"),
+/// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it.
+pub(crate) const OPT_IN_SUBJECTS: [&str; 13] = [
     "tokio-j1",
     "blocking-j1",
+    "tokio-noq",
+    "blocking-noq",
     "raw-del",
     "raw-delifeq",
     "tokio-scripts",
@@ -815,6 +825,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 11] = [
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
-                     [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,\
+                     [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -24,9 +24,11 @@ pub(crate) const TOKIO_OVER_RSLOCK_MIN: f64 = 3.0;
 pub(crate) const NATIVE_OVER_SCRIPTS_MIN: f64 = 1.4;
 
 /// Our drivers: the subjects the targets apply to.
-const OURS: [&str; 8] = [
+const OURS: [&str; 10] = [
     "tokio",
     "tokio-j1",
+    "tokio-noq",
+    "blocking-noq",
     "async-std",
     "blocking",
     "blocking-j1",

@@ -51,6 +51,9 @@ pub(super) struct Acquiring {
     place: Option<Box<Place>>,
     /// A node refused the queue's script: this call waits as if the queue were off.
     queue_refused: bool,
+    /// Per node, after a waiter's failed attempt: whether the node may have set the key (it
+    /// did not answer with the call's place), so that the cleanup goes there only.
+    may_hold: Option<Vec<bool>>,
 }
 
 /// What a fenced attempt waits on while its write-back is in flight.
@@ -81,6 +84,7 @@ impl Acquiring {
             confirming: None,
             place: None,
             queue_refused: false,
+            may_hold: None,
         };
         acquiring.attempt(ctx, now);
         acquiring
@@ -107,6 +111,7 @@ impl Acquiring {
             confirming: None,
             place: Some(Box::new(place)),
             queue_refused: false,
+            may_hold: None,
         };
         acquiring.attempt(ctx, now);
         Some(acquiring)
@@ -132,6 +137,7 @@ impl Acquiring {
             confirming: None,
             place: None,
             queue_refused: false,
+            may_hold: None,
         }
     }
 
@@ -432,8 +438,12 @@ impl Acquiring {
         reason: AcquireFailure,
     ) -> Option<Phase> {
         // algorithm.md §6: release on ALL N nodes, also those that did not answer, since a
-        // lost reply can hide a successful SET.
-        ctx.push_cleanup(now, &self.token);
+        // lost reply can hide a successful SET; but for a waiter's attempt, not where the
+        // node answered with the call's place: its key was not set there (waiters.rs).
+        match self.may_hold.take() {
+            Some(to) => ctx.push_cleanup_to(now, &self.token, &to),
+            None => ctx.push_cleanup(now, &self.token),
+        }
         let retry = ctx.params.retry;
         let counted = self.attempts.saturating_sub(self.early_attempts);
         if retry.max_attempts.is_some_and(|max| counted >= max) {
@@ -515,6 +525,10 @@ impl Acquiring {
         };
         place.on_answers(answers(round));
         place.on_attempt_end(ctx.params.quorum);
+        if round.command.is_queued_acquire() {
+            let placed = |s: &Slot| matches!(s, Slot::Done(Vote::Queued { .. }));
+            self.may_hold = Some(round.slots.iter().map(|s| !placed(s)).collect());
+        }
         let refused = (round.slots.iter())
             .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
         if refused && round.command.is_queued_acquire() {

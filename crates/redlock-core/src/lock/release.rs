@@ -153,6 +153,20 @@ impl Ctx {
         let round = self.release_round(now, token, false).resending();
         self.cleanup.push(round);
     }
+
+    /// [`push_cleanup`](Self::push_cleanup) to the nodes `to` marks only (a waiter's
+    /// attempt that a node answered with its place did not set the key there: waiters.rs);
+    /// nothing if it marks none.
+    pub(super) fn push_cleanup_to(&mut self, now: Instant, token: &Token, to: &[bool]) {
+        if !to.iter().any(|t| *t) {
+            return;
+        }
+        let command = Command::release(&self.resource, token);
+        let deadline = time::add(now, self.params.release_timeout);
+        let slots = std::mem::take(&mut self.spare_slots);
+        let round = Round::to_nodes(self.seq(), command, (now, deadline), to, 0, slots);
+        self.cleanup.push(round.resending());
+    }
 }
 
 fn release_outcome(slot: &Slot) -> ReleaseOutcome {
