@@ -29,6 +29,7 @@ pub mod late_delivery;
 pub mod mixed;
 pub mod node_faults;
 pub mod notification;
+pub mod waiters;
 pub mod observe;
 pub mod queueing;
 pub mod readme;
@@ -198,6 +199,8 @@ macro_rules! conformance_suite {
             notification::a_waiter_gets_the_lock_as_soon_as_it_is_released,
             notification::a_dropped_subscription_falls_back_to_the_timer_and_is_made_again,
             notification::a_node_denying_the_channel_keeps_its_connection,
+            waiters::waiters_of_other_clients_take_turns_in_order,
+            waiters::a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts,
             node_faults::a_release_after_client_kill_leaves_no_key,
             node_faults::an_extension_refused_for_good_is_lost_at_once,
             restart_quarantine::a_node_restarted_empty_votes_no_until_its_window_passes,

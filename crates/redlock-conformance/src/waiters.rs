@@ -1,0 +1,143 @@
+//! The waiters' queue (docs/design.md, "The waiters' queue") on real servers, with every
+//! default on: the waiters of two other clients take the lock in the order they came, each
+//! woken by the release ahead of it; and a waiter that died heads the queue no longer than
+//! its place's deadline.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_testkit::{Cluster, Reply};
+
+use crate::scenarios::{cluster, eventually};
+use crate::{Driver, Guard, LockOptions, RetryPolicy};
+
+const KEY: &str = "queued";
+const QUEUE: &str = "queued:queue";
+const UNTIL: &str = "queued:queue:until";
+
+/// A retry delay of one second: an acquisition within a few hundred milliseconds of a
+/// release was started by its announcement, not by the timer.
+fn slow_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: Some(10),
+        max_wait: Some(Duration::from_secs(20)),
+        delay_min: Duration::from_secs(1),
+        delay_max: Duration::from_secs(1),
+    }
+}
+
+/// How many waiters node `i` of `c` has in the queue.
+fn waiting(c: &Cluster, i: usize) -> i64 {
+    match c.nodes()[i].command(&["ZCARD", QUEUE]) {
+        Ok(reply) => reply.as_int().unwrap_or(0),
+        Err(_) => 0,
+    }
+}
+
+/// Waits until every node of `c` has `n` waiters in the queue.
+fn wait_for_waiters(c: &Cluster, n: i64) {
+    let all = || (0..c.nodes().len()).all(|i| waiting(c, i) >= n);
+    assert!(
+        eventually(Duration::from_secs(5), all),
+        "fewer than {n} waiters took their places on every node"
+    );
+}
+
+/// A waiter of `client` in a thread: its guard and when it got the lock.
+fn waiter<D: Driver>(client: &D) -> thread::JoinHandle<(D::Guard, Instant)> {
+    let client = client.clone();
+    thread::spawn(move || {
+        let guard = client
+            .lock_with(KEY, LockOptions::default())
+            .expect("the waiter gets the lock");
+        (guard, Instant::now())
+    })
+}
+
+/// Client A holds; B starts waiting, then C. A's release goes to B, within milliseconds
+/// (the retry delay is a second), and only B's release goes to C: first come, first served
+/// across processes, one waiter woken per release. Once both are done, no place is left.
+pub fn waiters_of_other_clients_take_turns_in_order<D: Driver>() {
+    let c = cluster(3);
+    let build = || D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b, third) = (build(), build(), build());
+    let held = a.lock_with(KEY, LockOptions::default()).unwrap();
+    let first = waiter(&b);
+    wait_for_waiters(&c, 1);
+    let second = waiter(&third);
+    wait_for_waiters(&c, 2);
+
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = first.join().expect("first waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "the first waiter took {wait:?} after the release"
+    );
+    // The second waiter is still waiting: the release woke the head only.
+    thread::sleep(Duration::from_millis(100));
+    assert!(!second.is_finished(), "the second waiter passed the first");
+    let released_at = Instant::now();
+    guard.release().unwrap();
+    let (guard, got_at) = second.join().expect("second waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "the second waiter took {wait:?} after its turn came"
+    );
+    guard.release().unwrap();
+    let gone = || (0..c.nodes().len()).all(|i| waiting(&c, i) == 0);
+    assert!(
+        eventually(Duration::from_secs(5), gone),
+        "a place was left behind"
+    );
+}
+
+/// The node's clock in ms (`TIME`).
+fn node_ms(c: &Cluster, i: usize) -> u64 {
+    let Ok(Reply::Array(parts)) = c.nodes()[i].command(&["TIME"]) else {
+        panic!("TIME")
+    };
+    let part = |k: usize| -> u64 {
+        let text = parts.get(k).and_then(Reply::as_str).expect("TIME part");
+        text.parse().expect("TIME number")
+    };
+    part(0) * 1000 + part(1) / 1000
+}
+
+/// A waiter that died at the head of the queue (its place planted on every node, ticket 1,
+/// lapsing 800 ms from now, as a client that crashed right after renewing would leave it):
+/// a live waiter is kept out while the place lasts, and gets the lock once it lapses,
+/// without any release (the queue prunes it).
+pub fn a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts<D: Driver>() {
+    let c = cluster(3);
+    let lasts = Duration::from_millis(800);
+    for i in 0..c.nodes().len() {
+        let until = (node_ms(&c, i) + 800).to_string();
+        let node = &c.nodes()[i];
+        node.command(&["ZADD", QUEUE, "1", "dead"]).unwrap();
+        node.command(&["ZADD", UNTIL, &until, "dead"]).unwrap();
+        node.command(&["PEXPIRE", QUEUE, "10000"]).unwrap();
+        node.command(&["PEXPIRE", UNTIL, "10000"]).unwrap();
+    }
+    let planted = Instant::now();
+    let fast = RetryPolicy {
+        max_attempts: None,
+        max_wait: Some(Duration::from_secs(10)),
+        delay_min: Duration::from_millis(20),
+        delay_max: Duration::from_millis(50),
+    };
+    let client = D::build(&c.urls(), |b| b.retry(fast)).unwrap();
+    let guard = client.lock_with(KEY, LockOptions::default()).unwrap();
+    let waited = planted.elapsed();
+    assert!(
+        waited >= lasts - Duration::from_millis(100),
+        "the live waiter passed a place that had not lapsed (after {waited:?})"
+    );
+    assert!(
+        waited < lasts + Duration::from_secs(2),
+        "the lapsed place held the queue for {waited:?}"
+    );
+    guard.release().unwrap();
+}
