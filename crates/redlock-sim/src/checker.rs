@@ -128,6 +128,8 @@ pub struct Checker {
     ops: Vec<OpRecord>,
     /// Keys found alive past their release's deadline (`linger.rs`).
     pub(crate) lingers: Vec<Linger>,
+    /// Clients that died, and when (`death.rs`), in order.
+    deaths: Vec<(usize, SimTime)>,
 }
 
 impl Checker {
@@ -138,6 +140,7 @@ impl Checker {
             intervals: Vec::new(),
             ops: Vec::new(),
             lingers: Vec::new(),
+            deaths: Vec::new(),
         }
     }
 
@@ -154,6 +157,30 @@ impl Checker {
     /// Every operation started so far.
     pub fn ops(&self) -> &[OpRecord] {
         &self.ops
+    }
+
+    /// The clients that died, with the true time of each death, in order. A dead client's
+    /// open hold ends at its deadline (its keys stay until they expire), as any hold never
+    /// released.
+    pub fn deaths(&self) -> &[(usize, SimTime)] {
+        &self.deaths
+    }
+
+    /// Client `client` died at `at` (true time): its calls still open then never finish.
+    pub fn died(&mut self, client: usize, at: SimTime) {
+        self.deaths.push((client, at));
+    }
+
+    /// Whether `op`'s client died before the call acquired or gave up: a call that never
+    /// finished, left out of the liveness and fairness properties (a dead process waits for
+    /// nothing).
+    pub fn cut_short(&self, op: &OpRecord) -> bool {
+        let died = (self.deaths.iter()).find(|(c, _)| *c == op.client);
+        died.is_some_and(|(_, at)| {
+            let acquired =
+                (self.intervals.iter()).find(|iv| (iv.client, iv.op) == (op.client, op.op));
+            acquired.is_none_or(|iv| iv.start > *at) && op.failed_at.is_none_or(|f| f > *at)
+        })
     }
 
     /// The first key found on a reachable node past its release's deadline, if any (only

@@ -30,6 +30,9 @@ impl Sim {
 
     /// Feeds one input to client `c`, then settles it.
     pub(crate) fn feed(&mut self, c: usize, input: Input<'_>) {
+        if self.clients[c].dead {
+            return;
+        }
         let result = self.clients[c].core.handle_input(input);
         // The driver drains before every input, so the core cannot refuse one.
         result.expect("the simulated driver always drains before an input");
@@ -39,6 +42,9 @@ impl Sim {
     /// Drains the core, handles its events and the workload's due actions until nothing is
     /// left, then re-arms the client's wake-up.
     pub(crate) fn settle(&mut self, c: usize) {
+        if self.clients[c].dead {
+            return;
+        }
         let mut events = VecDeque::new();
         loop {
             self.drain(c, &mut events);

@@ -54,6 +54,9 @@ pub(crate) enum Ev {
     },
     /// A late client starts: its core is drained for the first time (it connects).
     Start { client: usize },
+    /// The scenario's death number `death` of a client is due (`death.rs`): now, or once a
+    /// call of it waits.
+    Death { death: usize },
     /// A held-back pub/sub message is written to its connection now (if still open).
     Push {
         client: usize,

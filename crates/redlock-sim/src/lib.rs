@@ -40,7 +40,10 @@
 //!   never happen (`holds`: which holds of the lock kinds may not overlap); `liveness`
 //!   ([`Starvation`]): what must eventually happen while the lock changes hands; `linger`:
 //!   the release property (a key outlives its release by at most the release timeout), and
-//!   `release_watch` looks for it; `refusal_watch`: extensions refused for good.
+//!   `release_watch` looks for it; `refusal_watch`: extensions refused for good;
+//!   `fairness` ([`Overtaken`]): the waiters' queue serves the waiters first come, first
+//!   served, within a slack. `death`: clients that die ([`ClientDeath`]), whose unfinished
+//!   calls the properties leave out.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -48,8 +51,10 @@
 pub mod checker;
 pub mod clock;
 mod conditional;
+mod death;
 mod driver;
 mod event;
+mod fairness;
 mod fault;
 mod holds;
 mod keyspace;
@@ -77,6 +82,7 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
+pub use fairness::Overtaken;
 pub use holds::{Conflict, Hold, HoldKind};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use kind_mix::KindMix;
@@ -90,7 +96,8 @@ pub use random::Dice;
 pub use report::{ClockEvent, Report, Stats};
 pub use resp::{Frame, Protocol, ServerReply};
 pub use scenario::{
-    ClockRates, FaultKnobs, PushFaults, Resources, Scenario, SuppliedToken, WallStep, WorkloadKnobs,
+    ClientDeath, ClockRates, DEATH_LOOKOUT, FaultKnobs, PushFaults, Resources, Scenario,
+    SuppliedToken, WallStep, WorkloadKnobs,
 };
 pub use script::{NativeScript, ScriptFn, Scripts};
 pub use sim::Sim;

@@ -42,9 +42,11 @@ pub struct Starvation {
 
 impl Checker {
     /// The first lock call (in start order) that starved by `end` (the true time the run
-    /// stopped), if any; cancelled calls are left out.
+    /// stopped), if any; cancelled calls, and calls whose client died while they waited
+    /// ([`Checker::cut_short`]), are left out.
     pub fn starvation(&self, end: SimTime) -> Option<Starvation> {
-        let waiting = (self.ops().iter()).filter(|r| r.acquired_after.is_none() && !r.cancelled);
+        let waiting = (self.ops().iter())
+            .filter(|r| r.acquired_after.is_none() && !r.cancelled && !self.cut_short(r));
         for op in waiting {
             let until = op.failed_at.unwrap_or(end);
             let freed: Vec<Interval> = (self.intervals().iter())
@@ -71,7 +73,7 @@ impl Checker {
     /// ended after the call began, followed (by start) by the same other client's next hold,
     /// by a call it made before the first hold ended (queued in its line), that began
     /// before the call acquired, gave up or the run ended. A hold of any other client (the
-    /// waiter's too) ends the row.
+    /// waiter's too) ends the row. Calls whose client died while they waited are left out.
     pub fn handoff_starvation(&self, end: SimTime, max_handoffs: usize) -> Option<Starvation> {
         self.handoff_starvation_after(end, max_handoffs, Duration::ZERO)
     }
@@ -93,7 +95,7 @@ impl Checker {
                 .find(|r| (r.client, r.op) == (iv.client, iv.op))
                 .map(|r| r.started_at)
         };
-        let waiting = (self.ops().iter()).filter(|r| !r.cancelled);
+        let waiting = (self.ops().iter()).filter(|r| !r.cancelled && !self.cut_short(r));
         for op in waiting {
             let acquired = (holds.iter()).find(|iv| (iv.client, iv.op) == (op.client, op.op));
             let until = match (acquired, op.failed_at) {

@@ -190,6 +190,7 @@ impl Trace {
                 self.bytes(bytes);
             }
             Ev::Start { client } => self.words(&[12, *client as u64]),
+            Ev::Death { death } => self.words(&[13, *death as u64]),
         }
     }
 

@@ -70,7 +70,31 @@ pub struct Scenario {
     /// (see [`release_linger`](Self::release_linger)): time for a reply that a slow link
     /// holds back to arrive, and for what the client sends on it to take effect.
     pub release_check_delay: Duration,
+    /// Clients that die, one entry each (see [`ClientDeath`]); empty: none. No die is cast
+    /// for them, so a scenario without deaths keeps its run.
+    pub client_deaths: Vec<ClientDeath>,
 }
+
+/// A client process dies for good: every connection of it closes (the nodes drop its
+/// subscriptions, as a server does on a closed connection), it is never fed another input
+/// or timer, and its workload ends. Its calls in flight never finish; a lock it holds stays
+/// on the nodes until its keys expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientDeath {
+    /// The client (its number, late clients after the first ones).
+    pub client: usize,
+    /// The true time from which it dies.
+    pub at: Duration,
+    /// If set, the client dies at the first whole millisecond from `at` on at which one of
+    /// its lock calls has been waiting this long without acquiring (a waiter with a place in
+    /// the nodes' queue, for a wait past its first attempt's round), and at `at` plus
+    /// [`DEATH_LOOKOUT`] at the latest; `None`: at `at`, whatever it is doing.
+    pub waiting_for: Option<Duration>,
+}
+
+/// How long past its [`ClientDeath::at`] a death that waits for a waiting call looks for
+/// one before the client dies anyway.
+pub const DEATH_LOOKOUT: Duration = Duration::from_secs(5);
 
 /// A node's wall clock jumps at a true time, as a clock set by hand or stepped by a time
 /// daemon: `TIME` reads `by` later (negative: earlier) from then on. Key expiry does not
@@ -347,6 +371,7 @@ impl Scenario {
             late_clients: Vec::new(),
             slow_links: Vec::new(),
             release_check_delay: Duration::ZERO,
+            client_deaths: Vec::new(),
         }
     }
 

@@ -65,6 +65,8 @@ pub(crate) struct SimClient {
     /// The wake event armed on the heap: (true time, generation).
     pub(crate) wake: Option<SimTime>,
     pub(crate) wake_epoch: u64,
+    /// The process died (`death.rs`): never fed again, its workload over.
+    pub(crate) dead: bool,
 }
 
 #[derive(Debug)]
@@ -139,6 +141,7 @@ impl Sim {
                 core_timer: None,
                 wake: None,
                 wake_epoch: 0,
+                dead: false,
             });
         }
         let mut net = Network::new(scenario.network, clients.len(), n);
@@ -189,6 +192,7 @@ impl Sim {
             let client = sim.scenario.clients + i;
             sim.schedule(SimTime::from_duration(start), Ev::Start { client });
         }
+        sim.schedule_deaths();
         sim
     }
 
@@ -268,7 +272,7 @@ impl Sim {
             stats: self.stats.clone(),
             clock_events: self.clock_events.clone(),
             trace_hash: self.trace.hash(),
-            workloads_done: self.clients.iter().all(|c| c.workload.is_done()),
+            workloads_done: (self.clients.iter()).all(|c| c.dead || c.workload.is_done()),
             end: self.now,
         }
     }
@@ -324,10 +328,11 @@ impl Sim {
     }
 
     /// Every workload is done and no core has an operation left: no hold can start or end.
+    /// A dead client's calls never finish: it counts as done.
     pub fn is_finished(&self) -> bool {
         self.clients
             .iter()
-            .all(|c| c.workload.is_done() && c.core.active_ops() == 0)
+            .all(|c| c.dead || (c.workload.is_done() && c.core.active_ops() == 0))
     }
 
     /// Hash of everything processed so far; equal for equal seeds.
@@ -402,6 +407,7 @@ impl Sim {
             } => self.on_held_push((client, node, epoch), &channel, bytes),
             // A late client's first drain: its core asks to connect now.
             Ev::Start { client } => self.settle(client),
+            Ev::Death { death } => self.on_death(death),
         }
     }
 }

@@ -16,6 +16,7 @@ mod defaults;
 mod evidence;
 mod kinds;
 mod notified;
+mod waiters;
 
 #[allow(unused_imports)] // not every test file uses the adversarial families or the evidence
 pub use adversarial::*;
@@ -27,6 +28,8 @@ pub use evidence::*;
 pub use kinds::*;
 #[allow(unused_imports)]
 pub use notified::*;
+#[allow(unused_imports)]
+pub use waiters::*;
 
 /// Scenarios per run of the safety property; `REDLOCK_SIM_SCENARIOS` overrides.
 pub fn scenario_count() -> u64 {
