@@ -29,7 +29,6 @@ pub mod late_delivery;
 pub mod mixed;
 pub mod node_faults;
 pub mod notification;
-pub mod waiters;
 pub mod observe;
 pub mod queueing;
 pub mod readme;
@@ -39,6 +38,7 @@ pub mod rules;
 pub mod scenarios;
 pub mod servers;
 pub mod transport;
+pub mod waiters;
 
 /// A driver under test, seen through blocking calls.
 pub trait Driver: Clone + Send + Sync + Sized + 'static {

@@ -252,7 +252,8 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Acquire, "held, one waiting: placed second, both sets live the patience", (&[HELD, W1, W1_UNTIL], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
     row(Acquire, "held, the sets live longer: their expiry stays", (&[HELD, Tickets(&[("w1", Given(1))], Long), Until(&[("w1", Long)], Long)], ME), Queued(1, Node), &[HELD, Tickets(&[("w1", Given(1)), ("me", Node)], Long), Until(&[("w1", Long), ("me", Patience)], Long)]),
     row(Acquire, "ours again: the stored ticket kept, the place renewed", (&[HELD, W1_THEN_ME, BOTH_UNTIL], ME), Queued(1, Given(2)), &[HELD, Tickets(&[("w1", Given(1)), ("me", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
-    row(Acquire, "a given ticket overwrites the stored one", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_TICKET_7), Queued(1, Given(7)), &[HELD, Tickets(&[("w1", Given(2)), ("me", Given(7))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]),
+    row(Acquire, "a given ticket overwrites the stored one: the new head announced", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_TICKET_7), Queued(1, Given(7)), &[HELD, Tickets(&[("w1", Given(2)), ("me", Given(7))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]).saying(&["next:w1"]).heard(),
+    row(Acquire, "held, a lapsed head pruned: the new head announced", (&[HELD, Tickets(&[("w1", Given(1)), ("w2", Given(2))], Short), Until(&[("w1", Expired), ("w2", Short)], Short)], ME), Queued(1, Node), &[HELD, Tickets(&[("w2", Given(2)), ("me", Node)], Patience), Until(&[("w2", Short), ("me", Patience)], Patience)]).saying(&["next:w2"]).heard(),
     row(Acquire, "the head, free: granted, its place renewed until it leaves", (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1)), ("w1", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]).heard(),
     row(Acquire, "the head alone, free: granted, its place renewed", (&[Absent, Tickets(&[("me", Given(1))], Short), Until(&[("me", Short)], Short)], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1))], Patience), ME_UNTIL]),
     row(Acquire, "not the head, free: placed, not granted", (&[Absent, W1, W1_UNTIL], ME), Queued(1, Node), &[Absent, Tickets(&[("w1", Given(1)), ("me", Node)], Patience), Until(&[("w1", Short), ("me", Patience)], Patience)]),
@@ -280,9 +281,10 @@ pub const QUEUE_NEVER_PRUNES_CONTRACT: &[QueueCase] = &[
 ];
 
 /// The QUEUE_ACQUIRE rows of [`QUEUE_CONTRACT`] that QUEUE_ACQUIRE_NEVER_PRUNES breaks: the
-/// three where a place lapsed, and the deadlines of the wrong type (the mutant writes our
+/// four where a place lapsed, and the deadlines of the wrong type (the mutant writes our
 /// place in the queue before it first reads the deadlines, and then fails).
-pub const BROKEN_BY_NEVER_PRUNES: [&str; 4] = [
+pub const BROKEN_BY_NEVER_PRUNES: [&str; 5] = [
+    "held, a lapsed head pruned: the new head announced",
     "a lapsed head pruned: the next waiter granted",
     "the head's place lapsing this very ms: pruned, the next waiter granted",
     "held, a lapsed waiter pruned: placed first",

@@ -70,7 +70,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_SOURCE,
-        "3b5ec1e9d0e6e26deade0d69471e04081ed50fd9",
+        "a7609380b5d8e1112807c15b94f93cb5a3c177fb",
     ),
     (
         queue::QUEUE_LEAVE_SOURCE,
@@ -78,7 +78,7 @@ const SHA1S: [(&str, &str); 18] = [
     ),
     (
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
-        "40d7319a962062b077b6dd9e176602c2522c2e26",
+        "084318a488aee202bd862ec2cb6392ae95fdf564",
     ),
 ];
 

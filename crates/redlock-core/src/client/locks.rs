@@ -118,16 +118,12 @@ impl Entry {
         }
         let contested = lines.is_contested(lock.resource(), now);
         let courtesy = lines.owes_courtesy(lock.resource(), now);
-        // In the waiters' queue the nodes keep the order: the next call takes its place at
-        // once, right behind the release on every connection (waiters.rs).
-        let queued = contested && !lines.queue_refused() && lock.queues();
-        if (contested || courtesy) && lock.is_releasing() && !queued {
+        if (contested || courtesy) && lock.is_releasing() {
             return None;
         }
         self.in_line = false;
-        // The next call yields only if another client waited for this very release (or
-        // queues, and lets the queue's order decide).
-        let yields = contested && (queued || lock.release_awaited());
+        // The next call yields only if another client waited for this very release.
+        let yields = contested && lock.release_awaited();
         lines.leave(lock.resource(), lock.op(), now, yields)
     }
 

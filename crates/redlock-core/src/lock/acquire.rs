@@ -90,41 +90,16 @@ impl Acquiring {
         acquiring
     }
 
-    /// The first attempt of a call whose line met other clients, at `now`: with the
-    /// waiters' queue on, a queued one at once (the nodes keep the order, so the call
-    /// need not yield: waiters.rs); else `None`.
-    pub(super) fn start_queued<R: CryptoRng + ?Sized>(
-        ctx: &mut Ctx,
-        now: Instant,
-        rng: &mut R,
-    ) -> Option<Self> {
-        let place = new_place(ctx, now, rng)?;
-        let mut acquiring = Self {
-            attempts: 0,
-            first_start: now,
-            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
-            round: None,
-            wait: None,
-            early_attempts: 0,
-            listening: false,
-            last_nodes: Vec::new(),
-            confirming: None,
-            place: Some(Box::new(place)),
-            queue_refused: false,
-            may_hold: None,
-        };
-        acquiring.attempt(ctx, now);
-        Some(acquiring)
-    }
-
     /// The first attempt at `at`, later than `now` (the call's start, from which its wait
-    /// counts).
+    /// counts); `queued`: in the waiters' queue, if the lock can wait there (its line met
+    /// other clients: waiters.rs).
     pub(super) fn start_at<R: CryptoRng + ?Sized>(
         ctx: &mut Ctx,
-        now: Instant,
-        at: Instant,
+        (now, at): (Instant, Instant),
+        queued: bool,
         rng: &mut R,
     ) -> Self {
+        let place = queued.then(|| new_place(ctx, now, rng)).flatten();
         Self {
             attempts: 0,
             first_start: now,
@@ -135,7 +110,7 @@ impl Acquiring {
             listening: false,
             last_nodes: Vec::new(),
             confirming: None,
-            place: None,
+            place: place.map(Box::new),
             queue_refused: false,
             may_hold: None,
         }

@@ -51,13 +51,10 @@ impl Queued {
         let delay_max = retry.delay_max;
         let gap = match how {
             HandOff::Direct => return Phase::Acquiring(Acquiring::start(ctx, now, rng)),
-            // In the waiters' queue the nodes keep the order: the call takes its place at
-            // once, behind the waiters of other clients already there (waiters.rs).
-            HandOff::Queued if let Some(queued) = Acquiring::start_queued(ctx, now, rng) => {
-                return Phase::Acquiring(queued);
-            }
             // The waiters of other clients try as soon as they hear of the release: this
-            // call lets them go first (queue.rs).
+            // call lets them go first (queue.rs); in the waiters' queue, its first attempt
+            // then takes its place behind those already there (waiters.rs), and those that
+            // wait without it (a fenced lock, another kind) had their head start.
             HandOff::Contested | HandOff::Queued => CONTESTED_YIELD,
             // A waiter that hears of nothing tries on its timer within its longest retry
             // delay.
@@ -65,7 +62,8 @@ impl Queued {
         };
         let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
         let at = time::add(now, gap.saturating_add(jitter));
-        Phase::Acquiring(Acquiring::start_at(ctx, now, at, rng))
+        let queued = how == HandOff::Queued;
+        Phase::Acquiring(Acquiring::start_at(ctx, (now, at), queued, rng))
     }
 
     pub(super) fn on_timer(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {

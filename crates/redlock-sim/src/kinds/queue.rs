@@ -23,7 +23,7 @@ use crate::resp::ServerReply;
 /// ticket (0: the stored one, or the node's now), `ARGV[5]` its patience ms), word for word
 /// from the core's waiters.rs: the body the core sends and the model was written from. Change
 /// both together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// QUEUE_LEAVE (`ARGV[1]` the waiter's id), word for word from the core's waiters.rs: the
 /// body the core sends and the model was written from. Change both together
@@ -33,7 +33,7 @@ pub const QUEUE_LEAVE_SOURCE: &str = "local head = redis.call('ZRANGE', KEYS[2],
 /// The mutant QUEUE_ACQUIRE_NEVER_PRUNES (a negative control: a dead waiter's place heads
 /// the queue for good), word for word from the core's waiters.rs (`_mutants`). Change both
 /// together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('ZRANGE', KEYS[2], 0, 0)[1] == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// What a head's leave publishes before the next head's id
 /// (the core's `NEXT_PREFIX`; a release publishes an empty message).
@@ -47,8 +47,9 @@ const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings 
 
 /// QUEUE_ACQUIRE: prunes the lapsed places; takes or renews the caller's place (its ticket:
 /// the one given, or the one stored, or the node's now; its deadline now + patience; both
-/// sets' expiry at least the patience); then 1 and R set (`PX ttl`) if R is free and the
-/// caller heads the queue, else `{rank, ticket}`.
+/// sets' expiry at least the patience); announces the head if that made another waiter the
+/// head; then 1 and R set (`PX ttl`) if R is free and the caller heads the queue, else
+/// `{rank, ticket}`.
 pub fn queue_acquire(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     reply(acquire_steps(keys, k, argv, true))
 }
@@ -69,6 +70,7 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     let ([r, queue, until, ..], [token, ttl, id, ticket, patience, ..]) = (k, argv) else {
         return Err(arity_error());
     };
+    let first = head(keys, queue)?;
     if prunes {
         prune_lapsed(keys, [queue, until], now)?;
     }
@@ -84,8 +86,13 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     keys.zset_update(until, id, |_| Some(deadline))?;
     expire_at_least(keys, queue, patience)?;
     expire_at_least(keys, until, patience)?;
-    // Lua's `and`: the head is looked at only when R is free.
-    if !keys.exists(r) && head(keys, queue)?.as_ref() == Some(id) {
+    // Another waiter heads the queue now (a lapsed head pruned, or this call's ticket
+    // moved it back): it is told, as a leave would tell it.
+    let head = head(keys, queue)?;
+    if head != first && head.as_ref() != Some(id) {
+        announce_next(keys, r, queue)?;
+    }
+    if !keys.exists(r) && head.as_ref() == Some(id) {
         keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
         return Ok(ServerReply::Int(1));
     }
@@ -250,7 +257,7 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             ],
         ),
         Case::new(
-            "a given ticket overwrites the stored one",
+            "a given ticket overwrites the stored one: the new head announced",
             (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_TICKET_7),
             Expect::Queued(1, Ticket::Given(7)),
             &[
@@ -261,7 +268,33 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
                 ),
                 Deadlines(&[("me", 300), ("w1", 50)], Some(300)),
             ],
-        ),
+        )
+        .publishing(&["r"])
+        .saying(&["next:w1"])
+        .heard(&["r"]),
+        Case::new(
+            "held, a lapsed head pruned: the new head announced",
+            (
+                &[
+                    HELD,
+                    Tickets(
+                        &[("w1", Ticket::Given(1)), ("w2", Ticket::Given(2))],
+                        Some(50),
+                    ),
+                    Deadlines(&[("w1", -10), ("w2", 50)], Some(50)),
+                ],
+                ME,
+            ),
+            Expect::Queued(1, Ticket::Node),
+            &[
+                HELD,
+                Tickets(&[("w2", Ticket::Given(2)), ("me", Ticket::Node)], Some(300)),
+                Deadlines(&[("w2", 50), ("me", 300)], Some(300)),
+            ],
+        )
+        .publishing(&["r"])
+        .saying(&["next:w2"])
+        .heard(&["r"]),
         Case::new(
             "the head, free: granted, its place renewed until it leaves",
             (&[Absent, ME_THEN_W1, BOTH_UNTIL], ME),
