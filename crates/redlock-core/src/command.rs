@@ -15,15 +15,12 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, PipelineReply, RAISE_FENCE_SCRIPT};
+use crate::fencing::{self, FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT};
 use crate::inspection::reply::SharedRead;
-use crate::io::NodeFault;
-use crate::kinds::args::{
-    KindArgs, KindUse, encode_set_each, first_key, script_args as kind_script_args,
-};
-use crate::resp::{self, Reply};
+use crate::kinds::args::{KindArgs, KindUse, encode_set_each, script_args as kind_script_args};
+use crate::resp;
 use crate::script::Script;
-use crate::server::{self, ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
+use crate::server::{ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
 pub(crate) use crate::vote::Vote;
 use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QueueUse};
@@ -443,13 +440,13 @@ impl Command {
 
     /// Reads `reply` as this command's vote.
     #[cfg(test)]
-    pub(crate) fn vote(&self, reply: &Reply) -> Vote {
+    pub(crate) fn vote(&self, reply: &resp::Reply) -> Vote {
         self.kind.vote(reply)
     }
 }
 
 impl CommandKind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::SetNxPx
             | Self::Native(Native::SetIfeq)
@@ -470,75 +467,6 @@ impl CommandKind {
         match self {
             Self::EvalSha(script, usage) => Some(Self::Eval(script, usage)),
             _ => None,
-        }
-    }
-
-    /// Reads `reply` as this command's vote.
-    #[inline]
-    pub(crate) fn vote(self, reply: &Reply) -> Vote {
-        match (self, reply) {
-            (Self::Native(Native::FencedPipeline { .. }), _) => pipeline_vote(reply),
-            (Self::Native(Native::SetEach { .. }), _) => match first_key(reply) {
-                Some(answer) => answer.into(),
-                None => Vote::Fault(unexpected(reply)),
-            },
-            (_, Reply::Error(_)) => self.vote_error(reply),
-            (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Ok) => Vote::Yes,
-            (Self::SetNxPx | Self::Native(Native::SetIfeq), Reply::Nil) => Vote::No,
-            (Self::EvalSha(_, usage) | Self::Eval(_, usage), Reply::Integer(i)) => {
-                match (usage, i) {
-                    (ScriptUse::Kind(k), &n) => match k.answer(n) {
-                        Some(answer) => answer.into(),
-                        None => Vote::Fault(unexpected(reply)),
-                    },
-                    (ScriptUse::FencedAcquire, &n) => match fencing::counter(n) {
-                        Some(counter) => Vote::Counter(counter),
-                        None => Vote::Fault(unexpected(reply)),
-                    },
-                    (_, 1) | (ScriptUse::Release, 2) => Vote::Yes,
-                    (_, 0) => Vote::No,
-                    (ScriptUse::Release, -1) => Vote::Missing,
-                    _ => Vote::Fault(unexpected(reply)),
-                }
-            }
-            (
-                Self::EvalSha(_, ScriptUse::Queue(QueueUse::Acquire))
-                | Self::Eval(_, ScriptUse::Queue(QueueUse::Acquire)),
-                Reply::Array(items),
-            ) => waiters::queued_vote(items).unwrap_or_else(|| Vote::Fault(unexpected(reply))),
-            (Self::EvalSha(_, ScriptUse::FencedAcquire), Reply::Nil)
-            | (Self::Eval(_, ScriptUse::FencedAcquire), Reply::Nil) => Vote::No,
-            // 2: deleted, and someone was subscribed (server.rs, `fold_release`).
-            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(1 | 2)) => Vote::Yes,
-            (Self::Native(Native::Delifeq | Native::Delex), Reply::Integer(0)) => {
-                Vote::NotHeldOrMissing
-            }
-            (Self::Get, Reply::Bulk(value)) => Vote::Value(Some(value.clone())),
-            (Self::Get, Reply::Nil) => Vote::Value(None),
-            (Self::Pttl, Reply::Integer(ms)) if *ms >= -2 => Vote::Ttl(*ms),
-            (Self::Read(read), _) if read.answers(reply) => Vote::Read(reply.clone()),
-            _ => Vote::Fault(unexpected(reply)),
-        }
-    }
-
-    fn vote_error(self, reply: &Reply) -> Vote {
-        // A lock kind's own error reply, such as the semaphore's `-PERMITS k`.
-        if let (
-            Self::EvalSha(_, ScriptUse::Kind(k)) | Self::Eval(_, ScriptUse::Kind(k)),
-            Reply::Error(m),
-        ) = (self, reply)
-            && let Some(in_place) = k.permits(m)
-        {
-            return Vote::Permits(in_place);
-        }
-        let refused = NodeFault::Server {
-            command: self.name(),
-            message: reply.error_message().unwrap_or_default(),
-        };
-        match self {
-            Self::EvalSha(..) if reply.is_error_with(b"NOSCRIPT") => Vote::NoScript,
-            Self::Native(_) if server::is_unsupported(reply) => Vote::Unsupported(refused),
-            _ => Vote::Fault(refused),
         }
     }
 }
@@ -593,31 +521,6 @@ fn script_args(
     }
 }
 
-/// The fenced pipeline's three replies read as one vote (fencing.rs, `read_pipeline`): an
-/// error in any part is that command's refusal; "unknown command" or a syntax error (a
-/// server without `ZADD … GT`) asks for the script instead.
-fn pipeline_vote(reply: &Reply) -> Vote {
-    match fencing::read_pipeline(reply) {
-        PipelineReply::Counter(n) => Vote::Counter(n),
-        PipelineReply::NotLocked => Vote::No,
-        PipelineReply::Refused(command, part) => {
-            let refused = NodeFault::Server {
-                command,
-                message: part.error_message().unwrap_or_default(),
-            };
-            match server::is_unsupported(part) {
-                true => Vote::Unsupported(refused),
-                false => Vote::Fault(refused),
-            }
-        }
-        PipelineReply::Unexpected(part) => Vote::Fault(unexpected(part)),
-    }
-}
-
-fn unexpected(reply: &Reply) -> NodeFault {
-    NodeFault::Protocol(format!("unexpected reply {reply:?}"))
-}
-
 /// Writes `n` in decimal into `buf` and returns the digits.
 fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
@@ -636,6 +539,8 @@ mod tests {
     use sha1::{Digest, Sha1};
 
     use super::*;
+    use crate::io::NodeFault;
+    use crate::resp::Reply;
 
     fn hex_sha1(s: &str) -> String {
         Sha1::digest(s.as_bytes())

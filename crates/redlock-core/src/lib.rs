@@ -134,6 +134,7 @@ mod policy;
 mod quarantine;
 mod queue;
 mod quorum;
+mod reply_vote;
 mod resp;
 mod round;
 mod script;

@@ -327,7 +327,7 @@ mod tests {
         let votes = [
             Vote::Queued { rank: 0, ticket: 5 },
             Vote::Queued { rank: 1, ticket: 9 },
-            Vote::Fault(crate::io::NodeFault::Timeout),
+            Vote::Fault(NodeFault::Timeout),
         ];
         place.args();
         place.on_answers(votes.iter().map(Some));

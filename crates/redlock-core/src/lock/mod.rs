@@ -37,6 +37,7 @@ mod queued;
 mod release;
 mod send;
 mod wait;
+mod waiting;
 
 use acquire::Acquiring;
 use ctx::Ctx;
@@ -173,34 +174,6 @@ impl Lock {
         std::mem::take(&mut self.ctx.contested)
     }
 
-    /// Whether a node refused the waiters' queue's script to this lock since the last call
-    /// (waiters.rs): the client then waits without the queue.
-    #[inline]
-    pub(crate) fn take_queue_refused(&mut self) -> bool {
-        std::mem::take(&mut self.ctx.queue_refused)
-    }
-
-    /// Whether the lock waits in its client's line for the call ahead (queue.rs).
-    pub(crate) fn is_in_line(&self) -> bool {
-        matches!(self.phase, Phase::Queued(_))
-    }
-
-    /// Whether the lock would wait in the waiters' queue if contended (waiters.rs).
-    pub(crate) fn queues(&self) -> bool {
-        self.ctx.params.queue.is_some()
-    }
-
-    /// The nodes' wall clock read `ms` at `at`, as the client estimates it: a waiter's
-    /// ticket (waiters.rs).
-    pub(crate) fn set_wall_clock(&mut self, at: Instant, ms: u64) {
-        self.ctx.wall = Some((at, ms));
-    }
-
-    /// This lock waits without the waiters' queue: its client's nodes refused its script.
-    pub(crate) fn without_queue(&mut self) {
-        self.ctx.params.queue = None;
-    }
-
     /// Whether a node answered this lock's release that someone was subscribed to it:
     /// another client waits for the resource.
     pub(crate) fn release_awaited(&self) -> bool {
@@ -244,16 +217,6 @@ impl Lock {
             && !own
         {
             a.on_notice(&mut self.ctx, now, node, rng);
-        }
-    }
-
-    /// `node` announced `id` as the next head of the resource's waiters' queue
-    /// ([`NEXT_PREFIX`](crate::NEXT_PREFIX) and the id on the release channel): if it is this
-    /// lock's, the lock heads the queue there, and the next release it hears of wakes it
-    /// (docs/design.md, "The waiters' queue").
-    pub fn handle_next_notice(&mut self, node: NodeId, id: &[u8]) {
-        if let Phase::Acquiring(a) = &mut self.phase {
-            a.on_next(node, id);
         }
     }
 

@@ -22,6 +22,9 @@ use crate::round::{self, Round, Slot};
 use crate::time;
 use crate::token::Token;
 use crate::waiters::Place;
+use place::{answers, new_place, settled};
+
+mod place;
 
 /// The acquiring phase: an attempt in flight, or the wait before the next one.
 #[derive(Debug)]
@@ -183,13 +186,6 @@ impl Acquiring {
             // Due now (no jitter): the attempt starts in this step, not at the driver's
             // next timer tick, which may be a millisecond away.
             self.on_timer(ctx, now, rng);
-        }
-    }
-
-    /// `node` announced `id` as the next head of the resource's queue.
-    pub(super) fn on_next(&mut self, node: NodeId, id: &[u8]) {
-        if let Some(place) = &mut self.place {
-            place.on_next(node, id);
         }
     }
 
@@ -492,40 +488,6 @@ impl Acquiring {
         None
     }
 
-    /// Reads a failed attempt's answers into the call's place; a node that refused the
-    /// queue's script ends the call's queueing (its places elsewhere are left).
-    fn read_place(&mut self, ctx: &mut Ctx, now: Instant, round: &Round) {
-        let Some(place) = &mut self.place else {
-            return;
-        };
-        place.on_answers(answers(round));
-        place.on_attempt_end(ctx.params.quorum);
-        if round.command.is_queued_acquire() {
-            let placed = |s: &Slot| matches!(s, Slot::Done(Vote::Queued { .. }));
-            self.may_hold = Some(round.slots.iter().map(|s| !placed(s)).collect());
-        }
-        let refused = (round.slots.iter())
-            .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
-        if refused && round.command.is_queued_acquire() {
-            self.leave(ctx, now);
-            self.queue_refused = true;
-            ctx.queue_refused = true;
-        }
-    }
-
-    /// Leaves the queue on every node, if the call has a place: a node where it headed the
-    /// queue announces the next head (waiters.rs).
-    fn leave(&mut self, ctx: &mut Ctx, now: Instant) {
-        let Some(place) = self.place.take() else {
-            return;
-        };
-        let command = Command::leave_queue(&ctx.resource, place.id());
-        let deadline = time::add(now, ctx.params.timing.attempt_timeout);
-        let everyone = vec![true; ctx.params.nodes];
-        let round = ctx.new_round_to(command, (now, deadline), &everyone, 0);
-        ctx.cleanup.push(round);
-    }
-
     /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
     /// so it is released.
     pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
@@ -600,35 +562,6 @@ fn attempt_token<R: CryptoRng + ?Sized>(
         Some(value) => value.clone(),
         None => Token::generate(rng),
     }
-}
-
-/// Each node's vote in `round`, `None` while it has not answered.
-fn answers(round: &Round) -> impl Iterator<Item = Option<&Vote>> {
-    round.slots.iter().map(|slot| match slot {
-        Slot::Done(vote) => Some(vote),
-        _ => None,
-    })
-}
-
-/// Whether a decided round is done with: any but a waiter's failed attempt, which waits for
-/// its last answer.
-fn settled(round: &Round) -> bool {
-    round.decision() == Decision::Reached
-        || round.is_complete()
-        || !round.command.is_queued_acquire()
-}
-
-/// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
-/// queue on (options.rs); its id drawn from `rng`, the same on every node.
-fn new_place<R: CryptoRng + ?Sized>(ctx: &Ctx, now: Instant, rng: &mut R) -> Option<Place> {
-    let patience = ctx.params.queue?;
-    let plain = ctx.kind.is_none() && ctx.fence_key.is_none();
-    // The nodes' wall clock now, as the client estimated it when the call started.
-    let ticket = ctx.wall.map_or(0, |(at, ms)| {
-        let since = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
-    });
-    plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience, ticket))
 }
 
 fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
