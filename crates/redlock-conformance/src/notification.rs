@@ -85,11 +85,10 @@ pub fn a_waiter_gets_the_lock_as_soon_as_it_is_released<D: Driver>() {
     let waiting = waiter(&b);
     wait_subscribed(&c);
     let guard = release_to(held, waiting, "a retry delay, not a notification");
-    assert_eq!(
-        guard.stats().attempts,
-        3,
-        "one refused attempt, its place in the waiters' queue, one after the release"
-    );
+    // One refused attempt, its place in the waiters' queue (and the agreed ticket, if the
+    // client had not read the nodes' clocks yet), one after the release.
+    let attempts = guard.stats().attempts;
+    assert!((3..=4).contains(&attempts), "{attempts} attempts");
     guard.release().unwrap();
     // Done waiting: no subscription is left behind.
     let none = || c.nodes().iter().all(|n| subscribers(n) == 0);

@@ -489,7 +489,10 @@ pub fn statistics_on_success_and_failure<D: Driver>() {
     else {
         panic!("{err}");
     };
-    assert_eq!(stats.attempts, 3, "{err}");
+    // Three counted, and early ones (docs/design.md, "The waiters' queue"): the place in
+    // the waiters' queue taken at once after the first, and the agreed ticket sent at once
+    // if the client had not read the nodes' clocks yet (a lock right after `build`).
+    assert!((4..=5).contains(&stats.attempts), "{err}");
     assert!(!nodes.is_empty(), "{err}");
     assert!(
         (stats.nodes.iter()).all(|n| names.contains(&n.node.to_string())

@@ -108,10 +108,20 @@ fn node_ms(c: &Cluster, i: usize) -> u64 {
 
 /// A waiter that died at the head of the queue (its place planted on every node, ticket 1,
 /// lapsing 800 ms from now, as a client that crashed right after renewing would leave it):
-/// a live waiter is kept out while the place lasts, and gets the lock once it lapses,
-/// without any release (the queue prunes it).
+/// a live waiter, queued behind it while another client held the lock, is kept out after
+/// that release while the dead place lasts, and gets the lock once it lapses (the queue
+/// prunes it), without another release.
 pub fn a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts<D: Driver>() {
     let c = cluster(3);
+    let fast = RetryPolicy {
+        max_attempts: None,
+        max_wait: Some(Duration::from_secs(10)),
+        delay_min: Duration::from_millis(20),
+        delay_max: Duration::from_millis(50),
+    };
+    let build = || D::build(&c.urls(), |b| b.retry(fast)).unwrap();
+    let (holder, live) = (build(), build());
+    let held = holder.lock_with(KEY, LockOptions::default()).unwrap();
     let lasts = Duration::from_millis(800);
     for i in 0..c.nodes().len() {
         let until = (node_ms(&c, i) + 800).to_string();
@@ -122,15 +132,11 @@ pub fn a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts<D: Driver>()
         node.command(&["PEXPIRE", UNTIL, "10000"]).unwrap();
     }
     let planted = Instant::now();
-    let fast = RetryPolicy {
-        max_attempts: None,
-        max_wait: Some(Duration::from_secs(10)),
-        delay_min: Duration::from_millis(20),
-        delay_max: Duration::from_millis(50),
-    };
-    let client = D::build(&c.urls(), |b| b.retry(fast)).unwrap();
-    let guard = client.lock_with(KEY, LockOptions::default()).unwrap();
-    let waited = planted.elapsed();
+    let waiting = waiter(&live);
+    wait_for_waiters(&c, 2);
+    held.release().unwrap();
+    let (guard, got_at) = waiting.join().expect("live waiter");
+    let waited = got_at.saturating_duration_since(planted);
     assert!(
         waited >= lasts - Duration::from_millis(100),
         "the live waiter passed a place that had not lapsed (after {waited:?})"
