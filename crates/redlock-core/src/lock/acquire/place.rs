@@ -36,8 +36,10 @@ impl Acquiring {
             let placed = |s: &Slot| matches!(s, Slot::Done(Vote::Queued { .. }));
             self.may_hold = Some(round.slots.iter().map(|s| !placed(s)).collect());
         }
-        let refused = (round.slots.iter())
-            .any(|s| matches!(s, Slot::Done(Vote::Fault(NodeFault::Server { .. }))));
+        let refused = (round.slots.iter()).any(|s| match s {
+            Slot::Done(Vote::Fault(fault)) => refuses_the_queue(fault),
+            _ => false,
+        });
         if refused && round.command.is_queued_acquire() {
             self.leave(ctx, now);
             self.queue_refused = true;
@@ -56,6 +58,18 @@ impl Acquiring {
         let everyone = vec![true; ctx.params.nodes];
         let round = ctx.new_round_to(command, (now, deadline), &everyone, 0);
         ctx.cleanup.push(round);
+    }
+}
+
+/// Whether a node's answer to a waiter's attempt refuses the queue's script for good: no
+/// permission (`NOPERM`), no scripting (`unknown command`), a key of the queue's names used
+/// otherwise (`WRONGTYPE`), a replica (`READONLY`). Not a passing error (`BUSY`, `OOM`).
+fn refuses_the_queue(fault: &NodeFault) -> bool {
+    match fault {
+        NodeFault::Server { message, .. } => {
+            fault.is_permanent() || message.starts_with("ERR unknown command")
+        }
+        _ => false,
     }
 }
 
