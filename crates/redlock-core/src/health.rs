@@ -313,6 +313,9 @@ pub(crate) struct Health {
     window: Duration,
     /// The widest window so far: every restart quarantine lasts at least that long.
     widest: Duration,
+    /// The nodes' wall clock in ms at an instant, from their last `TIME` readings: a waiter's
+    /// ticket (waiters.rs), kept here so that a lock started reads it without a sort.
+    wall: Option<(Instant, u64)>,
 }
 
 impl Health {
@@ -324,10 +327,17 @@ impl Health {
             spread: Duration::ZERO,
             window: Duration::ZERO,
             widest: Duration::ZERO,
+            wall: None,
         };
         health.window = health.window(config);
         health.widest = health.window;
         health
+    }
+
+    /// The nodes' wall clock in ms at an instant, as their last `TIME` readings estimate it
+    /// (`None` before any): a waiter's ticket (waiters.rs).
+    pub(crate) fn wall(&self) -> Option<(Instant, u64)> {
+        self.wall
     }
 
     /// A lock of `ttl` started at `now`, fenced or not: the window grows to cover it (the
@@ -414,6 +424,7 @@ impl Health {
         match learned {
             Learned::Clock(clock) => {
                 nodes[i].as_mut().clock_read(now, clock);
+                self.wall = wall_ticket(nodes, now).map(|ms| (now, ms));
                 self.report_clock(now, config, nodes[i].as_mut(), i, events);
                 // After the report: its quarantine took the window as it was before. Only the
                 // fenced window depends on the clocks.
@@ -531,7 +542,7 @@ impl Health {
 /// How far apart the `nodes`' wall clocks are, from their last `TIME` readings (fencing.rs,
 /// `wall_spread`).
 /// A waiter's ticket at `now` from the nodes' last `TIME` readings (waiters.rs, `ticket`).
-pub(crate) fn wall_ticket<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Option<u64> {
+fn wall_ticket<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Option<u64> {
     let readings = (nodes.iter()).filter_map(|n| n.as_ref().last_clock);
     crate::waiters::ticket(readings.map(|c| (c.since_epoch, c.read_at)), now)
 }

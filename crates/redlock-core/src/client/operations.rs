@@ -143,9 +143,9 @@ impl<R: CryptoRng> Client<R> {
             lock.without_queue();
         }
         if lock.queues()
-            && let Some(ms) = crate::health::wall_ticket(&self.nodes, now)
+            && let Some((at, ms)) = self.health.wall()
         {
-            lock.set_wall_clock(now, ms);
+            lock.set_wall_clock(at, ms);
         }
         let (ttl, fenced) = (lock.ttl(), lock.is_fenced());
         let (config, nodes) = (&self.config, &mut self.nodes[..]);
