@@ -14,7 +14,6 @@ use crate::id::OpId;
 use crate::lock::Lock;
 use crate::options::LockOptions;
 use crate::policy::RetryPolicy;
-use crate::queue::HandOff;
 use crate::token::{Resource, Token};
 
 impl<R: CryptoRng> Client<R> {
@@ -57,12 +56,14 @@ impl<R: CryptoRng> Client<R> {
         options: &LockOptions,
     ) -> Result<OpId, UsageError> {
         let in_line = !options.kind.is_shared();
+        let first = !in_line || self.lines.is_free(&resource);
         // A resource that other clients wanted a moment ago: the call starts in the
-        // waiters' queue, as a contested line's next call does (queue.rs, client.rs).
-        let first = !in_line
-            || (self.lines.is_free(&resource) && !self.lines.recently_contested(&resource, now));
+        // waiters' queue, as a contested line's next call does (queue.rs, waiters.rs).
+        let in_queue = first && self.lines.recently_contested(&resource, now);
         self.start(now, in_line, |now, op, config, rng| {
-            if first {
+            if in_queue {
+                Lock::acquire_in_queue(now, op, config, resource, options, rng)
+            } else if first {
                 Lock::acquire(now, op, config, resource, options, rng)
             } else {
                 Lock::queued(now, op, config, resource, options)
@@ -151,13 +152,7 @@ impl<R: CryptoRng> Client<R> {
         let (config, nodes) = (&self.config, &mut self.nodes[..]);
         (self.health).lock_started((config, nodes), now, (ttl, fenced), &mut self.events);
         if in_line {
-            let free = self.lines.is_free(lock.resource());
             self.lines.join(lock.resource(), op, now);
-            if free && lock.is_in_line() {
-                // First in its line, yet made to wait: its resource was contested a moment
-                // ago (acquire_with).
-                lock.start_queued(now, HandOff::Queued, &mut self.rng);
-            }
         }
         self.locks.insert(op, lock, in_line);
         self.pump(now, op);

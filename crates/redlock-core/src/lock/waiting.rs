@@ -25,11 +25,6 @@ impl Lock {
         std::mem::take(&mut self.ctx.queue_refused)
     }
 
-    /// Whether the lock waits in its client's line for the call ahead (queue.rs).
-    pub(crate) fn is_in_line(&self) -> bool {
-        matches!(self.phase, Phase::Queued(_))
-    }
-
     /// Whether the lock would wait in the waiters' queue if contended (waiters.rs).
     pub(crate) fn queues(&self) -> bool {
         self.ctx.params.queue.is_some()

@@ -93,6 +93,19 @@ impl Acquiring {
         acquiring
     }
 
+    /// The first attempt, started at `now`, in the waiters' queue if the lock can wait there
+    /// (its resource met other clients a moment ago: waiters.rs).
+    pub(super) fn start_in_queue<R: CryptoRng + ?Sized>(
+        ctx: &mut Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Self {
+        let mut acquiring = Self::start_at(ctx, (now, now), true, rng);
+        acquiring.wait = None;
+        acquiring.attempt(ctx, now);
+        acquiring
+    }
+
     /// The first attempt at `at`, later than `now` (the call's start, from which its wait
     /// counts); `queued`: in the waiters' queue, if the lock can wait there (its line met
     /// other clients: waiters.rs).
