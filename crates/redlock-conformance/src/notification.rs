@@ -17,7 +17,7 @@ const CHANNEL: &str = "redlock:released:notified";
 
 /// A retry delay of one second: an acquisition within a few hundred milliseconds of the
 /// release can only have been started by the notification.
-fn slow_retry() -> RetryPolicy {
+pub(crate) fn slow_retry() -> RetryPolicy {
     RetryPolicy {
         max_attempts: Some(10),
         max_wait: Some(Duration::from_secs(20)),

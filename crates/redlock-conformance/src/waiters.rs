@@ -8,23 +8,13 @@ use std::time::{Duration, Instant};
 
 use redlock_testkit::{Cluster, Reply};
 
+use crate::notification::slow_retry;
 use crate::scenarios::{cluster, eventually};
 use crate::{Driver, Guard, LockOptions, RetryPolicy};
 
 const KEY: &str = "queued";
 const QUEUE: &str = "queued:queue";
 const UNTIL: &str = "queued:queue:until";
-
-/// A retry delay of one second: an acquisition within a few hundred milliseconds of a
-/// release was started by its announcement, not by the timer.
-fn slow_retry() -> RetryPolicy {
-    RetryPolicy {
-        max_attempts: Some(10),
-        max_wait: Some(Duration::from_secs(20)),
-        delay_min: Duration::from_secs(1),
-        delay_max: Duration::from_secs(1),
-    }
-}
 
 /// How many waiters node `i` of `c` has in the queue.
 fn waiting(c: &Cluster, i: usize) -> i64 {
