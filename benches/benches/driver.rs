@@ -16,7 +16,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use redlock_core::{Client, ConnId, EXTEND_SCRIPT, Input, Output, RELEASE_SCRIPT, ReleaseOutcome};
+use redlock_core::{
+    Client, ConnId, EXTEND_SCRIPT, Input, Output, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT,
+    RELEASE_SCRIPT, ReleaseOutcome,
+};
 use redlock_driver::{DriverParts, DriverRng, Handle, Setup, Waiters};
 
 fn main() {
@@ -97,10 +100,13 @@ impl Bench {
         for conn in driver.conns.clone() {
             let now = driver.tick();
             driver.feed(Input::Connected { now, conn });
+            // The release and extend scripts, and the waiters' queue's two (on by default).
             let loads = [
                 own_run_id(HELLO_REDIS7, conn.node().index()),
                 sha(&RELEASE_SCRIPT),
                 sha(&EXTEND_SCRIPT),
+                sha(&QUEUE_ACQUIRE_SCRIPT),
+                sha(&QUEUE_LEAVE_SCRIPT),
             ];
             for reply in loads {
                 let now = driver.tick();

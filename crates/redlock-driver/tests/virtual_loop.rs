@@ -14,8 +14,17 @@ use std::time::{Duration, Instant};
 
 use redlock_core::{
     AcquireFailure, ConfigBuilder, ConnectionError, EXTEND_SCRIPT, NodeFault, NodeId,
-    RELEASE_SCRIPT, ReleaseOutcome, RetryPolicy,
+    QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome, RetryPolicy, Script,
 };
+
+/// The scripts a connection loads first: release, extend, and the waiters' queue's two (on by
+/// default).
+const PRELOADS: [&Script; 4] = [
+    &RELEASE_SCRIPT,
+    &EXTEND_SCRIPT,
+    &QUEUE_ACQUIRE_SCRIPT,
+    &QUEUE_LEAVE_SCRIPT,
+];
 use redlock_driver::{Connecting, Dial, Handle, IoLoop, LockError, LockGuard, Runtime, Setup};
 
 /// The virtual runtime: its state is the test thread's [`World`].
@@ -293,22 +302,16 @@ impl Harness {
     }
 
     /// Checks that the loop sent `HELLO`, `TIME`, `INFO server`, `CONFIG GET append*` and
-    /// both script loads to `node` on connecting, and answers them.
+    /// the script loads (release, extend, and the waiters' queue's two) to `node` on
+    /// connecting, and answers them.
     fn answer_script_loads(&mut self, node: usize) {
         let mut hello = command(&[b"HELLO", b"3"]);
         hello.extend(command(&[b"TIME"]));
         hello.extend(command(&[b"INFO", b"server"]));
         hello.extend(command(&[b"CONFIG", b"GET", b"append*"]));
-        hello.extend(command(&[
-            b"SCRIPT",
-            b"LOAD",
-            RELEASE_SCRIPT.body.as_bytes(),
-        ]));
-        hello.extend(command(&[
-            b"SCRIPT",
-            b"LOAD",
-            EXTEND_SCRIPT.body.as_bytes(),
-        ]));
+        for script in PRELOADS {
+            hello.extend(command(&[b"SCRIPT", b"LOAD", script.body.as_bytes()]));
+        }
         assert_eq!(text(&self.written(node)), text(&hello), "node {node}");
         // A Redis 7: releases and extensions go out as scripts.
         self.reply(node, REDIS_7_HELLO);
@@ -320,7 +323,7 @@ impl Harness {
             node % 10
         );
         self.reply(node, info.as_bytes());
-        for script in [&RELEASE_SCRIPT, &EXTEND_SCRIPT] {
+        for script in PRELOADS {
             self.reply(node, format!("$40\r\n{}\r\n", script.sha1).as_bytes());
         }
     }
