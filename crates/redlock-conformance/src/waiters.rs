@@ -54,6 +54,9 @@ pub fn waiters_of_other_clients_take_turns_in_order<D: Driver>() {
     let held = a.lock_with(KEY, LockOptions::default()).unwrap();
     let first = waiter(&b);
     wait_for_waiters(&c, 1);
+    // First come, first served within the clients' clock error (whole milliseconds of the
+    // nodes' clocks, as each client estimates them): the second comes well after.
+    thread::sleep(Duration::from_millis(50));
     let second = waiter(&third);
     wait_for_waiters(&c, 2);
 
