@@ -104,10 +104,22 @@ pub fn a_node_killed_mid_hold_and_every_kind_is_still_released_on_the_others<D: 
     let timeout = Duration::from_millis(200);
     let d = D::build(&c.urls(), |b| b.attempt_timeout(timeout)).expect("driver");
     warm_up(&d);
+    let kind = |k| LockOptions::default().kind(k);
+    // Each kind's scripts once on every node first: a node whose first use of a script
+    // answers `-NOSCRIPT` after the decision would lack that lock (a loaded machine makes it
+    // likely), and the node killed below must be one that holds them all.
+    let warm = [LockKind::Read, LockKind::Write, LockKind::semaphore(2)];
+    for k in warm {
+        d.lock_with("warm-kind", kind(k))
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    let both = d.lock_all_with(&["warm-a", "warm-b"], LockOptions::default());
+    both.unwrap().release().unwrap();
     let multi = d
         .lock_all_with(&["ka", "kb"], LockOptions::default())
         .unwrap();
-    let kind = |k| LockOptions::default().kind(k);
     let reader = d.lock_with("kr", kind(LockKind::Read)).unwrap();
     let writer = d.lock_with("kw", kind(LockKind::Write)).unwrap();
     let permit = d.lock_with("ks", kind(LockKind::semaphore(2))).unwrap();
