@@ -115,22 +115,6 @@ impl Lock {
         Ok(Self { ctx, phase })
     }
 
-    /// [`acquire`](Self::acquire) of a resource that met other clients a moment ago
-    /// (queue.rs): the first attempt takes a place in the waiters' queue (waiters.rs), so
-    /// that it cannot pass the waiters there while the key is free between two holds.
-    pub(crate) fn acquire_in_queue<R: CryptoRng + ?Sized>(
-        now: Instant,
-        op: OpId,
-        config: &Config,
-        resource: Resource,
-        options: &LockOptions,
-        rng: &mut R,
-    ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, options)?;
-        let phase = Phase::Acquiring(Acquiring::start_in_queue(&mut ctx, now, rng));
-        Ok(Self { ctx, phase })
-    }
-
     /// Starts acquiring every resource of `resources` at once, all or none (a multi-lock,
     /// docs/kinds.md): sorted and deduplicated, each attempt sets every key on a node or none
     /// there. The first resource (in byte order) names the lock in its events, and its

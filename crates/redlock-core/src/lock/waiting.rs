@@ -1,13 +1,36 @@
 //! What the client asks and tells a [`Lock`] about the waiters' queue (waiters.rs;
 //! docs/design.md, "The waiters' queue"): whether it queues, the nodes' wall clock for its
-//! ticket, a refusal of the queue's script, and a node's announcement of the next head.
+//! ticket, a refusal of the queue's script, a node's announcement of the next head, and a
+//! call that starts in the queue.
 
 use std::time::Instant;
 
-use super::{Lock, Phase};
-use crate::id::NodeId;
+use rand_core::CryptoRng;
+
+use super::{Acquiring, Ctx, Lock, Phase};
+use crate::config::Config;
+use crate::error::UsageError;
+use crate::id::{NodeId, OpId};
+use crate::options::LockOptions;
+use crate::token::Resource;
 
 impl Lock {
+    /// [`acquire`](Self::acquire) of a resource that met other clients a moment ago
+    /// (queue.rs): the first attempt takes a place in the waiters' queue (waiters.rs), so
+    /// that it cannot pass the waiters there while the key is free between two holds.
+    pub(crate) fn acquire_in_queue<R: CryptoRng + ?Sized>(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        options: &LockOptions,
+        rng: &mut R,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, options)?;
+        let phase = Phase::Acquiring(Acquiring::start_in_queue(&mut ctx, now, rng));
+        Ok(Self { ctx, phase })
+    }
+
     /// `node` announced `id` as the next head of the resource's waiters' queue
     /// ([`NEXT_PREFIX`](crate::NEXT_PREFIX) and the id on the release channel): if it is this
     /// lock's, the lock heads the queue there, and the next release it hears of wakes it
