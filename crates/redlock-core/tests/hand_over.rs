@@ -255,3 +255,28 @@ fn calls_that_cannot_share_the_hold_acquire_on_the_nodes() {
         "{out:?}"
     );
 }
+
+/// A call that asked for a shorter ttl than the holder's never takes keys that outlive it:
+/// had it died holding them, the other clients would wait out the holder's longer ttl. Its
+/// line releases and it acquires on the nodes with its own ttl, its validity within it.
+#[test]
+fn a_call_with_a_shorter_ttl_acquires_on_the_nodes_with_its_own() {
+    let mut h = harness(10_000);
+    let (first, _) = line(&mut h, 0);
+    let short = LockOptions::default().ttl(Duration::from_millis(1_000));
+    let second = (h.client)
+        .acquire_with(h.now, Resource::from("r"), &short)
+        .unwrap();
+    h.drain();
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    assert!(out.events.is_empty(), "no hand-over: {out:?}");
+    for n in 0..3 {
+        let sent = mask_tokens(&out.sent_to(n));
+        assert!(sent.ends_with(&set_nx_px("r", 1_000)), "{sent}");
+    }
+    reply_all(&mut h, DELETED);
+    let next = acquired(&reply_all(&mut h, OK)).clone();
+    assert_eq!(next.op, second);
+    assert!(!next.stats.handed_over && next.validity <= Duration::from_millis(1_000));
+}

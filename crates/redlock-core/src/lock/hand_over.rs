@@ -22,15 +22,19 @@ impl Lock {
     /// its release are its own.
     ///
     /// Refused unless this lock holds and `next` waits in line, both are unfenced locks of
-    /// the same kind with the same supplied value (if any), and more validity is left than
-    /// `next` would accept from the nodes ([`least_validity`]).
+    /// the same kind with the same supplied value (if any), and the validity left is more
+    /// than `next` would accept from the nodes ([`least_validity`]) and no more than they
+    /// could give it ([`most_validity`]).
     pub(crate) fn hand_over(&mut self, now: Instant, next: &mut Self) -> bool {
         let (Phase::Held(held), Phase::Queued(_)) = (&self.phase, &next.phase) else {
             return false;
         };
         let (deadline, granted) = held.deadline_and_validity();
         let left = deadline.saturating_duration_since(now);
-        if !shares_hold(&self.ctx, &next.ctx) || left <= least_validity(&next.ctx) {
+        if !shares_hold(&self.ctx, &next.ctx)
+            || left <= least_validity(&next.ctx)
+            || left > most_validity(&next.ctx)
+        {
             return false;
         }
         let params = &next.ctx.params;
@@ -93,7 +97,14 @@ fn shares_hold(from: &Ctx, to: &Ctx) -> bool {
 /// left, so below half of it the next call goes to the nodes for a fresh one (a release
 /// and an acquisition, as before), which costs one round trip.
 fn least_validity(ctx: &Ctx) -> Duration {
+    (most_validity(ctx) / 2).max(ctx.params.timing.min_validity)
+}
+
+/// The most validity a hand-over may give the next call: what an acquisition on the nodes
+/// would give it at best (`ttl - drift`). A call that asked for a shorter ttl than the
+/// holder's must not take keys that outlive it: had it died holding them, the other clients
+/// would wait out the old, longer ttl, not the one it chose. It goes to the nodes instead.
+fn most_validity(ctx: &Ctx) -> Duration {
     let timing = &ctx.params.timing;
-    let fresh = timing.ttl().saturating_sub(timing.drift());
-    (fresh / 2).max(timing.min_validity)
+    timing.ttl().saturating_sub(timing.drift())
 }
