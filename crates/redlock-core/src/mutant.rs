@@ -75,6 +75,10 @@ pub enum Mutant {
     /// old hold's validity, counted again from the hand-over (`deadline = now + validity`),
     /// instead of its deadline: the new holder believes in the lock after its keys expire.
     HandOverKeepsValidity,
+    /// A hand-over to a call that asked for a shorter ttl than the holder's, with more
+    /// validity left than that ttl could give it: the keys outlive the ttl the new holder
+    /// chose, and the validity it is told is above it.
+    HandOverPastTtl,
     /// A waiters' queue whose acquire never prunes a lapsed place
     /// ([`QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT`](crate::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT)): a
     /// waiter that gave up unheard or died heads the queue for good, and the key is granted

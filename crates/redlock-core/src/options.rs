@@ -154,6 +154,7 @@ impl LockOptions {
             release_in_background: true,
             refuse_for_good: true,
             carry_deadline: true,
+            hand_over_within_ttl: true,
             kind: self.kind,
             kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
@@ -253,6 +254,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         },
         Mutant::HandOverKeepsValidity => LockParams {
             carry_deadline: false,
+            ..params
+        },
+        Mutant::HandOverPastTtl => LockParams {
+            hand_over_within_ttl: false,
             ..params
         },
         Mutant::SemAcquireOffByOne
@@ -369,6 +374,10 @@ pub(crate) struct LockParams {
     /// deadline (lock/hand_over.rs; a negative control counts the old validity again from
     /// the hand-over instead).
     pub(crate) carry_deadline: bool,
+    /// Whether a call takes the hold of the call ahead in its line only with no more
+    /// validity left than its own ttl could give it (lock/hand_over.rs; a negative control
+    /// takes any, its keys outliving the ttl it asked for).
+    pub(crate) hand_over_within_ttl: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).

@@ -13,6 +13,7 @@
 //! has one.
 
 use std::fmt;
+use std::time::Duration;
 
 use redlock_core::{AcquireFailure, LostReason, OpId, Resource, Token};
 
@@ -118,6 +119,10 @@ pub struct OpRecord {
     pub doomed_extend: Option<SimTime>,
     /// When `Lost` arrived, and why.
     pub lost_at: Option<(SimTime, LostReason)>,
+    /// The ttl the lock options asked for (`None`: the config's).
+    pub ttl: Option<Duration>,
+    /// The validity `Acquired` told, once acquired.
+    pub validity: Option<Duration>,
 }
 
 /// Records holds and operations, and finds overlaps.
@@ -265,6 +270,15 @@ impl Checker {
         }
     }
 
+    /// The first operation told a validity above the ttl its options asked for, if any: the
+    /// keys of its hold would outlive the ttl its caller chose, so had it died holding them
+    /// the other clients would wait longer than that ttl (docs/design.md, "Hand-over").
+    pub fn validity_beyond_ttl(&self) -> Option<&OpRecord> {
+        self.ops
+            .iter()
+            .find(|r| matches!((r.ttl, r.validity), (Some(ttl), Some(v)) if v > ttl))
+    }
+
     /// The first fenced hold without a token, else the first pair of holds of one resource
     /// where the earlier ended before the later began and the later's token is not above
     /// the earlier's (holds without a token are left out: they are not fenced).
@@ -335,6 +349,8 @@ impl Checker {
             stored: None,
             doomed_extend: None,
             lost_at: None,
+            ttl: None,
+            validity: None,
         });
     }
 
@@ -516,7 +532,7 @@ mod tests {
     use super::*;
 
     fn ms(n: u64) -> SimTime {
-        SimTime::from_duration(std::time::Duration::from_millis(n))
+        SimTime::from_duration(Duration::from_millis(n))
     }
 
     #[test]

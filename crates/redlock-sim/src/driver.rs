@@ -118,8 +118,9 @@ impl Sim {
                 let token = a.fencing_token;
                 self.checker.acquired(c, op, (now, deadline), token);
                 let (attempts, raised) = (a.stats.attempts, a.stats.written_back.len());
-                let stored = a.token.clone();
+                let (stored, validity) = (a.token.clone(), a.validity);
                 self.checker.record(c, op, |r| {
+                    r.validity = Some(validity);
                     r.acquired_after = Some(attempts);
                     r.written_back = raised;
                     r.stored = Some(stored);
@@ -169,7 +170,7 @@ impl Sim {
                 mut resources,
                 options,
             } => {
-                let token = (options.token.clone(), options.fenced);
+                let (token, ttl) = ((options.token.clone(), options.fenced), options.ttl);
                 let op = match resources.len() {
                     1 => client.core.acquire_with(now, resources.remove(0), &options),
                     _ => client.core.acquire_all_with(now, resources, &options),
@@ -178,6 +179,7 @@ impl Sim {
                     op.unwrap_or_else(|e| panic!("the scenario's lock options are invalid: {e}"));
                 client.workload.started(now, op);
                 self.checker.started((c, op, self.now), hold, token);
+                self.checker.record(c, op, |r| r.ttl = ttl);
                 self.trace.client(c, 10, op, self.now);
             }
             Action::Extend(op) => {

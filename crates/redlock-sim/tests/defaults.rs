@@ -2,8 +2,10 @@
 //! on, assuming nothing the client says it checks. It found four defects where the
 //! defaults meet, each by a property of its own, on the core before they were fixed; each
 //! detection below now runs against the mutant that puts that defect back (the old
-//! behaviour, `redlock_core::Mutant`), with the seed budget it must be found in. The
-//! correct core keeps every property over the whole budget.
+//! behaviour, `redlock_core::Mutant`), with the seed budget it must be found in. A fifth,
+//! which the fuzzer found first (a hand-over past the new call's ttl), it finds too since
+//! the checker compares each validity with the ttl asked for. The correct core keeps every
+//! property over the whole budget.
 
 mod common;
 
@@ -69,6 +71,15 @@ fn restart_missed_behind_stepped_uptime(family: impl Fn(u64) -> Scenario) -> Opt
 fn refused_release_left_behind(family: impl Fn(u64) -> Scenario) -> Option<Found> {
     first_broken(DETECTION_BUDGET, family, |_, b| {
         matches!(b, Broken::Linger(_))
+    })
+}
+
+/// A defect the fuzzer found first (fuzz/, `client_inputs`): a hand-over to a call that
+/// asked for a shorter ttl than the holder's told it a validity above its own ttl, and left
+/// it keys that outlive that ttl. Caught by `validity_beyond_ttl`.
+fn validity_past_ttl(family: impl Fn(u64) -> Scenario) -> Option<Found> {
+    first_broken(DETECTION_BUDGET, family, |_, b| {
+        matches!(b, Broken::OverTtl(_))
     })
 }
 
@@ -155,6 +166,13 @@ fn finds_refused_release_left_behind_when_late_refusals_are_dropped() {
     );
     let node = found.scenario.server(linger.node);
     assert!(!node.delifeq, "the node has no DELIFEQ ({node:?})");
+}
+
+#[test]
+fn finds_validity_past_the_ttl_asked_for_with_an_uncapped_hand_over() {
+    let family = mutated(Mutant::HandOverPastTtl, Emphasis::Queued);
+    let found = validity_past_ttl(family).expect("no validity above its ttl within the budget");
+    show("validity above the ttl asked for (hand-over)", &found);
 }
 
 /// Every property, the whole budget of `emphasis`: the correct core breaks none.

@@ -33,7 +33,7 @@ impl Lock {
         let left = deadline.saturating_duration_since(now);
         if !shares_hold(&self.ctx, &next.ctx)
             || left <= least_validity(&next.ctx)
-            || left > most_validity(&next.ctx)
+            || (next.ctx.params.hand_over_within_ttl && left > most_validity(&next.ctx))
         {
             return false;
         }

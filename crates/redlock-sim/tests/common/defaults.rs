@@ -94,6 +94,9 @@ pub enum Broken {
     Starved(Starvation),
     /// A released key left on a node the client could reach (`release_linger`).
     Linger(Linger),
+    /// A call told a validity above the ttl it asked for (`validity_beyond_ttl`): its keys
+    /// outlive that ttl.
+    OverTtl(String),
 }
 
 impl Broken {
@@ -104,6 +107,7 @@ impl Broken {
             Self::Fencing(_) => "fencing tokens grow",
             Self::Starved(_) => "no starvation (bounded hand-offs)",
             Self::Linger(_) => "no key left after a release",
+            Self::OverTtl(_) => "validity within the ttl asked for",
         }
     }
 }
@@ -115,6 +119,7 @@ impl fmt::Display for Broken {
             Self::Fencing(v) => write!(f, "{}: {v}", self.property()),
             Self::Starved(s) => write!(f, "{}: {s}", self.property()),
             Self::Linger(l) => write!(f, "{}: {l}", self.property()),
+            Self::OverTtl(o) => write!(f, "{}: {o}", self.property()),
         }
     }
 }
@@ -132,6 +137,13 @@ pub fn broken(scenario: &Scenario, report: &Report) -> Option<Broken> {
     }
     if let Some(v) = &report.fencing_violation {
         return Some(Broken::Fencing(v.clone()));
+    }
+    if let Some(r) = report.checker.validity_beyond_ttl() {
+        let (validity, ttl) = (r.validity.unwrap_or_default(), r.ttl.unwrap_or_default());
+        return Some(Broken::OverTtl(format!(
+            "client {} op {:?} on {:?}: validity {validity:?} above its ttl {ttl:?}",
+            r.client, r.op, r.resource
+        )));
     }
     let deaf = scenario.servers.iter().all(|p| !p.channels);
     let patience = if deaf { DEAF_PATIENCE } else { Duration::ZERO };

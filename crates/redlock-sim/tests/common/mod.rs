@@ -54,6 +54,12 @@ pub fn assert_safe(scenario: Scenario) -> Report {
     if let Some(v) = &report.violation {
         panic!("property (S) broken: {v}");
     }
+    if let Some(r) = report.checker.validity_beyond_ttl() {
+        panic!(
+            "seed {}: validity above the ttl asked for: {r:?}",
+            report.seed
+        );
+    }
     assert_eq!(
         report.stats.bad_requests, 0,
         "seed {}: malformed request",
