@@ -559,7 +559,11 @@ mod tests {
             RESURRECTING_EXTEND_SCRIPT.sha1
         );
         use crate::waiters::*;
-        for script in [&QUEUE_ACQUIRE_SCRIPT, &QUEUE_LEAVE_SCRIPT] {
+        for script in [
+            &QUEUE_ACQUIRE_SCRIPT,
+            &QUEUE_LEAVE_SCRIPT,
+            &QUEUE_RELEASE_SCRIPT,
+        ] {
             assert_eq!(hex_sha1(script.body), script.sha1, "{}", script.body);
         }
         #[cfg(feature = "_mutants")]

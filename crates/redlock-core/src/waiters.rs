@@ -59,6 +59,20 @@ pub const QUEUE_LEAVE_SCRIPT: Script = Script {
     sha1: "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
 };
 
+/// A release from the queue (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` the stored
+/// value, `ARGV[2]` the leaving holder's id or '', `ARGV[3]` the id of the next call of the
+/// holder's line or '', `ARGV[4]` its ticket (0: the node's clock now), `ARGV[5]` its
+/// patience ms): prunes the lapsed places (at most 64), removes the holder's place, places
+/// the next call (ticket, deadline now + patience, both sets' expiry at least that far),
+/// announces the head as `next:<id>` if it changed, then deletes R if it holds the value
+/// and announces the release as [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) does. Answers
+/// `{outcome, rank}`: the outcome as the release script's (2, 1, 0, -1), and the next
+/// call's rank (-1 if none was placed).
+pub const QUEUE_RELEASE_SCRIPT: Script = Script {
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) redis.call('ZREM', KEYS[3], ARGV[2]) end local rank = -1 if ARGV[3] ~= '' then local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = now end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end rank = redis.call('ZRANK', KEYS[2], ARGV[3]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head and head ~= first then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end local v = redis.call('GET', KEYS[1]) local out = 0 if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then out = 2 else out = 1 end elseif v == false then out = -1 end return {out, rank}",
+    sha1: "fe125a5489bef1ee2a4b5e6faa7fc390973f0b60",
+};
+
 /// A negative control's QUEUE_ACQUIRE (`_mutants`, `QueueNeverPrunes`): the same without
 /// the pruning, so a dead waiter's place heads the queue for good.
 #[cfg(feature = "_mutants")]
