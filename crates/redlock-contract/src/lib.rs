@@ -36,8 +36,9 @@
 //!   `EVALSHA` on an empty cache, a second connection listening on the release channels;
 //!   one [`KindsReport`];
 //! - `kinds_scripts`: where each kinds script's body comes from, and the mutant bodies;
-//! - `queue`: the waiters' queue's rows (QUEUE_ACQUIRE, QUEUE_LEAVE on a resource's key,
-//!   queue and deadlines, and the `next:<id>` a subscriber hears), with their table in its
+//! - `queue`: the waiters' queue's rows (QUEUE_ACQUIRE, QUEUE_LEAVE, QUEUE_RELEASE on a
+//!   resource's key, queue and deadlines, and the `next:<id>` and release a subscriber
+//!   hears), with their table in its
 //!   docs, and what the never-prunes mutant does instead;
 //! - `queue_run`: running the queue rows on any [`Target`] as `kinds_run` runs the kinds
 //!   rows (whose key setup and read-back it shares); one [`QueueReport`];

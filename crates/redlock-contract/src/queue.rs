@@ -1,9 +1,10 @@
-//! The waiters' queue's contract (docs/design.md, "The waiters' queue"): QUEUE_ACQUIRE and
-//! QUEUE_LEAVE on the states of a resource's three keys (R, R:queue, R:queue:until) that
-//! matter to them, with the reply, every key afterwards (each waiter's ticket, each place's
-//! deadline, each set's expiry) and what a subscriber to R's release channel hears (the
-//! channel and the message, `next:<id>`), run against any [`Target`](crate::Target) by
-//! `queue_run`.
+//! The waiters' queue's contract (docs/design.md, "The waiters' queue"): QUEUE_ACQUIRE,
+//! QUEUE_LEAVE and QUEUE_RELEASE on the states of a resource's three keys (R, R:queue,
+//! R:queue:until) that matter to them, with the reply, every key afterwards (each waiter's
+//! ticket, each place's deadline, each set's expiry) and what a subscriber to R's release
+//! channel hears, in order (the channel and the message: `next:<id>`, or a release's empty
+//! one), run against any [`Target`](crate::Target) by `queue_run`. The table's rows for
+//! QUEUE_RELEASE name the holder's place `me` and its line's next call `me2`.
 //!
 //! | script | R, queue, deadlines | reply |
 //! |---|---|---|
@@ -19,6 +20,17 @@
 //! | QUEUE_LEAVE | held, behind another (a subscriber); alone | 1, our place gone, nothing heard; sets gone |
 //! | QUEUE_LEAVE | not a waiter; no queue | 0, = |
 //! | QUEUE_LEAVE | queue a string | WRONGTYPE, = |
+//! | QUEUE_RELEASE | ours, we head before another (heard; unheard) | `{2, -1}`; `{1, -1}`, R gone, our place gone, `next:w1` then the release heard |
+//! | QUEUE_RELEASE | ours, we wait behind another | `{2, -1}`, R gone, our place gone, the release heard alone |
+//! | QUEUE_RELEASE | ours, our next call placed behind a waiter (we had no place; we headed) | `{2, 1}`, its ticket the node's now, the release heard (after `next:w1`) |
+//! | QUEUE_RELEASE | ours, our next call placed into an empty queue (we were alone; no queue) | `{2, 0}`, `next:me2` then the release heard |
+//! | QUEUE_RELEASE | ours, our next call with ticket 7 before a waiter's 9 | `{2, 0}`, ticket 7, `next:me2` then the release heard |
+//! | QUEUE_RELEASE | held by another; no R | `{0, 1}`; `{-1, -1}`: the places moved all the same, `next:w1` heard, no release |
+//! | QUEUE_RELEASE | ours, the head lapsed (or lapsing at `now`) | pruned before the head is read: `next:w2` (`next:me2`) then the release |
+//! | QUEUE_RELEASE | ours, the sets live longer | `{1, 1}`, their expiry stays |
+//! | QUEUE_RELEASE | ours, neither id; a leaving id with no place | `{1, -1}`; `{2, -1}`: the release alone, the queue = |
+//! | QUEUE_RELEASE | no R, no queue, neither id | `{-1, -1}`, nothing heard |
+//! | QUEUE_RELEASE | R a sorted set; queue a string | WRONGTYPE after our place left and `next:w1` heard; WRONGTYPE, = |
 //!
 //! [`QUEUE_NEVER_PRUNES_CONTRACT`] is what the negative control's body
 //! (QUEUE_ACQUIRE_NEVER_PRUNES) does instead where a place lapsed: keeps it, so the waiter
@@ -32,7 +44,8 @@
 //! keys are those of `r` under `queue-contract:<row>:`.
 //!
 //! Each row mirrors the simulation's row of the same name
-//! (`redlock_sim::kinds::queue::*_CASES`), which tests/queue_sim.rs checks; the times
+//! (`redlock_sim::kinds::queue::*_CASES`, `redlock_sim::kinds::queue_release::*_CASES`),
+//! which tests/queue_sim.rs checks; the times
 //! differ only in scale.
 
 pub use redlock_sim::kinds::case::Ticket;
@@ -46,6 +59,9 @@ pub enum QueueScript {
     Acquire,
     /// QUEUE_LEAVE (id).
     Leave,
+    /// QUEUE_RELEASE (value, the leaving holder's id or '', its next call's id or '', that
+    /// call's ticket, its patience).
+    Release,
 }
 
 impl QueueScript {
@@ -54,11 +70,14 @@ impl QueueScript {
         &["r", "r:queue", "r:queue:until"]
     }
 
-    /// The waiter's id among the row's `argv`.
-    pub fn id(self, argv: &[&'static str]) -> Option<&'static str> {
+    /// The waiters' ids among the row's `argv` (QUEUE_RELEASE: the leaving one's and the
+    /// placed one's, each where given).
+    pub fn ids(self, argv: &[&'static str]) -> Vec<&'static str> {
+        let given = |at: usize| argv.get(at).copied().filter(|id| !id.is_empty());
         match self {
-            Self::Acquire => argv.get(2).copied(),
-            Self::Leave => argv.first().copied(),
+            Self::Acquire => given(2).into_iter().collect(),
+            Self::Leave => given(0).into_iter().collect(),
+            Self::Release => given(1).into_iter().chain(given(2)).collect(),
         }
     }
 }
@@ -68,6 +87,7 @@ impl std::fmt::Display for QueueScript {
         f.write_str(match self {
             Self::Acquire => "QUEUE_ACQUIRE",
             Self::Leave => "QUEUE_LEAVE",
+            Self::Release => "QUEUE_RELEASE",
         })
     }
 }
@@ -114,6 +134,9 @@ pub enum QueueReply {
     Int(i64),
     /// The array `{rank, ticket}`: a place taken or renewed.
     Queued(i64, Ticket),
+    /// QUEUE_RELEASE's array `{outcome, rank}`: the release's outcome (2, 1, 0, -1) and the
+    /// next call's rank (-1: none placed).
+    Released(i64, i64),
     /// An error raised by a command the script called, by the start of its text.
     Error(&'static str),
 }
@@ -164,6 +187,7 @@ impl QueueCase {
         let reply = match self.reply {
             Int(n) => Int(if n == 0 { 1 } else { 0 }),
             Queued(rank, ticket) => Queued(rank + 1, ticket),
+            Released(outcome, rank) => Released(outcome, rank + 1),
             Error(_) => Int(0),
         };
         let mut copies = vec![Self { reply, ..self }];
@@ -207,8 +231,8 @@ const fn row(
 
 use Life::{Command, Expired, Forever, Long, Now, Patience, Short};
 use QueueKey::{Absent, Str, Tickets, Until};
-use QueueReply::{Error, Int, Queued};
-use QueueScript::{Acquire, Leave};
+use QueueReply::{Error, Int, Queued, Released};
+use QueueScript::{Acquire, Leave, Release};
 use Ticket::{Given, Node};
 
 /// Token `t`, ttl [`TTL_MS`](crate::TTL_MS), our id `me`, ticket 0 (the stored one or the
@@ -242,6 +266,26 @@ const ME_PLACED: QueueKey = Tickets(&[("me", Node)], Patience);
 const ME_UNTIL: QueueKey = Until(&[("me", Patience)], Patience);
 /// A string where a sorted set belongs.
 const STRING: QueueKey = Str("x", Forever);
+/// R held by our value.
+const OURS: QueueKey = Str("t", Long);
+/// Our value `t`; our place `me` leaves; no next call.
+const LEAVE: &[&str] = &["t", "me", "", "0", "50000"];
+/// Our value `t`; we had no place; our line's next call `me2` placed with the node's ticket.
+const NEXT_CALL: &[&str] = &["t", "", "me2", "0", "50000"];
+/// [`LEAVE`] and [`NEXT_CALL`] at once.
+const LEAVE_AND_NEXT: &[&str] = &["t", "me", "me2", "0", "50000"];
+/// [`NEXT_CALL`] with the ticket 7 given.
+const NEXT_TICKET_7: &[&str] = &["t", "", "me2", "7", "50000"];
+/// Our value `t` and neither id: the release alone.
+const RELEASE_ONLY: &[&str] = &["t", "", "", "0", "50000"];
+/// The next call placed alone, with the node's ticket, the set living the patience.
+const ME2_PLACED: QueueKey = Tickets(&[("me2", Node)], Patience);
+/// The next call's deadline just written, the set living as long.
+const ME2_UNTIL: QueueKey = Until(&[("me2", Patience)], Patience);
+/// `w1`'s place and the next call's, both sets living the patience.
+const W1_ME2_UNTIL: QueueKey = Until(&[("w1", Short), ("me2", Patience)], Patience);
+/// R's name as a sorted set: a key of the wrong type for `GET`.
+const R_A_SET: QueueKey = Tickets(&[("x", Given(1))], Forever);
 
 /// The waiters' queue's part of the contract, run by `run_queue`.
 #[rustfmt::skip]
@@ -270,6 +314,25 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Leave, "not a waiter: 0", (&[HELD, W1, W1_UNTIL], ME_LEAVES), Int(0), &[HELD, W1, W1_UNTIL]),
     row(Leave, "no queue: 0", (&[Absent, Absent, Absent], ME_LEAVES), Int(0), &[Absent, Absent, Absent]),
     row(Leave, "the queue of the wrong type", (&[HELD, STRING, Absent], ME_LEAVES), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
+    // QUEUE_RELEASE: prune, our place out, our next call in, the head told if it changed, then the release.
+    row(Release, "the head leaves: the next head announced, then the release", (&[OURS, ME_THEN_W1, BOTH_UNTIL], LEAVE), Released(2, -1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1", ""]).heard(),
+    row(Release, "the head leaves, nobody listening: 1", (&[OURS, ME_THEN_W1, BOTH_UNTIL], LEAVE), Released(1, -1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1", ""]),
+    row(Release, "a holder behind another leaves: nobody announced", (&[OURS, W1_THEN_ME, BOTH_UNTIL], LEAVE), Released(2, -1), &[Absent, W1, W1_UNTIL]).saying(&[""]).heard(),
+    row(Release, "the next call behind another waiter: rank 1, not announced", (&[OURS, W1, W1_UNTIL], NEXT_CALL), Released(2, 1), &[Absent, Tickets(&[("w1", Given(1)), ("me2", Node)], Patience), W1_ME2_UNTIL]).saying(&[""]).heard(),
+    row(Release, "the head leaves, its next call behind the next head: rank 1", (&[OURS, ME_THEN_W1, BOTH_UNTIL], LEAVE_AND_NEXT), Released(2, 1), &[Absent, Tickets(&[("w1", Given(2)), ("me2", Node)], Patience), W1_ME2_UNTIL]).saying(&["next:w1", ""]).heard(),
+    row(Release, "the holder alone leaves, its next call placed: rank 0, announced", (&[OURS, Tickets(&[("me", Given(1))], Short), Until(&[("me", Short)], Short)], LEAVE_AND_NEXT), Released(2, 0), &[Absent, ME2_PLACED, ME2_UNTIL]).saying(&["next:me2", ""]).heard(),
+    row(Release, "no queue, the next call placed: rank 0, announced", (&[OURS, Absent, Absent], NEXT_CALL), Released(2, 0), &[Absent, ME2_PLACED, ME2_UNTIL]).saying(&["next:me2", ""]).heard(),
+    row(Release, "a given ticket places the next call by it: ahead of a waiter, announced", (&[OURS, Tickets(&[("w1", Given(9))], Short), W1_UNTIL], NEXT_TICKET_7), Released(2, 0), &[Absent, Tickets(&[("me2", Given(7)), ("w1", Given(9))], Patience), W1_ME2_UNTIL]).saying(&["next:me2", ""]).heard(),
+    row(Release, "held by another value: 0, the places still moved", (&[HELD, ME_THEN_W1, BOTH_UNTIL], LEAVE_AND_NEXT), Released(0, 1), &[HELD, Tickets(&[("w1", Given(2)), ("me2", Node)], Patience), W1_ME2_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Release, "no R: -1, our place still left", (&[Absent, ME_THEN_W1, BOTH_UNTIL], LEAVE), Released(-1, -1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Release, "a lapsed head pruned before the head is read: the new head announced", (&[OURS, Tickets(&[("w1", Given(1)), ("w2", Given(2))], Short), Until(&[("w1", Expired), ("w2", Short)], Short)], NEXT_CALL), Released(2, 1), &[Absent, Tickets(&[("w2", Given(2)), ("me2", Node)], Patience), Until(&[("w2", Short), ("me2", Patience)], Patience)]).saying(&["next:w2", ""]).heard(),
+    row(Release, "the head's place lapsing this very ms: pruned, the next call heads", (&[OURS, W1, Until(&[("w1", Now)], Short)], NEXT_CALL), Released(2, 0), &[Absent, ME2_PLACED, ME2_UNTIL]).saying(&["next:me2", ""]).heard(),
+    row(Release, "the sets live longer: their expiry stays", (&[OURS, Tickets(&[("w1", Given(1))], Long), Until(&[("w1", Long)], Long)], NEXT_CALL), Released(1, 1), &[Absent, Tickets(&[("w1", Given(1)), ("me2", Node)], Long), Until(&[("w1", Long), ("me2", Patience)], Long)]).saying(&[""]),
+    row(Release, "neither id: the release alone", (&[OURS, W1, W1_UNTIL], RELEASE_ONLY), Released(1, -1), &[Absent, W1, W1_UNTIL]).saying(&[""]),
+    row(Release, "a leaving id that has no place: the release alone", (&[OURS, W1, W1_UNTIL], LEAVE), Released(2, -1), &[Absent, W1, W1_UNTIL]).saying(&[""]).heard(),
+    row(Release, "no R, no queue, neither id: -1, nothing announced", (&[Absent, Absent, Absent], RELEASE_ONLY), Released(-1, -1), &[Absent, Absent, Absent]).heard(),
+    row(Release, "R of the wrong type: the places moved and announced, then WRONGTYPE", (&[R_A_SET, ME_THEN_W1, BOTH_UNTIL], LEAVE), Error("WRONGTYPE"), &[R_A_SET, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Release, "the queue of the wrong type", (&[OURS, STRING, Absent], LEAVE), Error("WRONGTYPE"), &[OURS, STRING, Absent]).heard(),
 ];
 
 /// What QUEUE_ACQUIRE_NEVER_PRUNES does where it differs from QUEUE_ACQUIRE: a lapsed place
@@ -301,7 +364,11 @@ mod tests {
             for (i, case) in table.iter().enumerate() {
                 assert_eq!(case.before.len(), 3, "{}", case.name);
                 assert_eq!(case.after.len(), 3, "{}", case.name);
-                assert!(case.script.id(case.argv).is_some(), "{}", case.name);
+                let argc = match case.script {
+                    Leave => 1,
+                    Acquire | Release => 5,
+                };
+                assert_eq!(case.argv.len(), argc, "{}", case.name);
                 let twice = table[..i]
                     .iter()
                     .any(|c| c.script == case.script && c.name == case.name);
@@ -315,5 +382,14 @@ mod tests {
         assert_eq!(ME[1].parse::<u64>().unwrap(), crate::TTL_MS);
         assert_eq!(ME[4].parse::<u64>().unwrap(), crate::PATIENCE_MS);
         assert_eq!(ME_TICKET_7[4], ME[4]);
+        for argv in [
+            LEAVE,
+            NEXT_CALL,
+            LEAVE_AND_NEXT,
+            NEXT_TICKET_7,
+            RELEASE_ONLY,
+        ] {
+            assert_eq!(argv[4], ME[4]);
+        }
     }
 }

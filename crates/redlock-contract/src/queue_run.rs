@@ -22,6 +22,8 @@ pub struct QueueScripts {
     pub acquire: &'static str,
     /// QUEUE_LEAVE.
     pub leave: &'static str,
+    /// QUEUE_RELEASE.
+    pub release: &'static str,
 }
 
 impl QueueScripts {
@@ -29,6 +31,7 @@ impl QueueScripts {
     pub const SPEC: Self = Self {
         acquire: redlock_core::QUEUE_ACQUIRE_SCRIPT.body,
         leave: redlock_core::QUEUE_LEAVE_SCRIPT.body,
+        release: redlock_core::QUEUE_RELEASE_SCRIPT.body,
     };
 
     /// QUEUE_ACQUIRE_NEVER_PRUNES (the core's negative control, as the simulation copied
@@ -43,6 +46,7 @@ impl QueueScripts {
         match script {
             QueueScript::Acquire => self.acquire,
             QueueScript::Leave => self.leave,
+            QueueScript::Release => self.release,
         }
     }
 }
@@ -155,6 +159,9 @@ fn compare(
             [Reply::Int(r), Reply::Int(t)] => *r == rank && ticket_is(ticket, *t as f64, now),
             _ => false,
         },
+        (false, QueueReply::Released(outcome, rank), Reply::Array(items)) => {
+            items[..] == [Reply::Int(outcome), Reply::Int(rank)]
+        }
         _ => false,
     };
     if !reply_ok {
@@ -246,7 +253,7 @@ fn put_tickets(
 fn candidates(case: &QueueCase) -> Vec<&'static str> {
     let states = case.before.iter().chain(case.after);
     let mut members: Vec<&'static str> = states.flat_map(|s| s.members()).collect();
-    members.extend(case.script.id(case.argv));
+    members.extend(case.script.ids(case.argv));
     members.sort_unstable();
     members.dedup();
     members

@@ -10,7 +10,7 @@ use redlock_contract::{
 };
 use redlock_sim::ServerProfile;
 use redlock_sim::kinds::case::{Expect, State, Table, Ticket};
-use redlock_sim::kinds::{MUTANT_MODELS, queue};
+use redlock_sim::kinds::{MUTANT_MODELS, queue, queue_release};
 
 /// The profiles the queue runs as: the oldest and the newest server CI runs.
 const PROFILES: [ServerProfile; 2] = [ServerProfile::REDIS_7_0, ServerProfile::VALKEY_9_1];
@@ -83,6 +83,11 @@ fn the_queue_table_agrees_with_the_simulations_rows() {
         ),
         (QueueScript::Leave, queue::QUEUE_LEAVE_CASES, QUEUE_CONTRACT),
         (
+            QueueScript::Release,
+            queue_release::QUEUE_RELEASE_CASES,
+            QUEUE_CONTRACT,
+        ),
+        (
             QueueScript::Acquire,
             queue::QUEUE_ACQUIRE_NEVER_PRUNES_CASES,
             QUEUE_NEVER_PRUNES_CONTRACT,
@@ -98,6 +103,10 @@ fn the_queue_table_agrees_with_the_simulations_rows() {
         QueueScripts::SPEC.acquire
     );
     assert_eq!(queue::QUEUE_LEAVE_CASES.source, QueueScripts::SPEC.leave);
+    assert_eq!(
+        queue_release::QUEUE_RELEASE_CASES.source,
+        QueueScripts::SPEC.release
+    );
     assert_eq!(
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_CASES.source,
         QueueScripts::NEVER_PRUNES.acquire
@@ -124,6 +133,7 @@ fn agree(script: QueueScript, table: &Table, rows: &[QueueCase]) -> usize {
             (Expect::Int(a), QueueReply::Int(b)) => a == b,
             (Expect::Error(a), QueueReply::Error(b)) => a == b,
             (Expect::Queued(a, s), QueueReply::Queued(b, t)) => a == b && s == t,
+            (Expect::Released(a, r), QueueReply::Released(b, s)) => a == b && r == s,
             _ => false,
         };
         assert!(reply, "{what}: {:?} and {:?}", sim.reply, ours.reply);
@@ -134,9 +144,14 @@ fn agree(script: QueueScript, table: &Table, rows: &[QueueCase]) -> usize {
             assert_eq!(shape(*sim_key), shape_of(*key), "{what}: after");
         }
         assert_eq!(sim.heard == ["r"], ours.heard, "{what}: a subscriber");
-        let published = if sim.said.is_empty() { 0 } else { 1 };
-        assert_eq!(sim.published.len(), published, "{what}: published");
-        assert_eq!(sim.said, ours.said, "{what}: said");
+        // Every publication is on R's channel; the simulation's row says its messages, or
+        // leaves them empty where each was a release's empty message.
+        assert!(sim.published.iter().all(|r| *r == "r"), "{what}: published");
+        let said: Vec<&str> = match sim.said {
+            [] => vec![""; sim.published.len()],
+            said => said.to_vec(),
+        };
+        assert_eq!(said, ours.said, "{what}: said");
     }
     table.cases.len()
 }

@@ -215,7 +215,7 @@ fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply 
 /// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
 /// [`release_channel`]), 2 if so and someone received the message (a waiter), -1 if
 /// missing, 0 if another token holds it.
-fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+pub(crate) fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     let (Some(key), Some(token)) = (k.first(), argv.first()) else {
         return arity_error();
     };

@@ -2,12 +2,12 @@
 //! body it was copied from, which a literal SHA1 pins, and the mutants only on demand.
 
 use redlock_sim::Scripts;
-use redlock_sim::kinds::{MODELS, MUTANT_MODELS, multi, queue, rw, semaphore};
+use redlock_sim::kinds::{MODELS, MUTANT_MODELS, multi, queue, queue_release, rw, semaphore};
 use redlock_sim::script::sha1_hex;
 
 /// Every modelled body and its SHA1 as `sha1sum` printed it when the body was copied from
 /// the design of the kinds.
-const SHA1S: [(&str, &str); 18] = [
+const SHA1S: [(&str, &str); 19] = [
     (
         multi::MULTI_ACQUIRE_SOURCE,
         "dc07deb80cfd3448180030e6296446cfc2fdfe04",
@@ -75,6 +75,10 @@ const SHA1S: [(&str, &str); 18] = [
     (
         queue::QUEUE_LEAVE_SOURCE,
         "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
+    ),
+    (
+        queue_release::QUEUE_RELEASE_SOURCE,
+        "fe125a5489bef1ee2a4b5e6faa7fc390973f0b60",
     ),
     (
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,

@@ -49,6 +49,9 @@ pub enum Expect {
     Error(&'static str),
     /// QUEUE_ACQUIRE's place: the array `{rank, ticket}` (rank 0-based).
     Queued(i64, Ticket),
+    /// QUEUE_RELEASE's array `{outcome, rank}`: the release's outcome (2, 1, 0, -1) and the
+    /// next call's 0-based rank (-1: none placed).
+    Released(i64, i64),
 }
 
 /// One row: the keys' states before (one per key of the table, in order), the `ARGV`, the
@@ -171,6 +174,9 @@ fn check_case(names: &[&'static str], case: &Case, run: ScriptFn) -> Result<(), 
                     ServerReply::Int(rank),
                     ServerReply::Int(score(ticket) as i64),
                 ]
+        }
+        (ServerReply::Array(items), Expect::Released(outcome, rank)) => {
+            items[..] == [ServerReply::Int(outcome), ServerReply::Int(rank)]
         }
         _ => false,
     };

@@ -1,6 +1,7 @@
 //! Native models of the lock kinds' scripts beyond the mutex: the multi-resource lock
 //! ([`multi`]), the reader-writer lock ([`rw`]), the counting semaphore ([`semaphore`]),
-//! and the mutex's cross-process waiters' queue ([`queue`]),
+//! and the mutex's cross-process waiters' queue ([`queue`], and its release in
+//! [`queue_release`]),
 //! each registered under the exact Lua body the core sends (as `script.rs` explains for
 //! the release and extend scripts), with a table of cases per script ([`case`]) that the
 //! contract crate can mirror against real servers.
@@ -14,6 +15,7 @@
 pub mod case;
 pub mod multi;
 pub mod queue;
+pub mod queue_release;
 pub mod rw;
 pub mod semaphore;
 
@@ -40,6 +42,10 @@ pub const MODELS: &[(&str, ScriptFn)] = &[
     (semaphore::SEM_EXTEND_SOURCE, semaphore::sem_extend),
     (queue::QUEUE_ACQUIRE_SOURCE, queue::queue_acquire),
     (queue::QUEUE_LEAVE_SOURCE, queue::queue_leave),
+    (
+        queue_release::QUEUE_RELEASE_SOURCE,
+        queue_release::queue_release,
+    ),
 ];
 
 /// The models of the kinds' mutant scripts (negative controls behind the core's `_mutants`

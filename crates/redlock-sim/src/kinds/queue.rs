@@ -7,8 +7,10 @@
 //! renews the caller's place, and sets R for the caller if it is free and the caller heads
 //! the queue (the place stays until it leaves), else answers `{rank, ticket}`.
 //! QUEUE_LEAVE removes a place, announcing the next head as `next:<id>` on R's release
-//! channel if it was the head's. Order only: who may set R; R itself is the mutex's key,
-//! set in one atomic step per node (algorithm.md §3, §4).
+//! channel if it was the head's. QUEUE_RELEASE, a release that leaves the holder's place
+//! and places its line's next call, is in queue_release.rs on the steps shared here. Order
+//! only: who may set R; R itself is the mutex's key, set in one atomic step per node
+//! (algorithm.md §3, §4).
 
 use bytes::Bytes;
 
@@ -37,13 +39,14 @@ pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME'
 
 /// What a head's leave publishes before the next head's id
 /// (the core's `NEXT_PREFIX`; a release publishes an empty message).
-const NEXT: &[u8] = b"next:";
+pub(super) const NEXT: &[u8] = b"next:";
 
 /// At most this many lapsed places go per QUEUE_ACQUIRE (`LIMIT 0 64`).
 const PRUNED_PER_CALL: usize = 64;
 
 /// What a script's `redis.call` raises when an argument is nil (a `tonumber` that failed).
-const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
+pub(super) const NIL_ARGUMENT: &str =
+    "ERR Lua redis lib command arguments must be strings or integers";
 
 /// QUEUE_ACQUIRE: prunes the lapsed places; takes or renews the caller's place (its ticket:
 /// the one given, or the one stored, or the node's now; its deadline now + patience; both
@@ -81,11 +84,7 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     };
     // The place, taken or renewed, also when granted (a grant on too few nodes keeps the
     // turn; the waiter leaves, QUEUE_LEAVE, once a quorum granted it).
-    keys.zset_update(queue, id, |_| Some(ticket))?;
-    let deadline = now as f64 + number(patience)?;
-    keys.zset_update(until, id, |_| Some(deadline))?;
-    expire_at_least(keys, queue, patience)?;
-    expire_at_least(keys, until, patience)?;
+    place(keys, [queue, until], (id, ticket), (now, patience))?;
     // Another waiter heads the queue now (a lapsed head pruned, or this call's ticket
     // moved it back): it is told, as a leave would tell it.
     let head = head(keys, queue)?;
@@ -96,15 +95,35 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
         keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
         return Ok(ServerReply::Int(1));
     }
-    let order = keys.zset_in_order(queue)?;
-    let rank = order
-        .iter()
-        .position(|(member, _)| member == id)
-        .unwrap_or(0);
     Ok(ServerReply::Array(vec![
-        ServerReply::Int(rank as i64),
+        ServerReply::Int(rank(keys, queue, id)?),
         ServerReply::Int(ticket as i64),
     ]))
+}
+
+/// `redis.call('ZADD', queue, ticket, id) redis.call('ZADD', until, now + patience, id)`,
+/// then `for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < patience then
+/// redis.call('PEXPIRE', KEYS[i], patience) end end`: a place taken or renewed, both sets
+/// living at least the patience.
+pub(super) fn place(
+    keys: &mut Keys<'_>,
+    [queue, until]: [&Bytes; 2],
+    (id, ticket): (&Bytes, f64),
+    (now, patience): (i64, &Bytes),
+) -> Result<(), ServerReply> {
+    keys.zset_update(queue, id, |_| Some(ticket))?;
+    let deadline = now as f64 + number(patience)?;
+    keys.zset_update(until, id, |_| Some(deadline))?;
+    expire_at_least(keys, queue, patience)?;
+    expire_at_least(keys, until, patience)?;
+    Ok(())
+}
+
+/// `redis.call('ZRANK', queue, id)` of a waiter just placed: its 0-based place in line.
+pub(super) fn rank(keys: &mut Keys<'_>, queue: &Bytes, id: &Bytes) -> Result<i64, ServerReply> {
+    let order = keys.zset_in_order(queue)?;
+    let at = order.iter().position(|(member, _)| member == id);
+    Ok(at.unwrap_or(0) as i64)
 }
 
 /// QUEUE_LEAVE: the caller's place removed from both sets; if it headed the queue, the
@@ -129,7 +148,7 @@ fn leave_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> Steps {
 
 /// `local gone = redis.call('ZRANGEBYSCORE', until, '-inf', now, 'LIMIT', 0, 64)`, then
 /// each one `ZREM`ed from the queue and from the deadlines.
-fn prune_lapsed(
+pub(super) fn prune_lapsed(
     keys: &mut Keys<'_>,
     [queue, until]: [&Bytes; 2],
     now: i64,
@@ -145,7 +164,7 @@ fn prune_lapsed(
 }
 
 /// `redis.call('ZRANGE', queue, 0, 0)[1]`: the id heading the queue, if any.
-fn head(keys: &mut Keys<'_>, queue: &Bytes) -> Result<Option<Bytes>, ServerReply> {
+pub(super) fn head(keys: &mut Keys<'_>, queue: &Bytes) -> Result<Option<Bytes>, ServerReply> {
     let order = keys.zset_in_order(queue)?;
     Ok(order.into_iter().next().map(|(id, _)| id))
 }
@@ -153,7 +172,11 @@ fn head(keys: &mut Keys<'_>, queue: &Bytes) -> Result<Option<Bytes>, ServerReply
 /// `local nxt = <head> if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. R, 'next:'
 /// .. nxt) end`: the new head told on R's release channel (a denied channel gone past, as
 /// `pcall` does).
-fn announce_next(keys: &mut Keys<'_>, r: &Bytes, queue: &Bytes) -> Result<(), ServerReply> {
+pub(super) fn announce_next(
+    keys: &mut Keys<'_>,
+    r: &Bytes,
+    queue: &Bytes,
+) -> Result<(), ServerReply> {
     if let Some(next) = head(keys, queue)? {
         let message = [NEXT, &next[..]].concat();
         let _ = keys.publish(release_channel(r), Bytes::from(message));
@@ -162,11 +185,11 @@ fn announce_next(keys: &mut Keys<'_>, r: &Bytes, queue: &Bytes) -> Result<(), Se
 }
 
 /// Another holds R (token `u`, 100 ms).
-const HELD: State = Str("u", Some(100));
+pub(super) const HELD: State = Str("u", Some(100));
 /// R set by a grant: our token `t` for the call's 100 ms.
 const GRANTED: State = Str("t", Some(100));
 /// The keys of the waiters' queue of `r`.
-const QUEUE_KEYS: &[&str] = &["r", "r:queue", "r:queue:until"];
+pub(super) const QUEUE_KEYS: &[&str] = &["r", "r:queue", "r:queue:until"];
 /// Token `t`, ttl 100 ms, our id `me`, ticket 0 (the stored one or the node's), patience
 /// 300 ms.
 const ME: &[&str] = &["t", "100", "me", "0", "300"];
@@ -175,25 +198,25 @@ const ME_TICKET_7: &[&str] = &["t", "100", "me", "7", "300"];
 /// Our id alone (a leave).
 const ME_LEAVES: &[&str] = &["me"];
 /// Waiter `w1` (ticket 1) alone, the set expiring in 50 ms.
-const W1: State = Tickets(&[("w1", Ticket::Given(1))], Some(50));
+pub(super) const W1: State = Tickets(&[("w1", Ticket::Given(1))], Some(50));
 /// `w1`'s place lasting 50 ms more, the set with it.
-const W1_UNTIL: State = Deadlines(&[("w1", 50)], Some(50));
+pub(super) const W1_UNTIL: State = Deadlines(&[("w1", 50)], Some(50));
 /// `w1`'s place lapsed 10 ms ago, the set still there for 50 ms.
 const W1_LAPSED: State = Deadlines(&[("w1", -10)], Some(50));
 /// We head the queue (ticket 1), `w1` next (ticket 2).
-const ME_THEN_W1: State = Tickets(
+pub(super) const ME_THEN_W1: State = Tickets(
     &[("me", Ticket::Given(1)), ("w1", Ticket::Given(2))],
     Some(50),
 );
 /// `w1` heads the queue (ticket 1), we are next (ticket 2).
-const W1_THEN_ME: State = Tickets(
+pub(super) const W1_THEN_ME: State = Tickets(
     &[("w1", Ticket::Given(1)), ("me", Ticket::Given(2))],
     Some(50),
 );
 /// Both places lasting 50 ms more.
-const BOTH_UNTIL: State = Deadlines(&[("me", 50), ("w1", 50)], Some(50));
+pub(super) const BOTH_UNTIL: State = Deadlines(&[("me", 50), ("w1", 50)], Some(50));
 /// `w1`'s ticket 2 alone, once we left or were granted.
-const W1_SECOND: State = Tickets(&[("w1", Ticket::Given(2))], Some(50));
+pub(super) const W1_SECOND: State = Tickets(&[("w1", Ticket::Given(2))], Some(50));
 /// Our first place, taken with the node's ticket, the set living the patience.
 const ME_PLACED: State = Tickets(&[("me", Ticket::Node)], Some(300));
 /// Our place's deadline just written (now + patience), the set living as long.
