@@ -21,7 +21,8 @@
 //! # Layout
 //! - [`clock`]: true time and per-process clocks with constant rates.
 //! - [`node`], `keyspace`, [`script`], [`kinds`] (the models of the multi-resource,
-//!   reader-writer and semaphore scripts, with their tables of cases), `lua` (what the
+//!   reader-writer and semaphore scripts and of the waiters' queue's acquire, leave and
+//!   release, with their tables of cases), `lua` (what the
 //!   models share: argument reading, errors, the release channel), `conditional`, `sorted`
 //!   (the fencing counter's sorted-set commands), [`pubsub`] (sessions, channels,
 //!   `SUBSCRIBE`/`PUBLISH`), `resp` (RESP2 and RESP3): a node executing the core's
