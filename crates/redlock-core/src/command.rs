@@ -23,7 +23,7 @@ use crate::script::Script;
 use crate::server::{ExtendCommand, FenceCommand, NativeUse, Offer, ReleaseCommand};
 use crate::token::{Resource, Token};
 pub(crate) use crate::vote::Vote;
-use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QueueUse};
+use crate::waiters::{self, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT, QueueUse};
 
 /// Compare-and-delete: returns 1 if our key was deleted, -1 if the key was missing, 0 if it
 /// holds another token (algorithm.md §6). A delete is announced on the resource's release
@@ -270,6 +270,17 @@ impl Command {
     pub(crate) fn leave_queue(resource: &Resource, id: &Token) -> Self {
         let kind = CommandKind::EvalSha(&QUEUE_LEAVE_SCRIPT, ScriptUse::Queue(QueueUse::Leave));
         Self::new(kind, resource, id, 0)
+    }
+
+    /// A held mutex's release from the waiters' queue (waiters.rs, QUEUE_RELEASE): the key
+    /// of `resource` if it holds `token`, with the queue work `args` packed
+    /// (`waiters::pack_release`).
+    pub(crate) fn queue_release(resource: &Resource, token: &Token, args: Bytes) -> Self {
+        let kind = CommandKind::EvalSha(&QUEUE_RELEASE_SCRIPT, ScriptUse::Queue(QueueUse::Release));
+        Self {
+            extra: Some(args),
+            ..Self::new(kind, resource, token, 0)
+        }
     }
 
     /// A multi-lock's keys `args` set one by one, `SET key token NX PX ttl` each, written

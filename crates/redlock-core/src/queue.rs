@@ -271,6 +271,21 @@ impl Lines {
         (line.first == op && heard && fair).then_some(next)
     }
 
+    /// The call whose place in the waiters' queue `op`'s release takes (waiters.rs,
+    /// `Succession`): the next in `resource`'s line if `op` is first, while the line is
+    /// contested at `now` and the nodes run the queue's script.
+    pub(crate) fn next_to_place(
+        &self,
+        resource: &Resource,
+        op: OpId,
+        now: Instant,
+    ) -> Option<OpId> {
+        let line = self.lines.get(resource)?;
+        let next = *line.waiting.front()?;
+        let queues = self.is_contested(resource, now) && !self.queue_refused;
+        (line.first == op && queues).then_some(next)
+    }
+
     /// `op` handed its hold over to the next call of `resource`'s line, which is now first
     /// (see [`hand_over_to`](Self::hand_over_to)). A local hand-off: the streak goes on.
     pub(crate) fn hand_over(&mut self, resource: &Resource, op: OpId) {

@@ -45,6 +45,18 @@ impl CommandKind {
                 | Self::Eval(_, ScriptUse::Queue(QueueUse::Acquire)),
                 Reply::Array(items),
             ) => waiters::queued_vote(items).unwrap_or_else(|| Vote::Fault(unexpected(reply))),
+            // QUEUE_RELEASE: the outcome as the release script's (the rank is the next
+            // call's: lock/release.rs, `read_release`).
+            (
+                Self::EvalSha(_, ScriptUse::Queue(QueueUse::Release))
+                | Self::Eval(_, ScriptUse::Queue(QueueUse::Release)),
+                Reply::Array(items),
+            ) => match waiters::released(items) {
+                Some((1 | 2, _)) => Vote::Yes,
+                Some((0, _)) => Vote::No,
+                Some((-1, _)) => Vote::Missing,
+                _ => Vote::Fault(unexpected(reply)),
+            },
             (Self::EvalSha(_, ScriptUse::FencedAcquire), Reply::Nil)
             | (Self::Eval(_, ScriptUse::FencedAcquire), Reply::Nil) => Vote::No,
             // 2: deleted, and someone was subscribed (server.rs, `fold_release`).

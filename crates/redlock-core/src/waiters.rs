@@ -98,6 +98,8 @@ pub(crate) enum QueueUse {
     Acquire,
     /// QUEUE_LEAVE: 1 or 0.
     Leave,
+    /// QUEUE_RELEASE: `{outcome, rank}`.
+    Release,
 }
 
 /// A waiter's ticket and patience and id, packed into the command's extra slot (as
@@ -110,6 +112,32 @@ pub(crate) fn pack(ticket: u64, patience_ms: u64, id: &Token) -> Bytes {
     packed.extend_from_slice(&patience_ms.to_le_bytes());
     packed.extend_from_slice(id);
     packed.freeze()
+}
+
+/// A release's queue args ([`QUEUE_RELEASE_SCRIPT`]), packed into the command's extra slot:
+/// the holder's id (`leaving`) and the next call's [`pack`]ed args (`next`), either empty
+/// for none; the holder's id's length first, as 8 bytes little-endian.
+pub(crate) fn pack_release(leaving: Option<&Token>, next: Option<&Bytes>) -> Bytes {
+    let leaving = leaving.map_or(&[][..], Token::as_bytes);
+    let next = next.map_or(&[][..], |n| &n[..]);
+    let mut packed = BytesMut::with_capacity(8 + leaving.len() + next.len());
+    packed.extend_from_slice(&(leaving.len() as u64).to_le_bytes());
+    packed.extend_from_slice(leaving);
+    packed.extend_from_slice(next);
+    packed.freeze()
+}
+
+/// The holder's id and the next call's packed args of [`pack_release`]d bytes (empty for
+/// none, or if too short: never made so).
+fn unpack_release(packed: &[u8]) -> (&[u8], &[u8]) {
+    let Some((len, rest)) = packed.split_first_chunk::<8>() else {
+        return (&[], &[]);
+    };
+    let len = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
+    match rest.split_at_checked(len) {
+        Some((leaving, next)) => (leaving, next),
+        None => (&[], &[]),
+    }
 }
 
 /// The ticket, patience and id of [`pack`]ed bytes (zeros and nothing if too short: never
@@ -137,8 +165,9 @@ fn suffixed(key: &[u8], suffix: &str) -> Vec<u8> {
 }
 
 /// A queue script call's arguments, handed to `f`: `[EVALSHA sha | EVAL body] 3 R R:queue
-/// R:queue:until`, then the token, ttl, id, ticket and patience (QUEUE_ACQUIRE) or the id
-/// (QUEUE_LEAVE, whose command carries the id as its token).
+/// R:queue:until`, then the token, ttl, id, ticket and patience (QUEUE_ACQUIRE), the id
+/// (QUEUE_LEAVE, whose command carries the id as its token), or the token, the holder's id,
+/// and the next call's id, ticket and patience (QUEUE_RELEASE; '' and 0 for none).
 #[cold]
 pub(crate) fn script_args(
     call: [&[u8]; 2],
@@ -154,6 +183,13 @@ pub(crate) fn script_args(
     let [name, script] = call;
     match usage {
         QueueUse::Leave => f(&[name, script, b"3", key, &queue, &until, token]),
+        QueueUse::Release => {
+            let (leaving, next) = unpack_release(packed);
+            let (ticket, patience, id) = unpack(next);
+            let (ticket, patience) = (ticket.to_string(), patience.to_string());
+            let args = [name, script, b"3", key, &queue, &until, token, leaving, id];
+            f(&[&args[..], &[ticket.as_bytes(), patience.as_bytes()]].concat())
+        }
         QueueUse::Acquire => {
             let (ticket, patience, id) = unpack(packed);
             let (ticket, patience) = (ticket.to_string(), patience.to_string());
@@ -193,6 +229,79 @@ pub(crate) fn queued_vote(items: &[crate::resp::Reply]) -> Option<Vote> {
             ticket: u64::try_from(*ticket).ok()?,
         }),
         _ => None,
+    }
+}
+
+/// QUEUE_RELEASE's array reply `{outcome, rank}`: the release's outcome (as
+/// [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT)'s answer) and the next call's rank, if one was
+/// placed; `None` if it is not one.
+pub(crate) fn released(items: &[crate::resp::Reply]) -> Option<(i64, Option<u64>)> {
+    use crate::resp::Reply;
+    match items {
+        [Reply::Integer(outcome @ -1..=2), Reply::Integer(rank)] => {
+            Some((*outcome, u64::try_from(*rank).ok()))
+        }
+        _ => None,
+    }
+}
+
+/// A call's rank in the waiters' queue on each node (`None`: not heard, or not placed).
+pub(crate) type Ranks = Vec<Option<u64>>;
+
+/// What the release of a held mutex does in the waiters' queue ([`QUEUE_RELEASE_SCRIPT`]):
+/// the holder leaves the place it kept from its grant (its leave folded into its release),
+/// and the next call of its client's line, if the line is contested, takes its place with
+/// the same script, so that it waits its turn without a place attempt of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Succession {
+    /// The holder's waiter id, if it was granted from the queue.
+    leaving: Option<Token>,
+    /// The next call's [`pack`]ed args, if the release places it.
+    next: Option<Bytes>,
+    /// Per node, the next call's rank as the release's answers give it (`None` until one
+    /// does, or if it placed nothing); empty unless the release places the next call.
+    ranks: Ranks,
+}
+
+impl Succession {
+    /// The holder keeps its place `id` until its release (a grant from the queue).
+    pub(crate) fn keep(&mut self, id: Token) {
+        self.leaving = Some(id);
+    }
+
+    /// The release will place the next call, whose [`pack`]ed args are `next`, over `nodes`.
+    pub(crate) fn place_next(&mut self, next: Bytes, nodes: usize) {
+        self.next = Some(next);
+        self.ranks = vec![None; nodes];
+    }
+
+    /// Passes the holder's place on to the call that takes its hold by a hand-over.
+    pub(crate) fn hand_over(&mut self) -> Self {
+        Self {
+            leaving: self.leaving.take(),
+            ..Self::default()
+        }
+    }
+
+    /// The release's queue args ([`pack_release`]) if it has any queue work, else `None`
+    /// (the plain release then goes out, in its native form where the node has one).
+    pub(crate) fn release_args(&self) -> Option<Bytes> {
+        (self.leaving.is_some() || self.next.is_some())
+            .then(|| pack_release(self.leaving.as_ref(), self.next.as_ref()))
+    }
+
+    /// `node` answered the release with the next call's `rank` there.
+    pub(crate) fn on_rank(&mut self, node: NodeId, rank: Option<u64>) {
+        if let Some(slot) = self.ranks.get_mut(node.index()) {
+            *slot = rank;
+        }
+    }
+
+    /// The next call's rank on each node, once its place went out with the release
+    /// (`None` otherwise).
+    pub(crate) fn take_ranks(&mut self) -> Option<Ranks> {
+        self.next.take()?;
+        Some(std::mem::take(&mut self.ranks))
     }
 }
 
@@ -303,6 +412,23 @@ impl Place {
         self.lapsed = self.answered < quorum;
     }
 
+    /// The release of the call ahead in its client's line placed this call
+    /// ([`Succession`]): `ranks`, its rank on each node that answered. Returns whether a
+    /// quorum did; if so the place stands as after an attempt, else the call's next attempt
+    /// takes it with the same id and ticket.
+    pub(crate) fn on_placed(&mut self, ranks: &[Option<u64>], quorum: usize) -> bool {
+        let ticket = self.ticket;
+        let votes: Vec<Option<Vote>> = (ranks.iter())
+            .map(|r| r.map(|rank| Vote::Queued { rank, ticket }))
+            .collect();
+        self.on_answers(votes.iter().map(Option::as_ref));
+        let placed = self.answered >= quorum;
+        if placed {
+            self.on_attempt_end(quorum);
+        }
+        placed
+    }
+
     /// Whether a node gave the call a place yet.
     pub(crate) fn is_placed(&self) -> bool {
         self.placed
@@ -313,6 +439,11 @@ impl Place {
         if let Some(head) = self.head.get_mut(node.index()) {
             *head = id == self.id.as_bytes();
         }
+    }
+
+    /// Whether the call heads the queue on `node`, as last heard.
+    pub(crate) fn heads(&self, node: NodeId) -> bool {
+        self.head.get(node.index()).is_some_and(|h| *h)
     }
 
     /// Whether the call heads the queue on at least `quorum` nodes: the one waiter a

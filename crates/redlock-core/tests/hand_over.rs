@@ -137,10 +137,15 @@ fn a_contested_line_releases_on_the_nodes() {
     assert!(!h.drain().transmits.is_empty());
     reply_all(&mut h, b":2\r\n");
     assert_eq!(acquired(&reply_all(&mut h, OK)).op, waiting[0]);
-    // Contested: no hand-over; the release goes out alone, and the next call waits for it.
+    // Contested: no hand-over; the release goes out alone, and the next call waits for it
+    // (the release places it in the waiters' queue: QUEUE_RELEASE, waiters.rs).
     h.client.release(h.now, waiting[0]).unwrap();
     let out = h.drain();
-    assert!(out.events.is_empty() && release_alone(&out), "{out:?}");
+    let queue_release = (0..3).all(|n| {
+        let sent = String::from_utf8_lossy(&out.sent_to(n)).into_owned();
+        sent.contains(redlock_core::QUEUE_RELEASE_SCRIPT.sha1) && !sent.contains("SET")
+    });
+    assert!(out.events.is_empty() && queue_release, "{out:?}");
 }
 
 #[test]

@@ -253,7 +253,7 @@ fn assert_reloaded(commands: &[Vec<String>]) {
     ] {
         assert!(bodies.contains(&script.body), "{} not loaded", script.sha1);
     }
-    assert_eq!(bodies.len(), 18, "{bodies:?}");
+    assert_eq!(bodies.len(), 19, "{bodies:?}");
 }
 
 /// A node whose answer to a kind's acquire comes after the others granted it, and is

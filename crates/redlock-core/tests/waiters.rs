@@ -1,18 +1,22 @@
 //! The waiters' queue (waiters.rs, lock/acquire.rs), scripted byte for byte: a contended
 //! attempt takes a place at once with the nodes' wall clock as its ticket (then the largest
-//! the nodes gave), a
-//! release wakes only the queue's head, a `next:` announcement makes a waiter the head,
-//! and a grant leaves the queue on every node.
+//! the nodes gave), a release wakes only the queue's head, a `next:` announcement makes a
+//! waiter the head, a grant keeps the place until the release leaves it (QUEUE_RELEASE), and
+//! the release of a contested line places its next call.
 
 mod support;
 
 use std::time::Duration;
 
-use redlock_core::{Config, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, RetryPolicy, WaiterQueue};
+use redlock_core::{
+    Config, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT, RetryPolicy,
+    WaiterQueue,
+};
 use support::{Drained, Harness, NODE_SECS, time_reply};
 
 const NIL: &[u8] = b"_\r\n";
 const CONFIRM: &str = ">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
+const UNCONFIRM: &str = ">3\r\n$11\r\nunsubscribe\r\n$20\r\nredlock:released:res\r\n:0\r\n";
 const RELEASED: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
 
 /// Three nodes, a retry delay of one second (an attempt within milliseconds comes from a
@@ -58,6 +62,7 @@ fn connected() -> Harness {
             &redlock_core::EXTEND_SCRIPT,
             &QUEUE_ACQUIRE_SCRIPT,
             &QUEUE_LEAVE_SCRIPT,
+            &QUEUE_RELEASE_SCRIPT,
         ];
         for script in scripts {
             replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
@@ -158,31 +163,134 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
             "node {i} woke a waiter behind the head"
         );
     }
-    // Announced the head on two nodes: the next release wakes it at once, with the largest
-    // ticket the nodes gave.
+    // Announced the head on two nodes: a release wakes it at once, with the largest ticket
+    // the nodes gave. Node 2, which it headed all along, announced one already: node 0's
+    // makes a quorum.
     h.reply(0, &next(&id));
     h.reply(1, &next(&id));
-    h.reply(0, RELEASED);
-    let out = h.reply(1, RELEASED);
+    let out = h.reply(0, RELEASED);
     for i in 0..3 {
         let argv = queued_argv(&out, i).expect("the head's attempt");
         assert_eq!(argv[2], id);
         assert_eq!(argv[3], (ticket + 5).to_string());
     }
-    // Granted on two nodes (a grant keeps the place), the third still held: the call leaves
-    // the queue on every node.
+    let token = queued_argv(&out, 0).expect("the head's attempt")[0].clone();
+    // Granted on two nodes (a grant keeps the place), the third still held: the call holds
+    // and keeps its place; nothing goes out for the queue.
     h.reply(0, b":1\r\n");
     let mut sent = h.reply(1, b":1\r\n");
     assert!(h.client.held(op).is_some());
     sent.transmits
         .extend(h.reply(2, rank(0, ticket + 5).as_bytes()).transmits);
     for i in 0..3 {
-        let leave = words(&sent.sent_to(i));
-        let at = leave.iter().position(|s| s == QUEUE_LEAVE_SCRIPT.sha1);
-        let at = at.unwrap_or_else(|| panic!("no leave to node {i}"));
-        assert_eq!(
-            leave[at + 1..at + 6],
-            ["3", "res", "res:queue", "res:queue:until", &id]
+        let words = words(&sent.sent_to(i));
+        assert!(
+            !words.contains(&QUEUE_LEAVE_SCRIPT.sha1.to_string()),
+            "{words:?}"
         );
     }
+    // Its release leaves the place on every node, in the same script (QUEUE_RELEASE), and
+    // places no next call (none waits in its line).
+    h.client.release(h.now, op).unwrap();
+    let out = h.drain();
+    for i in 0..3 {
+        let release = words(&out.sent_to(i));
+        let at = release.iter().position(|s| s == QUEUE_RELEASE_SCRIPT.sha1);
+        let at = at.unwrap_or_else(|| panic!("no queue release to node {i}: {release:?}"));
+        assert_eq!(
+            release[at + 1..at + 10],
+            [
+                "3",
+                "res",
+                "res:queue",
+                "res:queue:until",
+                &token,
+                &id,
+                "",
+                "0",
+                "0"
+            ]
+        );
+    }
+}
+
+/// The `ARGV` of the queue release in what was sent to `node`: token, holder's id, next
+/// call's id, ticket, patience; `None` if none was sent.
+fn release_argv(out: &Drained, node: usize) -> Option<Vec<String>> {
+    let w = words(&out.sent_to(node));
+    let at = w.iter().position(|s| s == QUEUE_RELEASE_SCRIPT.sha1)?;
+    Some(w[at + 5..at + 10].to_vec())
+}
+
+/// A contested line's release places its next call in the queue (QUEUE_RELEASE): the call
+/// makes no place attempt of its own; behind another waiter, it waits its turn silently,
+/// and the release that makes it the head wakes it for its one attempt, with the place's
+/// id and ticket.
+#[test]
+fn a_contested_lines_release_places_its_next_call() {
+    let mut h = connected();
+    let (first, _) = h.acquire("res");
+    for i in 0..3 {
+        h.reply(i, NIL);
+    }
+    // Found held: the place at once; the head on every node, it probes the holder's ttl.
+    for i in 0..3 {
+        let place = rank(0, NODE_SECS * 1000);
+        h.reply(i, format!("{CONFIRM}:-1\r\n{place}").as_bytes());
+    }
+    for i in 0..3 {
+        h.reply(i, b":5000\r\n");
+    }
+    let (second, queued) = h.acquire("res");
+    assert!(queued.transmits.is_empty(), "the second call waits in line");
+    for i in 0..3 {
+        h.reply(i, RELEASED);
+    }
+    let granted: Vec<_> = (0..3).flat_map(|i| h.reply(i, b":1\r\n").events).collect();
+    assert!(h.client.held(first).is_some(), "{granted:?}");
+    // The line met another client: the release leaves the holder's place and places the
+    // next call, with the nodes' wall clock as its ticket.
+    h.ms(2);
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    let argv = release_argv(&out, 0).expect("a queue release");
+    let (holder, id) = (argv[1].clone(), argv[2].clone());
+    assert!(!holder.is_empty() && !id.is_empty() && holder != id);
+    let ticket: u64 = argv[3].parse().expect("a ticket");
+    assert!((NODE_SECS * 1000..NODE_SECS * 1000 + 1000).contains(&ticket));
+    assert_eq!(argv[4], "900");
+    for i in 1..3 {
+        assert_eq!(release_argv(&out, i), Some(argv.clone()), "node {i}");
+    }
+    // Each node: the confirmation of the holder's unsubscription, then the release's answer:
+    // released (someone was subscribed), the next call second in the queue. The call sends
+    // no attempt, only its subscription.
+    let mut after = Vec::new();
+    for i in 0..3 {
+        let out = h.reply(i, format!("{UNCONFIRM}*2\r\n:2\r\n:1\r\n").as_bytes());
+        assert!(queued_argv(&out, i).is_none(), "node {i}: no place attempt");
+        after.extend(out.events);
+    }
+    assert!(
+        matches!(&after[..], [redlock_core::Event::Released { op, .. }] if *op == first),
+        "{after:?}"
+    );
+    // The other client's holder releases: its release announces the next call as the head,
+    // then itself, on two nodes; the call attempts once, with its place's id and ticket.
+    for i in 0..3 {
+        h.reply(i, CONFIRM.as_bytes());
+    }
+    h.reply(0, &next(&id));
+    h.reply(0, RELEASED);
+    assert!(
+        queued_argv(&h.drain(), 0).is_none(),
+        "one node is no quorum"
+    );
+    h.reply(1, &next(&id));
+    let out = h.reply(1, RELEASED);
+    let attempt = queued_argv(&out, 0).expect("the head's attempt");
+    assert_eq!((&attempt[2], &attempt[3]), (&id, &ticket.to_string()));
+    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b":1\r\n").events).collect();
+    let acquired = support::acquired(&events[..1]);
+    assert_eq!((acquired.op, acquired.stats.attempts), (second, 1));
 }

@@ -54,7 +54,7 @@ impl Scripted {
         });
         // HELLO as a Redis 7 (scripts), the TIME after it, INFO and CONFIG GET (a node up
         // for a day: no quarantine), then the preloads (release, extend, and the waiters'
-        // queue's two, on by default).
+        // queue's three, on by default).
         let mut loaded = REDIS_7_HELLO.to_vec();
         loaded.extend_from_slice(b"*2\r\n$10\r\n1795190400\r\n$1\r\n0\r\n");
         loaded.extend_from_slice(b"$37\r\nrun_id:abc\r\nuptime_in_seconds:86400\r\n\r\n*0\r\n");
@@ -63,6 +63,7 @@ impl Scripted {
             &redlock_core::EXTEND_SCRIPT,
             &redlock_core::QUEUE_ACQUIRE_SCRIPT,
             &redlock_core::QUEUE_LEAVE_SCRIPT,
+            &redlock_core::QUEUE_RELEASE_SCRIPT,
         ];
         for script in scripts {
             loaded.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());

@@ -14,16 +14,18 @@ use std::time::{Duration, Instant};
 
 use redlock_core::{
     AcquireFailure, ConfigBuilder, ConnectionError, EXTEND_SCRIPT, NodeFault, NodeId,
-    QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome, RetryPolicy, Script,
+    QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome,
+    RetryPolicy, Script,
 };
 
-/// The scripts a connection loads first: release, extend, and the waiters' queue's two (on by
-/// default).
-const PRELOADS: [&Script; 4] = [
+/// The scripts a connection loads first: release, extend, and the waiters' queue's three (on
+/// by default).
+const PRELOADS: [&Script; 5] = [
     &RELEASE_SCRIPT,
     &EXTEND_SCRIPT,
     &QUEUE_ACQUIRE_SCRIPT,
     &QUEUE_LEAVE_SCRIPT,
+    &QUEUE_RELEASE_SCRIPT,
 ];
 use redlock_driver::{Connecting, Dial, Handle, IoLoop, LockError, LockGuard, Runtime, Setup};
 

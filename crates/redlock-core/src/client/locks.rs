@@ -7,11 +7,14 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
+use rand_core::CryptoRng;
+
 use crate::id::{NodeId, OpId, OpIdHasher};
 use crate::lock::Lock;
 use crate::node::Node;
 use crate::notify::Watching;
 use crate::queue::{HandOff, Lines};
+use crate::waiters::Ranks;
 
 /// The operations not yet finished, by id: each one's [`Entry`]. Reads and writes the lock
 /// alone as a map of locks would; [`entry_mut`](Self::entry_mut) reaches the client's marks.
@@ -87,6 +90,30 @@ impl Locks {
         Some(next)
     }
 
+    /// Before the lock `op` releases in a contested line: the next call of its line takes
+    /// its place in the waiters' queue with that release (waiters.rs, `Succession`), if the
+    /// line is contested and both locks can; nothing changes otherwise.
+    pub(super) fn place_next<R: CryptoRng + ?Sized>(
+        &mut self,
+        lines: &Lines,
+        now: Instant,
+        op: OpId,
+        rng: &mut R,
+    ) {
+        let Some(entry) = self.0.get(&op).filter(|e| e.in_line) else {
+            return;
+        };
+        let Some(next) = lines.next_to_place(entry.lock.resource(), op, now) else {
+            return;
+        };
+        let [Some(from), Some(to)] = self.0.get_disjoint_mut([&op, &next]) else {
+            return;
+        };
+        if let Some(args) = to.lock.take_place_at(now, rng) {
+            from.lock.place_next(args);
+        }
+    }
+
     /// How many operations are not finished.
     pub(super) fn len(&self) -> usize {
         self.0.len()
@@ -95,7 +122,8 @@ impl Locks {
 
 impl Entry {
     /// Takes the lock out of its resource's line once it no longer needs its place there,
-    /// and returns the next call in line with how it starts (queue.rs). A contested line, or
+    /// and returns the next call in line with how it starts (queue.rs), and its rank on each
+    /// node if the lock's release placed it in the waiters' queue. A contested line, or
     /// one that owes a courtesy hand-off, keeps the releasing lock's place until its release
     /// is done: its next call then starts when a waiter of another client hears of the
     /// release, or has tried on its timer.
@@ -104,7 +132,7 @@ impl Entry {
         &mut self,
         lines: &mut Lines,
         now: Instant,
-    ) -> Option<(OpId, HandOff)> {
+    ) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let lock = &mut self.lock;
         if lock.take_contested() {
             // Also after the lock left its line: the next hand-off of the line is fair.
@@ -124,7 +152,9 @@ impl Entry {
         self.in_line = false;
         // The next call yields only if another client waited for this very release.
         let yields = contested && lock.release_awaited();
-        lines.leave(lock.resource(), lock.op(), now, yields)
+        let ranks = lock.take_next_ranks();
+        let (next, how) = lines.leave(lock.resource(), lock.op(), now, yields)?;
+        Some((next, (how, ranks)))
     }
 
     /// Watches the lock's release channel while it waits for a release, and stops once it

@@ -207,6 +207,7 @@ impl<R: CryptoRng> Client<R> {
             self.pump(now, next);
             return Ok(());
         }
+        (self.locks).place_next(&self.lines, now, op, &mut self.rng);
         self.change(now, op, |lock, now| lock.release(now))
     }
 

@@ -18,6 +18,7 @@ use crate::node::Node;
 use crate::queue::HandOff;
 use crate::server::NativeUse;
 use crate::time::Timer;
+use crate::waiters::Ranks;
 
 impl<R: CryptoRng> Client<R> {
     /// Moves a lock's requests to node streams (failing those to down nodes at once), its
@@ -38,8 +39,9 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
-    /// left the front, and how it starts (queue.rs).
-    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, HandOff)> {
+    /// left the front, and how it starts (queue.rs; with its ranks in the waiters' queue if
+    /// this lock's release placed it: waiters.rs).
+    fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let entry = self.locks.entry_mut(op)?;
         if entry.lock.is_waiting_for_release() != entry.subscribed {
             // Before its requests: the subscription goes out ahead of the probe.

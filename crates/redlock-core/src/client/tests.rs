@@ -54,7 +54,7 @@ impl Rig {
             rig.input(Input::Connected { now: rig.now, conn });
             // HELLO (a Redis 7: scripts), TIME, INFO and CONFIG GET (an old node, with the
             // restart quarantine on), then the SCRIPT LOAD replies (release and extend, and
-            // the waiters' queue's two with the queue on), which are not read.
+            // the waiters' queue's three with the queue on), which are not read.
             rig.reply(i, REDIS_7_HELLO);
             rig.reply(i, NODE_TIME);
             if rig.client.config().restart_quarantine().is_some() {
@@ -62,7 +62,7 @@ impl Rig {
             }
             rig.reply(i, b"+OK\r\n+OK\r\n");
             if rig.client.config().waiter_queue().is_some() {
-                rig.reply(i, b"+OK\r\n+OK\r\n");
+                rig.reply(i, b"+OK\r\n+OK\r\n+OK\r\n");
             }
         }
         rig

@@ -19,6 +19,7 @@ use crate::options::{LockOptions, LockParams, ValidityFrom};
 use crate::quorum::{self, Decision};
 use crate::round::{Round, Slot};
 use crate::token::{Resource, Token};
+use crate::waiters::Succession;
 
 /// What every phase shares: the lock's identity and parameters, its events, the silent
 /// cleanup releases of failed attempts, and round numbering.
@@ -59,6 +60,9 @@ pub(super) struct Ctx {
     /// The nodes' wall clock in ms at an instant, as the client estimated it when the lock
     /// started: a waiter's ticket (waiters.rs).
     pub(super) wall: Option<(Instant, u64)>,
+    /// What the lock's release does in the waiters' queue (waiters.rs): the place it kept
+    /// from its grant, and the next call of its line it places.
+    pub(super) succession: Succession,
 }
 
 /// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
@@ -133,6 +137,7 @@ impl Ctx {
             awaited: false,
             queue_refused: false,
             wall: None,
+            succession: Succession::default(),
         })
     }
 

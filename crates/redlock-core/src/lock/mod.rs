@@ -154,11 +154,12 @@ impl Lock {
     }
 
     /// The call ahead in line let go: a queued lock starts its first attempt as `how` says
-    /// (queue.rs): now, or later to let a waiter of another client go first.
+    /// (queue.rs): now, or later to let a waiter of another client go first; in the
+    /// waiters' queue at its `ranks` if that call's release placed it there (waiters.rs).
     pub(crate) fn start_queued<R: CryptoRng + ?Sized>(
         &mut self,
         now: Instant,
-        how: crate::queue::HandOff,
+        how: (crate::queue::HandOff, Option<crate::waiters::Ranks>),
         rng: &mut R,
     ) {
         self.step(|phase, ctx| match phase {
@@ -388,11 +389,11 @@ impl Lock {
         if self.poll_timeout().is_some_and(|t| t <= now) {
             self.handle_timeout(now, rng);
         }
-        if let (Phase::Releasing(_), Ok(Reply::Integer(2))) = (&self.phase, &reply) {
-            // The release script says someone was subscribed to the release: another
-            // client waits (command.rs, `RELEASE_SCRIPT`).
-            self.ctx.contested = true;
-            self.ctx.awaited = true;
+        if let Phase::Releasing(r) = &self.phase
+            && r.round().is_some_and(|r| r.seq == id.round())
+        {
+            self.ctx
+                .read_release(id.node(), reply.as_ref().ok().copied());
         }
         let seq = id.round();
         let veto = veto.filter(|_| match &self.phase {

@@ -11,12 +11,16 @@ use super::{Ctx, Phase};
 use crate::io::{AcquireFailure, AcquireStats, Event};
 use crate::queue::{CONTESTED_YIELD, HandOff};
 use crate::time;
+use crate::waiters::{Place, Ranks};
 
 /// The queued phase.
 #[derive(Debug)]
 pub(super) struct Queued {
     since: Instant,
     give_up_at: Instant,
+    /// The place in the waiters' queue that the release of the call ahead takes for this
+    /// call (QUEUE_RELEASE; waiters.rs), once the client asked for it.
+    pub(super) place: Option<Box<Place>>,
 }
 
 impl Queued {
@@ -24,6 +28,7 @@ impl Queued {
         Self {
             since: now,
             give_up_at: time::add(now, ctx.params.retry.longest_wait()),
+            place: None,
         }
     }
 
@@ -38,19 +43,28 @@ impl Queued {
     /// release, or the retry policy's longest delay later for one that may not have (a
     /// courtesy hand-off). The time spent in line counts against the policy's overall wait,
     /// not against its attempts (none was made).
+    ///
+    /// A call whose place the release of the call ahead took (QUEUE_RELEASE, `ranks`: its
+    /// rank on each node that answered that release) starts in the waiters' queue with that
+    /// place: its first attempt at the same moment if it heads the queue on a quorum, else it
+    /// waits its turn without one (waiters.rs).
     pub(super) fn start<R: CryptoRng + ?Sized>(
-        &self,
+        &mut self,
         ctx: &mut Ctx,
         now: Instant,
-        how: HandOff,
+        (how, ranks): (HandOff, Option<Ranks>),
         rng: &mut R,
     ) -> Phase {
         let queued = now.saturating_duration_since(self.since);
         let retry = &mut ctx.params.retry;
         retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
         let delay_max = retry.delay_max;
+        let place = self.place.take();
         let gap = match how {
-            HandOff::Direct => return Phase::Acquiring(Acquiring::start(ctx, now, rng)),
+            HandOff::Direct if place.is_none() => {
+                return Phase::Acquiring(Acquiring::start(ctx, now, rng));
+            }
+            HandOff::Direct => Duration::ZERO,
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs); in the waiters' queue, its first attempt
             // then takes its place behind those already there (waiters.rs), and those that
@@ -62,6 +76,10 @@ impl Queued {
         };
         let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
         let at = time::add(now, gap.saturating_add(jitter));
+        if let Some(place) = place {
+            let ranks = ranks.unwrap_or_default();
+            return Phase::Acquiring(Acquiring::start_placed(ctx, (now, at), place, &ranks, rng));
+        }
         let queued = how == HandOff::Queued;
         Phase::Acquiring(Acquiring::start_at(ctx, (now, at), queued, rng))
     }

@@ -5,10 +5,13 @@ use std::time::Instant;
 
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
+use crate::id::NodeId;
 use crate::io::{Event, NodeFault, ReleaseOutcome};
+use crate::resp::Reply;
 use crate::round::{Round, Slot};
 use crate::time;
 use crate::token::Token;
+use crate::waiters;
 
 /// Lost at its deadline; the release waits until the keys should have expired
 /// (algorithm.md §14).
@@ -109,6 +112,28 @@ pub(super) fn start(ctx: &mut Ctx, now: Instant, token: &Token, early: bool) -> 
 }
 
 impl Ctx {
+    /// Reads `node`'s `reply` to the release round for what it says beyond the outcome:
+    /// someone was subscribed to the release (the script answered 2: another client waits;
+    /// command.rs, `RELEASE_SCRIPT`), and the rank of the next call the release placed
+    /// (QUEUE_RELEASE's `{outcome, rank}`; waiters.rs).
+    pub(super) fn read_release(&mut self, node: NodeId, reply: Option<&Reply>) {
+        let outcome = match reply {
+            Some(Reply::Integer(n)) => *n,
+            Some(Reply::Array(items)) => match waiters::released(items) {
+                Some((outcome, rank)) => {
+                    self.succession.on_rank(node, rank);
+                    outcome
+                }
+                None => return,
+            },
+            _ => return,
+        };
+        if outcome == 2 {
+            self.contested = true;
+            self.awaited = true;
+        }
+    }
+
     /// A release round to all N nodes, each with until the release timeout to answer;
     /// `held`: the release of a held lock, announced where it goes out as a native command
     /// (a failed attempt's cleanup is not: most often it deletes nothing, and a waiter
@@ -116,13 +141,15 @@ impl Ctx {
     fn release_round(&mut self, now: Instant, token: &Token, held: bool) -> Round {
         // A kind beyond the mutex releases by its own script (kinds/mod.rs), a failed
         // writer's attempt as the mutex does.
-        let command = match self
-            .kind
-            .as_ref()
-            .and_then(|k| k.release(&self.resource, token, held))
-        {
+        let kind = self.kind.as_ref();
+        let command = match kind.and_then(|k| k.release(&self.resource, token, held)) {
             Some(command) => command,
-            None => Command::release(&self.resource, token),
+            // A held mutex with work in the waiters' queue: its place to leave, or the next
+            // call of its line to place (waiters.rs, `Succession`). Never native.
+            None => match (self.succession.release_args()).filter(|_| held && kind.is_none()) {
+                Some(args) => Command::queue_release(&self.resource, token, args),
+                None => Command::release(&self.resource, token),
+            },
         };
         let command = if held { command.announced() } else { command };
         self.round_to_all(command, now)

@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use bytes::Bytes;
 use rand_core::CryptoRng;
 
 use super::{Acquiring, Ctx, Lock, Phase};
@@ -62,5 +63,41 @@ impl Lock {
     /// This lock waits without the waiters' queue: its client's nodes refused its script.
     pub(crate) fn without_queue(&mut self) {
         self.ctx.params.queue = None;
+    }
+
+    /// The call ahead in this queued lock's line is about to release in a contested line:
+    /// this call takes its place in the waiters' queue with that release (waiters.rs,
+    /// `Succession`), if it would wait there and its ticket is known (the nodes' wall clock
+    /// was read). Returns the place's packed args for the release to carry.
+    pub(crate) fn take_place_at<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Bytes> {
+        let Phase::Queued(queued) = &mut self.phase else {
+            return None;
+        };
+        self.ctx.wall?;
+        let mut place = Acquiring::new_place(&self.ctx, now, rng)?;
+        let args = place.args()?;
+        queued.place = Some(Box::new(place));
+        Some(args)
+    }
+
+    /// This held lock's release will place the next call of its line, whose place's
+    /// packed args are `next` (see [`take_place_at`](Self::take_place_at)); `false` (and
+    /// nothing changes) unless it is a held mutex.
+    pub(crate) fn place_next(&mut self, next: Bytes) -> bool {
+        let held = matches!(self.phase, Phase::Held(_)) && self.ctx.kind.is_none();
+        if held {
+            (self.ctx.succession).place_next(next, self.ctx.params.nodes);
+        }
+        held
+    }
+
+    /// The next call's rank on each node, as this lock's release placed it (`None` if it
+    /// placed none).
+    pub(crate) fn take_next_ranks(&mut self) -> Option<crate::waiters::Ranks> {
+        self.ctx.succession.take_ranks()
     }
 }

@@ -28,7 +28,7 @@ use crate::kinds::KIND_SCRIPTS;
 use crate::policy::NodeSettings;
 use crate::resp::{self, Decoder, ProtocolError};
 use crate::server::NodeCommands;
-use crate::waiters::{QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT};
+use crate::waiters::{QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT};
 
 pub(crate) use decode::Hello;
 
@@ -141,6 +141,7 @@ impl Session {
             &EXTEND_SCRIPT,
             &QUEUE_ACQUIRE_SCRIPT,
             &QUEUE_LEAVE_SCRIPT,
+            &QUEUE_RELEASE_SCRIPT,
         ];
         let fenced = [&FENCED_ACQUIRE_SCRIPT, &RAISE_FENCE_SCRIPT];
         let scripts = (mutex.iter().chain(&fenced)).chain(&KIND_SCRIPTS);
@@ -188,9 +189,11 @@ impl Session {
         if self.preload_scripts {
             // The waiters' queue's too, with the queue on: a first contention that met
             // `-NOSCRIPT` would take two more round trips, and may time out.
-            let queue = self
-                .preload_queue
-                .then_some([&QUEUE_ACQUIRE_SCRIPT, &QUEUE_LEAVE_SCRIPT]);
+            let queue = self.preload_queue.then_some([
+                &QUEUE_ACQUIRE_SCRIPT,
+                &QUEUE_LEAVE_SCRIPT,
+                &QUEUE_RELEASE_SCRIPT,
+            ]);
             let scripts = [&RELEASE_SCRIPT, &EXTEND_SCRIPT]
                 .into_iter()
                 .chain(queue.into_iter().flatten());

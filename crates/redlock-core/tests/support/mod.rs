@@ -93,7 +93,7 @@ impl Harness {
 
     /// Answers the `HELLO` (as a Redis 7, so that the node gets scripts) and the
     /// `SCRIPT LOAD`s a new connection starts with (release and extend, and with the waiters'
-    /// queue on its two).
+    /// queue on its three).
     pub(crate) fn answer_preloads(&mut self, node: usize) {
         self.answer_hello(node, "redis", "7.0.15");
         let mut answers = Vec::new();
@@ -102,6 +102,7 @@ impl Harness {
             scripts.extend([
                 &redlock_core::QUEUE_ACQUIRE_SCRIPT,
                 &redlock_core::QUEUE_LEAVE_SCRIPT,
+                &redlock_core::QUEUE_RELEASE_SCRIPT,
             ]);
         }
         for script in scripts {

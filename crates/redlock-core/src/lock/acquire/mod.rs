@@ -22,7 +22,7 @@ use crate::round::{self, Round, Slot};
 use crate::time;
 use crate::token::Token;
 use crate::waiters::Place;
-use place::{answers, new_place, settled};
+use place::{answers, settled};
 
 mod place;
 
@@ -115,7 +115,7 @@ impl Acquiring {
         queued: bool,
         rng: &mut R,
     ) -> Self {
-        let place = queued.then(|| new_place(ctx, now, rng)).flatten();
+        let place = queued.then(|| Self::new_place(ctx, now, rng)).flatten();
         Self {
             attempts: 0,
             first_start: now,
@@ -190,8 +190,14 @@ impl Acquiring {
         rng: &mut R,
     ) {
         // A waiter in the queue that is not its head lets the head go: the release wakes
-        // one waiter, not every one (waiters.rs).
-        if (self.place.as_ref()).is_some_and(|p| p.is_placed() && !p.is_head(ctx.params.quorum)) {
+        // one waiter, not every one (waiters.rs). A release on a node it heads is counted,
+        // for when it heads a quorum: a release that makes it the head there announces so
+        // just before (QUEUE_RELEASE).
+        let quorum = ctx.params.quorum;
+        if let Some(place) = (self.place.as_ref()).filter(|p| p.is_placed() && !p.is_head(quorum)) {
+            if let Some(wait) = self.wait.as_mut().filter(|_| place.heads(node)) {
+                wait.count_released((0..ctx.params.nodes).map(|n| n == node.index()));
+            }
             return;
         }
         if let Some(wait) = &mut self.wait {
@@ -400,8 +406,7 @@ impl Acquiring {
                     },
                     fencing_token,
                 };
-                // Granted: the call's place goes from every node (a grant keeps it).
-                self.leave(ctx, now);
+                self.keep_place(ctx);
                 let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
                 ctx.events.push_back(Event::Acquired(acquired));
                 Some(Phase::Held(held))
@@ -458,7 +463,7 @@ impl Acquiring {
         // Another client holds it: listen for its release and read when its keys expire.
         let held = matches!(reason, AcquireFailure::Contended { .. });
         let first_place = held && self.place.is_none() && !self.queue_refused;
-        if first_place && let Some(place) = new_place(ctx, now, rng) {
+        if first_place && let Some(place) = Self::new_place(ctx, now, rng) {
             // The call takes its place in the queue at once (an early attempt, not counted):
             // waiting without one, it would be passed by every waiter that placed itself
             // meanwhile.

@@ -10,6 +10,7 @@ use super::{Acquiring, Ctx};
 use crate::command::{Command, Vote};
 use crate::id::NodeId;
 use crate::io::NodeFault;
+use crate::lock::wait::Wait;
 use crate::quorum::Decision;
 use crate::round::{Round, Slot};
 use crate::time;
@@ -17,6 +18,59 @@ use crate::token::Token;
 use crate::waiters::Place;
 
 impl Acquiring {
+    /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
+    /// queue on (options.rs); its id drawn from `rng`, the same on every node.
+    pub(in crate::lock) fn new_place<R: CryptoRng + ?Sized>(
+        ctx: &Ctx,
+        now: Instant,
+        rng: &mut R,
+    ) -> Option<Place> {
+        let patience = ctx.params.queue?;
+        let plain = ctx.kind.is_none() && ctx.fence_key.is_none();
+        // The nodes' wall clock now, as the client estimated it when the call started.
+        let ticket = ctx.wall.map_or(0, |(at, ms)| {
+            let since = now.saturating_duration_since(at).as_millis();
+            ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
+        });
+        plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience, ticket))
+    }
+
+    /// A call whose place the release of the call ahead in its client's line took
+    /// (waiters.rs, `Succession`; `ranks`: its rank on each node that answered that
+    /// release). Behind another waiter on a quorum of nodes, it makes no attempt yet: it
+    /// waits its turn, listening, its retry timer renewing the place. Heading the queue (or
+    /// placed by too few nodes), its first attempt is at `at`, with the same id and ticket.
+    pub(in crate::lock) fn start_placed<R: CryptoRng + ?Sized>(
+        ctx: &mut Ctx,
+        (now, at): (Instant, Instant),
+        mut place: Box<Place>,
+        ranks: &[Option<u64>],
+        rng: &mut R,
+    ) -> Self {
+        let mut acquiring = Self::start_at(ctx, (now, at), false, rng);
+        let quorum = ctx.params.quorum;
+        let behind = place.on_placed(ranks, quorum) && !place.is_head(quorum);
+        acquiring.place = Some(place);
+        if behind {
+            ctx.contested = true;
+            acquiring.listening = ctx.params.notify;
+            let retry = ctx.params.retry;
+            let delay = time::uniform(rng, retry.delay_min, retry.delay_max);
+            let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
+            let wait = Wait::new(ctx, now, next, (acquiring.listening, false));
+            acquiring.wait = Some(Box::new(wait));
+        }
+        acquiring
+    }
+
+    /// The call holds: it keeps its place until its release, which leaves it (waiters.rs,
+    /// `Succession`): its leave folded into the release, one script fewer per hold.
+    pub(super) fn keep_place(&mut self, ctx: &mut Ctx) {
+        if let Some(place) = self.place.take() {
+            ctx.succession.keep(place.id().clone());
+        }
+    }
+
     /// `node` announced `id` as the next head of the resource's queue.
     pub(crate) fn on_next(&mut self, node: NodeId, id: &[u8]) {
         if let Some(place) = &mut self.place {
@@ -87,21 +141,4 @@ pub(super) fn settled(round: &Round) -> bool {
     round.decision() == Decision::Reached
         || round.is_complete()
         || !round.command.is_queued_acquire()
-}
-
-/// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
-/// queue on (options.rs); its id drawn from `rng`, the same on every node.
-pub(super) fn new_place<R: CryptoRng + ?Sized>(
-    ctx: &Ctx,
-    now: Instant,
-    rng: &mut R,
-) -> Option<Place> {
-    let patience = ctx.params.queue?;
-    let plain = ctx.kind.is_none() && ctx.fence_key.is_none();
-    // The nodes' wall clock now, as the client estimated it when the call started.
-    let ticket = ctx.wall.map_or(0, |(at, ms)| {
-        let since = now.saturating_duration_since(at).as_millis();
-        ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
-    });
-    plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience, ticket))
 }
