@@ -43,8 +43,8 @@ use libfuzzer_sys::fuzz_target;
 use redlock_core::{
     AutoExtend, Client, Config, ConnId, ConnectionError, EXTEND_SCRIPT, Event,
     FENCED_ACQUIRE_SCRIPT, Fencing, Input, LockOptions, NodeId, NodeSettings, OpId, Output,
-    RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Resource, RestartQuarantine, RetryPolicy, Token,
-    UsageError,
+    QUEUE_RELEASE_SCRIPT, RAISE_FENCE_SCRIPT, RELEASE_SCRIPT, Resource, RestartQuarantine,
+    RetryPolicy, Token, UsageError,
 };
 use redlock_testkit::resp::{self, Reply};
 
@@ -723,6 +723,9 @@ impl Driver {
         let last_release = |key: &(Vec<u8>, Vec<u8>)| {
             commands.iter().rposition(|c| {
                 (is_script(c, &RELEASE_SCRIPT) && c.get(3..5).is_some_and(|k| key_of(k) == *key))
+                    || (is_script(c, &QUEUE_RELEASE_SCRIPT)
+                        && c.len() > 6
+                        && key_of(&[c[3], c[6]]) == *key)
                     || (c[0] == b"DELIFEQ" && c.get(1..3).is_some_and(|k| key_of(k) == *key))
                     || (c[0] == b"DELEX" && c.len() == 4 && key_of(&[c[1], c[3]]) == *key)
             })

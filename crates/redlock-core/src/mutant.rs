@@ -75,9 +75,9 @@ pub enum Mutant {
     /// old hold's validity, counted again from the hand-over (`deadline = now + validity`),
     /// instead of its deadline: the new holder believes in the lock after its keys expire.
     HandOverKeepsValidity,
-    /// A hand-over to a call that asked for a shorter ttl than the holder's, with more
-    /// validity left than that ttl could give it: the keys outlive the ttl the new holder
-    /// chose, and the validity it is told is above it.
+    /// A hand-over to a call that asked for a shorter ttl than the holder's keeps the old
+    /// deadline, with more validity left than that ttl could give it: the validity the new
+    /// holder is told is above the ttl it asked for.
     HandOverPastTtl,
     /// A waiters' queue whose acquire never prunes a lapsed place
     /// ([`QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT`](crate::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT)): a

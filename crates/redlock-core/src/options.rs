@@ -374,9 +374,9 @@ pub(crate) struct LockParams {
     /// deadline (lock/hand_over.rs; a negative control counts the old validity again from
     /// the hand-over instead).
     pub(crate) carry_deadline: bool,
-    /// Whether a call takes the hold of the call ahead in its line only with no more
-    /// validity left than its own ttl could give it (lock/hand_over.rs; a negative control
-    /// takes any, its keys outliving the ttl it asked for).
+    /// Whether a call that takes the hold of the call ahead in its line has its deadline
+    /// brought forward to what its own ttl could give it (lock/hand_over.rs; a negative
+    /// control keeps the old deadline, a validity above the ttl it asked for).
     pub(crate) hand_over_within_ttl: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,

@@ -16,12 +16,13 @@
 //!   the waiters alike (docs/design.md, "The waiters' queue", why that rules out a
 //!   livelock).
 //! - A grant leaves the place where it is: a grant on too few nodes is released and the
-//!   call keeps its turn. Once a quorum granted it, the call leaves
-//!   ([`QUEUE_LEAVE_SCRIPT`]) on every node, and a node where it headed the queue announces
-//!   the next head on the release channel (`next:<id>`); a release announces itself as
-//!   before (an empty message). Only a call that is the head on a quorum of nodes tries at
-//!   once when it hears of a release; the others keep their retry timers, which also renew
-//!   their places.
+//!   call keeps its turn. Once a quorum granted it, the call holds and keeps its place
+//!   until its release ([`QUEUE_RELEASE_SCRIPT`], [`Succession`]), which leaves it, places
+//!   the next call of the holder's line if the line is contested, announces the next head
+//!   on the release channel (`next:<id>`), then releases and announces itself as before (an
+//!   empty message). Only a call that is the head on a quorum of nodes tries at once when
+//!   it hears of a release; the others keep their retry timers, which also renew their
+//!   places. A call that gives up leaves ([`QUEUE_LEAVE_SCRIPT`]).
 //! - A place lapses [`Place`]'s patience after its last renewal: a waiter that died, gave up
 //!   unheard or lost its nodes blocks the queue for at most that long. A call that gives
 //!   up leaves too.

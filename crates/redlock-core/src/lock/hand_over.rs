@@ -22,29 +22,29 @@ impl Lock {
     /// its release are its own.
     ///
     /// Refused unless this lock holds and `next` waits in line, both are unfenced locks of
-    /// the same kind with the same supplied value (if any), and the validity left is more
-    /// than `next` would accept from the nodes ([`least_validity`]) and no more than they
-    /// could give it ([`most_validity`]).
+    /// the same kind with the same supplied value (if any), and more validity is left than
+    /// `next` would accept from the nodes ([`least_validity`]). Never more validity than the
+    /// nodes could give `next` ([`most_validity`]): a call that asked for a shorter ttl than
+    /// the holder's has its deadline brought forward to it.
     pub(crate) fn hand_over(&mut self, now: Instant, next: &mut Self) -> bool {
         let (Phase::Held(held), Phase::Queued(_)) = (&self.phase, &next.phase) else {
             return false;
         };
         let (deadline, granted) = held.deadline_and_validity();
         let left = deadline.saturating_duration_since(now);
-        if !shares_hold(&self.ctx, &next.ctx)
-            || left <= least_validity(&next.ctx)
-            || (next.ctx.params.hand_over_within_ttl && left > most_validity(&next.ctx))
-        {
+        if !shares_hold(&self.ctx, &next.ctx) || left <= least_validity(&next.ctx) {
             return false;
         }
         let params = &next.ctx.params;
         // docs/design.md, "Hand-over": the deadline is the old one, never refreshed: the keys
         // were set by the old call's attempt, and only its deadline is one they outlive
-        // (algorithm.md §4). A negative control counts the old validity again from now.
-        let deadline = if params.carry_deadline {
-            deadline
-        } else {
-            time::add(now, granted)
+        // (algorithm.md §4); earlier if the new call's own ttl ends sooner. A negative
+        // control counts the old validity again from now; another keeps the old deadline
+        // past the new call's ttl.
+        let deadline = match (params.carry_deadline, params.hand_over_within_ttl) {
+            (true, true) => deadline.min(time::add(now, most_validity(&next.ctx))),
+            (true, false) => deadline,
+            (false, _) => time::add(now, granted),
         };
         let validity = deadline.saturating_duration_since(now);
         let token = held.token().clone();
@@ -103,9 +103,10 @@ fn least_validity(ctx: &Ctx) -> Duration {
 }
 
 /// The most validity a hand-over may give the next call: what an acquisition on the nodes
-/// would give it at best (`ttl - drift`). A call that asked for a shorter ttl than the
-/// holder's must not take keys that outlive it: had it died holding them, the other clients
-/// would wait out the old, longer ttl, not the one it chose. It goes to the nodes instead.
+/// would give it at best (`ttl - drift`). A caller sizes its section, its renewals and its
+/// loss by the ttl it asked for; a hold that ran on past it would be one it never asked for.
+/// The keys themselves may outlive it, by no more than they would outlive the old call had
+/// it kept holding: a crash of the process leaves them as the holder's crash would have.
 fn most_validity(ctx: &Ctx) -> Duration {
     let timing = &ctx.params.timing;
     timing.ttl().saturating_sub(timing.drift())
