@@ -430,16 +430,17 @@ impl Place {
         placed
     }
 
-    /// Whether a node gave the call a place yet.
-    pub(crate) fn is_placed(&self) -> bool {
-        self.placed
-    }
-
     /// `node` announced `id` as its queue's next head.
     pub(crate) fn on_next(&mut self, node: NodeId, id: &[u8]) {
         if let Some(head) = self.head.get_mut(node.index()) {
             *head = id == self.id.as_bytes();
         }
+    }
+
+    /// Whether the call has a place and heads the queue on fewer than `quorum` nodes: a
+    /// release wakes another waiter.
+    pub(crate) fn is_behind(&self, quorum: usize) -> bool {
+        self.placed && !self.is_head(quorum)
     }
 
     /// Whether the call heads the queue on `node`, as last heard.

@@ -1,6 +1,7 @@
 //! What the script models share with the Lua they stand for: the model's signature, how
 //! a script's arguments read (Lua's `tonumber`, `SET`'s `PX`, `PEXPIRE`'s milliseconds),
-//! the errors a script raises, and the channel a release announces on. A leaf: `script`
+//! the errors a script raises, and a release (its compare-and-delete and the channel it
+//! announces on, which the queue's release runs too). A leaf: `script`
 //! (the mutex's and fencing models, the registry) and `kinds` (the lock kinds' models)
 //! both build on it.
 
@@ -70,4 +71,27 @@ pub fn millis_arg(arg: &[u8]) -> Result<Duration, ServerReply> {
 pub(crate) fn arity_error() -> ServerReply {
     // What Lua would raise indexing a missing KEYS/ARGV entry, roughly.
     ServerReply::error("ERR Error running script: missing KEYS or ARGV")
+}
+
+/// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
+/// [`release_channel`]), 2 if so and someone received the message (a waiter), -1 if
+/// missing, 0 if another token holds it.
+pub(crate) fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
+    let (Some(key), Some(token)) = (k.first(), argv.first()) else {
+        return arity_error();
+    };
+    // `GET` raises on a key of another type, which ends the script with that error.
+    match keys.get(key) {
+        Ok(Some(v)) if v == token => {
+            keys.del(key);
+            // `redis.pcall`: a denied channel returns an error the script goes past.
+            match keys.publish(release_channel(key), Bytes::new()) {
+                Ok(n) if n > 0 => ServerReply::Int(2),
+                _ => ServerReply::Int(1),
+            }
+        }
+        Ok(None) => ServerReply::Int(-1),
+        Ok(Some(_)) => ServerReply::Int(0),
+        Err(e) => e.into(),
+    }
 }

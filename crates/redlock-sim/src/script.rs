@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use crate::keyspace::Keys;
 pub use crate::lua::{RELEASE_CHANNEL_PREFIX, ScriptFn, millis_arg, release_channel};
-use crate::lua::{TIME_DENIED_IN_SCRIPT, arity_error, lua_tonumber, set_px_arg};
+use crate::lua::{TIME_DENIED_IN_SCRIPT, arity_error, lua_tonumber, release, set_px_arg};
 use crate::resp::ServerReply;
 
 /// The scripts nodes can run, each under its body and its SHA1.
@@ -210,29 +210,6 @@ fn raise_fence(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply 
         }
     }
     ServerReply::Int(1)
-}
-
-/// `RELEASE_SCRIPT`: 1 if our key was deleted (and an empty message published on its
-/// [`release_channel`]), 2 if so and someone received the message (a waiter), -1 if
-/// missing, 0 if another token holds it.
-pub(crate) fn release(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
-    let (Some(key), Some(token)) = (k.first(), argv.first()) else {
-        return arity_error();
-    };
-    // `GET` raises on a key of another type, which ends the script with that error.
-    match keys.get(key) {
-        Ok(Some(v)) if v == token => {
-            keys.del(key);
-            // `redis.pcall`: a denied channel returns an error the script goes past.
-            match keys.publish(release_channel(key), Bytes::new()) {
-                Ok(n) if n > 0 => ServerReply::Int(2),
-                _ => ServerReply::Int(1),
-            }
-        }
-        Ok(None) => ServerReply::Int(-1),
-        Ok(Some(_)) => ServerReply::Int(0),
-        Err(e) => e.into(),
-    }
 }
 
 /// `EXTEND_SCRIPT`: 1 if our key's ttl was reset, 0 otherwise; never creates a key.

@@ -125,6 +125,15 @@ impl Wait {
         }
     }
 
+    /// `node` announced a release, counted without bringing the attempt forward.
+    pub(super) fn count_notice(&mut self, node: NodeId) {
+        if let Some(seen) = self.notified.get_mut(node.index())
+            && !std::mem::replace(seen, true)
+        {
+            self.notices += 1;
+        }
+    }
+
     /// `node` announced a release: once a quorum did, the attempt is brought forward.
     pub(super) fn on_notice<R: CryptoRng + ?Sized>(
         &mut self,
@@ -133,12 +142,10 @@ impl Wait {
         node: NodeId,
         rng: &mut R,
     ) {
-        let Some(seen) = self.notified.get_mut(node.index()) else {
+        if self.notified.get(node.index()).is_none() {
             return;
-        };
-        if !std::mem::replace(seen, true) {
-            self.notices += 1;
         }
+        self.count_notice(node);
         if self.notices >= ctx.params.quorum {
             self.bring_forward(ctx, now, rng);
         }

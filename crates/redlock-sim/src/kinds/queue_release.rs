@@ -21,9 +21,9 @@ use super::queue::{
 };
 use super::{Steps, node_now, reply};
 use crate::keyspace::Keys;
+use crate::lua::release;
 use crate::lua::{arity_error, lua_tonumber};
 use crate::resp::ServerReply;
-use crate::script::release;
 
 /// QUEUE_RELEASE (`ARGV[1]` the stored value, `ARGV[2]` the leaving holder's id or '',
 /// `ARGV[3]` the id of the next call of its line or '', `ARGV[4]` that call's ticket (0: the

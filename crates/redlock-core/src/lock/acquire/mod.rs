@@ -189,14 +189,12 @@ impl Acquiring {
         node: NodeId,
         rng: &mut R,
     ) {
-        // A waiter in the queue that is not its head lets the head go: the release wakes
-        // one waiter, not every one (waiters.rs). A release on a node it heads is counted,
-        // for when it heads a quorum: a release that makes it the head there announces so
-        // just before (QUEUE_RELEASE).
-        let quorum = ctx.params.quorum;
-        if let Some(place) = (self.place.as_ref()).filter(|p| p.is_placed() && !p.is_head(quorum)) {
+        // A waiter behind the queue's head lets the head go: a release wakes one waiter, not
+        // every one (waiters.rs); one on a node it heads counts for when it heads a quorum
+        // (QUEUE_RELEASE announces a new head just before the release).
+        if let Some(place) = (self.place.as_ref()).filter(|p| p.is_behind(ctx.params.quorum)) {
             if let Some(wait) = self.wait.as_mut().filter(|_| place.heads(node)) {
-                wait.count_released((0..ctx.params.nodes).map(|n| n == node.index()));
+                wait.count_notice(node);
             }
             return;
         }

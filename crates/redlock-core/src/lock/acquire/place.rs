@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use rand_core::CryptoRng;
 
+use super::Wait;
 use super::{Acquiring, Ctx};
 use crate::command::{Command, Vote};
 use crate::id::NodeId;
 use crate::io::NodeFault;
-use crate::lock::wait::Wait;
 use crate::quorum::Decision;
 use crate::round::{Round, Slot};
 use crate::time;
@@ -20,7 +20,7 @@ use crate::waiters::Place;
 impl Acquiring {
     /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
     /// queue on (options.rs); its id drawn from `rng`, the same on every node.
-    pub(in crate::lock) fn new_place<R: CryptoRng + ?Sized>(
+    pub(crate) fn new_place<R: CryptoRng + ?Sized>(
         ctx: &Ctx,
         now: Instant,
         rng: &mut R,
@@ -40,7 +40,7 @@ impl Acquiring {
     /// release). Behind another waiter on a quorum of nodes, it makes no attempt yet: it
     /// waits its turn, listening, its retry timer renewing the place. Heading the queue (or
     /// placed by too few nodes), its first attempt is at `at`, with the same id and ticket.
-    pub(in crate::lock) fn start_placed<R: CryptoRng + ?Sized>(
+    pub(crate) fn start_placed<R: CryptoRng + ?Sized>(
         ctx: &mut Ctx,
         (now, at): (Instant, Instant),
         mut place: Box<Place>,
