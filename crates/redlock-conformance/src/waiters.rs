@@ -1,7 +1,7 @@
 //! The waiters' queue (docs/design.md, "The waiters' queue") on real servers, with every
 //! default on: the waiters of two other clients take the lock in the order they came, each
-//! woken by the release ahead of it; and a waiter that died heads the queue no longer than
-//! its place's deadline.
+//! woken by the release ahead of it; a waiter that died heads the queue no longer than its
+//! place's deadline; and a contested line's release places its next call.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -139,4 +139,59 @@ pub fn a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts<D: Driver>()
         "the lapsed place held the queue for {waited:?}"
     );
     guard.release().unwrap();
+}
+
+/// Client A's line holds three calls, client B waits with two in turn: the turns alternate
+/// across the two clients in the order they came (B, A, B, A after A's first), and once A's
+/// line met B, its release places its next call in the queue (QUEUE_RELEASE): that call
+/// waits its turn without a place attempt of its own and is granted at its one attempt.
+pub fn a_contested_lines_next_call_takes_its_turn_at_one_attempt<D: Driver>() {
+    use std::sync::{Arc, Mutex};
+    let c = cluster(3);
+    let build = || D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = (build(), build());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    // Each call holds 30 ms, long enough for the other client's next call to take its place;
+    // returns the attempts of each of `names`' calls, made one after the other.
+    let calls = |client: &D, names: &'static [&'static str]| {
+        let (client, order) = (client.clone(), Arc::clone(&order));
+        thread::spawn(move || {
+            let mut attempts = Vec::new();
+            for name in names {
+                let guard = client.lock_with(KEY, LockOptions::default()).unwrap();
+                order.lock().unwrap().push(*name);
+                attempts.push(guard.stats().attempts);
+                thread::sleep(Duration::from_millis(30));
+                guard.release().unwrap();
+            }
+            attempts
+        })
+    };
+    let held = a.lock_with(KEY, LockOptions::default()).unwrap();
+    let b_calls = calls(&b, &["B1", "B2"]);
+    wait_for_waiters(&c, 1);
+    // A's next two calls wait in A's line, in order (one thread each).
+    let a2 = calls(&a, &["A2"]);
+    thread::sleep(Duration::from_millis(10));
+    let a3 = calls(&a, &["A3"]);
+    // Past the time a line hands over without going to the nodes (queue.rs,
+    // `HEAR_WAITERS_EVERY`): A's release goes to the nodes and hears of B.
+    thread::sleep(Duration::from_millis(60));
+    held.release().unwrap();
+    let b_attempts = b_calls.join().expect("client B");
+    let a2_attempts = a2.join().expect("A2");
+    let a3_attempts = a3.join().expect("A3");
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, ["B1", "A2", "B2", "A3"], "turns across clients");
+    // A3 came into the queue with A2's release, behind B2: one attempt.
+    assert_eq!(
+        a3_attempts,
+        [1],
+        "A3's attempts (A2: {a2_attempts:?}, B: {b_attempts:?})"
+    );
+    let gone = || (0..c.nodes().len()).all(|i| waiting(&c, i) == 0);
+    assert!(
+        eventually(Duration::from_secs(5), gone),
+        "a place was left behind"
+    );
 }

@@ -14,9 +14,12 @@ const NIL: &[u8] = b"$-1\r\n";
 const DELETED: &[u8] = b":1\r\n";
 
 fn harness() -> Harness {
+    // The local line's own mechanics: without the waiters' queue, whose part in a line's
+    // hand-offs tests/waiters.rs scripts.
     let config = Config::builder(3)
         .restart_quarantine(None)
         .clock_check(None)
+        .waiter_queue(None)
         .ttl(Duration::from_secs(1))
         .build()
         .expect("valid config");

@@ -294,3 +294,41 @@ fn a_contested_lines_release_places_its_next_call() {
     let acquired = support::acquired(&events[..1]);
     assert_eq!((acquired.op, acquired.stats.attempts), (second, 1));
 }
+
+/// A line that has met no other client hands off through the nodes (every 50 ms) with its
+/// next call's request right behind the release on each connection, as before; with the
+/// queue on, that request is a waiter's attempt (QUEUE_ACQUIRE), so that a waiter of another
+/// client that the line has not heard of yet keeps its turn. With none there, it is granted
+/// at once, as a `SET NX` would be.
+#[test]
+fn a_lines_direct_hand_off_goes_through_the_queue() {
+    let mut h = connected();
+    let (first, _) = h.acquire("res");
+    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
+    assert_eq!(support::acquired(&events).op, first);
+    let (second, queued) = h.acquire("res");
+    assert!(queued.transmits.is_empty(), "the second call waits in line");
+    h.ms(60);
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    for i in 0..3 {
+        let sent = words(&out.sent_to(i));
+        let release = sent
+            .iter()
+            .position(|s| s == redlock_core::RELEASE_SCRIPT.sha1);
+        let attempt = sent.iter().position(|s| s == QUEUE_ACQUIRE_SCRIPT.sha1);
+        assert!(
+            matches!((release, attempt), (Some(r), Some(a)) if r < a),
+            "node {i}: the release, then the next call's place: {sent:?}"
+        );
+    }
+    let events: Vec<_> = (0..3)
+        .flat_map(|i| h.reply(i, b":1\r\n:1\r\n").events)
+        .collect();
+    let acquired = events.iter().find_map(|e| match e {
+        redlock_core::Event::Acquired(a) => Some(a),
+        _ => None,
+    });
+    let acquired = acquired.expect("the next call holds");
+    assert_eq!((acquired.op, acquired.stats.attempts), (second, 1));
+}

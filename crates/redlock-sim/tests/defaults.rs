@@ -12,7 +12,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, defaults_with, first_broken,
+    Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, defaults_changed, defaults_with,
+    first_broken,
 };
 use redlock_core::{AcquireFailure, Mutant, NodeFault};
 use redlock_sim::{HoldKind, KindMix, Scenario, Sim};
@@ -109,9 +110,17 @@ fn finds_fencing_backwards_with_the_ttl_window() {
     assert!(found.report.stats.crashes > 0, "after a restart");
 }
 
+/// The family with `mutant` and `emphasis`, without the waiters' queue: a line deaf to
+/// waiters starves only those that wait outside it (the queue's order keeps their turn even
+/// from a deaf line's hand-offs through the nodes, docs/design.md, "The waiters' queue"); a
+/// user may turn it off, and nodes that refuse its script put a client back outside it.
+fn mutated_without_queue(mutant: Mutant, emphasis: Emphasis) -> impl Fn(u64) -> Scenario {
+    move |seed| defaults_changed(seed, emphasis, Some(mutant), |b| b.waiter_queue(None))
+}
+
 #[test]
 fn finds_waiter_starved_behind_native_releases_with_a_deaf_line() {
-    let family = mutated(Mutant::LineDeafToWaiters, Emphasis::Queued);
+    let family = mutated_without_queue(Mutant::LineDeafToWaiters, Emphasis::Queued);
     let found =
         starved_behind_native_releases(family).expect("no waiter starved within the budget");
     show("waiter starved behind native releases (defect 2)", &found);
@@ -124,7 +133,7 @@ fn finds_waiter_starved_behind_native_releases_with_a_deaf_line() {
 
 #[test]
 fn finds_waiter_starved_without_subscription_with_a_deaf_line() {
-    let family = mutated(Mutant::LineDeafToWaiters, Emphasis::Queued);
+    let family = mutated_without_queue(Mutant::LineDeafToWaiters, Emphasis::Queued);
     let found = starved_without_subscription(family).expect("no waiter starved within the budget");
     show("waiter that cannot subscribe starved (defect 2)", &found);
 }

@@ -61,8 +61,11 @@ impl Queued {
         let delay_max = retry.delay_max;
         let place = self.place.take();
         let gap = match how {
+            // At once, its request right behind the release on every connection; in the
+            // waiters' queue if it can wait there, so that a waiter of another client that
+            // the line has not heard of yet keeps its turn (waiters.rs).
             HandOff::Direct if place.is_none() => {
-                return Phase::Acquiring(Acquiring::start(ctx, now, rng));
+                return Phase::Acquiring(Acquiring::start_in_queue(ctx, now, rng));
             }
             HandOff::Direct => Duration::ZERO,
             // The waiters of other clients try as soon as they hear of the release: this
@@ -80,7 +83,7 @@ impl Queued {
             let ranks = ranks.unwrap_or_default();
             return Phase::Acquiring(Acquiring::start_placed(ctx, (now, at), place, &ranks, rng));
         }
-        let queued = how == HandOff::Queued;
+        let queued = how != HandOff::Contested;
         Phase::Acquiring(Acquiring::start_at(ctx, (now, at), queued, rng))
     }
 

@@ -68,10 +68,21 @@ pub fn defaults(seed: u64, emphasis: Emphasis) -> Scenario {
 
 /// [`defaults`] with a deliberate bug of the core (a negative control), if `mutant`.
 pub fn defaults_with(seed: u64, emphasis: Emphasis, mutant: Option<Mutant>) -> Scenario {
+    defaults_changed(seed, emphasis, mutant, |b| b)
+}
+
+/// [`defaults_with`], with one default changed by `change` (a detection that needs a
+/// default off to show its defect).
+pub fn defaults_changed(
+    seed: u64,
+    emphasis: Emphasis,
+    mutant: Option<Mutant>,
+    change: impl Fn(ConfigBuilder) -> ConfigBuilder,
+) -> Scenario {
     let build = |b: ConfigBuilder| {
         let b = match mutant {
-            Some(m) => b.mutant(m),
-            None => b,
+            Some(m) => change(b.mutant(m)),
+            None => change(b),
         };
         b.build().expect("valid defaults config")
     };
