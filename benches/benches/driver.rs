@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, Throughput};
 use redlock_core::{
     Client, ConnId, EXTEND_SCRIPT, Input, Output, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT,
-    RELEASE_SCRIPT, ReleaseOutcome,
+    QUEUE_RELEASE_SCRIPT, RELEASE_SCRIPT, ReleaseOutcome,
 };
 use redlock_driver::{DriverParts, DriverRng, Handle, Setup, Waiters};
 
@@ -100,13 +100,14 @@ impl Bench {
         for conn in driver.conns.clone() {
             let now = driver.tick();
             driver.feed(Input::Connected { now, conn });
-            // The release and extend scripts, and the waiters' queue's two (on by default).
+            // The release and extend scripts, and the waiters' queue's three (on by default).
             let loads = [
                 own_run_id(HELLO_REDIS7, conn.node().index()),
                 sha(&RELEASE_SCRIPT),
                 sha(&EXTEND_SCRIPT),
                 sha(&QUEUE_ACQUIRE_SCRIPT),
                 sha(&QUEUE_LEAVE_SCRIPT),
+                sha(&QUEUE_RELEASE_SCRIPT),
             ];
             for reply in loads {
                 let now = driver.tick();
