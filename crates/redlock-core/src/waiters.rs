@@ -443,6 +443,12 @@ impl Place {
         self.placed && !self.is_head(quorum)
     }
 
+    /// How often a waiter behind the head renews its place: a third of its patience, so
+    /// that the place is renewed twice before it would lapse.
+    pub(crate) fn renew_every(&self) -> Duration {
+        Duration::from_millis(self.patience_ms / 3)
+    }
+
     /// Whether the call heads the queue on `node`, as last heard.
     pub(crate) fn heads(&self, node: NodeId) -> bool {
         self.head.get(node.index()).is_some_and(|h| *h)

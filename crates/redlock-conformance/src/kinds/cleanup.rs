@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redlock_testkit::Reply;
 
-use super::{FOREVER, MS, SETTLE, exists_on, members_on, warm_up};
+use super::{FOREVER, MS, SETTLE, exists_on, members_on, warm_kind, warm_up};
 use crate::scenarios::{cluster, eventually, value_on};
 use crate::{Driver, Guard, LockKind, LockOptions, ReleaseOutcome};
 
@@ -74,6 +74,9 @@ pub fn a_writer_granted_beside_a_refusing_node_leaves_no_mark_after_its_release<
     let c = cluster(5);
     let d = D::build(&c.urls(), |b| b.ttl(Duration::from_secs(10))).unwrap();
     warm_up(&d);
+    // The writer's scripts on every node first: node 2's first use answering `-NOSCRIPT`
+    // after the decision would never mark the writer (a loaded machine makes it likely).
+    warm_kind(&d, &c, LockKind::Write, &redlock_core::WRITE_ACQUIRE_SCRIPT);
     drop(
         c.node(2)
             .command(&["ZADD", "wg:readers", FOREVER, "blocker"])

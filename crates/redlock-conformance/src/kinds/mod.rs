@@ -8,10 +8,10 @@
 use std::thread;
 use std::time::Duration;
 
-use redlock_core::AcquireOutcome;
+use redlock_core::{AcquireOutcome, Script};
 use redlock_testkit::{Cluster, Reply};
 
-use crate::{Driver, Guard, ReleaseOutcome, ReleaseResult, RetryPolicy};
+use crate::{Driver, Guard, LockKind, LockOptions, ReleaseOutcome, ReleaseResult, RetryPolicy};
 
 mod cleanup;
 mod multi;
@@ -74,6 +74,28 @@ fn warm_up<D: Driver>(d: &D) {
         thread::sleep(10 * MS);
     }
     panic!("some node failed every warm-up lock");
+}
+
+/// Locks and releases a warm-up resource as `kind`, then waits until every node of `c` has
+/// `script` (that kind's acquire) cached. A node whose first use of a script answers
+/// `-NOSCRIPT` after the attempt was decided never holds that lock (it is not resent), and
+/// loads every script only then: a test that needs every node to hold the kind's next lock
+/// warms it first.
+fn warm_kind<D: Driver>(d: &D, c: &Cluster, kind: LockKind, script: &Script) {
+    let g = d
+        .lock_with("warm-kind", LockOptions::default().kind(kind))
+        .expect("warm-up");
+    g.release().expect("warm-up release");
+    let cached = |i: usize| {
+        let reply = c.nodes()[i].command(&["SCRIPT", "EXISTS", script.sha1]);
+        matches!(reply, Ok(Reply::Array(a)) if a.first().and_then(Reply::as_int) == Some(1))
+    };
+    for i in 0..c.nodes().len() {
+        assert!(
+            crate::scenarios::eventually(SETTLE, || cached(i)),
+            "node {i} never cached the {kind:?} script"
+        );
+    }
 }
 
 /// Asserts that `report` is a release that freed the lock: released where it answered, and

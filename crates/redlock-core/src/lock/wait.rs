@@ -68,6 +68,13 @@ impl Wait {
         }
     }
 
+    /// Whether the attempt at the end of this wait only renews a place behind the waiters'
+    /// queue's head (waiters.rs): not counted against the policy's attempts, as an attempt
+    /// brought forward is not (the policy's overall wait still bounds it).
+    pub(super) fn renewing(&mut self, renewing: bool) {
+        self.early |= renewing;
+    }
+
     /// The next deadline: the attempt, or the probe's if earlier.
     pub(super) fn timer(&self) -> Instant {
         match &self.probe {

@@ -24,6 +24,7 @@ use crate::token::Token;
 use crate::waiters::Place;
 use place::{answers, settled};
 
+mod end;
 mod place;
 
 /// The acquiring phase: an attempt in flight, or the wait before the next one.
@@ -448,7 +449,8 @@ impl Acquiring {
         if let Some(f) = &ctx.params.retry_delay {
             delay = f.delay(self.attempts, delay);
         }
-        let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
+        let renewal = self.renewal_at(ctx, now);
+        let next = renewal.unwrap_or(time::add(now, delay.max(time::MIN_RETRY_DELAY)));
         if retry
             .max_wait
             .is_some_and(|wait| next > time::add(self.first_start, wait))
@@ -482,6 +484,7 @@ impl Acquiring {
         // Once it found the lock held, the call listens until it stops acquiring: a later
         // attempt that timed out says nothing of the holder.
         let mut wait = Wait::new(ctx, now, next, (self.listening, head));
+        wait.renewing(renewal.is_some());
         // A node that granted this attempt had the key free: released already, for the
         // count of releases that wakes the call (its cleanup frees it again). A release
         // still on its way to the other nodes then completes a quorum.
@@ -502,41 +505,6 @@ impl Acquiring {
         self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
         self.attempt(ctx, now);
         None
-    }
-
-    /// Gives up: the attempt in flight, if any, may have set keys we will never hear about,
-    /// so it is released.
-    pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
-        self.wait = None;
-        if let Some(round) = self.round.take() {
-            // The statistics show the attempt cut short: its answers so far.
-            self.last_nodes = outcomes(&round, &ctx.names);
-            ctx.push_cleanup(now, &self.token);
-        }
-        self.fail(ctx, now, AcquireFailure::Cancelled)
-    }
-
-    fn fail(&mut self, ctx: &mut Ctx, now: Instant, reason: AcquireFailure) -> Option<Phase> {
-        if self.attempts > 0 {
-            // A writer that gives up deletes its waiting mark, so that it does not keep
-            // readers out (docs/kinds.md, "Reader-writer lock"); the other kinds leave none.
-            ctx.push_abandon(now, &self.token);
-        }
-        self.leave(ctx, now);
-        let nodes = std::mem::take(&mut self.last_nodes);
-        ctx.events.push_back(Event::AcquireFailed {
-            op: ctx.op,
-            resource: ctx.resource.clone(),
-            reason,
-            stats: AcquireStats {
-                attempts: self.attempts,
-                elapsed: now.saturating_duration_since(self.first_start),
-                nodes,
-                written_back: Vec::new(),
-                handed_over: false,
-            },
-        });
-        Some(Phase::Finished)
     }
 }
 

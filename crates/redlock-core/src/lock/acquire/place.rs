@@ -51,16 +51,28 @@ impl Acquiring {
         let quorum = ctx.params.quorum;
         let behind = place.on_placed(ranks, quorum) && !place.is_head(quorum);
         acquiring.place = Some(place);
-        if behind {
+        if let Some(next) = acquiring.renewal_at(ctx, now).filter(|_| behind) {
             ctx.contested = true;
             acquiring.listening = ctx.params.notify;
-            let retry = ctx.params.retry;
-            let delay = time::uniform(rng, retry.delay_min, retry.delay_max);
-            let next = time::add(now, delay.max(time::MIN_RETRY_DELAY));
-            let wait = Wait::new(ctx, now, next, (acquiring.listening, false));
+            let mut wait = Wait::new(ctx, now, next, (acquiring.listening, false));
+            wait.renewing(true);
             acquiring.wait = Some(Box::new(wait));
         }
         acquiring
+    }
+
+    /// When a waiter behind the queue's head on a quorum of nodes makes its next attempt,
+    /// if it is one (`None` otherwise): a release wakes the head, and the waiter learns it
+    /// heads the queue from the nodes' announcements, so its timer only renews its place,
+    /// a third of the place's patience later (twice before it would lapse), not at every
+    /// retry delay (each renewal is a script on every node, and an attempt in the call's
+    /// statistics); never past the policy's overall wait. A waiter whose announcements are
+    /// lost is woken by that renewal at the latest (docs/design.md, "The waiters' queue").
+    pub(super) fn renewal_at(&self, ctx: &Ctx, now: Instant) -> Option<Instant> {
+        let place = (self.place.as_ref()).filter(|p| p.is_behind(ctx.params.quorum))?;
+        let give_up = time::add(self.first_start, ctx.params.retry.longest_wait());
+        let renew = time::add(now, place.renew_every()).min(give_up);
+        Some(renew.max(time::add(now, time::MIN_RETRY_DELAY)))
     }
 
     /// The call holds: it keeps its place until its release, which leaves it (waiters.rs,
