@@ -61,8 +61,8 @@ pub(super) struct Ctx {
     /// started: a waiter's ticket (waiters.rs).
     pub(super) wall: Option<(Instant, u64)>,
     /// What the lock's release does in the waiters' queue (waiters.rs): the place it kept
-    /// from its grant, and the next call of its line it places.
-    pub(super) succession: Succession,
+    /// from its grant, and the next call of its line it places (boxed: most locks have none).
+    pub(super) succession: Option<Box<Succession>>,
 }
 
 /// Events waiting for [`Lock::poll_event`](super::Lock::poll_event). The first is kept
@@ -137,7 +137,7 @@ impl Ctx {
             awaited: false,
             queue_refused: false,
             wall: None,
-            succession: Succession::default(),
+            succession: None,
         })
     }
 

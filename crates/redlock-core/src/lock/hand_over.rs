@@ -69,7 +69,7 @@ impl Lock {
         next.ctx.events.push_back(Event::Acquired(acquired));
         next.phase = Phase::Held(hold);
         // The place the hold kept in the waiters' queue is the new holder's to leave.
-        next.ctx.succession = self.ctx.succession.hand_over();
+        next.ctx.succession = (self.ctx.succession.as_mut()).map(|s| Box::new(s.hand_over()));
         let nodes = vec![ReleaseOutcome::HandedOver; self.ctx.params.nodes];
         self.ctx.events.push_back(Event::Released {
             op: self.ctx.op,

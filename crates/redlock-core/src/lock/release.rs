@@ -121,7 +121,9 @@ impl Ctx {
             Some(Reply::Integer(n)) => *n,
             Some(Reply::Array(items)) => match waiters::released(items) {
                 Some((outcome, rank)) => {
-                    self.succession.on_rank(node, rank);
+                    if let Some(succession) = &mut self.succession {
+                        succession.on_rank(node, rank);
+                    }
                     outcome
                 }
                 None => return,
@@ -146,7 +148,10 @@ impl Ctx {
             Some(command) => command,
             // A held mutex with work in the waiters' queue: its place to leave, or the next
             // call of its line to place (waiters.rs, `Succession`). Never native.
-            None => match (self.succession.release_args()).filter(|_| held && kind.is_none()) {
+            None => match (self.succession.as_ref())
+                .and_then(|s| s.release_args())
+                .filter(|_| held && kind.is_none())
+            {
                 Some(args) => Command::queue_release(&self.resource, token, args),
                 None => Command::release(&self.resource, token),
             },

@@ -90,7 +90,8 @@ impl Lock {
     pub(crate) fn place_next(&mut self, next: Bytes) -> bool {
         let held = matches!(self.phase, Phase::Held(_)) && self.ctx.kind.is_none();
         if held {
-            (self.ctx.succession).place_next(next, self.ctx.params.nodes);
+            let nodes = self.ctx.params.nodes;
+            (self.ctx.succession.get_or_insert_default()).place_next(next, nodes);
         }
         held
     }
@@ -98,6 +99,6 @@ impl Lock {
     /// The next call's rank on each node, as this lock's release placed it (`None` if it
     /// placed none).
     pub(crate) fn take_next_ranks(&mut self) -> Option<crate::waiters::Ranks> {
-        self.ctx.succession.take_ranks()
+        self.ctx.succession.as_mut()?.take_ranks()
     }
 }

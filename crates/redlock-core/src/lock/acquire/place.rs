@@ -79,7 +79,7 @@ impl Acquiring {
     /// `Succession`): its leave folded into the release, one script fewer per hold.
     pub(super) fn keep_place(&mut self, ctx: &mut Ctx) {
         if let Some(place) = self.place.take() {
-            ctx.succession.keep(place.id().clone());
+            (ctx.succession.get_or_insert_default()).keep(place.id().clone());
         }
     }
 
