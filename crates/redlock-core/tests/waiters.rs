@@ -222,13 +222,9 @@ fn release_argv(out: &Drained, node: usize) -> Option<Vec<String>> {
     Some(w[at + 5..at + 10].to_vec())
 }
 
-/// A contested line's release places its next call in the queue (QUEUE_RELEASE): the call
-/// makes no place attempt of its own; behind another waiter, it waits its turn silently,
-/// and the release that makes it the head wakes it for its one attempt, with the place's
-/// id and ticket.
-#[test]
-fn a_contested_lines_release_places_its_next_call() {
-    let mut h = connected();
+/// The first call of a line found the lock held (so the line met another client), took
+/// its place at the head, and was granted at a release; a second call waits in its line.
+fn held_with_one_in_line(h: &mut Harness) -> (redlock_core::OpId, redlock_core::OpId) {
     let (first, _) = h.acquire("res");
     for i in 0..3 {
         h.reply(i, NIL);
@@ -248,6 +244,17 @@ fn a_contested_lines_release_places_its_next_call() {
     }
     let granted: Vec<_> = (0..3).flat_map(|i| h.reply(i, b":1\r\n").events).collect();
     assert!(h.client.held(first).is_some(), "{granted:?}");
+    (first, second)
+}
+
+/// A contested line's release places its next call in the queue (QUEUE_RELEASE): the call
+/// makes no place attempt of its own; behind another waiter, it waits its turn silently,
+/// and the release that makes it the head wakes it for its one attempt, with the place's
+/// id and ticket.
+#[test]
+fn a_contested_lines_release_places_its_next_call() {
+    let mut h = connected();
+    let (first, second) = held_with_one_in_line(&mut h);
     // The line met another client: the release leaves the holder's place and places the
     // next call, with the nodes' wall clock as its ticket.
     h.ms(2);
@@ -331,4 +338,23 @@ fn a_lines_direct_hand_off_goes_through_the_queue() {
     });
     let acquired = acquired.expect("the next call holds");
     assert_eq!((acquired.op, acquired.stats.attempts), (second, 1));
+}
+
+/// A call whose place the release of the call ahead took, and that gives up before it
+/// started (cancelled while that release is in flight), leaves the place on every node
+/// (QUEUE_LEAVE): it would otherwise hold up the queue until its patience lapsed.
+#[test]
+fn a_placed_call_that_gives_up_before_it_starts_leaves_its_place() {
+    let mut h = connected();
+    let (first, second) = held_with_one_in_line(&mut h);
+    h.client.release(h.now, first).unwrap();
+    let id = release_argv(&h.drain(), 0).expect("a queue release")[2].clone();
+    h.client.cancel(h.now, second).unwrap();
+    let out = h.drain();
+    for i in 0..3 {
+        let sent = words(&out.sent_to(i));
+        let at = sent.iter().position(|s| s == QUEUE_LEAVE_SCRIPT.sha1);
+        let at = at.unwrap_or_else(|| panic!("no leave to node {i}: {sent:?}"));
+        assert_eq!(sent[at + 5], id, "node {i}");
+    }
 }

@@ -147,7 +147,7 @@ impl Lock {
         options: &LockOptions,
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, options)?;
-        let queued = Queued::new(&ctx, now);
+        let mut queued = Queued::new(&ctx, now);
         // A call that may not wait at all (a "try") fails at once.
         let phase = (queued.on_timer(&mut ctx, now)).unwrap_or(Phase::Queued(queued));
         Ok(Self { ctx, phase })

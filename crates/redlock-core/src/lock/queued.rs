@@ -83,19 +83,27 @@ impl Queued {
             let ranks = ranks.unwrap_or_default();
             return Phase::Acquiring(Acquiring::start_placed(ctx, (now, at), place, &ranks, rng));
         }
-        let queued = how != HandOff::Contested;
-        Phase::Acquiring(Acquiring::start_at(ctx, (now, at), queued, rng))
+        // In the waiters' queue if the lock can wait there (one that cannot is handed off
+        // `Contested`); after a courtesy hand-off too, so that a waiter that hears of
+        // nothing keeps its place when its timer fires.
+        let in_queue = how != HandOff::Contested;
+        Phase::Acquiring(Acquiring::start_at(ctx, (now, at), in_queue, rng))
     }
 
-    pub(super) fn on_timer(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+    pub(super) fn on_timer(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         (now >= self.give_up_at).then(|| self.fail(ctx, now, AcquireFailure::HeldLocally))
     }
 
-    pub(super) fn cancel(&self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
+    pub(super) fn cancel(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         Some(self.fail(ctx, now, AcquireFailure::Cancelled))
     }
 
-    fn fail(&self, ctx: &mut Ctx, now: Instant, reason: AcquireFailure) -> Phase {
+    /// Ends the call without an attempt; a place the release of the call ahead took for it
+    /// is left (it would hold up the queue until its patience lapsed).
+    fn fail(&mut self, ctx: &mut Ctx, now: Instant, reason: AcquireFailure) -> Phase {
+        if let Some(place) = self.place.take() {
+            ctx.push_leave(now, place.id());
+        }
         ctx.events.push_back(Event::AcquireFailed {
             op: ctx.op,
             resource: ctx.resource.clone(),

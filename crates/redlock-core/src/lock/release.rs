@@ -169,6 +169,16 @@ impl Ctx {
         Round::new(self.seq(), command, now, deadline, (n, n), slots)
     }
 
+    /// A waiter that gives up leaves the waiters' queue (QUEUE_LEAVE, waiters.rs) on every
+    /// node, silently, as a cleanup: a node where `id` headed the queue announces the next.
+    pub(super) fn push_leave(&mut self, now: Instant, id: &Token) {
+        let command = Command::leave_queue(&self.resource, id);
+        let deadline = time::add(now, self.params.timing.attempt_timeout);
+        let everyone = vec![true; self.params.nodes];
+        let round = self.new_round_to(command, (now, deadline), &everyone, 0);
+        self.cleanup.push(round);
+    }
+
     /// A writer that gives up: deletes its waiting mark (WRITE_ABANDON) on all N nodes,
     /// silently, as a cleanup release; nothing for the other kinds.
     pub(super) fn push_abandon(&mut self, now: Instant, token: &Token) {

@@ -21,6 +21,8 @@ impl Acquiring {
         self.fail(ctx, now, AcquireFailure::Cancelled)
     }
 
+    /// Ends the call with `reason`: a writer's waiting mark deleted, the call's place in the
+    /// waiters' queue left, the failure reported.
     pub(super) fn fail(
         &mut self,
         ctx: &mut Ctx,

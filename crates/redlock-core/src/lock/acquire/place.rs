@@ -8,7 +8,7 @@ use rand_core::CryptoRng;
 
 use super::Wait;
 use super::{Acquiring, Ctx};
-use crate::command::{Command, Vote};
+use crate::command::Vote;
 use crate::id::NodeId;
 use crate::io::NodeFault;
 use crate::quorum::Decision;
@@ -116,14 +116,9 @@ impl Acquiring {
     /// Leaves the queue on every node, if the call has a place: a node where it headed the
     /// queue announces the next head (waiters.rs).
     pub(super) fn leave(&mut self, ctx: &mut Ctx, now: Instant) {
-        let Some(place) = self.place.take() else {
-            return;
-        };
-        let command = Command::leave_queue(&ctx.resource, place.id());
-        let deadline = time::add(now, ctx.params.timing.attempt_timeout);
-        let everyone = vec![true; ctx.params.nodes];
-        let round = ctx.new_round_to(command, (now, deadline), &everyone, 0);
-        ctx.cleanup.push(round);
+        if let Some(place) = self.place.take() {
+            ctx.push_leave(now, place.id());
+        }
     }
 }
 
