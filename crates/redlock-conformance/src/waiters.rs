@@ -1,7 +1,8 @@
 //! The waiters' queue (docs/design.md, "The waiters' queue") on real servers, with every
 //! default on: the waiters of two other clients take the lock in the order they came, each
 //! woken by the release ahead of it; a waiter that died heads the queue no longer than its
-//! place's deadline; and a contested line's release places its next call.
+//! place's deadline; a contested line's release places its next call; and a line that hands
+//! over lets a new waiter of another client in within a few sections.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -193,5 +194,56 @@ pub fn a_contested_lines_next_call_takes_its_turn_at_one_attempt<D: Driver>() {
     assert!(
         eventually(Duration::from_secs(5), gone),
         "a place was left behind"
+    );
+}
+
+/// A line that hands the hold from call to call hears a waiter of another client as it
+/// comes (the waiter's announcement on the resource's waiting channel: docs/design.md,
+/// "Hearing of waiters"), not at its next release through the nodes, up to 50 ms later: the
+/// waiter gets its turn within a few of the line's sections, not a streak of them.
+pub fn a_line_handing_over_lets_a_new_waiter_in_within_a_few_sections<D: Driver>() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let c = cluster(3);
+    let build = || D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = (build(), build());
+    let (entered, stop) = (
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    // Two threads of client A take 3 ms sections back to back (at most 2,000 each).
+    let worker = |client: &D| {
+        let (client, entered, stop) = (client.clone(), Arc::clone(&entered), Arc::clone(&stop));
+        thread::spawn(move || {
+            for _ in 0..2_000 {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let guard = client.lock_with(KEY, LockOptions::default()).unwrap();
+                entered.fetch_add(1, Ordering::SeqCst);
+                thread::sleep(Duration::from_millis(3));
+                guard.release().unwrap();
+            }
+        })
+    };
+    let workers = [worker(&a), worker(&a)];
+    // A's line is past its first hand-off through the nodes (the one a line makes once it
+    // listens) and hands over from here on; a line that heard nobody would go to the nodes
+    // again 50 ms after that (queue.rs, `HEAR_WAITERS_EVERY`), some 15 sections.
+    let started = eventually(Duration::from_secs(5), || {
+        entered.load(Ordering::SeqCst) >= 4
+    });
+    assert!(started, "client A never got going");
+    let before = entered.load(Ordering::SeqCst);
+    let guard = b.lock_with(KEY, LockOptions::default()).unwrap();
+    let passed = entered.load(Ordering::SeqCst) - before;
+    guard.release().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("client A's thread");
+    }
+    assert!(
+        passed <= 6,
+        "client A's line entered {passed} sections while client B waited"
     );
 }

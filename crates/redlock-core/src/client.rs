@@ -30,7 +30,7 @@ use crate::health::Health;
 use crate::id::{ConnId, NodeId, OpId, OpIdHasher, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::node::{Link, Node, Pending, SessionReply};
-use crate::notify::{Notice, Push, Watching, decode_push};
+use crate::notify::{Heard, Notice, Push, Watching, decode_push};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{NodeCommands, is_unsupported};
@@ -41,6 +41,7 @@ use controls::ClientControls;
 use locks::Locks;
 
 mod controls;
+mod hearing;
 mod locks;
 mod operations;
 mod pump;
@@ -106,7 +107,8 @@ pub struct Client<R> {
     /// The lock calls in flight per resource, in arrival order: only the first contends
     /// (queue.rs).
     lines: Lines,
-    /// The release channels watched, and the lock waiting on each (notify.rs).
+    /// The channels watched: the release channels, each for the lock waiting on it, and
+    /// the waiting channels, each for the line listening on it (notify.rs).
     watching: Watching,
     /// The nodes' health across them: the restart quarantine's window, the decisions that
     /// compare nodes (health.rs).
@@ -391,6 +393,14 @@ impl<R: CryptoRng> Client<R> {
                 }
             }
             Some(Pending::Resent) => {}
+            Some(Pending::Announcement) => {
+                // `PUBLISH` answers the number of receivers, or an error (an ACL that denies
+                // the channel): anything else is another command's reply, out of step.
+                if !matches!(reply, Reply::Integer(_) | Reply::Error(_)) {
+                    let got = "a waiter's PUBLISH answered with something other than a number";
+                    return Err(NodeFault::Protocol(got.into()));
+                }
+            }
             Some(Pending::Request {
                 op,
                 id,
@@ -509,10 +519,19 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// A push frame from `node`: a release announced on a watched channel is handed to
-    /// the lock waiting on it (notify.rs, `Watching::route`).
+    /// the lock waiting on it, and a waiter's announcement turns the line listening for it
+    /// contested (notify.rs, `Watching::route`).
     fn on_push(&mut self, now: Instant, node: NodeId, push: Push) {
-        let Some((op, notice)) = (self.watching).route(push, &mut self.nodes[node.index()]) else {
-            return;
+        let heard = (self.watching).route(push, &mut self.nodes[node.index()]);
+        let (op, notice) = match heard {
+            Some(Heard::Lock(op, notice)) => (op, notice),
+            Some(Heard::Waiter(resource)) => {
+                if self.controls.hear_waiters {
+                    self.lines.contest(&resource, now);
+                }
+                return;
+            }
+            None => return,
         };
         if let Some(lock) = self.locks.get_mut(&op) {
             match notice {

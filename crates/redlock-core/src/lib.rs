@@ -196,7 +196,9 @@ pub use kinds::{
     resource_set,
 };
 pub use lock::{Lock, Request};
-pub use notify::{RELEASE_CHANNEL_PREFIX, release_channel};
+pub use notify::{
+    RELEASE_CHANNEL_PREFIX, WAITING_CHANNEL_PREFIX, release_channel, waiting_channel,
+};
 pub use options::LockOptions;
 pub use policy::{
     AutoExtend, DEFAULT_MAX_ATTEMPTS, DEFAULT_RETRY_DELAY_MAX, DEFAULT_RETRY_DELAY_MIN, DelayInput,

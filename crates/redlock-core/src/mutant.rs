@@ -2,8 +2,9 @@
 //! ([`LockOptions::resolve`](crate::LockOptions)) reads them: each one changes a resolved
 //! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] and
 //! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
-//! (health.rs, `NodeHealth::new`), as settings of the node, and [`Mutant::LineDeafToWaiters`]
-//! and [`Mutant::LateRefusalDropped`] where the client is built, as its controls
+//! (health.rs, `NodeHealth::new`), as settings of the node, and
+//! [`Mutant::LineDeafToWaiters`], [`Mutant::LateRefusalDropped`] and
+//! [`Mutant::DeafToAnnouncements`] where the client is built, as its controls
 //! (client/controls.rs).
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
@@ -53,6 +54,10 @@ pub enum Mutant {
     /// release (the `PUBLISH` count is not read) and never yields on its own: a waiter
     /// of another client starves while the line hands the lock from call to call.
     LineDeafToWaiters,
+    /// A local line ignores waiters' announcements on the waiting channel (notify.rs): it
+    /// hears of a waiter of another client only at its next release through the nodes, and
+    /// hands the hold from call to call until then.
+    DeafToAnnouncements,
     /// A release refused as unsupported (a probed native command) after its round ended
     /// is dropped instead of sent again as the script: the key lives until its ttl.
     LateRefusalDropped,

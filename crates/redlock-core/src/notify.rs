@@ -11,12 +11,23 @@
 //! subscription not yet active, a lock that expired instead), so the retry timer stays, and
 //! an early attempt that finds the lock still held is only a failed attempt.
 //!
-//! The client's routing of them is [`Watching`]: which lock waits on which channel, what
-//! each node must subscribe to or unsubscribe from for that, and which lock an announcement
-//! is for. The client calls it as it calls `Lines` (queue.rs); it reaches the nodes through
-//! [`Subscriber`], which node.rs implements.
+//! The other way round, a waiter tells holders that it waits: when a lock call starts
+//! waiting for another client's release, its client publishes an empty message on the
+//! resource's *waiting* channel ([`waiting_channel`]) (each time: the holder may have
+//! changed since), and a client whose line for the resource has had a call waiting behind
+//! its first listens there. A line that hears it
+//! counts as contested at once, so it stops handing the hold from call to call (a hand-over,
+//! which sends nothing and so hears nobody) and lets the waiter take its turn, instead of
+//! hearing of it at its next release through the nodes (docs/design.md, "Hearing of
+//! waiters"). A hint too: lost, it costs the waiter what the line's periodic release
+//! through the nodes bounds.
+//!
+//! The client's routing of them is [`Watching`]: which lock waits on which channel and
+//! which line listens on which, what each node must subscribe to or unsubscribe from for
+//! that, and whom an announcement is for. The client calls it as it calls `Lines`
+//! (queue.rs); it reaches the nodes through [`Subscriber`], which node.rs implements.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
@@ -42,6 +53,31 @@ pub fn release_channel(resource: &Resource) -> Bytes {
     channel.extend_from_slice(RELEASE_CHANNEL_PREFIX.as_bytes());
     channel.extend_from_slice(resource.as_bytes());
     channel.freeze()
+}
+
+/// The prefix of every waiting channel: `redlock:waiting:` then the key.
+pub const WAITING_CHANNEL_PREFIX: &str = "redlock:waiting:";
+
+/// The channel on which a waiter of `resource` tells its holders that it waits:
+/// [`WAITING_CHANNEL_PREFIX`] and the key. Apart from the release channel, so that the
+/// release scripts' count of subscribers (the waiters told of a release) counts waiters
+/// only.
+///
+/// ```
+/// use redlock_core::{Resource, waiting_channel};
+/// assert_eq!(&waiting_channel(&Resource::from("jobs:42"))[..], b"redlock:waiting:jobs:42");
+/// ```
+pub fn waiting_channel(resource: &Resource) -> Bytes {
+    let mut channel =
+        BytesMut::with_capacity(WAITING_CHANNEL_PREFIX.len() + resource.as_bytes().len());
+    channel.extend_from_slice(WAITING_CHANNEL_PREFIX.as_bytes());
+    channel.extend_from_slice(resource.as_bytes());
+    channel.freeze()
+}
+
+/// Appends `PUBLISH channel ""`: a waiter's announcement on a waiting channel.
+pub(crate) fn encode_announcement(buf: &mut BytesMut, channel: &[u8]) {
+    resp::encode(buf, &[b"PUBLISH", channel, b""]);
 }
 
 /// Appends `SUBSCRIBE channel`. In RESP3 its only answer is a push frame, so no reply is
@@ -155,13 +191,33 @@ pub(crate) fn decode_push(
     Ok(Some((push, pos)))
 }
 
-/// The release channels the client watches, each for the one lock waiting on it, and the
-/// subscriptions that follow on every node. A `BTreeMap` for the reason `Lines` is one
-/// (queue.rs): the keys come from the application.
+/// The channels the client watches, each for one lock or line, and the subscriptions that
+/// follow on every node. A `BTreeMap` for the reason `Lines` is one (queue.rs): the keys come
+/// from the application.
 #[derive(Debug, Default)]
 pub(crate) struct Watching {
-    /// Each watched channel and the lock waiting on it.
-    channels: BTreeMap<Bytes, OpId>,
+    /// Each watched channel and whom its messages are for.
+    channels: BTreeMap<Bytes, Watcher>,
+    /// The resources whose waiting channel is watched for the client's line.
+    lines: BTreeSet<Resource>,
+}
+
+/// Whom the messages of a watched channel are for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Watcher {
+    /// A release channel: the lock waiting for the release.
+    Lock(OpId),
+    /// A waiting channel: the client's line for the resource.
+    Line(Resource),
+}
+
+/// What a message on a watched channel is, and for whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Heard {
+    /// For the lock waiting on the release channel.
+    Lock(OpId, Notice),
+    /// A waiter of `resource` announced itself: for the client's line.
+    Waiter(Resource),
 }
 
 /// What [`Watching`] needs of a node's connection (node.rs implements it for `Node`).
@@ -200,26 +256,45 @@ impl Watching {
     ) {
         let channel = release_channel(resource);
         if wants {
-            self.channels.insert(channel.clone(), op);
-        } else if self.channels.get(&channel) == Some(&op) {
+            self.channels.insert(channel.clone(), Watcher::Lock(op));
+        } else if self.channels.get(&channel) == Some(&Watcher::Lock(op)) {
             self.channels.remove(&channel);
         } else {
             return;
         }
-        for (i, node) in nodes.iter_mut().enumerate() {
-            if !node.is_up() {
-                continue;
-            }
-            let had = node.subscribed().iter().position(|c| *c == channel);
-            match (wants, had) {
-                (true, None) if node.may_subscribe() => node.subscribe(&channel),
-                (false, Some(at)) => node.unsubscribe(at),
-                _ => continue,
-            }
-            if node.mark_dirty() {
-                dirty.push_back(NodeId::new(i));
-            }
+        subscribe(&channel, wants, nodes, dirty);
+    }
+
+    /// Listens on `resource`'s waiting channel for the client's line if `wants`, or stops
+    /// (see the module docs); a no-op if that is so already. Nodes as for
+    /// [`watch`](Self::watch). Whether a node was subscribed.
+    pub(crate) fn listen<N: Subscriber>(
+        &mut self,
+        resource: &Resource,
+        wants: bool,
+        nodes: &mut [N],
+        dirty: &mut VecDeque<NodeId>,
+    ) -> bool {
+        if wants == self.lines.contains(resource) {
+            return false;
         }
+        let channel = waiting_channel(resource);
+        if wants {
+            self.channels
+                .insert(channel.clone(), Watcher::Line(resource.clone()));
+            self.lines.insert(resource.clone());
+        } else {
+            self.channels.remove(&channel);
+            self.lines.remove(resource);
+        }
+        subscribe(&channel, wants, nodes, dirty) && wants
+    }
+
+    /// Whether a line listens on its waiting channel: cheap, for the client to skip the
+    /// lookups of [`listen`](Self::listen) when none does.
+    #[inline]
+    pub(crate) fn listens(&self) -> bool {
+        !self.lines.is_empty()
     }
 
     /// The node's connection now speaks RESP3: it subscribes to every watched channel (a
@@ -234,18 +309,21 @@ impl Watching {
     }
 
     /// Routes a push frame from `node`: a release announced on a watched channel is for
-    /// the lock waiting on it, returned; a subscription's confirmation answers the node's
-    /// subscription; anything else is dropped.
-    pub(crate) fn route<N: Subscriber>(&self, push: Push, node: &mut N) -> Option<(OpId, Notice)> {
+    /// the lock waiting on it, a waiter's announcement for the line listening for it, both
+    /// returned; a subscription's confirmation answers the node's subscription; anything
+    /// else is dropped.
+    pub(crate) fn route<N: Subscriber>(&self, push: Push, node: &mut N) -> Option<Heard> {
         match push {
-            Push::Message { channel, payload } => {
-                let op = self.channels.get(&channel).copied()?;
-                let notice = match payload.strip_prefix(NEXT_PREFIX) {
-                    Some(id) => Notice::Next(payload.slice_ref(id)),
-                    None => Notice::Released,
-                };
-                Some((op, notice))
-            }
+            Push::Message { channel, payload } => match self.channels.get(&channel)? {
+                Watcher::Lock(op) => {
+                    let notice = match payload.strip_prefix(NEXT_PREFIX) {
+                        Some(id) => Notice::Next(payload.slice_ref(id)),
+                        None => Notice::Released,
+                    };
+                    Some(Heard::Lock(*op, notice))
+                }
+                Watcher::Line(resource) => Some(Heard::Waiter(resource.clone())),
+            },
             Push::Confirmation => {
                 node.confirm_subscription();
                 None
@@ -253,6 +331,34 @@ impl Watching {
             Push::Other => None,
         }
     }
+}
+
+/// Subscribes every node that is up to `channel` (if `wants` and it may) or unsubscribes
+/// it (if it is subscribed); each node that got a command to send joins `dirty`. Whether
+/// any node got one.
+fn subscribe<N: Subscriber>(
+    channel: &Bytes,
+    wants: bool,
+    nodes: &mut [N],
+    dirty: &mut VecDeque<NodeId>,
+) -> bool {
+    let mut sent = false;
+    for (i, node) in nodes.iter_mut().enumerate() {
+        if !node.is_up() {
+            continue;
+        }
+        let had = node.subscribed().iter().position(|c| c == channel);
+        match (wants, had) {
+            (true, None) if node.may_subscribe() => node.subscribe(channel),
+            (false, Some(at)) => node.unsubscribe(at),
+            _ => continue,
+        }
+        sent = true;
+        if node.mark_dirty() {
+            dirty.push_back(NodeId::new(i));
+        }
+    }
+    sent
 }
 
 #[cfg(test)]

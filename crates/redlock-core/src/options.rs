@@ -271,6 +271,7 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         | Mutant::SightingAtConnection
         | Mutant::FenceWindowTtlOnly
         | Mutant::LineDeafToWaiters
+        | Mutant::DeafToAnnouncements
         | Mutant::LateRefusalDropped => params,
     }
 }

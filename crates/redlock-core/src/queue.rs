@@ -80,8 +80,15 @@ struct Line {
     streak_since: Instant,
     /// When a call of the line last went to the nodes for the lock (its first acquisition,
     /// or a hand-off through the nodes): a release there hears whether another client waits
-    /// (the release script answers 2), a hand-over does not.
-    heard_at: Instant,
+    /// (the release script answers 2), a hand-over does not. `None` once the line starts
+    /// listening, until its next hand-off through the nodes.
+    heard_at: Option<Instant>,
+    /// Whether a call has waited behind the first: the line may hand over, and listens for
+    /// waiters of other clients on the resource's waiting channel until it ends (notify.rs).
+    /// A waiter that announced itself before the line listened is not heard there, so once
+    /// a node subscribed, the line's next hand-off goes through the nodes, whose release
+    /// hears it ([`Lines::started_listening`]).
+    listens: bool,
 }
 
 /// How the next call of a line starts once the call ahead let go.
@@ -153,7 +160,10 @@ impl Lines {
     /// Puts `op` at the end of `resource`'s line (first, if there is none) at `now`.
     pub(crate) fn join(&mut self, resource: &Resource, op: OpId, now: Instant) {
         match self.lines.get_mut(resource) {
-            Some(line) => line.waiting.push_back(op),
+            Some(line) => {
+                line.waiting.push_back(op);
+                line.listens = true;
+            }
             None => {
                 let recent = (self.recent.remove(resource)).filter(|&until| now < until);
                 let line = Line {
@@ -161,11 +171,33 @@ impl Lines {
                     waiting: VecDeque::new(),
                     contested_until: recent,
                     streak_since: now,
-                    heard_at: now,
+                    heard_at: Some(now),
+                    listens: false,
                 };
                 self.lines.insert(resource.clone(), line);
             }
         }
+    }
+
+    /// Whether `resource`'s line listens for waiters of other clients (a call has waited
+    /// behind its first; notify.rs, `Watching::listen`).
+    pub(crate) fn listens(&self, resource: &Resource) -> bool {
+        (self.lines.get(resource)).is_some_and(|l| l.listens)
+    }
+
+    /// `resource`'s line now listens on at least one node: its next hand-off goes through
+    /// the nodes, whose release hears a waiter that announced itself before.
+    pub(crate) fn started_listening(&mut self, resource: &Resource) {
+        if let Some(line) = self.lines.get_mut(resource) {
+            line.heard_at = None;
+        }
+    }
+
+    /// Whether a lock call for `resource` that starts waiting for another client's release
+    /// announces so (notify.rs): a call in the resource's line does; a call in no line (a
+    /// reader, a multi-lock) does not.
+    pub(crate) fn announces(&self, resource: &Resource) -> bool {
+        self.lines.contains_key(resource)
     }
 
     /// `resource`'s line met another client at `now`.
@@ -234,7 +266,7 @@ impl Lines {
         match line.waiting.pop_front() {
             Some(next) => {
                 line.first = next;
-                line.heard_at = now;
+                line.heard_at = Some(now);
                 let how = if yields && !self.queue_refused {
                     HandOff::Queued
                 } else if yields {
@@ -266,7 +298,8 @@ impl Lines {
     pub(crate) fn hand_over_to(&self, resource: &Resource, op: OpId, now: Instant) -> Option<OpId> {
         let line = self.lines.get(resource)?;
         let next = *line.waiting.front()?;
-        let heard = now.saturating_duration_since(line.heard_at) < HEAR_WAITERS_EVERY;
+        let heard = (line.heard_at)
+            .is_some_and(|at| now.saturating_duration_since(at) < HEAR_WAITERS_EVERY);
         let fair = !self.is_contested(resource, now) && !self.owes_courtesy(resource, now);
         (line.first == op && heard && fair).then_some(next)
     }
@@ -367,21 +400,28 @@ mod tests {
     fn a_line_hands_over_while_it_is_fair_and_heard_from_the_nodes_lately() {
         let (r, mut lines, t0) = line_of_four();
         let at = |ms| t0 + Duration::from_millis(ms);
-        // Only the first call hands over, to the next in line.
-        assert_eq!(lines.hand_over_to(&r, op(1), at(10)), None);
+        // The line listens for waiters since its second call joined; once a node subscribed,
+        // its next hand-off goes through the nodes, whose release hears a waiter that
+        // announced itself before the line listened.
+        assert!(lines.listens(&r));
         assert_eq!(lines.hand_over_to(&r, op(0), at(10)), Some(op(1)));
-        lines.hand_over(&r, op(0));
-        assert_eq!(lines.waiting(), 2);
-        // 50 ms after the line last went to the nodes, it goes there again.
-        assert_eq!(lines.hand_over_to(&r, op(1), at(50)), None);
+        lines.started_listening(&r);
+        assert_eq!(lines.hand_over_to(&r, op(0), at(10)), None);
         assert_eq!(
-            lines.leave(&r, op(1), at(50), false),
-            Some((op(2), HandOff::Direct))
+            lines.leave(&r, op(0), at(10), false),
+            Some((op(1), HandOff::Direct))
         );
-        assert_eq!(lines.hand_over_to(&r, op(2), at(60)), Some(op(3)));
+        // Only the first call hands over, to the next in line.
+        assert_eq!(lines.hand_over_to(&r, op(2), at(20)), None);
+        assert_eq!(lines.hand_over_to(&r, op(1), at(20)), Some(op(2)));
+        lines.hand_over(&r, op(1));
+        assert_eq!(lines.waiting(), 1);
+        // 50 ms after the line last went to the nodes, it goes there again.
+        assert_eq!(lines.hand_over_to(&r, op(2), at(59)), Some(op(3)));
+        assert_eq!(lines.hand_over_to(&r, op(2), at(60)), None);
         // A contested line does not hand over.
-        lines.contest(&r, at(60));
-        assert_eq!(lines.hand_over_to(&r, op(2), at(61)), None);
+        lines.contest(&r, at(55));
+        assert_eq!(lines.hand_over_to(&r, op(2), at(56)), None);
         // Nobody behind: nothing to hand over to.
         assert_eq!(
             lines.leave(&r, op(2), at(61), false),

@@ -19,11 +19,19 @@ const MESSAGE: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$
 /// RESP3's answers to `SUBSCRIBE` and `UNSUBSCRIBE`: push frames, in the order of replies.
 const CONFIRM: &str = ">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
 const UNCONFIRM: &str = ">3\r\n$11\r\nunsubscribe\r\n$20\r\nredlock:released:res\r\n:0\r\n";
+/// A waiter's announcement (notify.rs, `waiting_channel`), and the node's answer to it: the
+/// number of clients listening.
+const ANNOUNCE: &str = "*3\r\n$7\r\nPUBLISH\r\n$19\r\nredlock:waiting:res\r\n$0\r\n\r\n";
+const ANNOUNCED: &str = ":0\r\n";
+/// A line's subscription to its waiting channel (it listens for waiters of other clients
+/// once a second call waits in it), and the confirmation.
+const LISTEN: &str = "*2\r\n$9\r\nSUBSCRIBE\r\n$19\r\nredlock:waiting:res\r\n";
+const LISTENING: &str = ">3\r\n$9\r\nsubscribe\r\n$19\r\nredlock:waiting:res\r\n:2\r\n";
 
 /// What a RESP3 node answers after a contended attempt: the subscription's confirmation,
-/// the cleanup release's reply, the probe's reply.
+/// the announcement's reply, the cleanup release's reply, the probe's reply.
 fn cleanup_then_probe(cleanup: &str, probe: &str) -> Vec<u8> {
-    format!("{CONFIRM}{cleanup}\r\n{probe}\r\n").into_bytes()
+    format!("{CONFIRM}{ANNOUNCED}{cleanup}\r\n{probe}\r\n").into_bytes()
 }
 
 /// Three nodes, a retry delay of one second (so an attempt within milliseconds can only
@@ -138,16 +146,20 @@ fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at
     for i in 0..3 {
         // The subscription goes before the probe, so that the probe sees any release it
         // might have missed.
+        // The announcement that the call waits follows the subscription (notify.rs).
         let s = sent(&out, i);
         let (sub, probe) = (s.find(SUBSCRIBE), s.find(PTTL));
         assert!(sub.is_some() && sub < probe, "node {i}: {s}");
+        let announce = s.find(ANNOUNCE);
+        assert!(sub < announce && announce < probe, "node {i}: {s}");
     }
-    // The subscription's confirmation (a push; nothing answers to it), the cleanup
-    // releases (-1: nothing there), then the probe: the holder has 9 s left.
+    // The subscription's confirmation (a push; nothing answers to it), the announcement's
+    // reply, the cleanup releases (-1: nothing there), then the probe: the holder has 9 s
+    // left.
     for i in 0..3 {
         let out = h.reply(i, CONFIRM.as_bytes());
         assert!(out.transmits.is_empty() && out.disconnects.is_empty());
-        h.reply(i, b":-1\r\n:9000\r\n");
+        h.reply(i, format!("{ANNOUNCED}:-1\r\n:9000\r\n").as_bytes());
     }
     h.ms(3);
     // One node's notice is not enough (a cleanup of a split vote, say) ...
@@ -214,8 +226,9 @@ fn a_node_that_kept_resp2_is_never_subscribed_and_the_timer_still_retries() {
     let mut h = connected(config(Duration::ZERO), &[false, false, false]);
     let (_, out) = contended(&mut h);
     for i in 0..3 {
-        // The probe still reads the ttl; nothing subscribes.
-        assert!(!sent(&out, i).contains("SUBSCRIBE"));
+        // The probe still reads the ttl; nothing subscribes, and nothing is announced (a
+        // holder's client could not listen either).
+        assert!(!sent(&out, i).contains("SUBSCRIBE") && !sent(&out, i).contains("PUBLISH"));
         assert!(sent(&out, i).contains(PTTL));
         h.reply(i, b":-1\r\n:9000\r\n");
     }
@@ -255,8 +268,12 @@ fn early_attempts_do_not_use_up_the_attempts_but_the_wait_stays_bounded() {
     let give_up = h.now + Duration::from_secs(2);
     loop {
         for i in 0..3 {
-            // Subscribed once, for the whole wait.
-            let confirm = if early == 0 { CONFIRM } else { "" };
+            // Subscribed once, for the whole wait, and announced once.
+            let confirm = if early == 0 {
+                format!("{CONFIRM}{ANNOUNCED}")
+            } else {
+                String::new()
+            };
             h.reply(i, format!("{confirm}:-1\r\n:9000\r\n").as_bytes());
         }
         h.ms(400);
@@ -294,12 +311,15 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
     }
     assert!(h.client.held(first).is_some());
     h.drain();
-    // A second call of this client waits in line.
+    // A second call of this client waits in line; the line listens for waiters.
     let second = h
         .client
         .acquire(h.now, redlock_core::Resource::from("res"))
         .unwrap();
-    assert!(h.drain().transmits.is_empty());
+    let out = h.drain();
+    for i in 0..3 {
+        assert_eq!(sent(&out, i), LISTEN, "node {i}");
+    }
     // The release goes out alone: no SET right behind it, as an uncontested line would.
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
@@ -312,13 +332,13 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
     }
     // The release script answers 2: another client is subscribed, waiting (after the
     // confirmation of the unsubscription that followed the acquisition).
-    h.reply(0, format!("{UNCONFIRM}:2\r\n").as_bytes());
-    let out = h.reply(1, format!("{UNCONFIRM}:2\r\n").as_bytes());
+    h.reply(0, format!("{UNCONFIRM}{LISTENING}:2\r\n").as_bytes());
+    let out = h.reply(1, format!("{UNCONFIRM}{LISTENING}:2\r\n").as_bytes());
     // Decided at the quorum: the next call starts a millisecond later, letting the other
     // client's waiter, told of the release now, go first.
     assert!(matches!(&out.events[..], [Event::Released { op, .. }] if *op == first));
     assert!(!sent(&out, 0).contains("SET"));
-    h.reply(2, format!("{UNCONFIRM}:2\r\n").as_bytes());
+    h.reply(2, format!("{UNCONFIRM}{LISTENING}:2\r\n").as_bytes());
     let out = h.timeout_at(h.now + MS);
     assert!(sent(&out, 0).contains("SET"));
     for i in 0..3 {
@@ -397,9 +417,10 @@ fn a_release_that_another_client_waits_for_makes_the_next_hand_off_fair() {
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
     assert!(sent(&out, 0).contains("SET"), "{}", sent(&out, 0));
-    // The release script answers 2: someone was subscribed to the release.
+    // The line's subscription to its waiting channel is confirmed; the release script
+    // answers 2: someone was subscribed to the release.
     for i in 0..3 {
-        h.reply(i, b":2\r\n+OK\r\n");
+        h.reply(i, format!("{LISTENING}:2\r\n+OK\r\n").as_bytes());
     }
     assert!(h.client.held(second).is_some());
     // Now the hand-off waits for the release to be done; nobody waits for this one (1 on
@@ -435,9 +456,11 @@ fn a_node_that_refuses_the_subscription_stays_up_and_is_not_asked_again() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     contended(&mut h);
     // Node 0's ACL denies the channel: `-NOPERM`, an ordinary reply where RESP3 confirms
-    // with a push. It answers the subscription; the cleanup and probe replies follow in step.
-    let refusal = "-NOPERM this user has no permissions to access one of the channels used \
-                   as arguments\r\n:-1\r\n:9000\r\n";
+    // with a push. It answers the subscription, and the announcement that went with it; the
+    // cleanup and probe replies follow in step.
+    let denied = "-NOPERM this user has no permissions to access one of the channels used \
+                  as arguments\r\n";
+    let refusal = format!("{denied}{denied}:-1\r\n:9000\r\n");
     let out = h.reply(0, refusal.as_bytes());
     assert!(out.disconnects.is_empty(), "{out:?}");
     for i in 1..3 {
@@ -458,7 +481,9 @@ fn a_node_that_refuses_the_subscription_stays_up_and_is_not_asked_again() {
             sent(&out, i)
         );
     }
-    // Node 0 still answers in step: its cleanup and probe replies are read as theirs.
+    // Node 0 still answers in step: its cleanup and probe replies are read as theirs (no
+    // announcement went there either).
+    assert!(!sent(&out, 0).contains("PUBLISH"), "{}", sent(&out, 0));
     let out = h.reply(0, b":-1\r\n:9000\r\n");
     assert!(out.disconnects.is_empty(), "{out:?}");
     // The other nodes' notices still make a quorum for "res".
@@ -507,9 +532,9 @@ fn a_native_release_that_another_client_waits_for_makes_the_next_hand_off_fair()
         );
         assert!(sent.ends_with(&support::set_nx_px("res", 10_000)), "{sent}");
     }
-    // Deleted, and one subscriber on every node: another client waits.
+    // The line listens; deleted, and one subscriber on every node: another client waits.
     for i in 0..3 {
-        h.reply(i, b":1\r\n:1\r\n+OK\r\n");
+        h.reply(i, format!("{LISTENING}:1\r\n:1\r\n+OK\r\n").as_bytes());
     }
     assert!(h.client.held(second).is_some());
     // The line is contested now: the hand-off waits for the release to be done, and the

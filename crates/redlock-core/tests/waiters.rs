@@ -18,6 +18,13 @@ const NIL: &[u8] = b"_\r\n";
 const CONFIRM: &str = ">3\r\n$9\r\nsubscribe\r\n$20\r\nredlock:released:res\r\n:1\r\n";
 const UNCONFIRM: &str = ">3\r\n$11\r\nunsubscribe\r\n$20\r\nredlock:released:res\r\n:0\r\n";
 const RELEASED: &[u8] = b">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n$0\r\n\r\n";
+/// The node's answer to a waiter's announcement (notify.rs, `waiting_channel`): the number
+/// of clients listening.
+const ANNOUNCED: &str = ":0\r\n";
+/// A line's subscription to its waiting channel (once a second call waits in it), and the
+/// confirmation.
+const LISTEN: &str = "*2\r\n$9\r\nSUBSCRIBE\r\n$19\r\nredlock:waiting:res\r\n";
+const LISTENING: &str = ">3\r\n$9\r\nsubscribe\r\n$19\r\nredlock:waiting:res\r\n:2\r\n";
 
 /// Three nodes, a retry delay of one second (an attempt within milliseconds comes from a
 /// notification only), patience 900 ms, notifications on without jitter.
@@ -143,10 +150,11 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
             "one id on every node"
         );
     }
-    // Each node: the subscription's confirmation, the cleanup release (-1), the place.
+    // Each node: the subscription's confirmation, the announcement's reply, the cleanup
+    // release (-1), the place.
     let places = [rank(1, ticket), rank(1, ticket + 5), rank(0, ticket)];
     for (i, place) in places.iter().enumerate() {
-        let out = h.reply(i, format!("{CONFIRM}:-1\r\n{place}").as_bytes());
+        let out = h.reply(i, format!("{CONFIRM}{ANNOUNCED}:-1\r\n{place}").as_bytes());
         // Every node answered with the call's place: no key of its to clean up.
         let sent = words(&out.sent_to(i));
         assert!(
@@ -222,6 +230,16 @@ fn release_argv(out: &Drained, node: usize) -> Option<Vec<String>> {
     Some(w[at + 5..at + 10].to_vec())
 }
 
+/// A second call waits in its line, which sends nothing but its subscription to the waiting
+/// channel (the line listens for waiters of other clients: notify.rs), confirmed here.
+fn listens(h: &mut Harness, queued: &Drained) {
+    for i in 0..3 {
+        let sent = String::from_utf8_lossy(&queued.sent_to(i)).into_owned();
+        assert_eq!(sent, LISTEN, "node {i}: the second call waits in line");
+        h.reply(i, LISTENING.as_bytes());
+    }
+}
+
 /// The first call of a line found the lock held (so the line met another client), took
 /// its place at the head, and was granted at a release; a second call waits in its line.
 fn held_with_one_in_line(h: &mut Harness) -> (redlock_core::OpId, redlock_core::OpId) {
@@ -232,13 +250,13 @@ fn held_with_one_in_line(h: &mut Harness) -> (redlock_core::OpId, redlock_core::
     // Found held: the place at once; the head on every node, it probes the holder's ttl.
     for i in 0..3 {
         let place = rank(0, NODE_SECS * 1000);
-        h.reply(i, format!("{CONFIRM}:-1\r\n{place}").as_bytes());
+        h.reply(i, format!("{CONFIRM}{ANNOUNCED}:-1\r\n{place}").as_bytes());
     }
     for i in 0..3 {
         h.reply(i, b":5000\r\n");
     }
     let (second, queued) = h.acquire("res");
-    assert!(queued.transmits.is_empty(), "the second call waits in line");
+    listens(h, &queued);
     for i in 0..3 {
         h.reply(i, RELEASED);
     }
@@ -271,12 +289,20 @@ fn a_contested_lines_release_places_its_next_call() {
     }
     // Each node: the confirmation of the holder's unsubscription, then the release's answer:
     // released (someone was subscribed), the next call second in the queue. The call sends
-    // no attempt, only its subscription.
-    let mut after = Vec::new();
+    // no attempt, only its subscription and its announcement that it waits.
+    let (mut after, mut sent) = (Vec::new(), Drained::default());
     for i in 0..3 {
         let out = h.reply(i, format!("{UNCONFIRM}*2\r\n:2\r\n:1\r\n").as_bytes());
         assert!(queued_argv(&out, i).is_none(), "node {i}: no place attempt");
         after.extend(out.events);
+        sent.transmits.extend(out.transmits);
+    }
+    for i in 0..3 {
+        let sent = words(&sent.sent_to(i));
+        assert!(
+            sent.contains(&"redlock:waiting:res".to_string()),
+            "node {i}: {sent:?}"
+        );
     }
     assert!(
         matches!(&after[..], [redlock_core::Event::Released { op, .. }] if *op == first),
@@ -285,7 +311,7 @@ fn a_contested_lines_release_places_its_next_call() {
     // The other client's holder releases: its release announces the next call as the head,
     // then itself, on two nodes; the call attempts once, with its place's id and ticket.
     for i in 0..3 {
-        h.reply(i, CONFIRM.as_bytes());
+        h.reply(i, format!("{CONFIRM}{ANNOUNCED}").as_bytes());
     }
     h.reply(0, &next(&id));
     h.reply(0, RELEASED);
@@ -314,7 +340,7 @@ fn a_lines_direct_hand_off_goes_through_the_queue() {
     let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
     assert_eq!(support::acquired(&events).op, first);
     let (second, queued) = h.acquire("res");
-    assert!(queued.transmits.is_empty(), "the second call waits in line");
+    listens(&mut h, &queued);
     h.ms(60);
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
@@ -357,4 +383,49 @@ fn a_placed_call_that_gives_up_before_it_starts_leaves_its_place() {
         let at = at.unwrap_or_else(|| panic!("no leave to node {i}: {sent:?}"));
         assert_eq!(sent[at + 5], id, "node {i}");
     }
+}
+
+/// Hearing of waiters (notify.rs; docs/design.md, "Hearing of waiters"): a line with a call
+/// waiting behind its first listens on the resource's waiting channel. Its first hand-off
+/// after it starts listening goes through the nodes (a waiter that announced itself before
+/// is heard there); after that it hands the hold from call to call, sending nothing, until a
+/// waiter of another client announces itself: then its next release goes through the nodes
+/// as a contested line's does, placing its next call in the queue behind that waiter.
+#[test]
+fn a_line_that_hears_a_waiter_stops_handing_over() {
+    let mut h = connected();
+    let (first, _) = h.acquire("res");
+    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
+    assert_eq!(support::acquired(&events).op, first);
+    let (second, queued) = h.acquire("res");
+    listens(&mut h, &queued);
+    // Through the nodes: the release, the next call's place behind it.
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    assert!(queued_argv(&out, 0).is_some(), "through the nodes");
+    let events: Vec<_> = (0..3)
+        .flat_map(|i| h.reply(i, b":1\r\n:1\r\n").events)
+        .collect();
+    assert!(h.client.held(second).is_some(), "{events:?}");
+    // Nothing heard: the line hands over, sending nothing (not even a subscription: it
+    // listens already).
+    let (third, queued) = h.acquire("res");
+    assert!(queued.transmits.is_empty());
+    h.client.release(h.now, second).unwrap();
+    let out = h.drain();
+    assert!(out.transmits.is_empty(), "a hand-over: {out:?}");
+    assert!(h.client.held(third).is_some());
+    // A waiter of another client announces itself on one node: the line is contested, and
+    // the release of its holder places its next call (QUEUE_RELEASE).
+    let (fourth, _) = h.acquire("res");
+    let announcement = b">3\r\n$7\r\nmessage\r\n$19\r\nredlock:waiting:res\r\n$0\r\n\r\n";
+    let out = h.reply(2, announcement);
+    assert!(out.transmits.is_empty() && out.events.is_empty());
+    h.client.release(h.now, third).unwrap();
+    let out = h.drain();
+    for i in 0..3 {
+        let argv = release_argv(&out, i).unwrap_or_else(|| panic!("node {i}: {out:?}"));
+        assert!(!argv[2].is_empty(), "node {i}: the next call is placed");
+    }
+    assert!(h.client.held(fourth).is_none());
 }

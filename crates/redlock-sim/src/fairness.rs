@@ -76,8 +76,33 @@ impl Checker {
     /// waiters, calls that did not acquire at their first attempt either (see
     /// [`overtakes`](Self::overtakes) and the module docs), if any.
     pub fn unfairness(&self, end: SimTime, slack: Duration, bound: usize) -> Option<Overtaken> {
+        self.overtaken_past(end, slack, bound, waited)
+    }
+
+    /// The first waiting call overtaken by more than `bound` calls of other clients, waiters
+    /// and newcomers alike (see [`overtakes`](Self::overtakes)), if any: the property of
+    /// clients whose lines hand the lock from call to call, where a line that hears of a
+    /// waiter late lets calls that came after it pass (docs/design.md, "Hearing of
+    /// waiters").
+    pub fn overtaken_by_calls(
+        &self,
+        end: SimTime,
+        slack: Duration,
+        bound: usize,
+    ) -> Option<Overtaken> {
+        self.overtaken_past(end, slack, bound, |_| true)
+    }
+
+    /// The first waiting call overtaken by more than `bound` of the calls `counts` accepts.
+    fn overtaken_past(
+        &self,
+        end: SimTime,
+        slack: Duration,
+        bound: usize,
+        counts: fn(&OpRecord) -> bool,
+    ) -> Option<Overtaken> {
         let (op, by) = (self.overtakes(end, slack).into_iter())
-            .find(|(_, by)| by.iter().filter(|b| waited(b)).count() > bound)?;
+            .find(|(_, by)| by.iter().filter(|b| counts(b)).count() > bound)?;
         let (waiters, newcomers): (Vec<&OpRecord>, Vec<&OpRecord>) =
             by.into_iter().partition(|b| waited(b));
         Some(Overtaken {
@@ -102,8 +127,7 @@ impl fmt::Display for Overtaken {
         write!(
             f,
             "seed {}: client {} {} on {:?}, waiting since {}, was overtaken by {} waiters (bound \
-             {}) and {} newcomers of other clients that began over {:?} after it; the first \
-             waiter: client {} at {}",
+             {}) and {} newcomers of other clients that began over {:?} after it",
             self.seed,
             op.client,
             op.op,
@@ -113,9 +137,15 @@ impl fmt::Display for Overtaken {
             self.bound,
             self.newcomers,
             self.slack,
-            self.by[0].client,
-            self.by[0].started_at,
-        )
+        )?;
+        match self.by.first() {
+            Some(first) => write!(
+                f,
+                "; the first waiter: client {} at {}",
+                first.client, first.started_at
+            ),
+            None => Ok(()),
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::{
     FAIR_BUDGET, FAIR_DETECTION, OVERTAKE_BOUND, WAITERS_BUDGET, WAITERS_DETECTION, fair,
-    fair_slow, first_where, most_overtakes, overtaken, starved, waiters,
+    fair_lines, fair_slow, first_where, most_overtakes, overtaken, overtaken_by_calls, starved,
+    waiters,
 };
 use redlock_core::{Mutant, WaiterQueue};
 use redlock_sim::{Report, Scenario, Sim};
@@ -116,36 +117,76 @@ fn without_the_queue_waiters_are_overtaken_past_the_bound() {
     println!("no queue found at seed {}: {o}", scenario.seed);
 }
 
+#[test]
+fn lines_hear_waiters_of_other_clients_and_keep_the_order() {
+    let mut unfair = Vec::new();
+    for seed in 0..FAIR_BUDGET {
+        let scenario = fair_lines(seed, true, |b| b);
+        let report = run(&scenario);
+        assert!(report.workloads_done, "seed {seed}: unfinished");
+        if let Some(o) = overtaken_by_calls(&scenario, &report, OVERTAKE_BOUND) {
+            println!("{o}");
+            unfair.push(seed);
+        }
+    }
+    assert!(unfair.is_empty(), "seeds {unfair:?} break the bound");
+}
+
+#[test]
+fn a_line_deaf_to_announcements_hands_over_past_waiters() {
+    let family = |seed| fair_lines(seed, true, |b| b.mutant(Mutant::DeafToAnnouncements));
+    let found = first_where(FAIR_DETECTION, family, |s, r| {
+        overtaken_by_calls(s, r, OVERTAKE_BOUND).is_some()
+    });
+    let (scenario, report) = found.expect("a deaf line kept the bound");
+    let o = overtaken_by_calls(&scenario, &report, OVERTAKE_BOUND).expect("found");
+    // The evidence: the calls that passed are of one other client, most of them handed
+    // the hold by the call ahead of them in its line (no attempt of their own).
+    let by_one = o.by.iter().all(|b| b.client == o.by[0].client);
+    let handed = o.by.iter().filter(|b| b.acquired_after == Some(0)).count();
+    assert!(by_one && handed * 2 > o.by.len(), "{o}");
+    println!("DeafToAnnouncements found at seed {}: {o}", scenario.seed);
+}
+
 /// The numbers behind [`OVERTAKE_BOUND`] and the detection budgets: per run of the fairness
-/// family, with and without the queue, the most overtakes of one waiting call, by waiters
-/// and by newcomers; and the runs of the waiters family whose live waiters starved, for the
+/// families, with and without the queue, with lines that hear waiters or are deaf to them,
+/// the most overtakes of one waiting call, by waiters, by newcomers and by both; and the runs of the waiters family whose live waiters starved, for the
 /// correct core and the never-pruning queue.
 /// `cargo test -p redlock-sim --test waiters -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement: prints distributions"]
 fn measure_overtakes_and_starvation() {
     let seeds = 300;
-    let families: [(&str, Family); 3] = [
+    let families: [(&str, Family); 6] = [
         ("fair, queue", |seed| fair(seed, |b| b)),
         ("fair, no queue", |seed| {
             fair(seed, |b| b.waiter_queue(None))
         }),
         ("fair_slow, queue", |seed| fair_slow(seed, |b| b)),
+        ("fair_lines, RESP3", |seed| fair_lines(seed, true, |b| b)),
+        ("fair_lines, RESP3, deaf to announcements", |seed| {
+            fair_lines(seed, true, |b| b.mutant(Mutant::DeafToAnnouncements))
+        }),
+        ("fair_lines, servers drawn", |seed| {
+            fair_lines(seed, false, |b| b)
+        }),
     ];
     for (name, family) in families {
-        let (mut waiters_hist, mut newcomers_hist) = ([0usize; 16], [0usize; 16]);
+        let mut hists = [[0usize; 16]; 3];
         let mut worst = (0, 0);
         for seed in 0..seeds {
             let scenario = family(seed);
-            let (w, n) = most_overtakes(&scenario, &run(&scenario));
-            waiters_hist[w.min(15)] += 1;
-            newcomers_hist[n.min(15)] += 1;
-            worst = worst.max((w, seed));
+            let (w, n, all) = most_overtakes(&scenario, &run(&scenario));
+            for (hist, count) in hists.iter_mut().zip([w, n, all]) {
+                hist[count.min(15)] += 1;
+            }
+            worst = worst.max((all, seed));
         }
         println!("{name}, {seeds} runs, most overtakes of a call per run (0..15+):");
-        println!("  by waiters   {waiters_hist:?}");
-        println!("  by newcomers {newcomers_hist:?}");
-        println!("  worst by waiters: {} at seed {}", worst.0, worst.1);
+        println!("  by waiters   {:?}", hists[0]);
+        println!("  by newcomers {:?}", hists[1]);
+        println!("  by both      {:?}", hists[2]);
+        println!("  worst by both: {} at seed {}", worst.0, worst.1);
     }
     for mutant in [false, true] {
         let (mut starved_runs, mut first, mut deaths) = (0, None, 0);

@@ -19,6 +19,9 @@ pub(super) struct ClientControls {
     /// Whether a probed native release refused after its lock stopped waiting is sent
     /// again as the script (client.rs, `answer`); off under `Mutant::LateRefusalDropped`.
     pub(super) resend_late: bool,
+    /// Whether a line turns contested when it hears a waiter's announcement (client.rs,
+    /// `on_push`; client/hearing.rs); off under `Mutant::DeafToAnnouncements`.
+    pub(super) hear_waiters: bool,
 }
 
 impl ClientControls {
@@ -28,6 +31,7 @@ impl ClientControls {
         let correct = Self {
             count_waiters: true,
             resend_late: true,
+            hear_waiters: true,
         };
         #[cfg(feature = "_mutants")]
         match config.mutant {
@@ -40,6 +44,12 @@ impl ClientControls {
             Some(Mutant::LateRefusalDropped) => {
                 return Self {
                     resend_late: false,
+                    ..correct
+                };
+            }
+            Some(Mutant::DeafToAnnouncements) => {
+                return Self {
+                    hear_waiters: false,
                     ..correct
                 };
             }

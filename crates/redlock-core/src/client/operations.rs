@@ -153,6 +153,11 @@ impl<R: CryptoRng> Client<R> {
         (self.health).lock_started((config, nodes), now, (ttl, fenced), &mut self.events);
         if in_line {
             self.lines.join(lock.resource(), op, now);
+            if self.config.release_notifications.is_some() {
+                let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+                let (lines, watching) = (&mut self.lines, &mut self.watching);
+                super::hearing::follow_line(lines, watching, nodes, dirty, lock.resource());
+            }
         }
         self.locks.insert(op, lock, in_line);
         self.pump(now, op);

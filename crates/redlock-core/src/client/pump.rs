@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use rand_core::CryptoRng;
 
-use super::Client;
+use super::{Client, hearing};
 use crate::command::Encoder;
 use crate::id::{NodeId, OpId, RequestId};
 use crate::io::Event;
@@ -46,6 +46,11 @@ impl<R: CryptoRng> Client<R> {
         if entry.lock.is_waiting_for_release() != entry.subscribed {
             // Before its requests: the subscription goes out ahead of the probe.
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
+            if entry.subscribed {
+                let resource = entry.lock.resource();
+                let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+                hearing::announce_waiting(&self.lines, nodes, dirty, resource);
+            }
         }
         send_requests(
             now,
@@ -59,6 +64,11 @@ impl<R: CryptoRng> Client<R> {
         forward_events(&mut entry.lock, &mut self.events);
         let timer = entry.lock.poll_timeout();
         let next = entry.leave_line(&mut self.lines, now);
+        if self.watching.listens() {
+            let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+            let resource = entry.lock.resource();
+            hearing::follow_line(&mut self.lines, &mut self.watching, nodes, dirty, resource);
+        }
         let finished = entry.lock.is_finished();
         if entry.subscribed && (finished || !entry.lock.is_waiting_for_release()) {
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);

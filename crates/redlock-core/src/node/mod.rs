@@ -96,6 +96,10 @@ pub(crate) enum Pending {
     /// A release sent again as the script after its native form was refused late (see
     /// `Request`): nothing waits for its reply.
     Resent,
+    /// A waiter's `PUBLISH` on a waiting channel (notify.rs): nothing waits for its reply
+    /// (an ACL that denies the channel answers `-NOPERM`, and the announcement is lost, as a
+    /// hint may be).
+    Announcement,
 }
 
 impl From<Step> for Pending {
@@ -238,6 +242,19 @@ impl Node {
     pub(crate) fn send_pending(&mut self, encoded: &Bytes, pending: Pending) {
         self.outbox.push(encoded);
         self.in_flight.push_back(pending);
+    }
+
+    /// Queues a waiter's announcement on `channel` (notify.rs, `waiting_channel`) if the node
+    /// takes requests, has room, and may be subscribed to (it speaks RESP3 with us and
+    /// denied no channel: where it does not, no holder's client is likely to listen on it
+    /// either); whether it did.
+    pub(crate) fn announce(&mut self, channel: &[u8]) -> bool {
+        let writes = self.accepts_requests() && self.has_room() && self.may_subscribe();
+        if writes {
+            notify::encode_announcement(self.outbox.buf(), channel);
+            self.in_flight.push_back(Pending::Announcement);
+        }
+        writes
     }
 
     /// Loads every script the client sends on the current connection, once, after a

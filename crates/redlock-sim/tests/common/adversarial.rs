@@ -312,10 +312,13 @@ pub fn stale_reads(seed: u64, as_current: bool) -> Scenario {
     // not one of those (whose bulk or array reply, read by the next request after a
     // misplaced `+OK`, is a protocol error that drops the connection and so hides the
     // misplacement). No waiters' queue either: a waiter's attempt answers an array, which
-    // a misplaced `+OK` cannot pass for, so the attempts it reads are plain `SET`s.
+    // a misplaced `+OK` cannot pass for, so the attempts it reads are plain `SET`s. No
+    // release notifications: a waiter's announcement (`PUBLISH`, notify.rs) is answered with
+    // a number, and a misplaced `+OK` read for it is a protocol error too.
     let builder = Config::builder(nodes)
         .clock_check(None)
         .waiter_queue(None)
+        .release_notifications(None)
         .restart_quarantine(None)
         .ttl(ms(300))
         .attempt_timeout(ms(60))

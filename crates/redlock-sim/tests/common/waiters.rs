@@ -12,13 +12,18 @@
 //!   [`fair_slack`] after it ([`redlock_sim::Checker::unfairness`]). [`fair_slow`], the
 //!   same over a network whose round trips can outlast the attempt timeout, is measured
 //!   only.
+//! - [`fair_lines`]: [`fair`] with 2 or 3 tasks per client, whose calls wait in their
+//!   client's line, which may hand the hold from call to call; every node speaks RESP3 and
+//!   allows channels (what hearing of waiters needs). Property: no waiting call is
+//!   overtaken by more than [`OVERTAKE_BOUND`] calls of other clients that began over the
+//!   slack after it, newcomers included ([`redlock_sim::Checker::overtaken_by_calls`]).
 
 use std::time::Duration;
 
 use redlock_core::{Config, ConfigBuilder, RetryPolicy};
 use redlock_sim::{
-    ClientDeath, Dice, Overtaken, PushFaults, Report, Resources, Scenario, ServerProfile, Sim,
-    Starvation,
+    ClientDeath, Dice, HelloAnswer, Overtaken, PushFaults, Report, Resources, Scenario,
+    ServerProfile, Sim, Starvation,
 };
 
 use super::ms;
@@ -84,6 +89,29 @@ pub fn fair(seed: u64, tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder) -> Sc
     contended(seed, &mut d, tweak)
 }
 
+/// [`fair`] with lines: 2 to 4 clients of 2 or 3 tasks each, so that the calls of one client
+/// wait in its line (the core's queue.rs) and a line may hand the hold from call to call
+/// (a hand-over, which sends nothing) while a waiter of another client waits in the queue.
+/// `resp3`: every node answers `HELLO` and allows channels, as hearing of waiters needs
+/// (notify.rs); else the servers are drawn as in [`fair`] (measured only).
+pub fn fair_lines(
+    seed: u64,
+    resp3: bool,
+    tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xfa12_0002);
+    let mut s = contended(seed, &mut d, tweak);
+    s.clients = d.range(2, 4) as usize;
+    s.workload.tasks = d.range(2, 3) as u32;
+    if resp3 {
+        for server in &mut s.servers {
+            server.hello = HelloAnswer::Reply;
+            server.channels = true;
+        }
+    }
+    s
+}
+
 /// [`fair`] over a slower network, for measurement only: ttls of 100 to 400 ms and one-way
 /// delays up to 1 to 4 ms, so that a round trip (two, for an `EVAL` after `-NOSCRIPT`) may
 /// outlast the default attempt timeout (5% of a lock's ttl, from 2.5 ms here).
@@ -114,6 +142,13 @@ pub fn starved(report: &Report) -> Option<Starvation> {
     report.checker.starvation(report.end)
 }
 
+/// The first waiting call of the run of `scenario` overtaken by more than `bound` calls of
+/// other clients, waiters and newcomers alike (the [`fair_lines`] property).
+pub fn overtaken_by_calls(scenario: &Scenario, report: &Report, bound: usize) -> Option<Overtaken> {
+    let slack = fair_slack(scenario);
+    report.checker.overtaken_by_calls(report.end, slack, bound)
+}
+
 /// The first waiting call of the run of `scenario` overtaken by more than `bound` waiters.
 pub fn overtaken(scenario: &Scenario, report: &Report, bound: usize) -> Option<Overtaken> {
     let slack = fair_slack(scenario);
@@ -121,14 +156,16 @@ pub fn overtaken(scenario: &Scenario, report: &Report, bound: usize) -> Option<O
 }
 
 /// The most times a waiting call of the run of `scenario` was overtaken, by waiters and by
-/// newcomers (calls that acquired at their first attempt), each counted on its own.
-pub fn most_overtakes(scenario: &Scenario, report: &Report) -> (usize, usize) {
+/// newcomers (calls that acquired at their first attempt), each counted on its own, and by
+/// both together.
+pub fn most_overtakes(scenario: &Scenario, report: &Report) -> (usize, usize, usize) {
     let slack = fair_slack(scenario);
-    let mut most = (0, 0);
+    let mut most = (0, 0, 0);
     for (_, by) in report.checker.overtakes(report.end, slack) {
         let waiters = by.iter().filter(|b| b.acquired_after != Some(1)).count();
         most.0 = most.0.max(waiters);
         most.1 = most.1.max(by.len() - waiters);
+        most.2 = most.2.max(by.len());
     }
     most
 }
