@@ -19,7 +19,10 @@ use crate::waiters::Ranks;
 /// The operations not yet finished, by id: each one's [`Entry`]. Reads and writes the lock
 /// alone as a map of locks would; [`entry_mut`](Self::entry_mut) reaches the client's marks.
 #[derive(Debug, Default)]
-pub(super) struct Locks(HashMap<OpId, Entry, BuildHasherDefault<OpIdHasher>>);
+///
+/// Boxed: a lock is a large struct, and the table would copy it on every insertion, growth
+/// and removal; an allocation costs less.
+pub(super) struct Locks(HashMap<OpId, Box<Entry>, BuildHasherDefault<OpIdHasher>>);
 
 /// One operation of the client: the lock, and the client's marks beside it.
 #[derive(Debug)]
@@ -49,17 +52,22 @@ impl Locks {
     /// The lock `op` with the client's marks, if it is not finished.
     #[inline]
     pub(super) fn entry_mut(&mut self, op: OpId) -> Option<&mut Entry> {
-        self.0.get_mut(&op)
+        self.0.get_mut(&op).map(|e| &mut **e)
     }
 
-    /// Adds the lock `op`, in its resource's line if `in_line`.
-    pub(super) fn insert(&mut self, op: OpId, lock: Lock, in_line: bool) {
+    /// Adds the lock `op`, in its resource's line if `in_line`; the lock, in its place.
+    pub(super) fn insert(&mut self, op: OpId, lock: Lock, in_line: bool) -> &mut Lock {
         let entry = Entry {
             lock,
             in_line,
             subscribed: false,
         };
-        self.0.insert(op, entry);
+        &mut self
+            .0
+            .entry(op)
+            .insert_entry(Box::new(entry))
+            .into_mut()
+            .lock
     }
 
     /// Drops the finished lock `op`.

@@ -135,10 +135,17 @@ impl<R: CryptoRng> Client<R> {
         self.check_drained()?;
         let now = self.clock(now);
         let op = OpId::from_raw(self.next_op);
-        let lock =
-            make(now, op, &self.config, &mut self.rng).inspect_err(|_| self.drained = true)?;
+        let lock = match make(now, op, &self.config, &mut self.rng) {
+            Ok(lock) => lock,
+            Err(e) => {
+                self.drained = true;
+                return Err(e);
+            }
+        };
         self.next_op += 1;
-        let mut lock = lock;
+        // Into its place in the table first, then changed there: a lock is a large struct,
+        // and each move of it is a copy.
+        let lock = self.locks.insert(op, lock, in_line);
         if self.lines.queue_refused() {
             // A node refused the queue's script to an earlier call (client/locks.rs).
             lock.without_queue();
@@ -159,7 +166,6 @@ impl<R: CryptoRng> Client<R> {
                 super::hearing::follow_line(lines, watching, nodes, dirty, lock.resource());
             }
         }
-        self.locks.insert(op, lock, in_line);
         self.pump(now, op);
         Ok(op)
     }
