@@ -525,12 +525,7 @@ impl<R: CryptoRng> Client<R> {
         let heard = (self.watching).route(push, &mut self.nodes[node.index()]);
         let (op, notice) = match heard {
             Some(Heard::Lock(op, notice)) => (op, notice),
-            Some(Heard::Waiter(resource)) => {
-                if self.controls.hear_waiters {
-                    self.lines.contest(&resource, now);
-                }
-                return;
-            }
+            Some(Heard::Waiter(resource)) => return self.hear_waiter(now, &resource),
             None => return,
         };
         if let Some(lock) = self.locks.get_mut(&op) {

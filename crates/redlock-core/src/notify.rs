@@ -12,11 +12,11 @@
 //! an early attempt that finds the lock still held is only a failed attempt.
 //!
 //! The other way round, a waiter tells holders that it waits: when a lock call starts
-//! waiting for another client's release, its client publishes an empty message on the
-//! resource's *waiting* channel ([`waiting_channel`]) (each time: the holder may have
-//! changed since), and a client whose line for the resource has had a call waiting behind
-//! its first listens there. A line that hears it
-//! counts as contested at once, so it stops handing the hold from call to call (a hand-over,
+//! waiting for another client's release (its client subscribes to the release channel for
+//! it), its client publishes an empty message on the resource's *waiting* channel
+//! ([`waiting_channel`]), and a client whose line for the resource may hand over (a call
+//! has waited behind its first, and the line is not contested) listens there. A line that
+//! hears it counts as contested at once, so it stops handing the hold from call to call (a hand-over,
 //! which sends nothing and so hears nobody) and lets the waiter take its turn, instead of
 //! hearing of it at its next release through the nodes (docs/design.md, "Hearing of
 //! waiters"). A hint too: lost, it costs the waiter what the line's periodic release

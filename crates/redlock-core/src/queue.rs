@@ -83,12 +83,12 @@ struct Line {
     /// (the release script answers 2), a hand-over does not. `None` once the line starts
     /// listening, until its next hand-off through the nodes.
     heard_at: Option<Instant>,
-    /// Whether a call has waited behind the first: the line may hand over, and listens for
-    /// waiters of other clients on the resource's waiting channel until it ends (notify.rs).
-    /// A waiter that announced itself before the line listened is not heard there, so once
-    /// a node subscribed, the line's next hand-off goes through the nodes, whose release
-    /// hears it ([`Lines::started_listening`]).
-    listens: bool,
+    /// Whether a call has waited behind the first: the line may hand over, and so listens
+    /// for waiters of other clients on the resource's waiting channel (notify.rs) while it
+    /// is not contested ([`Lines::listens`]). A waiter that announced itself before the line
+    /// listened is not heard there, so once a node subscribed, the line's next hand-off goes
+    /// through the nodes, whose release hears it ([`Lines::started_listening`]).
+    has_waited: bool,
 }
 
 /// How the next call of a line starts once the call ahead let go.
@@ -162,7 +162,7 @@ impl Lines {
         match self.lines.get_mut(resource) {
             Some(line) => {
                 line.waiting.push_back(op);
-                line.listens = true;
+                line.has_waited = true;
             }
             None => {
                 let recent = (self.recent.remove(resource)).filter(|&until| now < until);
@@ -172,17 +172,21 @@ impl Lines {
                     contested_until: recent,
                     streak_since: now,
                     heard_at: Some(now),
-                    listens: false,
+                    has_waited: false,
                 };
                 self.lines.insert(resource.clone(), line);
             }
         }
     }
 
-    /// Whether `resource`'s line listens for waiters of other clients (a call has waited
-    /// behind its first; notify.rs, `Watching::listen`).
-    pub(crate) fn listens(&self, resource: &Resource) -> bool {
-        (self.lines.get(resource)).is_some_and(|l| l.listens)
+    /// Whether `resource`'s line listens for waiters of other clients at `now` (notify.rs,
+    /// `Watching::listen`): a call has waited behind its first, so it may hand over, and it
+    /// is not contested. A contested line does not hand over, so it need not hear of more
+    /// waiters: it stops listening, and the nodes stop sending it every waiter's
+    /// announcement.
+    pub(crate) fn listens(&self, resource: &Resource, now: Instant) -> bool {
+        (self.lines.get(resource))
+            .is_some_and(|l| l.has_waited && l.contested_until.is_none_or(|t| now >= t))
     }
 
     /// `resource`'s line now listens on at least one node: its next hand-off goes through
@@ -403,7 +407,7 @@ mod tests {
         // The line listens for waiters since its second call joined; once a node subscribed,
         // its next hand-off goes through the nodes, whose release hears a waiter that
         // announced itself before the line listened.
-        assert!(lines.listens(&r));
+        assert!(lines.listens(&r, at(10)));
         assert_eq!(lines.hand_over_to(&r, op(0), at(10)), Some(op(1)));
         lines.started_listening(&r);
         assert_eq!(lines.hand_over_to(&r, op(0), at(10)), None);

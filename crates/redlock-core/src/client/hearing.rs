@@ -7,17 +7,21 @@
 //! subscriptions and the routing), over the nodes.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
-use crate::id::NodeId;
+use rand_core::CryptoRng;
+
+use super::Client;
+use crate::id::{NodeId, OpId};
 use crate::node::Node;
 use crate::notify::{Watching, waiting_channel};
 use crate::queue::Lines;
 use crate::token::Resource;
 
-/// A lock call for `resource` started waiting for another client's release (each time it
-/// does: the holder may have changed since it last did): it announces so on every node that
-/// takes requests, if it is in the resource's line (`Lines::announces`). Nodes written to
-/// join `dirty`.
+/// A lock call for `resource` started waiting for another client's release (its client
+/// subscribes to the release channel for it): it announces so on every node that takes
+/// requests and speaks RESP3, if it is in the resource's line (`Lines::announces`). Nodes
+/// written to join `dirty`.
 pub(super) fn announce_waiting(
     lines: &Lines,
     nodes: &mut [Node],
@@ -35,19 +39,47 @@ pub(super) fn announce_waiting(
     }
 }
 
-/// After `resource`'s line changed (a call joined it, or left it): its waiting channel is
-/// watched while the line listens (`Lines::listens`), and no longer once the line ended;
-/// once a node subscribed, the line's next hand-off goes through the nodes
+/// After `resource`'s line changed at `now` (a call joined it or left it, it heard a
+/// waiter, or a call of it releases): its waiting channel is watched while the line listens
+/// (`Lines::listens`: it may hand over and is not contested), and no longer once it does not
+/// or ended; once a node subscribed, the line's next hand-off goes through the nodes
 /// (`Lines::started_listening`). Cheap when no line listens and this one does not start to.
 pub(super) fn follow_line(
     lines: &mut Lines,
     watching: &mut Watching,
-    nodes: &mut [Node],
-    dirty: &mut VecDeque<NodeId>,
+    (nodes, dirty): (&mut [Node], &mut VecDeque<NodeId>),
     resource: &Resource,
+    now: Instant,
 ) {
-    let listens = lines.listens(resource);
+    let listens = lines.listens(resource, now);
     if (listens || watching.listens()) && watching.listen(resource, listens, nodes, dirty) {
         lines.started_listening(resource);
+    }
+}
+
+impl<R: CryptoRng> Client<R> {
+    /// [`follow_line`] for the line of the lock `op`, if it is in one.
+    pub(super) fn follow_line_of(&mut self, now: Instant, op: OpId) {
+        if let Some(lock) = self.locks.in_line(op) {
+            let nodes = (&mut self.nodes[..], &mut self.dirty);
+            follow_line(
+                &mut self.lines,
+                &mut self.watching,
+                nodes,
+                lock.resource(),
+                now,
+            );
+        }
+    }
+
+    /// A waiter of `resource` announced itself: the line is contested (it hands off through
+    /// the nodes, fairly), and stops listening.
+    pub(super) fn hear_waiter(&mut self, now: Instant, resource: &Resource) {
+        if !self.controls.hear_waiters {
+            return;
+        }
+        self.lines.contest(resource, now);
+        let nodes = (&mut self.nodes[..], &mut self.dirty);
+        follow_line(&mut self.lines, &mut self.watching, nodes, resource, now);
     }
 }

@@ -49,6 +49,12 @@ impl Locks {
         self.0.get_mut(op).map(|e| &mut e.lock)
     }
 
+    /// The lock `op`, if it is not finished and waits or holds in its resource's line.
+    #[inline]
+    pub(super) fn in_line(&self, op: OpId) -> Option<&Lock> {
+        self.0.get(&op).filter(|e| e.in_line).map(|e| &e.lock)
+    }
+
     /// The lock `op` with the client's marks, if it is not finished.
     #[inline]
     pub(super) fn entry_mut(&mut self, op: OpId) -> Option<&mut Entry> {

@@ -161,9 +161,9 @@ impl<R: CryptoRng> Client<R> {
         if in_line {
             self.lines.join(lock.resource(), op, now);
             if self.config.release_notifications.is_some() {
-                let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+                let nodes = (&mut self.nodes[..], &mut self.dirty);
                 let (lines, watching) = (&mut self.lines, &mut self.watching);
-                super::hearing::follow_line(lines, watching, nodes, dirty, lock.resource());
+                super::hearing::follow_line(lines, watching, nodes, lock.resource(), now);
             }
         }
         self.pump(now, op);
@@ -213,6 +213,10 @@ impl<R: CryptoRng> Client<R> {
     pub fn release(&mut self, now: Instant, op: OpId) -> Result<(), UsageError> {
         self.check_drained()?;
         let now = self.clock(now);
+        if self.config.release_notifications.is_some() {
+            // Listening while it may hand over, and not while it is contested.
+            self.follow_line_of(now, op);
+        }
         if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
             self.pump(now, op);
             self.pump(now, next);

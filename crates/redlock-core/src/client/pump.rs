@@ -65,9 +65,9 @@ impl<R: CryptoRng> Client<R> {
         let timer = entry.lock.poll_timeout();
         let next = entry.leave_line(&mut self.lines, now);
         if self.watching.listens() {
-            let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+            let nodes = (&mut self.nodes[..], &mut self.dirty);
             let resource = entry.lock.resource();
-            hearing::follow_line(&mut self.lines, &mut self.watching, nodes, dirty, resource);
+            hearing::follow_line(&mut self.lines, &mut self.watching, nodes, resource, now);
         }
         let finished = entry.lock.is_finished();
         if entry.subscribed && (finished || !entry.lock.is_waiting_for_release()) {
