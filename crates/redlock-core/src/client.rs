@@ -531,7 +531,7 @@ impl<R: CryptoRng> Client<R> {
         if let Some(lock) = self.locks.get_mut(&op) {
             match notice {
                 Notice::Released => lock.handle_release_notice(now, node, &mut self.rng),
-                Notice::Next(id) => lock.handle_next_notice(node, &id),
+                Notice::Next(id) => lock.handle_next_notice(now, node, &id, &mut self.rng),
             }
             self.pump(now, op);
         }

@@ -84,6 +84,11 @@ pub enum Mutant {
     /// deadline, with more validity left than that ttl could give it: the validity the new
     /// holder is told is above the ttl it asked for.
     HandOverPastTtl,
+    /// A waiter that learns from `next:` announcements that it heads the waiters' queue on
+    /// a quorum waits for a release after them before it tries: a head announced with no
+    /// release behind it (its predecessor left, or the order changed) waits for its place's
+    /// renewal while the key is free.
+    HeadWaitsForRelease,
     /// A waiters' queue whose acquire never prunes a lapsed place
     /// ([`QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT`](crate::QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT)): a
     /// waiter that gave up unheard or died heads the queue for good, and the key is granted

@@ -155,6 +155,7 @@ impl LockOptions {
             refuse_for_good: true,
             carry_deadline: true,
             hand_over_within_ttl: true,
+            head_tries_at_once: true,
             kind: self.kind,
             kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
@@ -258,6 +259,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         },
         Mutant::HandOverPastTtl => LockParams {
             hand_over_within_ttl: false,
+            ..params
+        },
+        Mutant::HeadWaitsForRelease => LockParams {
+            head_tries_at_once: false,
             ..params
         },
         Mutant::SemAcquireOffByOne
@@ -379,6 +384,10 @@ pub(crate) struct LockParams {
     /// brought forward to what its own ttl could give it (lock/hand_over.rs; a negative
     /// control keeps the old deadline, a validity above the ttl it asked for).
     pub(crate) hand_over_within_ttl: bool,
+    /// Whether a waiter that learns it heads the waiters' queue on a quorum of nodes tries
+    /// at once (lock/acquire/place.rs, `on_next`; a negative control waits for a release
+    /// after it, which a head announced with no release behind it never hears).
+    pub(crate) head_tries_at_once: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).

@@ -331,6 +331,20 @@ pub(crate) struct Place {
     read: Vec<bool>,
     /// How many nodes' answers to the attempt in flight showed the script ran there.
     answered: usize,
+    /// Per node, what its announcements said while the call waited in its client's line,
+    /// its place taken by the release of the call ahead but its ranks not read yet
+    /// ([`Place::on_early_next`]): whether the last `next:` named it, and whether a release
+    /// followed.
+    early: Vec<Early>,
+}
+
+/// What a node announced to a placed call before its ranks were read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Early {
+    /// The last `next:` heard: whether it named the call (`None`: none heard).
+    next: Option<bool>,
+    /// A release was announced after it (or with no `next:` heard).
+    released: bool,
 }
 
 impl Place {
@@ -347,6 +361,7 @@ impl Place {
             sent: 0,
             read: vec![false; nodes],
             answered: 0,
+            early: Vec::new(),
         }
     }
 
@@ -428,6 +443,52 @@ impl Place {
             self.on_attempt_end(quorum);
         }
         placed
+    }
+
+    /// `node` announced `id` as its queue's next head while the call waited in its line,
+    /// placed by the release of the call ahead (it listens from when that release went out:
+    /// docs/design.md, "The waiters' queue"). Read after the ranks that release answered
+    /// ([`apply_early`](Self::apply_early)): on each connection a node's announcements
+    /// follow its answer to the release, so they are the later word.
+    pub(crate) fn on_early_next(&mut self, node: NodeId, id: &[u8]) {
+        let heads = id == self.id.as_bytes();
+        if let Some(early) = self.early_at(node) {
+            *early = Early {
+                next: Some(heads),
+                released: false,
+            };
+        }
+    }
+
+    /// `node` announced a release while the call waited in its line (see
+    /// [`on_early_next`](Self::on_early_next)).
+    pub(crate) fn on_early_release(&mut self, node: NodeId) {
+        if let Some(early) = self.early_at(node) {
+            early.released = true;
+        }
+    }
+
+    fn early_at(&mut self, node: NodeId) -> Option<&mut Early> {
+        if self.early.is_empty() {
+            self.early = vec![Early::default(); self.head.len()];
+        }
+        self.early.get_mut(node.index())
+    }
+
+    /// Once the ranks are read ([`on_placed`](Self::on_placed)): the announcements heard
+    /// before them win, and the nodes the call heads that announced a release since are
+    /// returned, each a notice the call's wait counts.
+    pub(crate) fn apply_early(&mut self) -> Vec<NodeId> {
+        let mut released = Vec::new();
+        for (i, early) in std::mem::take(&mut self.early).into_iter().enumerate() {
+            if let (Some(heads), Some(head)) = (early.next, self.head.get_mut(i)) {
+                *head = heads;
+            }
+            if early.released && self.head.get(i).is_some_and(|h| *h) {
+                released.push(NodeId::new(i));
+            }
+        }
+        released
     }
 
     /// `node` announced `id` as its queue's next head.

@@ -171,12 +171,10 @@ fn a_waiter_queues_at_once_and_only_the_head_wakes_at_a_release() {
             "node {i} woke a waiter behind the head"
         );
     }
-    // Announced the head on two nodes: a release wakes it at once, with the largest ticket
-    // the nodes gave. Node 2, which it headed all along, announced one already: node 0's
-    // makes a quorum.
-    h.reply(0, &next(&id));
-    h.reply(1, &next(&id));
-    let out = h.reply(0, RELEASED);
+    // Announced the head on node 0: with node 2, which it headed all along, it heads a
+    // quorum, and tries at once (the key may be free already: QUEUE_RELEASE announces the
+    // head in the step that releases), with the largest ticket the nodes gave.
+    let out = h.reply(0, &next(&id));
     for i in 0..3 {
         let argv = queued_argv(&out, i).expect("the head's attempt");
         assert_eq!(argv[2], id);
@@ -289,12 +287,26 @@ fn a_contested_lines_release_places_its_next_call() {
     for i in 1..3 {
         assert_eq!(release_argv(&out, i), Some(argv.clone()), "node {i}");
     }
-    // Each node: the confirmation of the holder's unsubscription, then the release's answer:
-    // released (someone was subscribed), the next call second in the queue. The call sends
-    // no attempt, only its subscription and its announcement that it waits.
+    // The next call listens from before the release that places it: its subscription goes
+    // ahead of the release on every connection, so that no announcement for its place is
+    // missed.
+    for i in 0..3 {
+        let sent = words(&out.sent_to(i));
+        let at = |name: &str| sent.iter().position(|s| s == name);
+        let (subscribe, release) = (at("SUBSCRIBE"), at(QUEUE_RELEASE_SCRIPT.sha1));
+        assert!(
+            subscribe.is_some() && subscribe < release,
+            "node {i}: {sent:?}"
+        );
+    }
+    // Each node: the confirmations of the holder's unsubscription and of the next call's
+    // subscription, then the release's answer: released (someone was subscribed), the next
+    // call second in the queue. The call sends no attempt, only its announcement that it
+    // waits.
     let (mut after, mut sent) = (Vec::new(), Drained::default());
     for i in 0..3 {
-        let out = h.reply(i, format!("{UNCONFIRM}*2\r\n:2\r\n:1\r\n").as_bytes());
+        let replies = format!("{UNCONFIRM}{CONFIRM}*2\r\n:2\r\n:1\r\n");
+        let out = h.reply(i, replies.as_bytes());
         assert!(queued_argv(&out, i).is_none(), "node {i}: no place attempt");
         after.extend(out.events);
         sent.transmits.extend(out.transmits);
@@ -311,9 +323,10 @@ fn a_contested_lines_release_places_its_next_call() {
         "{after:?}"
     );
     // The other client's holder releases: its release announces the next call as the head,
-    // then itself, on two nodes; the call attempts once, with its place's id and ticket.
+    // then itself, on two nodes; heading a quorum, the call attempts once, with its place's
+    // id and ticket.
     for i in 0..3 {
-        h.reply(i, format!("{CONFIRM}{ANNOUNCED}").as_bytes());
+        h.reply(i, ANNOUNCED.as_bytes());
     }
     h.reply(0, &next(&id));
     h.reply(0, RELEASED);
@@ -321,8 +334,7 @@ fn a_contested_lines_release_places_its_next_call() {
         queued_argv(&h.drain(), 0).is_none(),
         "one node is no quorum"
     );
-    h.reply(1, &next(&id));
-    let out = h.reply(1, RELEASED);
+    let out = h.reply(1, &next(&id));
     let attempt = queued_argv(&out, 0).expect("the head's attempt");
     assert_eq!((&attempt[2], &attempt[3]), (&id, &ticket.to_string()));
     let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b":1\r\n").events).collect();
@@ -347,18 +359,25 @@ fn a_lines_direct_hand_off_goes_through_the_queue() {
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
     for i in 0..3 {
+        // The next call listens from its first attempt, in the queue: its subscription goes
+        // ahead of it.
         let sent = words(&out.sent_to(i));
-        let release = sent
-            .iter()
-            .position(|s| s == redlock_core::RELEASE_SCRIPT.sha1);
-        let attempt = sent.iter().position(|s| s == QUEUE_ACQUIRE_SCRIPT.sha1);
+        let at = |name: &str| sent.iter().position(|s| s == name);
+        let (release, attempt) = (
+            at(redlock_core::RELEASE_SCRIPT.sha1),
+            at(QUEUE_ACQUIRE_SCRIPT.sha1),
+        );
+        let subscribe = at("SUBSCRIBE");
         assert!(
-            matches!((release, attempt), (Some(r), Some(a)) if r < a),
+            matches!((release, subscribe, attempt), (Some(r), Some(s), Some(a)) if r < s && s < a),
             "node {i}: the release, then the next call's place: {sent:?}"
         );
     }
     let events: Vec<_> = (0..3)
-        .flat_map(|i| h.reply(i, b":1\r\n:1\r\n").events)
+        .flat_map(|i| {
+            h.reply(i, format!(":1\r\n{CONFIRM}:1\r\n").as_bytes())
+                .events
+        })
         .collect();
     let acquired = events.iter().find_map(|e| match e {
         redlock_core::Event::Acquired(a) => Some(a),
@@ -405,8 +424,13 @@ fn a_line_that_hears_a_waiter_stops_handing_over() {
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
     assert!(queued_argv(&out, 0).is_some(), "through the nodes");
+    // The release, the next call's subscription (it listens from its first attempt, in the
+    // queue), its grant.
     let events: Vec<_> = (0..3)
-        .flat_map(|i| h.reply(i, b":1\r\n:1\r\n").events)
+        .flat_map(|i| {
+            h.reply(i, format!(":1\r\n{CONFIRM}:1\r\n").as_bytes())
+                .events
+        })
         .collect();
     assert!(h.client.held(second).is_some(), "{events:?}");
     // Nothing heard: the line hands over, sending nothing (not even a subscription: it

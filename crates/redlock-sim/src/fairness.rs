@@ -116,6 +116,79 @@ impl Checker {
     }
 }
 
+/// The longest time a resource was free while a call waited for it (see
+/// [`Checker::idle_while_waiting`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idle {
+    /// The scenario seed that produced it.
+    pub seed: u64,
+    /// The call that waited.
+    pub op: OpRecord,
+    /// When the resource was free from, in true time.
+    pub from: SimTime,
+    /// For how long.
+    pub gap: Duration,
+}
+
+impl Checker {
+    /// The longest stretch of true time during which no one held a resource while a mutex
+    /// call that waited for it (it did not acquire at its first attempt) still waited: a
+    /// waiter that was not told its turn came, and the lock sat free. Calls whose client
+    /// died while they waited and cancelled calls are left out; `end` is when the run
+    /// stopped.
+    pub fn idle_while_waiting(&self, end: SimTime) -> Option<Idle> {
+        let mut worst: Option<Idle> = None;
+        let waited = (self.ops().iter())
+            .filter(|r| r.kind == HoldKind::Exclusive && r.more.is_empty())
+            .filter(|r| waited(r) && !r.cancelled && !self.cut_short(r));
+        for op in waited {
+            let acquired = (self.intervals().iter())
+                .find(|iv| (iv.client, iv.op) == (op.client, op.op))
+                .map(|iv| iv.start);
+            let until = acquired.or(op.failed_at).unwrap_or(end);
+            let mut holds: Vec<(SimTime, SimTime)> = (self.intervals().iter())
+                .filter(|iv| iv.resource == op.resource)
+                .map(|iv| (iv.start, iv.end))
+                .collect();
+            holds.sort();
+            let mut free_from = op.started_at;
+            let mut longest = (Duration::ZERO, free_from);
+            for (start, stop) in holds {
+                if start >= until {
+                    break;
+                }
+                if start > free_from {
+                    longest = longest.max((start.saturating_sub(free_from), free_from));
+                }
+                free_from = free_from.max(stop);
+            }
+            if until > free_from {
+                longest = longest.max((until.saturating_sub(free_from), free_from));
+            }
+            if worst.as_ref().is_none_or(|w| longest.0 > w.gap) {
+                worst = Some(Idle {
+                    seed: self.seed(),
+                    op: op.clone(),
+                    from: longest.1,
+                    gap: longest.0,
+                });
+            }
+        }
+        worst
+    }
+}
+
+impl fmt::Display for Idle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = &self.op;
+        write!(
+            f,
+            "seed {}: {:?} was free for {:?} from {} while client {} {} waited for it (since {})",
+            self.seed, op.resource, self.gap, self.from, op.client, op.op, op.started_at
+        )
+    }
+}
+
 /// Whether the call did not acquire at its first attempt (it acquired later, or never).
 pub(crate) fn waited(op: &OpRecord) -> bool {
     op.acquired_after != Some(1)

@@ -83,7 +83,7 @@ mod workload;
 
 pub use checker::{Checker, FencingViolation, Interval, OpRecord, Violation};
 pub use clock::{Clock, SimTime};
-pub use fairness::Overtaken;
+pub use fairness::{Idle, Overtaken};
 pub use holds::{Conflict, Hold, HoldKind};
 pub use keyspace::{ChannelDenied, Keys, Keyspace, TimeDenied, WALL_EPOCH_NANOS, WrongType};
 pub use kind_mix::KindMix;

@@ -10,9 +10,9 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    FAIR_BUDGET, FAIR_DETECTION, OVERTAKE_BOUND, WAITERS_BUDGET, WAITERS_DETECTION, fair,
-    fair_lines, fair_slow, first_where, most_overtakes, overtaken, overtaken_by_calls, starved,
-    waiters,
+    FAIR_BUDGET, FAIR_DETECTION, IDLE_BOUND, IDLE_DETECTION, OVERTAKE_BOUND, WAITERS_BUDGET,
+    WAITERS_DETECTION, fair, fair_lines, fair_slow, first_where, most_overtakes, overtaken,
+    overtaken_by_calls, starved, waiters,
 };
 use redlock_core::{Mutant, WaiterQueue};
 use redlock_sim::{Report, Scenario, Sim};
@@ -146,6 +146,43 @@ fn a_line_deaf_to_announcements_hands_over_past_waiters() {
     let handed = o.by.iter().filter(|b| b.acquired_after == Some(0)).count();
     assert!(by_one && handed * 2 > o.by.len(), "{o}");
     println!("DeafToAnnouncements found at seed {}: {o}", scenario.seed);
+}
+
+/// Every waiter hears its turn: a resource never sits free for long while a call waits
+/// for it (the waiter subscribes before any announcement for its place can be made, and a
+/// head announced with no release behind it tries at once: docs/design.md, "The waiters'
+/// queue").
+#[test]
+fn a_free_lock_does_not_wait_for_a_waiters_timer() {
+    let mut idle = Vec::new();
+    for seed in 0..FAIR_BUDGET {
+        let scenario = fair_lines(seed, true, |b| b);
+        let report = run(&scenario);
+        if let Some(i) = report.checker.idle_while_waiting(report.end)
+            && i.gap > IDLE_BOUND
+        {
+            println!("{i}");
+            idle.push(seed);
+        }
+    }
+    assert!(idle.is_empty(), "seeds {idle:?} left the lock idle");
+}
+
+#[test]
+fn a_head_that_waits_for_a_release_leaves_the_lock_idle() {
+    let family = |seed| fair_lines(seed, true, |b| b.mutant(Mutant::HeadWaitsForRelease));
+    let found = first_where(IDLE_DETECTION, family, |_, r| {
+        (r.checker.idle_while_waiting(r.end)).is_some_and(|i| i.gap > IDLE_BOUND)
+    });
+    let (scenario, report) = found.expect("a head waiting for a release was not found");
+    let idle = report
+        .checker
+        .idle_while_waiting(report.end)
+        .expect("found");
+    println!(
+        "HeadWaitsForRelease found at seed {}: {idle}",
+        scenario.seed
+    );
 }
 
 /// The numbers behind [`OVERTAKE_BOUND`] and the detection budgets: per run of the fairness

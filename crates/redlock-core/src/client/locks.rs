@@ -106,26 +106,22 @@ impl Locks {
 
     /// Before the lock `op` releases in a contested line: the next call of its line takes
     /// its place in the waiters' queue with that release (waiters.rs, `Succession`), if the
-    /// line is contested and both locks can; nothing changes otherwise.
+    /// line is contested and both locks can; that call, returned, then listens for releases
+    /// (the client pumps it before the release goes out). Nothing changes otherwise.
     pub(super) fn place_next<R: CryptoRng + ?Sized>(
         &mut self,
         lines: &Lines,
         now: Instant,
         op: OpId,
         rng: &mut R,
-    ) {
-        let Some(entry) = self.0.get(&op).filter(|e| e.in_line) else {
-            return;
-        };
-        let Some(next) = lines.next_to_place(entry.lock.resource(), op, now) else {
-            return;
-        };
+    ) -> Option<OpId> {
+        let entry = self.0.get(&op).filter(|e| e.in_line)?;
+        let next = lines.next_to_place(entry.lock.resource(), op, now)?;
         let [Some(from), Some(to)] = self.0.get_disjoint_mut([&op, &next]) else {
-            return;
+            return None;
         };
-        if let Some(args) = to.lock.take_place_at(now, rng) {
-            from.lock.place_next(args);
-        }
+        let args = to.lock.take_place_at(now, rng)?;
+        from.lock.place_next(args).then_some(next)
     }
 
     /// How many operations are not finished.

@@ -222,7 +222,11 @@ impl<R: CryptoRng> Client<R> {
             self.pump(now, next);
             return Ok(());
         }
-        (self.locks).place_next(&self.lines, now, op, &mut self.rng);
+        if let Some(next) = (self.locks).place_next(&self.lines, now, op, &mut self.rng) {
+            // Its subscription goes out ahead of the release that places it, so that every
+            // announcement a node makes for its place reaches it.
+            self.pump(now, next);
+        }
         self.change(now, op, |lock, now| lock.release(now))
     }
 

@@ -46,11 +46,12 @@ impl<R: CryptoRng> Client<R> {
         if entry.lock.is_waiting_for_release() != entry.subscribed {
             // Before its requests: the subscription goes out ahead of the probe.
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
-            if entry.subscribed {
-                let resource = entry.lock.resource();
-                let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
-                hearing::announce_waiting(&self.lines, nodes, dirty, resource);
-            }
+        }
+        if entry.lock.take_waits() {
+            // Behind its subscription, ahead of its requests.
+            let resource = entry.lock.resource();
+            let (nodes, dirty) = (&mut self.nodes[..], &mut self.dirty);
+            hearing::announce_waiting(&self.lines, nodes, dirty, resource);
         }
         send_requests(
             now,

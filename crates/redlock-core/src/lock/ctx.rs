@@ -55,6 +55,9 @@ pub(super) struct Ctx {
     pub(super) contested: bool,
     /// A node's release found someone subscribed to it (the release script answered 2).
     pub(super) awaited: bool,
+    /// The call started waiting for another client's release since the client last asked:
+    /// the client announces it on the waiting channel (notify.rs), once per call.
+    pub(super) waits: bool,
     /// A node refused the waiters' queue's script since the client last asked.
     pub(super) queue_refused: bool,
     /// The nodes' wall clock in ms at an instant, as the client estimated it when the lock
@@ -134,6 +137,7 @@ impl Ctx {
             events: Events::default(),
             spare_slots: Vec::new(),
             contested: false,
+            waits: false,
             awaited: false,
             queue_refused: false,
             wall: None,

@@ -175,6 +175,13 @@ impl Lock {
         std::mem::take(&mut self.ctx.contested)
     }
 
+    /// Whether the call started waiting for another client's release since the last call:
+    /// the client announces it (notify.rs, `waiting_channel`).
+    #[inline]
+    pub(crate) fn take_waits(&mut self) -> bool {
+        std::mem::take(&mut self.ctx.waits)
+    }
+
     /// Whether a node answered this lock's release that someone was subscribed to it:
     /// another client waits for the resource.
     pub(crate) fn release_awaited(&self) -> bool {
@@ -196,7 +203,13 @@ impl Lock {
     /// soon as a quorum of nodes announced a release. Without that it still reads the
     /// holder's remaining ttl (its `PTTL` requests) and retries on its timer.
     pub fn is_waiting_for_release(&self) -> bool {
-        matches!(&self.phase, Phase::Acquiring(a) if a.is_listening())
+        match &self.phase {
+            Phase::Acquiring(a) => a.is_listening(),
+            // Placed by the release of the call ahead (lock/queued.rs): it listens from when
+            // that release goes out, so that no announcement for its place is missed.
+            Phase::Queued(q) => q.place.is_some() && self.ctx.params.notify,
+            _ => false,
+        }
     }
 
     /// `node` announced a release of the resource (a message on its
@@ -214,10 +227,15 @@ impl Lock {
         // announced (a release's announcement reaches its own connection before its reply):
         // it says nothing of the holder.
         let own = (self.ctx.cleanup.iter()).any(|r| r.awaits(node.index()));
-        if let Phase::Acquiring(a) = &mut self.phase
-            && !own
-        {
-            a.on_notice(&mut self.ctx, now, node, rng);
+        match &mut self.phase {
+            Phase::Acquiring(a) if !own => a.on_notice(&mut self.ctx, now, node, rng),
+            // Placed by the release of the call ahead, not started yet (lock/queued.rs).
+            Phase::Queued(q) => {
+                if let Some(place) = &mut q.place {
+                    place.on_early_release(node);
+                }
+            }
+            _ => {}
         }
     }
 

@@ -158,6 +158,12 @@ impl Wait {
         }
     }
 
+    /// The next attempt now (plus a random delay of at most the jitter), if that is earlier
+    /// than planned: a waiter that just learned it heads the queue (waiters.rs).
+    pub(super) fn wake<R: CryptoRng + ?Sized>(&mut self, ctx: &Ctx, now: Instant, rng: &mut R) {
+        self.bring_forward(ctx, now, rng);
+    }
+
     /// The next attempt at `at` plus a random delay of at most the jitter, if that is
     /// earlier than planned.
     fn bring_forward<R: CryptoRng + ?Sized>(&mut self, ctx: &Ctx, at: Instant, rng: &mut R) {

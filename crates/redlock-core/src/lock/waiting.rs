@@ -33,12 +33,26 @@ impl Lock {
     }
 
     /// `node` announced `id` as the next head of the resource's waiters' queue
-    /// ([`NEXT_PREFIX`](crate::NEXT_PREFIX) and the id on the release channel): if it is this
-    /// lock's, the lock heads the queue there, and the next release it hears of wakes it
-    /// (docs/design.md, "The waiters' queue").
-    pub fn handle_next_notice(&mut self, node: NodeId, id: &[u8]) {
-        if let Phase::Acquiring(a) = &mut self.phase {
-            a.on_next(node, id);
+    /// ([`NEXT_PREFIX`](crate::NEXT_PREFIX) and the id on the release channel) at `now`: if
+    /// it is this lock's, the lock heads the queue there; heading it on a quorum of nodes, it
+    /// tries at once, and else the next release it hears of wakes it (docs/design.md, "The
+    /// waiters' queue").
+    pub fn handle_next_notice<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        id: &[u8],
+        rng: &mut R,
+    ) {
+        match &mut self.phase {
+            Phase::Acquiring(a) => a.on_next(&mut self.ctx, now, (node, id), rng),
+            // Placed by the release of the call ahead, not started yet (lock/queued.rs).
+            Phase::Queued(q) => {
+                if let Some(place) = &mut q.place {
+                    place.on_early_next(node, id);
+                }
+            }
+            _ => {}
         }
     }
 

@@ -45,6 +45,8 @@ pub(super) struct Acquiring {
     /// another client, and notifications are on. It listens until it stops acquiring, so
     /// that its subscriptions are not made again for every attempt.
     listening: bool,
+    /// Whether the call announced that it waits for another client (notify.rs).
+    announced: bool,
     /// What each node answered in the last decided attempt, for a failure's statistics.
     last_nodes: Vec<NodeOutcome>,
     /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
@@ -84,6 +86,7 @@ impl Acquiring {
             wait: None,
             early_attempts: 0,
             listening: false,
+            announced: false,
             last_nodes: Vec::new(),
             confirming: None,
             place: None,
@@ -107,6 +110,16 @@ impl Acquiring {
         acquiring
     }
 
+    /// Whether a call in the waiters' queue listens for releases from its first attempt:
+    /// its subscription then goes out ahead of that attempt on every connection, so that
+    /// each announcement a node makes once it placed the call (`next:` when the call heads
+    /// the queue there) reaches it. Subscribed only once placed, it missed any release
+    /// between its place and its subscription, and waited for its place's renewal with the
+    /// lock free (docs/design.md, "The waiters' queue").
+    fn listens_from_the_start(&self, ctx: &Ctx) -> bool {
+        self.place.is_some() && ctx.params.notify
+    }
+
     /// The first attempt at `at`, later than `now` (the call's start, from which its wait
     /// counts); `queued`: in the waiters' queue, if the lock can wait there (its line met
     /// other clients: waiters.rs).
@@ -117,7 +130,7 @@ impl Acquiring {
         rng: &mut R,
     ) -> Self {
         let place = queued.then(|| Self::new_place(ctx, now, rng)).flatten();
-        Self {
+        let mut acquiring = Self {
             attempts: 0,
             first_start: now,
             token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
@@ -125,12 +138,15 @@ impl Acquiring {
             wait: Some(Box::new(Wait::new(ctx, now, at, (false, false)))),
             early_attempts: 0,
             listening: false,
+            announced: false,
             last_nodes: Vec::new(),
             confirming: None,
             place: place.map(Box::new),
             queue_refused: false,
             may_hold: None,
-        }
+        };
+        acquiring.listening = acquiring.listens_from_the_start(ctx);
+        acquiring
     }
 
     fn attempt(&mut self, ctx: &mut Ctx, now: Instant) {
@@ -180,6 +196,14 @@ impl Acquiring {
     /// Whether the lock waits to hear of a release (wait.rs).
     pub(super) fn is_listening(&self) -> bool {
         self.listening
+    }
+
+    /// The call found the lock held by another client: the first time, its client announces
+    /// that it waits (notify.rs, `waiting_channel`; ctx.rs, `waits`).
+    pub(super) fn starts_waiting(&mut self, ctx: &mut Ctx) {
+        if !std::mem::replace(&mut self.announced, true) {
+            ctx.waits = true;
+        }
     }
 
     /// `node` announced a release of the resource.
@@ -470,6 +494,7 @@ impl Acquiring {
             self.place = Some(Box::new(place));
             self.listening |= ctx.params.notify;
             ctx.contested = true;
+            self.starts_waiting(ctx);
             return self.attempt_at_once(ctx, now, rng);
         }
         if (self.place.as_ref()).is_some_and(|p| p.needs_agreement()) {
@@ -479,6 +504,9 @@ impl Acquiring {
         }
         self.listening |= ctx.params.notify && held;
         ctx.contested |= held;
+        if held {
+            self.starts_waiting(ctx);
+        }
         // Only the queue's head reads the holder's expiry: the others wait their turn.
         let head = (self.place.as_ref()).is_none_or(|p| p.is_head(ctx.params.quorum));
         // Once it found the lock held, the call listens until it stops acquiring: a later

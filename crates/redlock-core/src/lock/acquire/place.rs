@@ -49,13 +49,21 @@ impl Acquiring {
     ) -> Self {
         let mut acquiring = Self::start_at(ctx, (now, at), false, rng);
         let quorum = ctx.params.quorum;
-        let behind = place.on_placed(ranks, quorum) && !place.is_head(quorum);
+        let placed = place.on_placed(ranks, quorum);
+        // What the nodes announced while the call waited in its line comes after the ranks.
+        let released = place.apply_early();
+        let behind = placed && !place.is_head(quorum);
         acquiring.place = Some(place);
+        // It listens from when the release that placed it went out.
+        acquiring.listening = ctx.params.notify;
         if let Some(next) = acquiring.renewal_at(ctx, now).filter(|_| behind) {
             ctx.contested = true;
-            acquiring.listening = ctx.params.notify;
+            acquiring.starts_waiting(ctx);
             let mut wait = Wait::new(ctx, now, next, (acquiring.listening, false));
             wait.renewing(true);
+            for node in released {
+                wait.count_notice(node);
+            }
             acquiring.wait = Some(Box::new(wait));
         }
         acquiring
@@ -83,10 +91,31 @@ impl Acquiring {
         }
     }
 
-    /// `node` announced `id` as the next head of the resource's queue.
-    pub(crate) fn on_next(&mut self, node: NodeId, id: &[u8]) {
-        if let Some(place) = &mut self.place {
-            place.on_next(node, id);
+    /// `node` announced `id` as the next head of the resource's queue. A waiter that now
+    /// heads it on a quorum of nodes tries at once: the key may be free already (QUEUE_RELEASE
+    /// announces the new head in the same step as it releases, and a head that left or was
+    /// ordered anew is announced with no release after it), and a refused attempt leaves it
+    /// waiting as the head, for the next release (waiters.rs).
+    pub(crate) fn on_next<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        (node, id): (NodeId, &[u8]),
+        rng: &mut R,
+    ) {
+        let Some(place) = &mut self.place else {
+            return;
+        };
+        let quorum = ctx.params.quorum;
+        let was_head = place.is_head(quorum);
+        place.on_next(node, id);
+        if !was_head
+            && ctx.params.head_tries_at_once
+            && place.is_head(quorum)
+            && let Some(wait) = &mut self.wait
+        {
+            wait.wake(ctx, now, rng);
+            self.on_timer(ctx, now, rng);
         }
     }
 
