@@ -11,9 +11,9 @@
 //! subscription not yet active, a lock that expired instead), so the retry timer stays, and
 //! an early attempt that finds the lock still held is only a failed attempt.
 //!
-//! The other way round, a waiter tells holders that it waits: when a lock call starts
-//! waiting for another client's release (its client subscribes to the release channel for
-//! it), its client publishes an empty message on the resource's *waiting* channel
+//! The other way round, a waiter tells holders that it waits: when a lock call first finds
+//! the lock held by another client, its client publishes an empty message on the
+//! resource's *waiting* channel
 //! ([`waiting_channel`]), and a client whose line for the resource may hand over (a call
 //! has waited behind its first, and the line is not contested) listens there. A line that
 //! hears it counts as contested at once, so it stops handing the hold from call to call (a hand-over,

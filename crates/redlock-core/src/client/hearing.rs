@@ -1,5 +1,5 @@
 //! Hearing of waiters (notify.rs, "the other way round"; docs/design.md, "Hearing of
-//! waiters"): a lock call of ours that starts waiting for another client's release
+//! waiters"): a lock call of ours that first finds the lock held by another client
 //! announces it on the resource's waiting channel, and a line of ours that may hand the
 //! hold from call to call listens there, so that it turns contested when a waiter of
 //! another client comes, not at its next release through the nodes. Glue between `Lines`
@@ -18,10 +18,10 @@ use crate::notify::{Watching, waiting_channel};
 use crate::queue::Lines;
 use crate::token::Resource;
 
-/// A lock call for `resource` started waiting for another client's release (its client
-/// subscribes to the release channel for it): it announces so on every node that takes
-/// requests and speaks RESP3, if it is in the resource's line (`Lines::announces`). Nodes
-/// written to join `dirty`.
+/// A lock call for `resource` first found the lock held by another client (`Lock::
+/// take_waits`): it announces that it waits on every node that takes requests and speaks
+/// RESP3, if it is in the resource's line (`Lines::announces`). Nodes written to join
+/// `dirty`.
 pub(super) fn announce_waiting(
     lines: &Lines,
     nodes: &mut [Node],
