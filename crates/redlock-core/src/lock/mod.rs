@@ -168,20 +168,6 @@ impl Lock {
         });
     }
 
-    /// Whether an attempt found the lock held by another client since the last call; the
-    /// client marks the resource's line contested (queue.rs).
-    #[inline]
-    pub(crate) fn take_contested(&mut self) -> bool {
-        std::mem::take(&mut self.ctx.contested)
-    }
-
-    /// Whether the call started waiting for another client's release since the last call:
-    /// the client announces it (notify.rs, `waiting_channel`).
-    #[inline]
-    pub(crate) fn take_waits(&mut self) -> bool {
-        std::mem::take(&mut self.ctx.waits)
-    }
-
     /// Whether a node answered this lock's release that someone was subscribed to it:
     /// another client waits for the resource.
     pub(crate) fn release_awaited(&self) -> bool {

@@ -1,7 +1,9 @@
 //! What the client asks and tells a [`Lock`] about the waiters' queue (waiters.rs;
-//! docs/design.md, "The waiters' queue"): whether it queues, the nodes' wall clock for its
-//! ticket, a refusal of the queue's script, a node's announcement of the next head, and a
-//! call that starts in the queue.
+//! docs/design.md, "The waiters' queue") and about other clients: whether it queues, the
+//! nodes' wall clock for its ticket, a refusal of the queue's script, a node's announcement
+//! of the next head, a call that starts in the queue, and whether the lock met another
+//! client or started waiting for one (the client's line turns contested, and announces it:
+//! queue.rs, notify.rs).
 
 use std::time::Instant;
 
@@ -54,6 +56,20 @@ impl Lock {
             }
             _ => {}
         }
+    }
+
+    /// Whether an attempt found the lock held by another client since the last call; the
+    /// client marks the resource's line contested (queue.rs).
+    #[inline]
+    pub(crate) fn take_contested(&mut self) -> bool {
+        std::mem::take(&mut self.ctx.contested)
+    }
+
+    /// Whether the call started waiting for another client's release since the last call:
+    /// the client announces it (notify.rs, `waiting_channel`).
+    #[inline]
+    pub(crate) fn take_waits(&mut self) -> bool {
+        std::mem::take(&mut self.ctx.waits)
     }
 
     /// Whether a node refused the waiters' queue's script to this lock since the last call
