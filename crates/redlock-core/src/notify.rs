@@ -48,9 +48,13 @@ pub const RELEASE_CHANNEL_PREFIX: &str = "redlock:released:";
 /// assert_eq!(&release_channel(&Resource::from("jobs:42"))[..], b"redlock:released:jobs:42");
 /// ```
 pub fn release_channel(resource: &Resource) -> Bytes {
-    let mut channel =
-        BytesMut::with_capacity(RELEASE_CHANNEL_PREFIX.len() + resource.as_bytes().len());
-    channel.extend_from_slice(RELEASE_CHANNEL_PREFIX.as_bytes());
+    channel(RELEASE_CHANNEL_PREFIX, resource)
+}
+
+/// `prefix` and the key of `resource`: a channel's name.
+fn channel(prefix: &str, resource: &Resource) -> Bytes {
+    let mut channel = BytesMut::with_capacity(prefix.len() + resource.as_bytes().len());
+    channel.extend_from_slice(prefix.as_bytes());
     channel.extend_from_slice(resource.as_bytes());
     channel.freeze()
 }
@@ -68,11 +72,7 @@ pub const WAITING_CHANNEL_PREFIX: &str = "redlock:waiting:";
 /// assert_eq!(&waiting_channel(&Resource::from("jobs:42"))[..], b"redlock:waiting:jobs:42");
 /// ```
 pub fn waiting_channel(resource: &Resource) -> Bytes {
-    let mut channel =
-        BytesMut::with_capacity(WAITING_CHANNEL_PREFIX.len() + resource.as_bytes().len());
-    channel.extend_from_slice(WAITING_CHANNEL_PREFIX.as_bytes());
-    channel.extend_from_slice(resource.as_bytes());
-    channel.freeze()
+    channel(WAITING_CHANNEL_PREFIX, resource)
 }
 
 /// Appends `PUBLISH channel ""`: a waiter's announcement on a waiting channel.

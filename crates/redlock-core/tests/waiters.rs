@@ -342,6 +342,18 @@ fn a_contested_lines_release_places_its_next_call() {
     assert_eq!((acquired.op, acquired.stats.attempts), (second, 1));
 }
 
+/// The first call of a line holds "res", granted by every node with a plain `SET NX` (the
+/// line met nobody); a second call waits behind it, and the line listens for waiters.
+fn held_uncontested_with_one_in_line() -> (Harness, redlock_core::OpId, redlock_core::OpId) {
+    let mut h = connected();
+    let (first, _) = h.acquire("res");
+    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
+    assert_eq!(support::acquired(&events).op, first);
+    let (second, queued) = h.acquire("res");
+    listens(&mut h, &queued);
+    (h, first, second)
+}
+
 /// A line that has met no other client hands off through the nodes (every 50 ms) with its
 /// next call's request right behind the release on each connection, as before; with the
 /// queue on, that request is a waiter's attempt (QUEUE_ACQUIRE), so that a waiter of another
@@ -349,12 +361,7 @@ fn a_contested_lines_release_places_its_next_call() {
 /// at once, as a `SET NX` would be.
 #[test]
 fn a_lines_direct_hand_off_goes_through_the_queue() {
-    let mut h = connected();
-    let (first, _) = h.acquire("res");
-    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
-    assert_eq!(support::acquired(&events).op, first);
-    let (second, queued) = h.acquire("res");
-    listens(&mut h, &queued);
+    let (mut h, first, second) = held_uncontested_with_one_in_line();
     h.ms(60);
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
@@ -414,12 +421,7 @@ fn a_placed_call_that_gives_up_before_it_starts_leaves_its_place() {
 /// as a contested line's does, placing its next call in the queue behind that waiter.
 #[test]
 fn a_line_that_hears_a_waiter_stops_handing_over() {
-    let mut h = connected();
-    let (first, _) = h.acquire("res");
-    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b"+OK\r\n").events).collect();
-    assert_eq!(support::acquired(&events).op, first);
-    let (second, queued) = h.acquire("res");
-    listens(&mut h, &queued);
+    let (mut h, first, second) = held_uncontested_with_one_in_line();
     // Through the nodes: the release, the next call's place behind it.
     h.client.release(h.now, first).unwrap();
     let out = h.drain();
