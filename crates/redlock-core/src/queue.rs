@@ -65,6 +65,9 @@ pub(crate) struct Lines {
     /// attempt, instead of a plain `SET` that would pass the waiters of other clients
     /// whenever it follows a release.
     recent: BTreeMap<Resource, Instant>,
+    /// How many lines have had a call wait behind their first (each may listen for waiters:
+    /// [`Lines::listens`]); none in the common case, which then costs no lookup.
+    waited: usize,
 }
 
 #[derive(Debug)]
@@ -162,7 +165,9 @@ impl Lines {
         match self.lines.get_mut(resource) {
             Some(line) => {
                 line.waiting.push_back(op);
-                line.has_waited = true;
+                if !std::mem::replace(&mut line.has_waited, true) {
+                    self.waited += 1;
+                }
             }
             None => {
                 let recent = (self.recent.remove(resource)).filter(|&until| now < until);
@@ -185,8 +190,16 @@ impl Lines {
     /// waiters: it stops listening, and the nodes stop sending it every waiter's
     /// announcement.
     pub(crate) fn listens(&self, resource: &Resource, now: Instant) -> bool {
-        (self.lines.get(resource))
-            .is_some_and(|l| l.has_waited && l.contested_until.is_none_or(|t| now >= t))
+        self.waited > 0
+            && (self.lines.get(resource))
+                .is_some_and(|l| l.has_waited && l.contested_until.is_none_or(|t| now >= t))
+    }
+
+    /// Whether any line may listen for waiters (a call has waited behind its first): none in
+    /// the common case, which then costs no lookup.
+    #[inline]
+    pub(crate) fn may_listen(&self) -> bool {
+        self.waited > 0
     }
 
     /// `resource`'s line now listens on at least one node: its next hand-off goes through
@@ -286,7 +299,11 @@ impl Lines {
                 Some((next, how))
             }
             None => {
-                let until = (self.lines.remove(resource)).and_then(|l| l.contested_until);
+                let line = self.lines.remove(resource);
+                if line.as_ref().is_some_and(|l| l.has_waited) {
+                    self.waited -= 1;
+                }
+                let until = line.and_then(|l| l.contested_until);
                 if let Some(until) = until.filter(|&t| now < t) {
                     self.remember(resource, until, now);
                 }
