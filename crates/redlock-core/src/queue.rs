@@ -94,6 +94,13 @@ struct Line {
     has_waited: bool,
 }
 
+impl Line {
+    /// Whether the line counts as contested at `now` (see `contested_until`).
+    fn is_contested(&self, now: Instant) -> bool {
+        self.contested_until.is_some_and(|t| now < t)
+    }
+}
+
 /// How the next call of a line starts once the call ahead let go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HandOff {
@@ -191,8 +198,7 @@ impl Lines {
     /// announcement.
     pub(crate) fn listens(&self, resource: &Resource, now: Instant) -> bool {
         self.waited > 0
-            && (self.lines.get(resource))
-                .is_some_and(|l| l.has_waited && l.contested_until.is_none_or(|t| now >= t))
+            && (self.lines.get(resource)).is_some_and(|l| l.has_waited && !l.is_contested(now))
     }
 
     /// Whether any line may listen for waiters (a call has waited behind its first): none in
@@ -230,7 +236,7 @@ impl Lines {
     /// release to be done and lets a waiter of another client, told of the release at that
     /// moment, try first.
     pub(crate) fn is_contested(&self, resource: &Resource, now: Instant) -> bool {
-        (self.lines.get(resource)).is_some_and(|l| l.contested_until.is_some_and(|t| now < t))
+        (self.lines.get(resource)).is_some_and(|l| l.is_contested(now))
     }
 
     /// A node refused the waiters' queue's script: from now on a contested line yields as
@@ -301,7 +307,7 @@ impl Lines {
             None => {
                 let line = self.lines.remove(resource);
                 if line.as_ref().is_some_and(|l| l.has_waited) {
-                    self.waited -= 1;
+                    self.waited = self.waited.saturating_sub(1);
                 }
                 let until = line.and_then(|l| l.contested_until);
                 if let Some(until) = until.filter(|&t| now < t) {

@@ -115,7 +115,10 @@ impl Locks {
         op: OpId,
         rng: &mut R,
     ) -> Option<OpId> {
-        let entry = self.0.get(&op).filter(|e| e.in_line)?;
+        let entry = self
+            .0
+            .get(&op)
+            .filter(|e| e.in_line && e.lock.can_place_next())?;
         let next = lines.next_to_place(entry.lock.resource(), op, now)?;
         let [Some(from), Some(to)] = self.0.get_disjoint_mut([&op, &next]) else {
             return None;

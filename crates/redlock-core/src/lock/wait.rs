@@ -158,15 +158,15 @@ impl Wait {
         }
     }
 
-    /// The next attempt now (plus a random delay of at most the jitter), if that is earlier
-    /// than planned: a waiter that just learned it heads the queue (waiters.rs).
-    pub(super) fn wake<R: CryptoRng + ?Sized>(&mut self, ctx: &Ctx, now: Instant, rng: &mut R) {
-        self.bring_forward(ctx, now, rng);
-    }
-
     /// The next attempt at `at` plus a random delay of at most the jitter, if that is
-    /// earlier than planned.
-    fn bring_forward<R: CryptoRng + ?Sized>(&mut self, ctx: &Ctx, at: Instant, rng: &mut R) {
+    /// earlier than planned (a quorum announced a release, or the waiter just learned it
+    /// heads the queue: waiters.rs).
+    pub(super) fn bring_forward<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &Ctx,
+        at: Instant,
+        rng: &mut R,
+    ) {
         let jitter = time::uniform(rng, Duration::ZERO, ctx.params.notification_jitter);
         let at = time::add(at, jitter);
         if at < self.at {

@@ -118,12 +118,17 @@ impl Lock {
     /// packed args are `next` (see [`take_place_at`](Self::take_place_at)); `false` (and
     /// nothing changes) unless it is a held mutex.
     pub(crate) fn place_next(&mut self, next: Bytes) -> bool {
-        let held = matches!(self.phase, Phase::Held(_)) && self.ctx.kind.is_none();
+        let held = self.can_place_next();
         if held {
             let nodes = self.ctx.params.nodes;
             (self.ctx.succession.get_or_insert_default()).place_next(next, nodes);
         }
         held
+    }
+
+    /// Whether this lock's release can place the next call of its line: it is a held mutex.
+    pub(crate) fn can_place_next(&self) -> bool {
+        matches!(self.phase, Phase::Held(_)) && self.ctx.kind.is_none()
     }
 
     /// The next call's rank on each node, as this lock's release placed it (`None` if it

@@ -114,7 +114,7 @@ impl Acquiring {
             && place.is_head(quorum)
             && let Some(wait) = &mut self.wait
         {
-            wait.wake(ctx, now, rng);
+            wait.bring_forward(ctx, now, rng);
             self.on_timer(ctx, now, rng);
         }
     }
