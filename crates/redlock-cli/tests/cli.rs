@@ -1104,8 +1104,8 @@ fn a_usage_error_shows_clap_s_whole_message_and_no_password() {
 #[test]
 fn unreachable_nodes_are_a_node_error_at_once_even_when_waiting() {
     // Three ports: one server named three times is refused before any connection.
-    let refused = || redlock_testkit::refused_port().unwrap();
-    let nodes = format!("{},{},{}", refused(), refused(), refused());
+    let refused = redlock_testkit::refused_ports(3).unwrap();
+    let nodes = format!("{},{},{}", refused[0], refused[1], refused[2]);
     for wait in [&["--no-wait"][..], &[][..], &["--wait", "1h"][..]] {
         let mut command = Command::new(bin());
         command
@@ -1328,22 +1328,16 @@ fn the_demo_runs_on_unix_sockets_and_names_the_node_it_cannot_use() {
     );
     // A lock node nobody answers on is named, not a verdict about nothing.
     // Three ports: one server named three times is refused before any connection.
-    let refused = redlock_testkit::refused_port().unwrap();
-    let (r2, r3) = (
-        redlock_testkit::refused_port().unwrap(),
-        redlock_testkit::refused_port().unwrap(),
-    );
+    let refused = redlock_testkit::refused_ports(3).unwrap();
+    let (r1, r2, r3) = (refused[0], refused[1], refused[2]);
     let out = Command::new(bin())
         .args(run)
-        .args(["--nodes", &format!("{urls},{refused},{r2},{r3}")])
+        .args(["--nodes", &format!("{urls},{r1},{r2},{r3}")])
         .output()
         .unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(NODE_ERROR), "{err}");
-    assert!(
-        err.contains(&format!("{refused}: connection refused")),
-        "{err}"
-    );
+    assert!(err.contains(&format!("{r1}: connection refused")), "{err}");
     assert!(!text(&out.stdout).contains("FAIL"), "{}", text(&out.stdout));
 }
 

@@ -14,7 +14,9 @@ use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use redlock_core::{EXTEND_SCRIPT, MAX_TTL_MS, RELEASE_SCRIPT, Script};
-use redlock_testkit::{Cluster, Conn, HangingPort, Node, Reply, ServerKind, refused_port};
+use redlock_testkit::{
+    Cluster, Conn, HangingPort, Node, Reply, ServerKind, refused_port, refused_ports,
+};
 
 use crate::scenarios::{FakeNode, cluster};
 use crate::servers;
@@ -74,8 +76,10 @@ pub fn errors_refused_connection<D: Driver>() {
         &err,
         &format!("could not acquire the lock: too many nodes failed: {addr}: connection refused"),
     );
-    let addrs: Vec<String> = (0..3)
-        .map(|_| refused_port().expect("a free port").to_string())
+    let addrs: Vec<String> = refused_ports(3)
+        .expect("three free ports")
+        .iter()
+        .map(ToString::to_string)
         .collect();
     let urls: Vec<String> = addrs.iter().map(|a| format!("redis://{a}")).collect();
     let err = once::<D>(&urls)

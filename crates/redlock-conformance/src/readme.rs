@@ -4,7 +4,7 @@
 //! address and never the password.
 
 use redlock_driver::LockError;
-use redlock_testkit::refused_port;
+use redlock_testkit::refused_ports;
 
 use crate::scenarios::cluster;
 
@@ -44,8 +44,10 @@ pub fn readme_program_locks_and_says_why(
         "{text}"
     );
 
-    let down: Vec<String> = (0..3)
-        .map(|_| refused_port().expect("a free port").to_string())
+    let down: Vec<String> = refused_ports(3)
+        .expect("three free ports")
+        .iter()
+        .map(ToString::to_string)
         .collect();
     let down: Vec<&str> = down.iter().map(String::as_str).collect();
     let e = lock_invoice(&down, 42).expect_err("refused");

@@ -29,6 +29,7 @@
 //!
 //! What a test of error reporting needs, all on loopback:
 //! - [`refused_port`]: an address nothing listens on (connects are refused at once);
+//!   [`refused_ports`]: several different ones;
 //! - [`HangingPort`]: a port whose TCP handshakes never complete (connects time out);
 //! - [`ClusterBuilder::password`] and [`ClusterBuilder::user`]: `NOAUTH` without them,
 //!   `WRONGPASS` with the wrong ones ([`Node::client_url`] has the right ones);
@@ -78,7 +79,7 @@ pub use child::ChildTest;
 pub use cluster::{Cluster, ClusterBuilder};
 pub use conn::Conn;
 pub use node::Node;
-pub use ports::{HangingPort, refused_port};
+pub use ports::{HangingPort, refused_port, refused_ports};
 pub use proxy::Proxy;
 pub use resp::Reply;
 pub use server::{ServerBin, ServerKind, VALKEY_ENV_VAR, VALKEY_TLS_ENV_VAR};

@@ -1,4 +1,5 @@
-//! Loopback ports that fail a client's connect in a given way: [`refused_port`] (nothing
+//! Loopback ports that fail a client's connect in a given way: [`refused_port`] and
+//! [`refused_ports`] (nothing
 //! listens, so the kernel answers RST at once) and [`HangingPort`] (the handshake never
 //! completes, so the client's connect times out). No server and no thread behind either.
 
@@ -15,6 +16,27 @@ pub fn refused_port() -> Result<SocketAddr, Error> {
         Ipv4Addr::LOCALHOST,
         process::free_port()?,
     )))
+}
+
+/// `n` different loopback addresses nothing listens on, for a configuration of `n` nodes
+/// that must be `n` servers. Each port's listener stays open until all are picked, so the
+/// kernel cannot hand out one port twice (calling [`refused_port`] `n` times can, and a
+/// configuration naming one server twice is refused before any connect). Use them at once,
+/// as [`refused_port`]'s.
+pub fn refused_ports(n: usize) -> Result<Vec<SocketAddr>, Error> {
+    let listeners = (0..n)
+        .map(|_| {
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .map_err(|e| Error::io("binding 127.0.0.1:0 to pick a port", e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map_err(|e| Error::io("reading the picked port", e))
+        })
+        .collect()
 }
 
 /// A 127.0.0.1 port whose TCP handshakes never complete, so a client's connect times out
