@@ -19,6 +19,7 @@
 
 use std::collections::VecDeque;
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
@@ -31,6 +32,7 @@ use crate::id::{ConnId, NodeId, OpId, OpIdHasher, RequestId};
 use crate::io::{Event, Input, NodeFault, Output, Transmit};
 use crate::node::{Link, Node, Pending, SessionReply};
 use crate::notify::{Heard, Notice, Push, Watching, decode_push};
+use crate::options::{LockOptions, LockParams};
 use crate::queue::Lines;
 use crate::resp::{ProtocolError, Reply};
 use crate::server::{NodeCommands, is_unsupported};
@@ -116,6 +118,9 @@ pub struct Client<R> {
     /// The negative controls (test scaffolding: client/controls.rs), all on but under a
     /// mutant.
     controls: ClientControls,
+    /// The parameters of a lock with the default options, resolved once (options.rs): every
+    /// such lock shares them. `None` if the default options do not resolve.
+    defaults: Option<Arc<LockParams>>,
 }
 
 // `Client` is generic over its RNG, so its methods are compiled in the driver's crate. The
@@ -131,6 +136,7 @@ impl<R: CryptoRng> Client<R> {
             .filter_map(|n| n.current().map(Output::Connect))
             .collect();
         let controls = ClientControls::of(&config);
+        let defaults = (LockOptions::default().resolve(&config).ok()).map(Arc::new);
         Self {
             health: Health::new(&config),
             config,
@@ -152,6 +158,7 @@ impl<R: CryptoRng> Client<R> {
             },
             watching: Watching::default(),
             controls,
+            defaults,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Per-lock overrides ([`LockOptions`]) and the parameters one lock runs with once they are
 //! resolved against the [`Config`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::command::EXTEND_SCRIPT;
@@ -102,6 +103,19 @@ impl LockOptions {
     pub fn auto_extend(mut self, auto_extend: Option<AutoExtend>) -> Self {
         self.auto_extend = Some(auto_extend);
         self
+    }
+
+    /// [`resolve`](Self::resolve), shared: `defaults`, the default options' parameters
+    /// resolved once against `config` (by the client), if these are the default options.
+    pub(crate) fn resolve_shared(
+        &self,
+        config: &Config,
+        defaults: Option<&Arc<LockParams>>,
+    ) -> Result<Arc<LockParams>, ConfigError> {
+        match defaults {
+            Some(params) if *self == Self::default() => Ok(Arc::clone(params)),
+            _ => self.resolve(config).map(Arc::new),
+        }
     }
 
     /// Resolves the options against `config` into the parameters of one lock.

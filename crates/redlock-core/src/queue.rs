@@ -201,10 +201,11 @@ impl Lines {
             && (self.lines.get(resource)).is_some_and(|l| l.has_waited && !l.is_contested(now))
     }
 
-    /// Whether any line may listen for waiters (a call has waited behind its first): none in
-    /// the common case, which then costs no lookup.
+    /// Whether any line has had a call wait behind its first. Only such a line may listen for
+    /// waiters, hand over, or place its next call in the waiters' queue: none in the common
+    /// case, which then costs no lookup.
     #[inline]
-    pub(crate) fn may_listen(&self) -> bool {
+    pub(crate) fn any_waited(&self) -> bool {
         self.waited > 0
     }
 

@@ -211,12 +211,27 @@ pub(crate) fn ticket(
     readings: impl Iterator<Item = (Duration, Instant)>,
     now: Instant,
 ) -> Option<u64> {
-    let mut ms: Vec<u64> = readings
-        .map(|(since_epoch, read_at)| {
-            let at = since_epoch.saturating_add(now.saturating_duration_since(read_at));
-            u64::try_from(at.as_millis()).unwrap_or(u64::MAX)
-        })
-        .collect();
+    // On the stack for up to `INLINE` nodes: a clock reading computes it each time.
+    const INLINE: usize = 16;
+    let (mut inline, mut spilled, mut n) = ([0u64; INLINE], Vec::new(), 0);
+    for (since_epoch, read_at) in readings {
+        let at = since_epoch.saturating_add(now.saturating_duration_since(read_at));
+        let ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
+        if n < INLINE {
+            inline[n] = ms;
+        } else {
+            if n == INLINE {
+                spilled.extend_from_slice(&inline);
+            }
+            spilled.push(ms);
+        }
+        n += 1;
+    }
+    let ms = if n <= INLINE {
+        &mut inline[..n]
+    } else {
+        &mut spilled[..]
+    };
     ms.sort_unstable();
     ms.get(ms.len() / 2).copied()
 }
@@ -564,6 +579,23 @@ mod tests {
         place.on_attempt_end(2);
         assert_eq!(place.args(), None);
         assert!(!place.needs_agreement());
+    }
+
+    #[test]
+    fn a_ticket_is_the_median_of_the_nodes_clocks_now() {
+        let read_at = crate::test_epoch::epoch();
+        let now = read_at + Duration::from_millis(7);
+        let ms = |list: &[u64]| -> Vec<(Duration, Instant)> {
+            (list.iter())
+                .map(|&m| (Duration::from_millis(m), read_at))
+                .collect()
+        };
+        assert_eq!(ticket(std::iter::empty(), now), None);
+        assert_eq!(ticket(ms(&[50, 10, 30]).into_iter(), now), Some(37));
+        // More nodes than fit on the stack: the same median.
+        let many: Vec<u64> = (0..41).rev().map(|i| 1000 + i * 10).collect();
+        assert_eq!(ticket(ms(&many).into_iter(), now), Some(1207));
+        assert_eq!(ticket(ms(&many[..17]).into_iter(), now), Some(1327));
     }
 
     #[test]

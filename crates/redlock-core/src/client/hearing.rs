@@ -60,7 +60,7 @@ pub(super) fn follow_line(
 impl<R: CryptoRng> Client<R> {
     /// [`follow_line`] for the line of the lock `op`, if it is in one.
     pub(super) fn follow_line_of(&mut self, now: Instant, op: OpId) {
-        if !self.lines.may_listen() && !self.watching.listens() {
+        if !self.lines.any_waited() && !self.watching.listens() {
             return;
         }
         if let Some(lock) = self.locks.in_line(op) {

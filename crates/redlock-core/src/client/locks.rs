@@ -18,11 +18,21 @@ use crate::waiters::Ranks;
 
 /// The operations not yet finished, by id: each one's [`Entry`]. Reads and writes the lock
 /// alone as a map of locks would; [`entry_mut`](Self::entry_mut) reaches the client's marks.
-#[derive(Debug, Default)]
 ///
 /// Boxed: a lock is a large struct, and the table would copy it on every insertion, growth
-/// and removal; an allocation costs less.
+/// and removal; an allocation costs less, the less so as an entry stays within
+/// [`ENTRY_FAST_ALLOC`] bytes.
+#[derive(Debug, Default)]
 pub(super) struct Locks(HashMap<OpId, Box<Entry>, BuildHasherDefault<OpIdHasher>>);
+
+/// The largest allocation glibc's per-thread cache serves (its fast path, for a block freed
+/// and taken again on every lock); the parts of a lock that few locks use live out of line
+/// (lock/ctx.rs) to stay within it.
+const ENTRY_FAST_ALLOC: usize = 1032;
+const _: () = assert!(
+    size_of::<Entry>() <= ENTRY_FAST_ALLOC,
+    "a lock grew past the fast path"
+);
 
 /// One operation of the client: the lock, and the client's marks beside it.
 #[derive(Debug)]
@@ -61,19 +71,20 @@ impl Locks {
         self.0.get_mut(&op).map(|e| &mut **e)
     }
 
-    /// Adds the lock `op`, in its resource's line if `in_line`; the lock, in its place.
-    pub(super) fn insert(&mut self, op: OpId, lock: Lock, in_line: bool) -> &mut Lock {
-        let entry = Entry {
-            lock,
+    /// Adds the lock `make` makes as `op`, in its resource's line if `in_line`; the lock, in
+    /// its place. Nothing changes if `make` fails.
+    pub(super) fn insert_with<E>(
+        &mut self,
+        op: OpId,
+        in_line: bool,
+        make: impl FnOnce() -> Result<Lock, E>,
+    ) -> Result<&mut Lock, E> {
+        let entry = Box::new(Entry {
+            lock: make()?,
             in_line,
             subscribed: false,
-        };
-        &mut self
-            .0
-            .entry(op)
-            .insert_entry(Box::new(entry))
-            .into_mut()
-            .lock
+        });
+        Ok(&mut self.0.entry(op).insert_entry(entry).into_mut().lock)
     }
 
     /// Drops the finished lock `op`.

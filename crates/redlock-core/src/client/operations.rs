@@ -3,6 +3,7 @@
 //! cancelling a lock. Each checks that the client was drained, clamps `now`, changes the
 //! lock and pumps it (client/pump.rs).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
@@ -12,9 +13,13 @@ use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::OpId;
 use crate::lock::Lock;
-use crate::options::LockOptions;
+use crate::options::{LockOptions, LockParams};
 use crate::policy::RetryPolicy;
 use crate::token::{Resource, Token};
+
+/// What a new operation is made from: the client's configuration, and the default options'
+/// parameters it resolved once (`Client::defaults`).
+type Settings<'a> = (&'a Config, Option<&'a Arc<LockParams>>);
 
 impl<R: CryptoRng> Client<R> {
     /// Starts acquiring `resource` with the configured retry policy.
@@ -60,13 +65,14 @@ impl<R: CryptoRng> Client<R> {
         // A resource that other clients wanted a moment ago: the call starts in the
         // waiters' queue, as a contested line's next call does (queue.rs, waiters.rs).
         let in_queue = first && self.lines.recently_contested(&resource, now);
-        self.start(now, in_line, |now, op, config, rng| {
+        self.start(now, in_line, |now, op, (config, defaults), rng| {
+            let asked = (options, defaults);
             if in_queue {
-                Lock::acquire_in_queue(now, op, config, resource, options, rng)
+                Lock::acquire_in_queue(now, op, config, resource, asked, rng)
             } else if first {
-                Lock::acquire(now, op, config, resource, options, rng)
+                Lock::acquire_asked(now, op, config, resource, asked, rng)
             } else {
-                Lock::queued(now, op, config, resource, options)
+                Lock::queued(now, op, config, resource, asked)
             }
         })
     }
@@ -119,23 +125,28 @@ impl<R: CryptoRng> Client<R> {
         resources: impl IntoIterator<Item = Resource>,
         options: &LockOptions,
     ) -> Result<OpId, UsageError> {
-        self.start(now, false, |now, op, config, rng| {
+        self.start(now, false, |now, op, (config, _), rng| {
             Lock::acquire_all(now, op, config, resources, options, rng)
         })
     }
 
-    /// Starts the operation `make` creates under a fresh id (a usage error changes nothing),
+    /// Starts the operation `make` creates under a fresh id, from the configuration and the
+    /// default options' parameters (`Settings`) (a usage error changes nothing),
     /// at the end of its resource's line if `in_line` (lock calls; queue.rs).
     fn start(
         &mut self,
         now: Instant,
         in_line: bool,
-        make: impl FnOnce(Instant, OpId, &Config, &mut R) -> Result<Lock, UsageError>,
+        make: impl FnOnce(Instant, OpId, Settings<'_>, &mut R) -> Result<Lock, UsageError>,
     ) -> Result<OpId, UsageError> {
         self.check_drained()?;
         let now = self.clock(now);
         let op = OpId::from_raw(self.next_op);
-        let lock = match make(now, op, &self.config, &mut self.rng) {
+        // Made straight into its place in the table, then changed there: a lock is a large
+        // struct, and each move of it is a copy.
+        let settings = (&self.config, self.defaults.as_ref());
+        let rng = &mut self.rng;
+        let lock = match (self.locks).insert_with(op, in_line, || make(now, op, settings, rng)) {
             Ok(lock) => lock,
             Err(e) => {
                 self.drained = true;
@@ -143,9 +154,6 @@ impl<R: CryptoRng> Client<R> {
             }
         };
         self.next_op += 1;
-        // Into its place in the table first, then changed there: a lock is a large struct,
-        // and each move of it is a copy.
-        let lock = self.locks.insert(op, lock, in_line);
         if self.lines.queue_refused() {
             // A node refused the queue's script to an earlier call (client/locks.rs).
             lock.without_queue();
@@ -174,7 +182,7 @@ impl<R: CryptoRng> Client<R> {
     /// The outcome comes as [`Event::Inspected`](crate::Event::Inspected) carrying the
     /// returned id.
     pub fn inspect(&mut self, now: Instant, resource: Resource) -> Result<OpId, UsageError> {
-        self.start(now, false, |now, op, config, _| {
+        self.start(now, false, |now, op, (config, _), _| {
             Lock::inspect(now, op, config, resource)
         })
     }
@@ -188,7 +196,7 @@ impl<R: CryptoRng> Client<R> {
         resource: Resource,
         token: &Token,
     ) -> Result<OpId, UsageError> {
-        self.start(now, false, |now, op, config, _| {
+        self.start(now, false, |now, op, (config, _), _| {
             Lock::release_token(now, op, config, resource, token)
         })
     }
@@ -217,15 +225,17 @@ impl<R: CryptoRng> Client<R> {
             // Listening while it may hand over, and not while it is contested.
             self.follow_line_of(now, op);
         }
-        if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
-            self.pump(now, op);
-            self.pump(now, next);
-            return Ok(());
-        }
-        if let Some(next) = (self.locks).place_next(&self.lines, now, op, &mut self.rng) {
-            // Its subscription goes out ahead of the release that places it, so that every
-            // announcement a node makes for its place reaches it.
-            self.pump(now, next);
+        if self.lines.any_waited() {
+            if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
+                self.pump(now, op);
+                self.pump(now, next);
+                return Ok(());
+            }
+            if let Some(next) = (self.locks).place_next(&self.lines, now, op, &mut self.rng) {
+                // Its subscription goes out ahead of the release that places it, so that every
+                // announcement a node makes for its place reaches it.
+                self.pump(now, next);
+            }
         }
         self.change(now, op, |lock, now| lock.release(now))
     }

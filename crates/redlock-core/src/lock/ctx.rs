@@ -29,12 +29,15 @@ pub(super) struct Ctx {
     pub(super) op: OpId,
     /// The resource locked (the key on every node).
     pub(super) resource: Resource,
-    /// The lock's options resolved against the configuration (options.rs).
-    pub(super) params: LockParams,
+    /// The lock's options resolved against the configuration (options.rs): shared by every
+    /// lock of a client with the default options, which it resolves once. Out of line, as the
+    /// supplied token, so that a lock's table entry stays small enough for the allocator's
+    /// fast path (client/locks.rs); a lock that changes its own copies it first.
+    pub(super) params: Arc<LockParams>,
     /// The nodes' names, for failure reasons and statistics.
     pub(super) names: Arc<[NodeName]>,
     /// The token the application chose, if it did (else each attempt draws one).
-    pub(super) supplied_token: Option<Token>,
+    pub(super) supplied_token: Option<Box<Token>>,
     /// The fencing counter key F of a fenced lock: the resource's key and the configured
     /// suffix.
     pub(super) fence_key: Option<Bytes>,
@@ -104,17 +107,18 @@ impl Events {
 
 impl Ctx {
     /// The context of a new operation on `resource`; refuses an empty resource and bad
-    /// options.
+    /// options. `defaults`: the default options' parameters, if already resolved.
     pub(super) fn new(
         op: OpId,
         config: &Config,
         resource: Resource,
-        options: &LockOptions,
+        (options, defaults): (&LockOptions, Option<&Arc<LockParams>>),
     ) -> Result<Self, UsageError> {
         if resource.as_bytes().is_empty() {
             return Err(UsageError::EmptyResource);
         }
-        let params = options.resolve(config).map_err(UsageError::InvalidOption)?;
+        let params = options.resolve_shared(config, defaults);
+        let params = params.map_err(UsageError::InvalidOption)?;
         let fence_key = params.fenced.then(|| {
             let mut key = BytesMut::from(resource.as_bytes());
             key.extend_from_slice(config.fencing.suffix.as_bytes());
@@ -129,7 +133,7 @@ impl Ctx {
             resource,
             params,
             names: Arc::clone(&config.names),
-            supplied_token: options.token.clone(),
+            supplied_token: options.token.clone().map(Box::new),
             fence_key,
             kind,
             cleanup: Vec::new(),
@@ -169,7 +173,7 @@ impl Ctx {
             fenced: Some(false),
             ..options.clone()
         };
-        let mut ctx = Self::new(op, config, set[0].clone(), &unfenced)?;
+        let mut ctx = Self::new(op, config, set[0].clone(), (&unfenced, None))?;
         ctx.kind = Kinded::new(LockKind::Mutex, &set, 0);
         Ok(ctx)
     }

@@ -14,6 +14,7 @@
 //! timers to the phase; what every phase shares is in ctx.rs ([`Ctx`]), and which request
 //! goes out next, in which form, in send.rs.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand_core::CryptoRng;
@@ -23,7 +24,7 @@ use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeId, OpId, RequestId};
 use crate::io::{Event, NodeFault};
-use crate::options::LockOptions;
+use crate::options::{LockOptions, LockParams};
 use crate::resp::Reply;
 use crate::round::Round;
 use crate::token::{Resource, Token};
@@ -110,7 +111,20 @@ impl Lock {
         options: &LockOptions,
         rng: &mut R,
     ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, options)?;
+        Self::acquire_asked(now, op, config, resource, (options, None), rng)
+    }
+
+    /// [`acquire`](Self::acquire), with the default options' parameters if the caller
+    /// resolved them already (a client does, once).
+    pub(crate) fn acquire_asked<R: CryptoRng + ?Sized>(
+        now: Instant,
+        op: OpId,
+        config: &Config,
+        resource: Resource,
+        asked: (&LockOptions, Option<&Arc<LockParams>>),
+        rng: &mut R,
+    ) -> Result<Self, UsageError> {
+        let mut ctx = Ctx::new(op, config, resource, asked)?;
         let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
         Ok(Self { ctx, phase })
     }
@@ -144,9 +158,9 @@ impl Lock {
         op: OpId,
         config: &Config,
         resource: Resource,
-        options: &LockOptions,
+        asked: (&LockOptions, Option<&Arc<LockParams>>),
     ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, options)?;
+        let mut ctx = Ctx::new(op, config, resource, asked)?;
         let mut queued = Queued::new(&ctx, now);
         // A call that may not wait at all (a "try") fails at once.
         let phase = (queued.on_timer(&mut ctx, now)).unwrap_or(Phase::Queued(queued));
@@ -248,7 +262,7 @@ impl Lock {
         config: &Config,
         resource: Resource,
     ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let mut ctx = Ctx::new(op, config, resource, (&LockOptions::default(), None))?;
         let phase = Inspecting::start(&mut ctx, now);
         Ok(Self { ctx, phase })
     }
@@ -267,7 +281,7 @@ impl Lock {
         resource: Resource,
         token: &Token,
     ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, &LockOptions::default())?;
+        let mut ctx = Ctx::new(op, config, resource, (&LockOptions::default(), None))?;
         let phase = release::start(&mut ctx, now, token, false);
         Ok(Self { ctx, phase })
     }

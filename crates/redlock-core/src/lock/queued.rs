@@ -2,6 +2,7 @@
 //! (queue.rs), with nothing sent. The client starts the first attempt when the call ahead
 //! lets go; the wait is bounded by the retry policy, as contending on the nodes would be.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand_core::CryptoRng;
@@ -56,9 +57,10 @@ impl Queued {
         rng: &mut R,
     ) -> Phase {
         let queued = now.saturating_duration_since(self.since);
-        let retry = &mut ctx.params.retry;
-        retry.max_wait = retry.max_wait.map(|w| w.saturating_sub(queued));
-        let delay_max = retry.delay_max;
+        if let Some(wait) = ctx.params.retry.max_wait {
+            Arc::make_mut(&mut ctx.params).retry.max_wait = Some(wait.saturating_sub(queued));
+        }
+        let delay_max = ctx.params.retry.delay_max;
         let place = self.place.take();
         let gap = match how {
             // At once, its request right behind the release on every connection; in the

@@ -5,6 +5,7 @@
 //! client or started waiting for one (the client's line turns contested, and announces it:
 //! queue.rs, notify.rs).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -14,7 +15,7 @@ use super::{Acquiring, Ctx, Lock, Phase};
 use crate::config::Config;
 use crate::error::UsageError;
 use crate::id::{NodeId, OpId};
-use crate::options::LockOptions;
+use crate::options::{LockOptions, LockParams};
 use crate::token::Resource;
 
 impl Lock {
@@ -26,10 +27,10 @@ impl Lock {
         op: OpId,
         config: &Config,
         resource: Resource,
-        options: &LockOptions,
+        asked: (&LockOptions, Option<&Arc<LockParams>>),
         rng: &mut R,
     ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, options)?;
+        let mut ctx = Ctx::new(op, config, resource, asked)?;
         let phase = Phase::Acquiring(Acquiring::start_in_queue(&mut ctx, now, rng));
         Ok(Self { ctx, phase })
     }
@@ -92,7 +93,7 @@ impl Lock {
 
     /// This lock waits without the waiters' queue: its client's nodes refused its script.
     pub(crate) fn without_queue(&mut self) {
-        self.ctx.params.queue = None;
+        Arc::make_mut(&mut self.ctx.params).queue = None;
     }
 
     /// The call ahead in this queued lock's line is about to release in a contested line:

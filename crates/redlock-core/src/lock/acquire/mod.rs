@@ -81,7 +81,7 @@ impl Acquiring {
         let mut acquiring = Self {
             attempts: 0,
             first_start: now,
-            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
+            token: attempt_token(ctx.supplied_token.as_deref(), &ctx.params, rng),
             round: None,
             wait: None,
             early_attempts: 0,
@@ -133,7 +133,7 @@ impl Acquiring {
         let mut acquiring = Self {
             attempts: 0,
             first_start: now,
-            token: attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng),
+            token: attempt_token(ctx.supplied_token.as_deref(), &ctx.params, rng),
             round: None,
             wait: Some(Box::new(Wait::new(ctx, now, at, (false, false)))),
             early_attempts: 0,
@@ -245,7 +245,7 @@ impl Acquiring {
         if at <= now {
             self.wait = None;
             self.early_attempts += u32::from(early);
-            self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
+            self.token = attempt_token(ctx.supplied_token.as_deref(), &ctx.params, rng);
             self.attempt(ctx, now);
         }
         None
@@ -530,7 +530,7 @@ impl Acquiring {
         rng: &mut R,
     ) -> Option<Phase> {
         self.early_attempts += 1;
-        self.token = attempt_token(ctx.supplied_token.as_ref(), &ctx.params, rng);
+        self.token = attempt_token(ctx.supplied_token.as_deref(), &ctx.params, rng);
         self.attempt(ctx, now);
         None
     }
