@@ -48,22 +48,22 @@ fn line(h: &mut Harness, more: usize) -> (OpId, Vec<OpId>) {
     (first, waiting)
 }
 
-/// `out` is a hand-over from `from` to `to`: nothing sent, `from` released with every node
-/// handed over, `to` acquired.
+/// `out` is a hand-over from `from` to `to`: nothing sent, `to` acquired, then `from`
+/// released with every node handed over (the new holder is told first).
 fn handed_over(out: &Drained, from: OpId, to: OpId) -> redlock_core::Acquired {
     assert!(
         out.transmits.is_empty(),
         "a hand-over sends nothing: {out:?}"
     );
     match &out.events[..] {
-        [Event::Released { op, nodes }, Event::Acquired(a)] => {
+        [Event::Acquired(a), Event::Released { op, nodes }] => {
             assert_eq!(*op, from);
             assert_eq!(nodes, &vec![ReleaseOutcome::HandedOver; 3]);
             assert_eq!(a.op, to);
             assert!(a.stats.handed_over && a.stats.attempts == 0 && a.stats.nodes.is_empty());
             a.clone()
         }
-        other => panic!("expected Released then Acquired, got {other:?}"),
+        other => panic!("expected Acquired then Released, got {other:?}"),
     }
 }
 
@@ -230,7 +230,7 @@ fn a_fenced_line_gets_a_new_larger_token_from_the_nodes() {
     let events = reply_all(&mut h, b":1\r\n:6\r\n");
     let next = match &events[..] {
         [Event::Released { op, .. }, Event::Acquired(a)] if *op == first => a,
-        other => panic!("expected Released then Acquired, got {other:?}"),
+        other => panic!("expected Acquired then Released, got {other:?}"),
     };
     assert_eq!((next.op, next.fencing_token), (second, Some(6)));
     assert!(!next.stats.handed_over && next.token != held.token);

@@ -217,9 +217,10 @@ fn a_hundred_calls_in_line_hold_the_lock_in_arrival_order() {
         h.client.release(h.now, op).unwrap();
         let out = h.drain();
         let released = if out.transmits.is_empty() {
+            // A hand-over: the next call is told first, then this one.
             hand_overs += 1;
-            handed = Some(out.events[1..].to_vec());
-            out.events
+            handed = Some(out.events[..1].to_vec());
+            out.events[1..].to_vec()
         } else {
             reply_all(&mut h, DELETED)
         };

@@ -227,8 +227,11 @@ impl<R: CryptoRng> Client<R> {
         }
         if self.lines.any_waited() {
             if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
-                self.pump(now, op);
+                // The new holder's `Acquired` goes out before the old one's `Released`: a
+                // driver that wakes each caller as it reads its event starts the next
+                // section first (docs/design.md, "Hand-over").
                 self.pump(now, next);
+                self.pump(now, op);
                 return Ok(());
             }
             if let Some(next) = (self.locks).place_next(&self.lines, now, op, &mut self.rng) {
