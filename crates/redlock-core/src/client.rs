@@ -518,10 +518,15 @@ impl<R: CryptoRng> Client<R> {
     }
 
     /// The node's connection now speaks RESP3: it subscribes to every watched channel
-    /// (notify.rs, `Watching::subscribe_all`).
+    /// (notify.rs, `Watching::subscribe_all`). A line that listens for waiters missed what was
+    /// announced on that node meanwhile: its next hand-off goes through the nodes, whose
+    /// release hears such a waiter (queue.rs, `Lines::started_listening`).
     fn subscribe_all(&mut self, node: NodeId) {
         if (self.watching).subscribe_all(&mut self.nodes[node.index()]) {
             self.mark_dirty(node);
+        }
+        for resource in self.watching.listening() {
+            self.lines.started_listening(resource);
         }
     }
 

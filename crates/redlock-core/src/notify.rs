@@ -290,6 +290,23 @@ impl Watching {
         subscribe(&channel, wants, nodes, dirty) && wants
     }
 
+    /// Whether `resource`'s line hears every waiter of another client that announces itself
+    /// (docs/design.md, "Hearing of waiters"): it listens on the resource's waiting channel
+    /// on every node, each up and speaking RESP3. A waiter announces on every node that
+    /// speaks RESP3 with it, so its announcement reaches the line on one of them at least.
+    pub(crate) fn hears_everywhere<N: Subscriber>(&self, resource: &Resource, nodes: &[N]) -> bool {
+        if !self.lines.contains(resource) {
+            return false;
+        }
+        let channel = waiting_channel(resource);
+        (nodes.iter()).all(|n| n.is_up() && n.may_subscribe() && n.subscribed().contains(&channel))
+    }
+
+    /// The resources whose lines listen on their waiting channel.
+    pub(crate) fn listening(&self) -> impl Iterator<Item = &Resource> {
+        self.lines.iter()
+    }
+
     /// Whether a line listens on its waiting channel: cheap, for the client to skip the
     /// lookups of [`listen`](Self::listen) when none does.
     #[inline]

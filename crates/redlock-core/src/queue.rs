@@ -13,9 +13,10 @@
 //! Most local hand-offs cost nothing: the held lock is *handed over* to the next call as it
 //! is, the same stored value until the same deadline, with nothing sent
 //! ([`Lines::hand_over_to`]; lock/hand_over.rs; docs/design.md, "Hand-over"). Not when the
-//! line is contested or owes a courtesy hand-off (below): those go through the nodes. And
-//! since only a release through the nodes hears whether another client waits, a line hands
-//! over for at most [`HEAR_WAITERS_EVERY`] after it last went there.
+//! line is contested or owes a courtesy hand-off (below): those go through the nodes. And a
+//! line that does not hear every waiter's announcement (it cannot listen on every node:
+//! notify.rs) hands over for at most [`HEAR_WAITERS_EVERY`] after it last went there, as
+//! a release through the nodes hears whether another client waits.
 //!
 //! A line that met another client (an attempt found the lock held by someone else, or a
 //! release found someone subscribed to it: the release script answers 2, in the last
@@ -121,10 +122,11 @@ pub(crate) enum HandOff {
 /// courtesy hand-off).
 pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(1);
 
-/// How long a line may hand the hold from call to call (a hand-over, which sends nothing)
-/// before one hand-off goes through the nodes again: that release is how the line hears of
-/// a waiter of another client (the release script answers 2: someone is subscribed), and
-/// turns contested. A waiter of another client that starts waiting while a line hands over
+/// How long a line that does not listen for waiters on every node may hand the hold from
+/// call to call (a hand-over, which sends nothing) before one hand-off goes through the nodes
+/// again: that release is how such a line hears of a waiter of another client whose
+/// announcement it missed (the release script answers 2: someone is subscribed), and turns
+/// contested. A waiter of another client that starts waiting while a line hands over
 /// is heard within this time and a section or two, at the cost of one round trip per this
 /// time (0.2-0.6% of it on a LAN).
 pub(crate) const HEAR_WAITERS_EVERY: Duration = Duration::from_millis(50);
@@ -322,12 +324,19 @@ impl Lines {
     /// The call that would take `op`'s hold by a hand-over at `now`, if the line allows one:
     /// `op` is first in `resource`'s line with a call behind it, the line is not contested,
     /// owes no courtesy hand-off, and went to the nodes less than [`HEAR_WAITERS_EVERY`]
-    /// ago. Whether the two locks can share the hold is theirs to say (lock/hand_over.rs).
-    pub(crate) fn hand_over_to(&self, resource: &Resource, op: OpId, now: Instant) -> Option<OpId> {
+    /// ago, or at all since it listens for waiters on every node (`everywhere`: notify.rs,
+    /// `Watching::hears_everywhere`), where every waiter that can announce itself is heard.
+    /// Whether the two locks can share the hold is theirs to say (lock/hand_over.rs).
+    pub(crate) fn hand_over_to(
+        &self,
+        resource: &Resource,
+        op: OpId,
+        (now, everywhere): (Instant, bool),
+    ) -> Option<OpId> {
         let line = self.lines.get(resource)?;
         let next = *line.waiting.front()?;
         let heard = (line.heard_at)
-            .is_some_and(|at| now.saturating_duration_since(at) < HEAR_WAITERS_EVERY);
+            .is_some_and(|at| everywhere || now.saturating_duration_since(at) < HEAR_WAITERS_EVERY);
         let fair = !self.is_contested(resource, now) && !self.owes_courtesy(resource, now);
         (line.first == op && heard && fair).then_some(next)
     }
@@ -432,30 +441,33 @@ mod tests {
         // its next hand-off goes through the nodes, whose release hears a waiter that
         // announced itself before the line listened.
         assert!(lines.listens(&r, at(10)));
-        assert_eq!(lines.hand_over_to(&r, op(0), at(10)), Some(op(1)));
+        assert_eq!(lines.hand_over_to(&r, op(0), (at(10), false)), Some(op(1)));
         lines.started_listening(&r);
-        assert_eq!(lines.hand_over_to(&r, op(0), at(10)), None);
+        assert_eq!(lines.hand_over_to(&r, op(0), (at(10), false)), None);
+        assert_eq!(lines.hand_over_to(&r, op(0), (at(10), true)), None);
         assert_eq!(
             lines.leave(&r, op(0), at(10), false),
             Some((op(1), HandOff::Direct))
         );
         // Only the first call hands over, to the next in line.
-        assert_eq!(lines.hand_over_to(&r, op(2), at(20)), None);
-        assert_eq!(lines.hand_over_to(&r, op(1), at(20)), Some(op(2)));
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(20), false)), None);
+        assert_eq!(lines.hand_over_to(&r, op(1), (at(20), false)), Some(op(2)));
         lines.hand_over(&r, op(1));
         assert_eq!(lines.waiting(), 1);
-        // 50 ms after the line last went to the nodes, it goes there again.
-        assert_eq!(lines.hand_over_to(&r, op(2), at(59)), Some(op(3)));
-        assert_eq!(lines.hand_over_to(&r, op(2), at(60)), None);
+        // 50 ms after the line last went to the nodes, it goes there again, unless it hears
+        // waiters on every node.
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(59), false)), Some(op(3)));
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(60), false)), None);
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(600), true)), Some(op(3)));
         // A contested line does not hand over.
         lines.contest(&r, at(55));
-        assert_eq!(lines.hand_over_to(&r, op(2), at(56)), None);
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(56), false)), None);
         // Nobody behind: nothing to hand over to.
         assert_eq!(
             lines.leave(&r, op(2), at(61), false),
             Some((op(3), HandOff::Direct))
         );
-        assert_eq!(lines.hand_over_to(&r, op(3), at(62)), None);
+        assert_eq!(lines.hand_over_to(&r, op(3), (at(62), false)), None);
     }
 
     #[test]

@@ -9,8 +9,8 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    Config, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT, RetryPolicy,
-    WaiterQueue,
+    Config, ConnectionError, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT,
+    RetryPolicy, WaiterQueue,
 };
 use support::{Drained, Harness, NODE_SECS, time_reply};
 
@@ -419,6 +419,89 @@ fn a_placed_call_that_gives_up_before_it_starts_leaves_its_place() {
 /// is heard there); after that it hands the hold from call to call, sending nothing, until a
 /// waiter of another client announces itself: then its next release goes through the nodes
 /// as a contested line's does, placing its next call in the queue behind that waiter.
+/// A line that listens for waiters on every node hears every waiter that announces itself,
+/// so it hands over with no period after which it goes through the nodes. With a node down
+/// it does not hear everyone: it goes through the nodes every 50 ms again.
+#[test]
+fn a_line_that_hears_every_node_hands_over_past_the_period_of_a_line_that_does_not() {
+    let (mut h, third) = handed_over_once_listening();
+    // Long past 50 ms since the line went to the nodes: still a hand-over.
+    let (fourth, _) = h.acquire("res");
+    h.ms(200);
+    h.client.release(h.now, third).unwrap();
+    let out = h.drain();
+    assert!(out.transmits.is_empty(), "a hand-over: {out:?}");
+    assert!(h.client.held(fourth).is_some());
+    // Node 2 down: past 50 ms, the next hand-off goes through the nodes.
+    let (fifth, _) = h.acquire("res");
+    h.disconnect(2, ConnectionError::Closed);
+    h.ms(60);
+    h.client.release(h.now, fourth).unwrap();
+    let out = h.drain();
+    assert_eq!(out.nodes_sent(), vec![0, 1], "through the nodes: {out:?}");
+    assert!(h.client.held(fifth).is_none());
+}
+
+/// A node that comes back may have missed a waiter's announcement while it was away: once it
+/// listens there again, the line's next hand-off goes through the nodes, whose release hears
+/// such a waiter.
+#[test]
+fn a_line_goes_through_the_nodes_once_a_node_that_came_back_listens_again() {
+    let (mut h, third) = handed_over_once_listening();
+    h.disconnect(2, ConnectionError::Closed);
+    support::fire_until_connect(&mut h);
+    h.connect(2);
+    let mut replies = hello3();
+    replies.extend_from_slice(&time_reply(NODE_SECS));
+    for script in [
+        &redlock_core::RELEASE_SCRIPT,
+        &redlock_core::EXTEND_SCRIPT,
+        &QUEUE_ACQUIRE_SCRIPT,
+        &QUEUE_LEAVE_SCRIPT,
+        &QUEUE_RELEASE_SCRIPT,
+    ] {
+        replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+    }
+    let out = h.reply(2, &replies);
+    assert!(
+        String::from_utf8_lossy(&out.sent_to(2)).contains(LISTEN),
+        "it listens on node 2 again: {out:?}"
+    );
+    h.reply(2, LISTENING.as_bytes());
+    let (fourth, _) = h.acquire("res");
+    h.client.release(h.now, third).unwrap();
+    let out = h.drain();
+    assert_eq!(
+        out.nodes_sent(),
+        vec![0, 1, 2],
+        "through the nodes: {out:?}"
+    );
+    assert!(h.client.held(fourth).is_none());
+}
+
+/// A line of "res" that listens for waiters on every node went through the nodes once since
+/// (its first call's release, granting the second), then handed the hold over to a third
+/// call, which holds it; nobody waits behind it.
+fn handed_over_once_listening() -> (Harness, redlock_core::OpId) {
+    let (mut h, first, second) = held_uncontested_with_one_in_line();
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    assert!(
+        queued_argv(&out, 0).is_some(),
+        "through the nodes once it listens"
+    );
+    let grant = format!(":1\r\n{CONFIRM}:1\r\n");
+    let events: Vec<_> = (0..3)
+        .flat_map(|i| h.reply(i, grant.as_bytes()).events)
+        .collect();
+    assert!(h.client.held(second).is_some(), "{events:?}");
+    let (third, _) = h.acquire("res");
+    h.client.release(h.now, second).unwrap();
+    assert!(h.drain().transmits.is_empty(), "a hand-over");
+    assert!(h.client.held(third).is_some());
+    (h, third)
+}
+
 #[test]
 fn a_line_that_hears_a_waiter_stops_handing_over() {
     let (mut h, first, second) = held_uncontested_with_one_in_line();

@@ -14,6 +14,7 @@ use crate::lock::Lock;
 use crate::node::Node;
 use crate::notify::Watching;
 use crate::queue::{HandOff, Lines};
+use crate::token::Resource;
 use crate::waiters::Ranks;
 
 /// The operations not yet finished, by id: each one's [`Entry`]. Reads and writes the lock
@@ -94,15 +95,22 @@ impl Locks {
     }
 
     /// Hands the hold of the lock `op` over to the next call of its resource's line at `now`
-    /// (lock/hand_over.rs), if the line allows it (queue.rs, `Lines::hand_over_to`) and the
-    /// two locks can share the hold; returns that call, now first in the line. Nothing
-    /// changes otherwise.
-    pub(super) fn hand_over(&mut self, lines: &mut Lines, now: Instant, op: OpId) -> Option<OpId> {
+    /// (lock/hand_over.rs), if the line allows it (queue.rs, `Lines::hand_over_to`, told by
+    /// `everywhere` whether the line hears waiters on every node) and the two locks can
+    /// share the hold; returns that call, now first in the line. Nothing changes otherwise.
+    pub(super) fn hand_over(
+        &mut self,
+        lines: &mut Lines,
+        now: Instant,
+        op: OpId,
+        everywhere: impl FnOnce(&Resource) -> bool,
+    ) -> Option<OpId> {
         let entry = self.0.get(&op)?;
         if !entry.in_line {
             return None;
         }
-        let next = lines.hand_over_to(entry.lock.resource(), op, now)?;
+        let resource = entry.lock.resource();
+        let next = lines.hand_over_to(resource, op, (now, everywhere(resource)))?;
         // Two distinct calls: the first of a line is never among those waiting behind it.
         let [Some(from), Some(to)] = self.0.get_disjoint_mut([&op, &next]) else {
             return None;

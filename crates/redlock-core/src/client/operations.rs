@@ -226,7 +226,9 @@ impl<R: CryptoRng> Client<R> {
             self.follow_line_of(now, op);
         }
         if self.lines.any_waited() {
-            if let Some(next) = self.locks.hand_over(&mut self.lines, now, op) {
+            let (watching, nodes) = (&self.watching, &self.nodes[..]);
+            let everywhere = |resource: &Resource| watching.hears_everywhere(resource, nodes);
+            if let Some(next) = self.locks.hand_over(&mut self.lines, now, op, everywhere) {
                 // The new holder's `Acquired` goes out before the old one's `Released`: a
                 // driver that wakes each caller as it reads its event starts the next
                 // section first (docs/design.md, "Hand-over").
