@@ -67,10 +67,8 @@ impl<R: CryptoRng> Client<R> {
         let in_queue = first && self.lines.recently_contested(&resource, now);
         self.start(now, in_line, |now, op, (config, defaults), rng| {
             let asked = (options, defaults);
-            if in_queue {
-                Lock::acquire_in_queue(now, op, config, resource, asked, rng)
-            } else if first {
-                Lock::acquire_asked(now, op, config, resource, asked, rng)
+            if first {
+                Lock::acquire_asked(now, op, config, resource, asked, in_queue, rng)
             } else {
                 Lock::queued(now, op, config, resource, asked)
             }

@@ -111,22 +111,7 @@ impl Lock {
         options: &LockOptions,
         rng: &mut R,
     ) -> Result<Self, UsageError> {
-        Self::acquire_asked(now, op, config, resource, (options, None), rng)
-    }
-
-    /// [`acquire`](Self::acquire), with the default options' parameters if the caller
-    /// resolved them already (a client does, once).
-    pub(crate) fn acquire_asked<R: CryptoRng + ?Sized>(
-        now: Instant,
-        op: OpId,
-        config: &Config,
-        resource: Resource,
-        asked: (&LockOptions, Option<&Arc<LockParams>>),
-        rng: &mut R,
-    ) -> Result<Self, UsageError> {
-        let mut ctx = Ctx::new(op, config, resource, asked)?;
-        let phase = Phase::Acquiring(Acquiring::start(&mut ctx, now, rng));
-        Ok(Self { ctx, phase })
+        Self::acquire_asked(now, op, config, resource, (options, None), false, rng)
     }
 
     /// Starts acquiring every resource of `resources` at once, all or none (a multi-lock,

@@ -19,20 +19,29 @@ use crate::options::{LockOptions, LockParams};
 use crate::token::Resource;
 
 impl Lock {
-    /// [`acquire`](Self::acquire) of a resource that met other clients a moment ago
-    /// (queue.rs): the first attempt takes a place in the waiters' queue (waiters.rs), so
-    /// that it cannot pass the waiters there while the key is free between two holds.
-    pub(crate) fn acquire_in_queue<R: CryptoRng + ?Sized>(
+    /// [`acquire`](Self::acquire), with the default options' parameters if the caller
+    /// resolved them already (a client does, once). `in_queue`: the resource met other
+    /// clients a moment ago (queue.rs), so the first attempt takes a place in the waiters'
+    /// queue (waiters.rs), and cannot pass the waiters there while the key is free between
+    /// two holds.
+    pub(crate) fn acquire_asked<R: CryptoRng + ?Sized>(
         now: Instant,
         op: OpId,
         config: &Config,
         resource: Resource,
         asked: (&LockOptions, Option<&Arc<LockParams>>),
+        in_queue: bool,
         rng: &mut R,
     ) -> Result<Self, UsageError> {
         let mut ctx = Ctx::new(op, config, resource, asked)?;
-        let phase = Phase::Acquiring(Acquiring::start_in_queue(&mut ctx, now, rng));
-        Ok(Self { ctx, phase })
+        let acquiring = match in_queue {
+            true => Acquiring::start_in_queue(&mut ctx, now, rng),
+            false => Acquiring::start(&mut ctx, now, rng),
+        };
+        Ok(Self {
+            ctx,
+            phase: Phase::Acquiring(acquiring),
+        })
     }
 
     /// `node` announced `id` as the next head of the resource's waiters' queue
