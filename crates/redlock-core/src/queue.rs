@@ -14,9 +14,10 @@
 //! is, the same stored value until the same deadline, with nothing sent
 //! ([`Lines::hand_over_to`]; lock/hand_over.rs; docs/design.md, "Hand-over"). Not when the
 //! line is contested or owes a courtesy hand-off (below): those go through the nodes. And a
-//! line that does not hear every waiter's announcement (it cannot listen on every node:
-//! notify.rs) hands over for at most [`HEAR_WAITERS_EVERY`] after it last went there, as
-//! a release through the nodes hears whether another client waits.
+//! line hands over for at most [`HEAR_WAITERS_EVERY`] after it last went there, as a
+//! release through the nodes hears whether another client waits; a line that hears every
+//! waiter's announcement (it listens on every node: notify.rs) for at most
+//! [`HEAR_SILENT_WAITERS_EVERY`], for the waiters that cannot announce.
 //!
 //! A line that met another client (an attempt found the lock held by someone else, or a
 //! release found someone subscribed to it: the release script answers 2, in the last
@@ -130,6 +131,14 @@ pub(crate) const COURTESY_AFTER: Duration = Duration::from_secs(1);
 /// is heard within this time and a section or two, at the cost of one round trip per this
 /// time (0.2-0.6% of it on a LAN).
 pub(crate) const HEAR_WAITERS_EVERY: Duration = Duration::from_millis(50);
+
+/// [`HEAR_WAITERS_EVERY`] for a line that listens for waiters on every node: it hears every
+/// waiter that announces itself, so its trip through the nodes is only for a waiter that
+/// cannot announce (a client of a version before announcements, or one with no RESP3
+/// connection) but waits in the waiters' queue, where the next call's attempt behind the
+/// release finds it. Such a waiter is heard within this time instead of at the line's next
+/// courtesy hand-off ([`COURTESY_AFTER`]), for a round trip per this time.
+pub(crate) const HEAR_SILENT_WAITERS_EVERY: Duration = Duration::from_millis(250);
 
 /// The most resources [`Lines`] remembers as recently contested with no line in flight
 /// (beyond it, a resource is forgotten at once: its next call starts with a plain `SET`).
@@ -324,8 +333,9 @@ impl Lines {
     /// The call that would take `op`'s hold by a hand-over at `now`, if the line allows one:
     /// `op` is first in `resource`'s line with a call behind it, the line is not contested,
     /// owes no courtesy hand-off, and went to the nodes less than [`HEAR_WAITERS_EVERY`]
-    /// ago, or at all since it listens for waiters on every node (`everywhere`: notify.rs,
-    /// `Watching::hears_everywhere`), where every waiter that can announce itself is heard.
+    /// ago, or [`HEAR_SILENT_WAITERS_EVERY`] if it listens for waiters on every node
+    /// (`everywhere`: notify.rs, `Watching::hears_everywhere`), where every waiter that can
+    /// announce itself is heard.
     /// Whether the two locks can share the hold is theirs to say (lock/hand_over.rs).
     pub(crate) fn hand_over_to(
         &self,
@@ -335,8 +345,11 @@ impl Lines {
     ) -> Option<OpId> {
         let line = self.lines.get(resource)?;
         let next = *line.waiting.front()?;
-        let heard = (line.heard_at)
-            .is_some_and(|at| everywhere || now.saturating_duration_since(at) < HEAR_WAITERS_EVERY);
+        let every = match everywhere {
+            true => HEAR_SILENT_WAITERS_EVERY,
+            false => HEAR_WAITERS_EVERY,
+        };
+        let heard = (line.heard_at).is_some_and(|at| now.saturating_duration_since(at) < every);
         let fair = !self.is_contested(resource, now) && !self.owes_courtesy(resource, now);
         (line.first == op && heard && fair).then_some(next)
     }
@@ -458,7 +471,8 @@ mod tests {
         // waiters on every node.
         assert_eq!(lines.hand_over_to(&r, op(2), (at(59), false)), Some(op(3)));
         assert_eq!(lines.hand_over_to(&r, op(2), (at(60), false)), None);
-        assert_eq!(lines.hand_over_to(&r, op(2), (at(600), true)), Some(op(3)));
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(259), true)), Some(op(3)));
+        assert_eq!(lines.hand_over_to(&r, op(2), (at(260), true)), None);
         // A contested line does not hand over.
         lines.contest(&r, at(55));
         assert_eq!(lines.hand_over_to(&r, op(2), (at(56), false)), None);

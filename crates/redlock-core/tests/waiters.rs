@@ -420,26 +420,40 @@ fn a_placed_call_that_gives_up_before_it_starts_leaves_its_place() {
 /// waiter of another client announces itself: then its next release goes through the nodes
 /// as a contested line's does, placing its next call in the queue behind that waiter.
 /// A line that listens for waiters on every node hears every waiter that announces itself,
-/// so it hands over with no period after which it goes through the nodes. With a node down
-/// it does not hear everyone: it goes through the nodes every 50 ms again.
+/// so it goes through the nodes only every 250 ms, for a waiter that cannot announce
+/// (`queue::HEAR_SILENT_WAITERS_EVERY`), not every 50 ms. With a node down it does not hear
+/// everyone: every 50 ms again.
 #[test]
-fn a_line_that_hears_every_node_hands_over_past_the_period_of_a_line_that_does_not() {
+fn a_line_that_hears_every_node_goes_through_the_nodes_less_often() {
     let (mut h, third) = handed_over_once_listening();
-    // Long past 50 ms since the line went to the nodes: still a hand-over.
+    // 200 ms since the line went to the nodes: still a hand-over.
     let (fourth, _) = h.acquire("res");
     h.ms(200);
     h.client.release(h.now, third).unwrap();
     let out = h.drain();
     assert!(out.transmits.is_empty(), "a hand-over: {out:?}");
     assert!(h.client.held(fourth).is_some());
-    // Node 2 down: past 50 ms, the next hand-off goes through the nodes.
+    // 260 ms: through the nodes.
     let (fifth, _) = h.acquire("res");
-    h.disconnect(2, ConnectionError::Closed);
     h.ms(60);
     h.client.release(h.now, fourth).unwrap();
     let out = h.drain();
-    assert_eq!(out.nodes_sent(), vec![0, 1], "through the nodes: {out:?}");
+    assert_eq!(
+        out.nodes_sent(),
+        vec![0, 1, 2],
+        "through the nodes: {out:?}"
+    );
     assert!(h.client.held(fifth).is_none());
+
+    // Node 2 down: past 50 ms, the next hand-off goes through the nodes.
+    let (mut h, third) = handed_over_once_listening();
+    let (fourth, _) = h.acquire("res");
+    h.disconnect(2, ConnectionError::Closed);
+    h.ms(60);
+    h.client.release(h.now, third).unwrap();
+    let out = h.drain();
+    assert_eq!(out.nodes_sent(), vec![0, 1], "through the nodes: {out:?}");
+    assert!(h.client.held(fourth).is_none());
 }
 
 /// A node that comes back may have missed a waiter's announcement while it was away: once it
