@@ -199,8 +199,9 @@ pub fn a_contested_lines_next_call_takes_its_turn_at_one_attempt<D: Driver>() {
 
 /// A line that hands the hold from call to call hears a waiter of another client as it
 /// comes (the waiter's announcement on the resource's waiting channel: docs/design.md,
-/// "Hearing of waiters"), not at its next release through the nodes, up to 50 ms later: the
-/// waiter gets its turn within a few of the line's sections, not a streak of them.
+/// "Hearing of waiters"), not at its next release through the nodes, up to 250 ms later for
+/// a line that listens on every node: the waiter gets its turn within a few of the line's
+/// sections, not a streak of them.
 pub fn a_line_handing_over_lets_a_new_waiter_in_within_a_few_sections<D: Driver>() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -229,7 +230,8 @@ pub fn a_line_handing_over_lets_a_new_waiter_in_within_a_few_sections<D: Driver>
     let workers = [worker(&a), worker(&a)];
     // A's line is past its first hand-off through the nodes (the one a line makes once it
     // listens) and hands over from here on; a line that heard nobody would go to the nodes
-    // again 50 ms after that (queue.rs, `HEAR_WAITERS_EVERY`), some 15 sections.
+    // again 250 ms after that (queue.rs, `HEAR_SILENT_WAITERS_EVERY`: it listens on every
+    // node), some 80 sections.
     let started = eventually(Duration::from_secs(5), || {
         entered.load(Ordering::SeqCst) >= 4
     });
