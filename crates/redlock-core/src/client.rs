@@ -151,11 +151,7 @@ impl<R: CryptoRng> Client<R> {
             drained: false,
             dirty: VecDeque::new(),
             encoder: Encoder::default(),
-            lines: if controls.count_waiters {
-                Lines::default()
-            } else {
-                Lines::without_courtesy()
-            },
+            lines: controls.lines(),
             watching: Watching::default(),
             controls,
             defaults,

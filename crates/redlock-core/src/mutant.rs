@@ -3,8 +3,9 @@
 //! parameter of the lock, never the lock's code; [`Mutant::ForgetRunId`] and
 //! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
 //! (health.rs, `NodeHealth::new`), as settings of the node, and
-//! [`Mutant::LineDeafToWaiters`], [`Mutant::LateRefusalDropped`] and
-//! [`Mutant::DeafToAnnouncements`] where the client is built, as its controls
+//! [`Mutant::LineDeafToWaiters`], [`Mutant::LateRefusalDropped`],
+//! [`Mutant::DeafToAnnouncements`], [`Mutant::SilentWaitersUnheard`] and
+//! [`Mutant::UnheardWaitersDoNotPoll`] where the client is built, as its controls
 //! (client/controls.rs).
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
@@ -58,6 +59,15 @@ pub enum Mutant {
     /// hears of a waiter of another client only at its next release through the nodes, and
     /// hands the hold from call to call until then.
     DeafToAnnouncements,
+    /// A line that listens for waiters on every node never goes through the nodes to hear a
+    /// waiter that cannot announce itself (queue.rs, `HEAR_SILENT_WAITERS_EVERY`): such a
+    /// waiter waits for the line's courtesy hand-off, past its own retry timer.
+    SilentWaitersUnheard,
+    /// A waiting call that cannot hear a release or its turn on a quorum of nodes (no RESP3
+    /// connection, channels denied) waits for its retry timer or its place's renewal instead
+    /// of polling (waiters.rs, `UNHEARD_POLL_EVERY`): as the queue's head it leaves the key
+    /// free for up to that long, every other waiter behind it.
+    UnheardWaitersDoNotPoll,
     /// A release refused as unsupported (a probed native command) after its round ended
     /// is dropped instead of sent again as the script: the key lives until its ttl.
     LateRefusalDropped,

@@ -242,6 +242,14 @@ pub(crate) trait Subscriber {
     fn mark_dirty(&mut self) -> bool;
 }
 
+/// How many of `nodes` can tell this client of a release or of its turn in the waiters'
+/// queue: each up, speaking RESP3 and allowed channels.
+pub(crate) fn hearing<N: Subscriber>(nodes: &[N]) -> usize {
+    (nodes.iter())
+        .filter(|n| n.is_up() && n.may_subscribe())
+        .count()
+}
+
 impl Watching {
     /// Watches `resource`'s release channel for `op` if `wants`, or stops watching it if
     /// `op` watched it, and subscribes or unsubscribes every node that is up to match;

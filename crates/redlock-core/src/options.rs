@@ -291,6 +291,8 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         | Mutant::FenceWindowTtlOnly
         | Mutant::LineDeafToWaiters
         | Mutant::DeafToAnnouncements
+        | Mutant::SilentWaitersUnheard
+        | Mutant::UnheardWaitersDoNotPoll
         | Mutant::LateRefusalDropped => params,
     }
 }

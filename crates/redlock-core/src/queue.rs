@@ -59,6 +59,9 @@ pub(crate) struct Lines {
     lines: BTreeMap<Resource, Line>,
     /// A negative control's (`_mutants`): lines never yield unasked.
     no_courtesy: bool,
+    /// A negative control's (`_mutants`): a line that listens on every node never goes
+    /// through the nodes for the waiters that cannot announce.
+    deaf_to_silent: bool,
     /// A node refused the waiters' queue's script (waiters.rs): contested hand-offs yield
     /// as without the queue.
     queue_refused: bool,
@@ -262,11 +265,13 @@ impl Lines {
         self.queue_refused
     }
 
-    /// Lines that never yield unasked, for a negative control (`_mutants`).
-    #[cfg_attr(not(feature = "_mutants"), allow(dead_code))]
-    pub(crate) fn without_courtesy() -> Self {
+    /// Lines that yield unasked (a courtesy hand-off) if `courtesy`, and that go through
+    /// the nodes every [`HEAR_SILENT_WAITERS_EVERY`] while they listen on every node if
+    /// `silent`: both `true` but for a negative control (`_mutants`; client/controls.rs).
+    pub(crate) fn controlled(courtesy: bool, silent: bool) -> Self {
         Self {
-            no_courtesy: true,
+            no_courtesy: !courtesy,
+            deaf_to_silent: !silent,
             ..Self::default()
         }
     }
@@ -349,7 +354,9 @@ impl Lines {
             true => HEAR_SILENT_WAITERS_EVERY,
             false => HEAR_WAITERS_EVERY,
         };
-        let heard = (line.heard_at).is_some_and(|at| now.saturating_duration_since(at) < every);
+        let since = |at| now.saturating_duration_since(at);
+        let heard = (line.heard_at)
+            .is_some_and(|at| since(at) < every || (everywhere && self.deaf_to_silent));
         let fair = !self.is_contested(resource, now) && !self.owes_courtesy(resource, now);
         (line.first == op && heard && fair).then_some(next)
     }

@@ -82,6 +82,16 @@ pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
     sha1: "084318a488aee202bd862ec2cb6392ae95fdf564",
 };
 
+/// How soon a waiting call tries again when its client cannot hear a release or its turn on
+/// a quorum of nodes (no RESP3 connection, channels denied; with notifications off, a call
+/// with a place in the queue). As the queue's head, the key waits free for it until it
+/// tries: a waiter that learned it heads the queue only at its place's renewal (a third of
+/// its patience, about 280 ms by default) left the lock idle that long at every turn. And a
+/// call outside the queue (fenced, another kind) competes with such waiters for the moments
+/// the key is free (docs/design.md, "A waiter that cannot hear"). Each try is a command on
+/// every node: the cost of not hearing, paid by the waiters that cannot.
+pub(crate) const UNHEARD_POLL_EVERY: Duration = Duration::from_millis(10);
+
 /// The suffix of a resource's queue key: `R:queue`.
 pub const QUEUE_SUFFIX: &str = ":queue";
 

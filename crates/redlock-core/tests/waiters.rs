@@ -560,3 +560,84 @@ fn a_line_that_hears_a_waiter_stops_handing_over() {
     }
     assert!(h.client.held(fourth).is_none());
 }
+
+/// Connected to three nodes, each answering `HELLO` as `hello` says (RESP3, or refused:
+/// the connection stays on RESP2), with `config`.
+fn connected_with(config: Config, resp3: bool) -> Harness {
+    let mut h = Harness::new(config);
+    h.drain();
+    for i in 0..3 {
+        h.connect(i);
+        let mut replies = match resp3 {
+            true => hello3(),
+            false => {
+                b"-NOPERM User default has no permissions to run the 'hello' command\r\n".to_vec()
+            }
+        };
+        replies.extend_from_slice(&time_reply(NODE_SECS));
+        let scripts = [
+            &redlock_core::RELEASE_SCRIPT,
+            &redlock_core::EXTEND_SCRIPT,
+            &QUEUE_ACQUIRE_SCRIPT,
+            &QUEUE_LEAVE_SCRIPT,
+            &QUEUE_RELEASE_SCRIPT,
+        ];
+        for script in scripts {
+            replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+        }
+        h.reply(i, &replies);
+    }
+    h
+}
+
+/// A waiter behind the queue's head whose client cannot hear its turn (`resp3` false: every
+/// node refused `HELLO`, so no subscription; or notifications off) polls every 10 ms
+/// (waiters.rs, `UNHEARD_POLL_EVERY`), where one that hears renews its place only at a third
+/// of its patience (300 ms here) and is woken by the nodes' announcements.
+fn polls(config: Config, resp3: bool) -> bool {
+    let mut h = connected_with(config, resp3);
+    let nil: &[u8] = if resp3 { NIL } else { b"$-1\r\n" };
+    h.acquire("res");
+    h.reply(0, nil);
+    let mut decided = h.reply(1, nil);
+    decided.transmits.extend(h.reply(2, nil).transmits);
+    let ticket: u64 = queued_argv(&decided, 0).expect("a queued attempt")[3]
+        .parse()
+        .expect("a ticket");
+    // Each node: what a listening client's subscription and announcement get back (nothing
+    // on RESP2), the cleanup release (-1), the place, second in the queue.
+    let before = if resp3 && h.client.config().release_notifications().is_some() {
+        format!("{CONFIRM}{ANNOUNCED}")
+    } else {
+        String::new()
+    };
+    for i in 0..3 {
+        h.reply(i, format!("{before}:-1\r\n{}", rank(1, ticket)).as_bytes());
+    }
+    h.ms(11);
+    let out = h.timeout();
+    (0..3).all(|i| queued_argv(&out, i).is_some())
+}
+
+#[test]
+fn a_waiter_that_cannot_hear_its_turn_polls() {
+    assert!(polls(config(), false), "RESP2 on every node: it polls");
+    let quiet = Config::builder(3)
+        .restart_quarantine(None)
+        .clock_check(None)
+        .ttl(Duration::from_secs(10))
+        .release_notifications(None)
+        .retry(RetryPolicy {
+            max_attempts: Some(3),
+            max_wait: None,
+            delay_min: Duration::from_secs(1),
+            delay_max: Duration::from_secs(1),
+        })
+        .waiter_queue(Some(WaiterQueue {
+            patience: Some(Duration::from_millis(900)),
+        }))
+        .build()
+        .expect("valid config");
+    assert!(polls(quiet, true), "notifications off: it polls");
+    assert!(!polls(config(), true), "a waiter that hears does not poll");
+}

@@ -221,6 +221,11 @@ impl<C: ConnectionLike + Clone + Send + 'static> RedisLock<C> {
             if let Some(event) = self.lock.poll_event() {
                 return Some(event);
             }
+            // This driver never listens for release notices: a waiting lock polls instead
+            // (its place in the waiters' queue must not leave the lock free for long).
+            if self.lock.is_waiting_for_release() {
+                self.lock.poll_unheard(now(), 0);
+            }
             // 3. Wait for one reply or the lock's next deadline and feed it with a fresh
             //    `now`. No deadline: no round is in flight, so no reply can matter.
             let deadline = self.lock.poll_timeout()?;

@@ -458,7 +458,10 @@ impl Sim {
         let now = self.local_now(c);
         if self.nodes[n].accepts_connections() {
             let at = self.now;
-            let session = self.nodes[n].accept();
+            let mut session = self.nodes[n].accept();
+            if self.scenario.silent_clients.contains(&c) {
+                session.deny_hello();
+            }
             self.net.link(c, n).open(at, session);
             self.feed(c, Input::Connected { now, conn });
         } else {

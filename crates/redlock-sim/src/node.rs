@@ -13,7 +13,7 @@ use bytes::Bytes;
 use crate::clock::{Clock, SimTime};
 use crate::conditional;
 use crate::keyspace::{Keys, Keyspace, WALL_EPOCH_NANOS};
-use crate::profile::{ServerProfile, unknown_command};
+use crate::profile::{HelloAnswer, ServerProfile, unknown_command};
 use crate::pubsub::{self, Delivery, Registry, Session};
 use crate::resp::{Frame, ServerReply};
 use crate::script::{NativeScript, Scripts, millis_arg};
@@ -381,6 +381,10 @@ impl Node {
             b"ZINCRBY" => sorted::zincrby(&mut keys, rest).map(Frame::score),
             b"ZSCORE" => sorted::zscore(&mut keys, rest).map(Frame::score),
             b"HELLO" => {
+                let profile = match session.hello_denied() {
+                    true => profile.refusing(HelloAnswer::NoPerm),
+                    false => *profile,
+                };
                 let (reply, protocol) = profile.hello(rest, session.id, session.protocol);
                 session.protocol = protocol;
                 Some(reply)
@@ -982,6 +986,22 @@ mod tests {
             wire(&mut n, &mut a, &["SUBSCRIBE"]),
             "-ERR wrong number of arguments for 'subscribe' command\r\n"
         );
+    }
+
+    /// A connection whose user may not run `HELLO` is refused it on a server that answers
+    /// everyone else, and stays on RESP2; the server's other connections are not.
+    #[test]
+    fn a_user_denied_hello_stays_on_resp2() {
+        let scripts = Scripts::default();
+        let mut n = Node::new(Clock::with_skew(Instant::now(), 0.0), &scripts, true);
+        let (mut denied, mut other) = (n.accept(), n.accept());
+        denied.deny_hello();
+        let refused = wire(&mut n, &mut denied, &["HELLO", "3"]);
+        assert!(refused.starts_with("-NOPERM "), "{refused}");
+        assert_eq!(denied.protocol, crate::resp::Protocol::Resp2);
+        assert_eq!(wire(&mut n, &mut denied, &["GET", "missing"]), "$-1\r\n");
+        assert!(wire(&mut n, &mut other, &["HELLO", "3"]).starts_with("%7\r\n"));
+        assert_eq!(other.protocol, crate::resp::Protocol::Resp3);
     }
 
     /// RESP2 pub/sub: confirmations are arrays and a subscribed connection may run the

@@ -25,6 +25,9 @@ pub struct Session {
     /// The protocol the connection speaks.
     pub protocol: Protocol,
     channels: BTreeSet<Bytes>,
+    /// The connection's user may not run `HELLO` (an ACL), whatever the server: it is
+    /// answered `-NOPERM` and the connection stays on RESP2.
+    hello_denied: bool,
 }
 
 /// A message for one subscribed connection of the node.
@@ -57,6 +60,16 @@ impl Session {
     /// The node's id for this connection.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// From now on the connection's user may not run `HELLO` (an ACL of that user's).
+    pub(crate) fn deny_hello(&mut self) {
+        self.hello_denied = true;
+    }
+
+    /// Whether the connection's user may not run `HELLO`.
+    pub(crate) fn hello_denied(&self) -> bool {
+        self.hello_denied
     }
 
     /// The channels the connection is subscribed to, in order.

@@ -37,6 +37,10 @@ pub struct Scenario {
     pub push_faults: Vec<PushFaults>,
     /// What clients do.
     pub workload: WorkloadKnobs,
+    /// Clients that do something else than [`workload`](Self::workload), as `(client,
+    /// knobs)`: a process whose work differs from the others' (an occasional job beside a
+    /// busy service). Empty: every client does `workload`.
+    pub workload_of: Vec<(usize, WorkloadKnobs)>,
     /// The scripts nodes can run.
     pub scripts: Scripts,
     /// Whether nodes start with every script cached (`false` exercises `-NOSCRIPT`).
@@ -73,6 +77,11 @@ pub struct Scenario {
     /// Clients that die, one entry each (see [`ClientDeath`]); empty: none. No die is cast
     /// for them, so a scenario without deaths keeps its run.
     pub client_deaths: Vec<ClientDeath>,
+    /// Clients whose user may not run `HELLO` on any node (an ACL): every connection of
+    /// theirs stays on RESP2, as a client of a version before RESP3 would. Such a client
+    /// never announces itself as a waiter nor hears a release (docs/design.md, "Hearing of
+    /// waiters"). Empty: none.
+    pub silent_clients: Vec<usize>,
 }
 
 /// A client process dies for good: every connection of it closes (the nodes drop its
@@ -360,6 +369,7 @@ impl Scenario {
             faults: FaultKnobs::default(),
             push_faults: Vec::new(),
             workload: WorkloadKnobs::default(),
+            workload_of: Vec::new(),
             scripts: Scripts::default(),
             preload_scripts: false,
             servers: Vec::new(),
@@ -372,6 +382,7 @@ impl Scenario {
             slow_links: Vec::new(),
             release_check_delay: Duration::ZERO,
             client_deaths: Vec::new(),
+            silent_clients: Vec::new(),
         }
     }
 

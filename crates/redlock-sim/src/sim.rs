@@ -124,9 +124,10 @@ impl Sim {
             let d = if late { &mut own } else { &mut dice };
             let clock = clock(d);
             let core = Client::new(scenario.config.clone(), d.fork_rng());
+            let knobs = (scenario.workload_of.iter()).find(|(c, _)| *c == i);
             let workload = Tasks::new(
                 i,
-                scenario.workload,
+                knobs.map_or(scenario.workload, |(_, knobs)| *knobs),
                 scenario.resources,
                 d.fork(),
                 clock.instant(SimTime::from_duration(start)),

@@ -15,7 +15,7 @@ use common::{
     Broken, DEFAULTS_BUDGET, Emphasis, Found, broken, defaults, defaults_changed, defaults_with,
     first_broken,
 };
-use redlock_core::{AcquireFailure, Mutant, NodeFault};
+use redlock_core::{AcquireFailure, ConfigBuilder, Mutant, NodeFault};
 use redlock_sim::{HoldKind, KindMix, Scenario, Sim};
 
 /// Seeds each detection may look at.
@@ -46,11 +46,14 @@ fn starved_behind_native_releases(family: impl Fn(u64) -> Scenario) -> Option<Fo
     })
 }
 
-/// Defect 2, the other way in: a waiter that cannot subscribe at all (an ACL denies every
-/// channel) is never counted, whatever the release command.
+/// Defect 2, the other way in: a waiter that never subscribes (release notifications off)
+/// is never counted, whatever the release command, and waits on its retry timer: only a
+/// line's courtesy hand-off lets it in. (A waiter that would subscribe but cannot, on nodes
+/// that deny every channel, polls instead: waiters.rs in the core, `UNHEARD_POLL_EVERY`,
+/// and a line's hand-off through the nodes lets it in too.)
 fn starved_without_subscription(family: impl Fn(u64) -> Scenario) -> Option<Found> {
     first_broken(DETECTION_BUDGET, family, |s, b| {
-        matches!(b, Broken::Starved(_)) && s.servers.iter().all(|p| !p.channels)
+        matches!(b, Broken::Starved(_)) && s.config.release_notifications().is_none()
     })
 }
 
@@ -133,7 +136,15 @@ fn finds_waiter_starved_behind_native_releases_with_a_deaf_line() {
 
 #[test]
 fn finds_waiter_starved_without_subscription_with_a_deaf_line() {
-    let family = mutated_without_queue(Mutant::LineDeafToWaiters, Emphasis::Queued);
+    let family = move |seed| {
+        let quiet = |b: ConfigBuilder| b.waiter_queue(None).release_notifications(None);
+        defaults_changed(
+            seed,
+            Emphasis::Queued,
+            Some(Mutant::LineDeafToWaiters),
+            quiet,
+        )
+    };
     let found = starved_without_subscription(family).expect("no waiter starved within the budget");
     show("waiter that cannot subscribe starved (defect 2)", &found);
 }
@@ -210,6 +221,28 @@ fn correct_core_keeps_every_property_with_every_default_on_across_restarts() {
 #[test]
 fn correct_core_keeps_every_property_with_every_default_on_with_queued_calls() {
     assert_every_property_kept(Emphasis::Queued);
+}
+
+/// Release notifications off (a user may turn them off): every waiter waits on its timer,
+/// the queue's waiters polling (waiters.rs in the core, `UNHEARD_POLL_EVERY`); with the
+/// queue on and off, the correct core keeps every property, as the deaf line's control
+/// needs (`finds_waiter_starved_without_subscription_with_a_deaf_line`).
+#[test]
+fn correct_core_keeps_every_property_with_release_notifications_off() {
+    let mut failures = Vec::new();
+    for seed in 0..DETECTION_BUDGET {
+        let queue = seed % 2 == 0;
+        let quiet = |b: ConfigBuilder| {
+            let b = b.release_notifications(None);
+            if queue { b } else { b.waiter_queue(None) }
+        };
+        let scenario = defaults_changed(seed, Emphasis::Queued, None, quiet);
+        let report = Sim::new(scenario.clone()).run();
+        if let Some(broken) = broken(&scenario, &report) {
+            failures.push(format!("queue {queue}: {broken}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
 
 #[test]

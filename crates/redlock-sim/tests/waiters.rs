@@ -10,9 +10,10 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    FAIR_BUDGET, FAIR_DETECTION, IDLE_BOUND, IDLE_DETECTION, OVERTAKE_BOUND, WAITERS_BUDGET,
-    WAITERS_DETECTION, fair, fair_lines, fair_slow, first_where, most_overtakes, overtaken,
-    overtaken_by_calls, starved, waiters,
+    FAIR_BUDGET, FAIR_DETECTION, IDLE_BOUND, IDLE_DETECTION, OVERTAKE_BOUND, SILENT_BUDGET,
+    SILENT_DETECTION, SILENT_LATENESS, WAITERS_BUDGET, WAITERS_DETECTION, fair, fair_lines,
+    fair_lines_silent, fair_slow, first_where, most_overtakes, overtaken, overtaken_by_calls,
+    silent_lateness, starved, waiters,
 };
 use redlock_core::{Mutant, WaiterQueue};
 use redlock_sim::{Report, Scenario, Sim};
@@ -90,9 +91,12 @@ fn a_patience_longer_than_the_wait_lets_a_dead_waiter_starve_the_live_ones() {
     );
 }
 
+/// The servers are drawn: on some nodes no client can hear releases (no `HELLO`, channels
+/// denied), and a waiter that heads the queue there polls (waiters.rs,
+/// `UNHEARD_POLL_EVERY`), so the lock never sits free for long while a call waits.
 #[test]
 fn the_queue_serves_waiters_in_order_within_the_slack() {
-    let mut unfair = Vec::new();
+    let (mut unfair, mut idle) = (Vec::new(), Vec::new());
     for seed in 0..FAIR_BUDGET {
         let scenario = fair(seed, |b| b);
         let report = run(&scenario);
@@ -101,8 +105,15 @@ fn the_queue_serves_waiters_in_order_within_the_slack() {
             println!("{o}");
             unfair.push(seed);
         }
+        if let Some(i) =
+            (report.checker.idle_while_waiting(report.end)).filter(|i| i.gap > IDLE_BOUND)
+        {
+            println!("{i}");
+            idle.push(seed);
+        }
     }
     assert!(unfair.is_empty(), "seeds {unfair:?} break the bound");
+    assert!(idle.is_empty(), "seeds {idle:?} left the lock idle");
 }
 
 #[test]
@@ -185,6 +196,73 @@ fn a_head_that_waits_for_a_release_leaves_the_lock_idle() {
     );
 }
 
+/// A waiter that cannot announce itself (a RESP2 client, `fair_lines_silent`) is let in
+/// within the trip through the nodes of a line that hears everywhere (queue.rs,
+/// `HEAR_SILENT_WAITERS_EVERY`), and as the queue's head it polls (waiters.rs,
+/// `UNHEARD_POLL_EVERY`), so the lock never sits free for long while it or anyone waits.
+#[test]
+fn a_silent_waiter_is_let_in_within_the_lines_trip() {
+    let (mut late, mut idle, mut waited) = (Vec::new(), Vec::new(), 0);
+    for seed in 0..SILENT_BUDGET {
+        let scenario = fair_lines_silent(seed, |b| b);
+        let report = run(&scenario);
+        assert!(report.workloads_done, "seed {seed}: unfinished");
+        let lateness = silent_lateness(&scenario, &report);
+        waited += lateness.len();
+        if let Some(l) = lateness.iter().find(|l| **l > SILENT_LATENESS) {
+            println!("seed {seed}: a silent waiter let in {l:?} late");
+            late.push(seed);
+        }
+        if let Some(i) =
+            (report.checker.idle_while_waiting(report.end)).filter(|i| i.gap > IDLE_BOUND)
+        {
+            println!("{i}");
+            idle.push(seed);
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "seeds {late:?} let a silent waiter in late"
+    );
+    assert!(idle.is_empty(), "seeds {idle:?} left the lock idle");
+    // Most runs had the silent client wait at least once.
+    assert!(
+        waited as u64 >= SILENT_BUDGET,
+        "{waited} silent waiting calls"
+    );
+}
+
+#[test]
+fn a_line_that_never_makes_the_trip_keeps_a_silent_waiter_out() {
+    let family = |seed| fair_lines_silent(seed, |b| b.mutant(Mutant::SilentWaitersUnheard));
+    let found = first_where(SILENT_DETECTION, family, |s, r| {
+        silent_lateness(s, r).iter().any(|l| *l > SILENT_LATENESS)
+    });
+    let (scenario, report) = found.expect("a line that never makes the trip was not found");
+    let worst = silent_lateness(&scenario, &report).into_iter().max();
+    println!(
+        "SilentWaitersUnheard found at seed {}: a silent waiter let in {worst:?} late",
+        scenario.seed
+    );
+}
+
+#[test]
+fn a_waiter_that_cannot_hear_and_does_not_poll_leaves_the_lock_idle() {
+    let family = |seed| fair_lines_silent(seed, |b| b.mutant(Mutant::UnheardWaitersDoNotPoll));
+    let found = first_where(SILENT_DETECTION, family, |_, r| {
+        (r.checker.idle_while_waiting(r.end)).is_some_and(|i| i.gap > IDLE_BOUND)
+    });
+    let (scenario, report) = found.expect("a waiter that does not poll was not found");
+    let idle = report
+        .checker
+        .idle_while_waiting(report.end)
+        .expect("found");
+    println!(
+        "UnheardWaitersDoNotPoll found at seed {}: {idle}",
+        scenario.seed
+    );
+}
+
 /// The numbers behind [`OVERTAKE_BOUND`] and the detection budgets: per run of the fairness
 /// families, with and without the queue, with lines that hear waiters or are deaf to them,
 /// the most overtakes of one waiting call, by waiters, by newcomers and by both; and the runs of the waiters family whose live waiters starved, for the
@@ -243,5 +321,55 @@ fn measure_overtakes_and_starvation() {
             "never-prunes {mutant}: {starved_runs} of {seeds} runs starved (first seed \
              {first:?}), {deaths} deaths"
         );
+    }
+}
+
+/// How late a silent client's waiting call is served, with and without the line's trip
+/// through the nodes: `cargo test --release -p redlock-sim --test waiters -- --ignored
+/// --nocapture measure_silent`.
+#[test]
+#[ignore = "a measurement: prints distributions"]
+fn measure_silent_waiters() {
+    let seeds = 100;
+    for (name, mutant) in [
+        ("correct", None),
+        ("SilentWaitersUnheard", Some(Mutant::SilentWaitersUnheard)),
+    ] {
+        let mut worst = Vec::new();
+        let mut waiting = 0;
+        for seed in 0..seeds {
+            let scenario = fair_lines_silent(seed, |b| match mutant {
+                Some(m) => b.mutant(m),
+                None => b,
+            });
+            let report = run(&scenario);
+            let late = silent_lateness(&scenario, &report);
+            waiting += late.len();
+            worst.push((
+                late.iter().max().copied().unwrap_or_default(),
+                seed,
+                report.workloads_done,
+            ));
+        }
+        worst.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let q = |p: f64| ms(worst[((worst.len() - 1) as f64 * p) as usize].0);
+        println!(
+            "{name}: {seeds} runs, {waiting} silent waiting calls; worst lateness per run p50 {:.0} ms, p90 {:.0}, max {:.0} (seed {}), unfinished runs {}",
+            q(0.5),
+            q(0.9),
+            q(1.0),
+            worst.last().unwrap().1,
+            worst.iter().filter(|w| !w.2).count()
+        );
+        let hist: Vec<usize> = (0..8)
+            .map(|i| {
+                worst
+                    .iter()
+                    .filter(|w| ms(w.0) >= i as f64 * 200.0 && ms(w.0) < (i + 1) as f64 * 200.0)
+                    .count()
+            })
+            .collect();
+        println!("  per 200 ms: {hist:?}");
     }
 }

@@ -5,6 +5,7 @@
 use crate::config::Config;
 #[cfg(feature = "_mutants")]
 use crate::mutant::Mutant;
+use crate::queue::Lines;
 
 /// The client's own negative controls: test scaffolding, each `true` in a correct client and
 /// `false` only under its mutant (`_mutants`). Read once, where the client is built
@@ -13,7 +14,7 @@ use crate::mutant::Mutant;
 #[derive(Debug, Clone, Copy)]
 pub(super) struct ClientControls {
     /// Whether a native release's `PUBLISH` count is read (server.rs, `fold_release`), and
-    /// lines yield unasked (queue.rs, `Lines::without_courtesy`);
+    /// lines yield unasked (queue.rs, `Lines::controlled`);
     /// off under `Mutant::LineDeafToWaiters`.
     pub(super) count_waiters: bool,
     /// Whether a probed native release refused after its lock stopped waiting is sent
@@ -22,6 +23,13 @@ pub(super) struct ClientControls {
     /// Whether a line turns contested when it hears a waiter's announcement (client.rs,
     /// `on_push`; client/hearing.rs); off under `Mutant::DeafToAnnouncements`.
     pub(super) hear_waiters: bool,
+    /// Whether a line that listens for waiters on every node still goes through the nodes
+    /// now and then, for the waiters that cannot announce (queue.rs,
+    /// `HEAR_SILENT_WAITERS_EVERY`); off under `Mutant::SilentWaitersUnheard`.
+    hear_silent_waiters: bool,
+    /// Whether a waiter that cannot hear its turn on a quorum of nodes polls (client/pump.rs;
+    /// waiters.rs, `UNHEARD_POLL_EVERY`); off under `Mutant::UnheardWaitersDoNotPoll`.
+    pub(super) poll_unheard: bool,
 }
 
 impl ClientControls {
@@ -32,6 +40,8 @@ impl ClientControls {
             count_waiters: true,
             resend_late: true,
             hear_waiters: true,
+            hear_silent_waiters: true,
+            poll_unheard: true,
         };
         #[cfg(feature = "_mutants")]
         match config.mutant {
@@ -53,8 +63,26 @@ impl ClientControls {
                     ..correct
                 };
             }
+            Some(Mutant::SilentWaitersUnheard) => {
+                return Self {
+                    hear_silent_waiters: false,
+                    ..correct
+                };
+            }
+            Some(Mutant::UnheardWaitersDoNotPoll) => {
+                return Self {
+                    poll_unheard: false,
+                    ..correct
+                };
+            }
             _ => {}
         }
         correct
+    }
+
+    /// The client's lines, as these controls make them: yielding unasked, and going through
+    /// the nodes for the waiters that cannot announce, unless a control is off.
+    pub(super) fn lines(&self) -> Lines {
+        Lines::controlled(self.count_waiters, self.hear_silent_waiters)
     }
 }

@@ -15,6 +15,7 @@ use crate::id::{NodeId, OpId, RequestId};
 use crate::io::Event;
 use crate::lock::Lock;
 use crate::node::Node;
+use crate::notify;
 use crate::queue::HandOff;
 use crate::server::NativeUse;
 use crate::time::Timer;
@@ -46,6 +47,10 @@ impl<R: CryptoRng> Client<R> {
         if entry.lock.is_waiting_for_release() != entry.subscribed {
             // Before its requests: the subscription goes out ahead of the probe.
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
+        }
+        if entry.subscribed && self.controls.poll_unheard {
+            // A waiter that cannot hear its turn polls (waiters.rs, `UNHEARD_POLL_EVERY`).
+            entry.lock.poll_unheard(now, notify::hearing(&self.nodes));
         }
         if entry.lock.take_waits() {
             // Behind its subscription, ahead of its requests.

@@ -186,7 +186,8 @@ impl Lock {
     /// [`release_channel`](crate::release_channel) on every node and hand each message to
     /// [`handle_release_notice`](Self::handle_release_notice); the lock then tries again as
     /// soon as a quorum of nodes announced a release. Without that it still reads the
-    /// holder's remaining ttl (its `PTTL` requests) and retries on its timer.
+    /// holder's remaining ttl (its `PTTL` requests), and it MUST be told so
+    /// ([`poll_unheard`](Self::poll_unheard)): it then polls.
     pub fn is_waiting_for_release(&self) -> bool {
         match &self.phase {
             Phase::Acquiring(a) => a.is_listening(),

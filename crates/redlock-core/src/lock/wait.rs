@@ -20,6 +20,7 @@ use crate::id::NodeId;
 use crate::quorum;
 use crate::round::{Round, Slot};
 use crate::time;
+use crate::waiters::UNHEARD_POLL_EVERY;
 
 /// The wait before the next attempt.
 #[derive(Debug)]
@@ -73,6 +74,25 @@ impl Wait {
     /// brought forward is not (the policy's overall wait still bounds it).
     pub(super) fn renewing(&mut self, renewing: bool) {
         self.early |= renewing;
+    }
+
+    /// Whether the call waits with a place in the waiters' queue: with release notifications
+    /// off it cannot hear its turn, so it polls ([`poll_by`](Self::poll_by)); with them on,
+    /// its client makes it poll where it cannot hear (client/pump.rs).
+    pub(super) fn queued(&mut self, ctx: &Ctx, now: Instant, queued: bool) {
+        if queued && !ctx.params.notify {
+            self.poll_by(time::add(now, UNHEARD_POLL_EVERY));
+        }
+    }
+
+    /// The next attempt at `at` at the latest, as a renewal of the call's place (not
+    /// counted against the policy's attempts): a waiter that cannot hear its turn polls
+    /// (acquire/place.rs, `poll_unheard`).
+    pub(super) fn poll_by(&mut self, at: Instant) {
+        if at < self.at {
+            self.at = at;
+            self.early = true;
+        }
     }
 
     /// The next deadline: the attempt, or the probe's if earlier.

@@ -156,7 +156,8 @@ pub fn broken(scenario: &Scenario, report: &Report) -> Option<Broken> {
             r.client, r.op, r.resource
         )));
     }
-    let deaf = scenario.servers.iter().all(|p| !p.channels);
+    let deaf = scenario.servers.iter().all(|p| !p.channels)
+        || scenario.config.release_notifications().is_none();
     let patience = if deaf { DEAF_PATIENCE } else { Duration::ZERO };
     let starved = (report.checker).handoff_starvation_after(report.end, HANDOFF_BOUND, patience);
     if let Some(s) = starved {

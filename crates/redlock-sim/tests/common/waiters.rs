@@ -19,13 +19,17 @@
 //!   slack after it, newcomers included ([`redlock_sim::Checker::overtaken_by_calls`]);
 //!   and no resource sits free for longer than [`IDLE_BOUND`] while a call waits for it
 //!   ([`redlock_sim::Checker::idle_while_waiting`]).
+//! - [`fair_lines_silent`]: busy lines that hear every node beside an occasional job that
+//!   cannot announce itself (a RESP2 client). Property: the job's waiting calls are let in
+//!   within [`SILENT_LATENESS`], and the lock never sits free past [`IDLE_BOUND`] while a
+//!   call waits (a waiter that cannot hear polls).
 
 use std::time::Duration;
 
 use redlock_core::{Config, ConfigBuilder, RetryPolicy};
 use redlock_sim::{
     ClientDeath, Dice, HelloAnswer, Overtaken, PushFaults, Report, Resources, Scenario,
-    ServerProfile, Sim, Starvation,
+    ServerProfile, Sim, Starvation, WorkloadKnobs,
 };
 
 use super::ms;
@@ -69,6 +73,22 @@ pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// of 300 with one or two). Newcomers (a first plain `SET NX` landing between a release
 /// and the head's grant) are not bounded: see `fairness.rs`.
 pub const OVERTAKE_BOUND: usize = 2;
+
+/// Seeds of [`fair_lines_silent`] on which the correct core must keep its properties.
+pub const SILENT_BUDGET: u64 = 60;
+
+/// Seeds within which a negative control of [`fair_lines_silent`] must be found.
+pub const SILENT_DETECTION: u64 = 60;
+
+/// How late a waiting call of a silent client of [`fair_lines_silent`] may be let in: no
+/// call of another client that began more than this after it may acquire first. A line
+/// that hears everywhere goes through the nodes every 250 ms (queue.rs,
+/// `HEAR_SILENT_WAITERS_EVERY`), where its next call's attempt meets the silent waiter's
+/// place; the margin is for a section (at most 45 ms) and the waiter's poll (10 ms). On
+/// seeds 0..100 the latest is 227 ms; a line that never makes the trip lets calls that began
+/// up to 763 ms later pass, in 13 runs of 100 past this bound (tests/waiters.rs,
+/// `measure_silent_waiters`).
+pub const SILENT_LATENESS: Duration = Duration::from_millis(350);
 
 /// Scenario `seed` of the waiters family, its core configuration as `tweak` makes it from
 /// the family's (a mutant, another patience, no queue).
@@ -124,6 +144,58 @@ pub fn fair_lines(
         }
     }
     s
+}
+
+/// [`fair_lines`] (every node speaks RESP3) with 2 or 3 clients, one of which is *silent*:
+/// its user may not run `HELLO`, so it speaks RESP2 on every node and never announces
+/// itself as a waiter, as a client of a version before announcements would. The others'
+/// lines hear every waiter that announces, so only their trip through the nodes now and
+/// then (queue.rs, `HEAR_SILENT_WAITERS_EVERY`) finds the silent one waiting in the queue.
+///
+/// The others are busy services: 2 or 3 tasks of 80 to 150 calls with sections of about 10
+/// to 45 ms and ttls of 4 to 8 s, so that a line hands the hold from call to call for
+/// seconds. The silent one is an occasional job: one task, 2 to 4 calls, 1.1 to 1.6 s
+/// apart, so that each of its calls comes to a line that no longer counts as contested,
+/// whose trip alone (or its courtesy hand-off, up to a second later) lets it in.
+pub fn fair_lines_silent(
+    seed: u64,
+    tweak: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> Scenario {
+    let mut d = Dice::new(seed ^ 0xfa12_0003);
+    let mut s = fair_lines(seed, true, tweak);
+    s.clients = d.range(2, 3) as usize;
+    s.workload.ops_per_client = d.range(80, 150) as u32;
+    let ttl = d.millis(ms(4_000), ms(8_000));
+    s.workload.ttl = (ttl / 2, ttl);
+    let section = d.millis(ms(15), ms(30)).as_secs_f64() / ttl.as_secs_f64();
+    s.workload.hold = (section * 0.7, section * 1.5);
+    let silent = d.index(s.clients);
+    s.silent_clients = vec![silent];
+    let job = WorkloadKnobs {
+        tasks: 1,
+        ops_per_client: d.range(2, 4) as u32,
+        think: (ms(1_100), ms(1_600)),
+        start_spread: ms(500),
+        ..s.workload
+    };
+    s.workload_of = vec![(silent, job)];
+    s
+}
+
+/// For each waiting call of a silent client of `scenario` ([`fair_lines_silent`]), how
+/// long after it began the latest-starting call of another client that acquired first
+/// began (zero when none did), in the order calls began.
+pub fn silent_lateness(scenario: &Scenario, report: &Report) -> Vec<Duration> {
+    let overtakes = report.checker.overtakes(report.end, Duration::ZERO);
+    (overtakes.iter())
+        .filter(|(a, _)| scenario.silent_clients.contains(&a.client))
+        .map(|(a, by)| {
+            (by.iter())
+                .map(|b| b.started_at.saturating_sub(a.started_at))
+                .max()
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// [`fair`] over a slower network, for measurement only: ttls of 100 to 400 ms and one-way

@@ -513,6 +513,7 @@ impl Acquiring {
         // attempt that timed out says nothing of the holder.
         let mut wait = Wait::new(ctx, now, next, (self.listening, head));
         wait.renewing(renewal.is_some());
+        wait.queued(ctx, now, self.place.is_some());
         // A node that granted this attempt had the key free: released already, for the
         // count of releases that wakes the call (its cleanup frees it again). A release
         // still on its way to the other nodes then completes a quorum.
