@@ -9,8 +9,8 @@ mod support;
 use std::time::Duration;
 
 use redlock_core::{
-    Config, ConnectionError, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT, QUEUE_RELEASE_SCRIPT,
-    RetryPolicy, WaiterQueue,
+    Config, ConfigBuilder, ConnectionError, QUEUE_ACQUIRE_SCRIPT, QUEUE_LEAVE_SCRIPT,
+    QUEUE_RELEASE_SCRIPT, RetryPolicy, WaiterQueue,
 };
 use support::{Drained, Harness, NODE_SECS, time_reply};
 
@@ -29,6 +29,11 @@ const LISTENING: &str = ">3\r\n$9\r\nsubscribe\r\n$19\r\nredlock:waiting:res\r\n
 /// Three nodes, a retry delay of one second (an attempt within milliseconds comes from a
 /// notification only), patience 900 ms, notifications on without jitter.
 fn config() -> Config {
+    builder().build().expect("valid config")
+}
+
+/// [`config`] before it is built.
+fn builder() -> ConfigBuilder {
     Config::builder(3)
         .restart_quarantine(None)
         .clock_check(None)
@@ -42,8 +47,6 @@ fn config() -> Config {
         .waiter_queue(Some(WaiterQueue {
             patience: Some(Duration::from_millis(900)),
         }))
-        .build()
-        .expect("valid config")
 }
 
 /// A RESP3 `HELLO` reply naming Redis 7.0.15.
@@ -58,25 +61,7 @@ fn hello3() -> Vec<u8> {
 }
 
 fn connected() -> Harness {
-    let mut h = Harness::new(config());
-    h.drain();
-    for i in 0..3 {
-        h.connect(i);
-        let mut replies = hello3();
-        replies.extend_from_slice(&time_reply(NODE_SECS));
-        let scripts = [
-            &redlock_core::RELEASE_SCRIPT,
-            &redlock_core::EXTEND_SCRIPT,
-            &QUEUE_ACQUIRE_SCRIPT,
-            &QUEUE_LEAVE_SCRIPT,
-            &QUEUE_RELEASE_SCRIPT,
-        ];
-        for script in scripts {
-            replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
-        }
-        h.reply(i, &replies);
-    }
-    h
+    connected_with(config(), true)
 }
 
 /// The bulk strings of the commands in `bytes`, in order.
@@ -561,8 +546,8 @@ fn a_line_that_hears_a_waiter_stops_handing_over() {
     assert!(h.client.held(fourth).is_none());
 }
 
-/// Connected to three nodes, each answering `HELLO` as `hello` says (RESP3, or refused:
-/// the connection stays on RESP2), with `config`.
+/// Connected to three nodes with `config`, each answering `HELLO` in RESP3 if `resp3`, else
+/// refusing it (the connection stays on RESP2).
 fn connected_with(config: Config, resp3: bool) -> Harness {
     let mut h = Harness::new(config);
     h.drain();
@@ -622,22 +607,8 @@ fn polls(config: Config, resp3: bool) -> bool {
 #[test]
 fn a_waiter_that_cannot_hear_its_turn_polls() {
     assert!(polls(config(), false), "RESP2 on every node: it polls");
-    let quiet = Config::builder(3)
-        .restart_quarantine(None)
-        .clock_check(None)
-        .ttl(Duration::from_secs(10))
-        .release_notifications(None)
-        .retry(RetryPolicy {
-            max_attempts: Some(3),
-            max_wait: None,
-            delay_min: Duration::from_secs(1),
-            delay_max: Duration::from_secs(1),
-        })
-        .waiter_queue(Some(WaiterQueue {
-            patience: Some(Duration::from_millis(900)),
-        }))
-        .build()
-        .expect("valid config");
+    let quiet = builder().release_notifications(None).build();
+    let quiet = quiet.expect("valid config");
     assert!(polls(quiet, true), "notifications off: it polls");
     assert!(!polls(config(), true), "a waiter that hears does not poll");
 }

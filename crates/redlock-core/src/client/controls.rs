@@ -36,7 +36,8 @@ impl ClientControls {
     /// The controls `config` asks for: all on unless its mutant turns one off.
     #[cfg_attr(not(feature = "_mutants"), allow(unused_variables))]
     pub(super) fn of(config: &Config) -> Self {
-        let correct = Self {
+        #[cfg_attr(not(feature = "_mutants"), allow(unused_mut))]
+        let mut controls = Self {
             count_waiters: true,
             resend_late: true,
             hear_waiters: true,
@@ -44,40 +45,18 @@ impl ClientControls {
             poll_unheard: true,
         };
         #[cfg(feature = "_mutants")]
-        match config.mutant {
-            Some(Mutant::LineDeafToWaiters) => {
-                return Self {
-                    count_waiters: false,
-                    ..correct
-                };
-            }
-            Some(Mutant::LateRefusalDropped) => {
-                return Self {
-                    resend_late: false,
-                    ..correct
-                };
-            }
-            Some(Mutant::DeafToAnnouncements) => {
-                return Self {
-                    hear_waiters: false,
-                    ..correct
-                };
-            }
-            Some(Mutant::SilentWaitersUnheard) => {
-                return Self {
-                    hear_silent_waiters: false,
-                    ..correct
-                };
-            }
-            Some(Mutant::UnheardWaitersDoNotPoll) => {
-                return Self {
-                    poll_unheard: false,
-                    ..correct
-                };
-            }
-            _ => {}
+        {
+            let off = match config.mutant {
+                Some(Mutant::LineDeafToWaiters) => &mut controls.count_waiters,
+                Some(Mutant::LateRefusalDropped) => &mut controls.resend_late,
+                Some(Mutant::DeafToAnnouncements) => &mut controls.hear_waiters,
+                Some(Mutant::SilentWaitersUnheard) => &mut controls.hear_silent_waiters,
+                Some(Mutant::UnheardWaitersDoNotPoll) => &mut controls.poll_unheard,
+                _ => return controls,
+            };
+            *off = false;
         }
-        correct
+        controls
     }
 
     /// The client's lines, as these controls make them: yielding unasked, and going through
