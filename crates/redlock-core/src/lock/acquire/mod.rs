@@ -47,6 +47,9 @@ pub(super) struct Acquiring {
     listening: bool,
     /// Whether the call announced that it waits for another client (notify.rs).
     announced: bool,
+    /// Whether its client said it cannot hear a release on a quorum of nodes (place.rs,
+    /// `poll_unheard`): it polls, and reads no holder's expiry (the poll comes first).
+    unheard: bool,
     /// What each node answered in the last decided attempt, for a failure's statistics.
     last_nodes: Vec<NodeOutcome>,
     /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
@@ -87,6 +90,7 @@ impl Acquiring {
             early_attempts: 0,
             listening: false,
             announced: false,
+            unheard: false,
             last_nodes: Vec::new(),
             confirming: None,
             place: None,
@@ -139,6 +143,7 @@ impl Acquiring {
             early_attempts: 0,
             listening: false,
             announced: false,
+            unheard: false,
             last_nodes: Vec::new(),
             confirming: None,
             place: place.map(Box::new),
@@ -511,9 +516,12 @@ impl Acquiring {
         let head = (self.place.as_ref()).is_none_or(|p| p.is_head(ctx.params.quorum));
         // Once it found the lock held, the call listens until it stops acquiring: a later
         // attempt that timed out says nothing of the holder.
-        let mut wait = Wait::new(ctx, now, next, (self.listening, head));
+        let mut wait = Wait::new(ctx, now, next, (self.listening, head && !self.unheard));
         wait.renewing(renewal.is_some());
         wait.queued(ctx, now, self.place.is_some());
+        if self.unheard {
+            wait.poll_by(time::add(now, crate::waiters::UNHEARD_POLL_EVERY));
+        }
         // A node that granted this attempt had the key free: released already, for the
         // count of releases that wakes the call (its cleanup frees it again). A release
         // still on its way to the other nodes then completes a quorum.

@@ -121,12 +121,14 @@ impl Acquiring {
         }
     }
 
-    /// The call cannot hear a release or its turn on a quorum of nodes: if it waits, its next
-    /// attempt comes [`UNHEARD_POLL_EVERY`] from `now` at the latest, not counted against
-    /// the policy's attempts (waiters.rs). Called after every change while it waits, so it
-    /// polls.
-    pub(super) fn poll_unheard(&mut self, now: Instant) {
-        if let Some(wait) = &mut self.wait {
+    /// Whether the call can hear a release or its turn on a quorum of nodes, as its client
+    /// sees it at `now`. If not and it waits, its next attempt comes [`UNHEARD_POLL_EVERY`]
+    /// from `now` at the latest, not counted against the policy's attempts (waiters.rs), and
+    /// its waits read no holder's expiry (the poll comes first). Called after every change
+    /// while it waits, so it polls.
+    pub(super) fn poll_unheard(&mut self, now: Instant, unheard: bool) {
+        self.unheard = unheard;
+        if let Some(wait) = (&mut self.wait).as_mut().filter(|_| unheard) {
             wait.poll_by(time::add(now, UNHEARD_POLL_EVERY));
         }
     }
@@ -202,12 +204,10 @@ impl Lock {
     ///
     /// While [`is_waiting_for_release`](Self::is_waiting_for_release) is true, a driver that
     /// does not listen on a quorum of nodes MUST call this after every input it feeds the
-    /// lock (with `hearing` 0 if it never listens); a no-op otherwise.
+    /// lock (with `hearing` 0 if it never listens); it may call it in any phase.
     pub fn poll_unheard(&mut self, now: Instant, hearing: usize) {
-        if let Phase::Acquiring(a) = &mut self.phase
-            && hearing < self.ctx.params.quorum
-        {
-            a.poll_unheard(now);
+        if let Phase::Acquiring(a) = &mut self.phase {
+            a.poll_unheard(now, hearing < self.ctx.params.quorum);
         }
     }
 }
