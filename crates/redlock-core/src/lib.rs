@@ -32,7 +32,7 @@
 //! | native release and extension (`DELIFEQ`, `SET IFEQ`) | when the caller says each node's [`NodeCommands`] ([`Lock::poll_request_using`]) | chosen per node from its `HELLO` (`server.rs`, `session/`) |
 //! | RESP, FIFO reply matching, handshake, reconnection, backlog cap (§13) | | `resp.rs`, `node/`, `session/` |
 //! | local queueing: one contender per resource per client, and the hand-over of a held lock to the next call | | `queue.rs` (`Lines`), `lock/queued.rs`, `lock/hand_over.rs` |
-//! | release notifications: wait for the release, not the retry timer | [`Lock::handle_release_notice`] | subscriptions and routing (`notify.rs`, `Watching`) |
+//! | release notifications: wait for the release, not the retry timer | [`Lock::handle_release_notice`]; [`Lock::poll_unheard`] where you do not listen | subscriptions and routing (`notify.rs`, `Watching`), and which nodes can be heard |
 //! | restart quarantine, same server named twice ([`docs::safety`], "Node restarts") | | `INFO`/`CONFIG GET` at connect, the decision and its window (`health.rs`, `quarantine.rs`) |
 //! | clock-rate check ([`docs::safety`], "Checking the clock rates") | | `TIME` samples and findings (`health.rs`, `clock_rate.rs`) |
 //!
