@@ -60,8 +60,10 @@ use release::{Expired, Releasing};
 /// and feed it with [`handle_reply`](Self::handle_reply) or
 /// [`handle_timeout`](Self::handle_timeout). A request to a node you cannot reach MUST be
 /// answered at once with `Err(NodeFault::Connection(..))` (say why, or use
-/// [`NodeFault::closed`]), so a dead node never delays a decision. The lock is over when
-/// [`is_finished`](Self::is_finished).
+/// [`NodeFault::closed`]), so a dead node never delays a decision. While the lock
+/// [`is_waiting_for_release`](Self::is_waiting_for_release), a driver that does not hand it
+/// the release notices of a quorum of nodes MUST call [`poll_unheard`](Self::poll_unheard)
+/// after each input. The lock is over when [`is_finished`](Self::is_finished).
 #[derive(Debug)]
 pub struct Lock {
     ctx: Ctx,
@@ -186,8 +188,8 @@ impl Lock {
     /// [`release_channel`](crate::release_channel) on every node and hand each message to
     /// [`handle_release_notice`](Self::handle_release_notice); the lock then tries again as
     /// soon as a quorum of nodes announced a release. Without that it still reads the
-    /// holder's remaining ttl (its `PTTL` requests), and it MUST be told so
-    /// ([`poll_unheard`](Self::poll_unheard)): it then polls.
+    /// holder's remaining ttl (its `PTTL` requests); told so by
+    /// [`poll_unheard`](Self::poll_unheard), which that driver MUST call, it polls instead.
     pub fn is_waiting_for_release(&self) -> bool {
         match &self.phase {
             Phase::Acquiring(a) => a.is_listening(),

@@ -128,7 +128,7 @@ impl Acquiring {
     /// while it waits, so it polls.
     pub(super) fn poll_unheard(&mut self, now: Instant, unheard: bool) {
         self.unheard = unheard;
-        if let Some(wait) = (&mut self.wait).as_mut().filter(|_| unheard) {
+        if unheard && let Some(wait) = &mut self.wait {
             wait.poll_by(time::add(now, UNHEARD_POLL_EVERY));
         }
     }
