@@ -235,32 +235,17 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             stamp_supplied: false,
             ..params
         },
-        Mutant::FenceMin => LockParams {
-            fence_quorum: FenceQuorum::Min,
-            ..params
-        },
-        Mutant::FenceNoWriteBack => LockParams {
-            fence_quorum: FenceQuorum::NoWriteBack,
-            ..params
-        },
-        Mutant::FenceCountRefused => LockParams {
-            fence_quorum: FenceQuorum::CountRefused,
-            ..params
-        },
-        Mutant::FenceNoFloor => LockParams {
-            fenced_acquire_script: &crate::fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
-            ..params
-        },
+        Mutant::FenceMin
+        | Mutant::FenceNoWriteBack
+        | Mutant::FenceCountRefused
+        | Mutant::FenceNoFloor
+        | Mutant::FencePipelineNoFloor => with_fence_mutant(params, mutant),
         Mutant::PermanentRetried => LockParams {
             refuse_for_good: false,
             ..params
         },
         Mutant::ReleaseNotFinished => LockParams {
             release_in_background: false,
-            ..params
-        },
-        Mutant::FencePipelineNoFloor => LockParams {
-            pipeline_floor: false,
             ..params
         },
         Mutant::QueueNeverPrunes => LockParams {
@@ -294,6 +279,36 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         | Mutant::SilentWaitersUnheard
         | Mutant::UnheardWaitersDoNotPoll
         | Mutant::LateRefusalDropped => params,
+    }
+}
+
+/// The parameters with one deliberate bug of fencing (docs/safety.md, "Fencing tokens"),
+/// for the simulation's negative controls; `params` as they are for the other mutants.
+#[cfg(feature = "_mutants")]
+fn with_fence_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams {
+    use crate::mutant::Mutant;
+    match mutant {
+        Mutant::FenceMin => LockParams {
+            fence_quorum: FenceQuorum::Min,
+            ..params
+        },
+        Mutant::FenceNoWriteBack => LockParams {
+            fence_quorum: FenceQuorum::NoWriteBack,
+            ..params
+        },
+        Mutant::FenceCountRefused => LockParams {
+            fence_quorum: FenceQuorum::CountRefused,
+            ..params
+        },
+        Mutant::FenceNoFloor => LockParams {
+            fenced_acquire_script: &crate::fencing::NO_FLOOR_FENCED_ACQUIRE_SCRIPT,
+            ..params
+        },
+        Mutant::FencePipelineNoFloor => LockParams {
+            pipeline_floor: false,
+            ..params
+        },
+        _ => params,
     }
 }
 

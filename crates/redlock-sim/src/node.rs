@@ -380,15 +380,7 @@ impl Node {
             b"ZADD" => sorted::zadd(&mut keys, profile, rest).map(Frame::score),
             b"ZINCRBY" => sorted::zincrby(&mut keys, rest).map(Frame::score),
             b"ZSCORE" => sorted::zscore(&mut keys, rest).map(Frame::score),
-            b"HELLO" => {
-                let profile = match session.hello_denied() {
-                    true => profile.refusing(HelloAnswer::NoPerm),
-                    false => *profile,
-                };
-                let (reply, protocol) = profile.hello(rest, session.id, session.protocol);
-                session.protocol = protocol;
-                Some(reply)
-            }
+            b"HELLO" => Some(hello(profile, session, rest)),
             b"AUTH" | b"SELECT" => {
                 connection_command(&mut session.db, &upper, rest).map(Frame::from)
             }
@@ -423,6 +415,18 @@ impl Node {
             .into()
         })
     }
+}
+
+/// `HELLO` with `args` on `session`: as the server's `profile` answers it, or `-NOPERM` if
+/// the session's user may not run it; the session speaks the protocol the reply leaves it in.
+fn hello(profile: &ServerProfile, session: &mut Session, args: &[Bytes]) -> Frame {
+    let profile = match session.hello_denied() {
+        true => profile.refusing(HelloAnswer::NoPerm),
+        false => *profile,
+    };
+    let (reply, protocol) = profile.hello(args, session.id, session.protocol);
+    session.protocol = protocol;
+    reply
 }
 
 /// `INFO` (any section) of the process `incarnation`, started at wall time `started`: its

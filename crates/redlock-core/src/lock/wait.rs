@@ -76,11 +76,11 @@ impl Wait {
         self.early |= renewing;
     }
 
-    /// Whether the call waits with a place in the waiters' queue: with release notifications
-    /// off it cannot hear its turn, so it polls ([`poll_by`](Self::poll_by)); with them on,
-    /// its client makes it poll where it cannot hear (client/pump.rs).
-    pub(super) fn queued(&mut self, ctx: &Ctx, now: Instant, queued: bool) {
-        if queued && !ctx.params.notify {
+    /// Polls ([`poll_by`](Self::poll_by)) if the call cannot hear its turn: its client said
+    /// so (`unheard`: acquire/place.rs, `poll_unheard`), or it waits with a place in the
+    /// waiters' queue (`queued`) with release notifications off.
+    pub(super) fn unheard(&mut self, ctx: &Ctx, now: Instant, (queued, unheard): (bool, bool)) {
+        if unheard || (queued && !ctx.params.notify) {
             self.poll_by(time::add(now, UNHEARD_POLL_EVERY));
         }
     }

@@ -68,6 +68,23 @@ impl Lock {
         }
     }
 
+    /// Your IO hands this lock's release notices (a release, or its turn in the waiters'
+    /// queue: [`handle_release_notice`](Self::handle_release_notice),
+    /// [`handle_next_notice`](Self::handle_next_notice)) from `hearing` nodes only. With
+    /// fewer than a quorum, a waiting call polls instead: its next attempt comes within 10
+    /// ms, not counted against the retry policy's attempts (docs/design.md, "A waiter that
+    /// cannot hear"). A place it holds in the waiters' queue then never leaves the lock free
+    /// for long while the others wait behind it.
+    ///
+    /// While [`is_waiting_for_release`](Self::is_waiting_for_release) is true, a driver that
+    /// does not listen on a quorum of nodes MUST call this after every input it feeds the
+    /// lock (with `hearing` 0 if it never listens); it may call it in any phase.
+    pub fn poll_unheard(&mut self, now: Instant, hearing: usize) {
+        if let Phase::Acquiring(a) = &mut self.phase {
+            a.poll_unheard(now, hearing < self.ctx.params.quorum);
+        }
+    }
+
     /// Whether an attempt found the lock held by another client since the last call; the
     /// client marks the resource's line contested (queue.rs).
     #[inline]

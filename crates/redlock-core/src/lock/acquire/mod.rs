@@ -47,8 +47,7 @@ pub(super) struct Acquiring {
     listening: bool,
     /// Whether the call announced that it waits for another client (notify.rs).
     announced: bool,
-    /// Whether its client said it cannot hear a release on a quorum of nodes (place.rs,
-    /// `poll_unheard`): it polls, and reads no holder's expiry (the poll comes first).
+    /// Its client cannot hear a quorum of nodes (place.rs, `poll_unheard`): it polls.
     unheard: bool,
     /// What each node answered in the last decided attempt, for a failure's statistics.
     last_nodes: Vec<NodeOutcome>,
@@ -518,10 +517,7 @@ impl Acquiring {
         // attempt that timed out says nothing of the holder.
         let mut wait = Wait::new(ctx, now, next, (self.listening, head && !self.unheard));
         wait.renewing(renewal.is_some());
-        wait.queued(ctx, now, self.place.is_some());
-        if self.unheard {
-            wait.poll_by(time::add(now, crate::waiters::UNHEARD_POLL_EVERY));
-        }
+        wait.unheard(ctx, now, (self.place.is_some(), self.unheard));
         // A node that granted this attempt had the key free: released already, for the
         // count of releases that wakes the call (its cleanup frees it again). A release
         // still on its way to the other nodes then completes a quorum.

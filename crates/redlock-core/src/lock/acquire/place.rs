@@ -11,7 +11,6 @@ use super::{Acquiring, Ctx};
 use crate::command::Vote;
 use crate::id::NodeId;
 use crate::io::NodeFault;
-use crate::lock::{Lock, Phase};
 use crate::quorum::Decision;
 use crate::round::{Round, Slot};
 use crate::time;
@@ -62,7 +61,7 @@ impl Acquiring {
             acquiring.starts_waiting(ctx);
             let mut wait = Wait::new(ctx, now, next, (acquiring.listening, false));
             wait.renewing(true);
-            wait.queued(ctx, now, true);
+            wait.unheard(ctx, now, (true, acquiring.unheard));
             for node in released {
                 wait.count_notice(node);
             }
@@ -126,7 +125,7 @@ impl Acquiring {
     /// from `now` at the latest, not counted against the policy's attempts (waiters.rs), and
     /// its waits read no holder's expiry (the poll comes first). Called after every change
     /// while it waits, so it polls.
-    pub(super) fn poll_unheard(&mut self, now: Instant, unheard: bool) {
+    pub(crate) fn poll_unheard(&mut self, now: Instant, unheard: bool) {
         self.unheard = unheard;
         if unheard && let Some(wait) = &mut self.wait {
             wait.poll_by(time::add(now, UNHEARD_POLL_EVERY));
@@ -191,23 +190,4 @@ pub(super) fn settled(round: &Round) -> bool {
     round.decision() == Decision::Reached
         || round.is_complete()
         || !round.command.is_queued_acquire()
-}
-
-impl Lock {
-    /// Your IO hands this lock's release notices (a release, or its turn in the waiters'
-    /// queue: [`handle_release_notice`](Self::handle_release_notice),
-    /// [`handle_next_notice`](Self::handle_next_notice)) from `hearing` nodes only. With
-    /// fewer than a quorum, a waiting call polls instead: its next attempt comes within 10
-    /// ms, not counted against the retry policy's attempts (docs/design.md, "A waiter that
-    /// cannot hear"). A place it holds in the waiters' queue then never leaves the lock free
-    /// for long while the others wait behind it.
-    ///
-    /// While [`is_waiting_for_release`](Self::is_waiting_for_release) is true, a driver that
-    /// does not listen on a quorum of nodes MUST call this after every input it feeds the
-    /// lock (with `hearing` 0 if it never listens); it may call it in any phase.
-    pub fn poll_unheard(&mut self, now: Instant, hearing: usize) {
-        if let Phase::Acquiring(a) = &mut self.phase {
-            a.poll_unheard(now, hearing < self.ctx.params.quorum);
-        }
-    }
 }
