@@ -571,7 +571,7 @@ fn failures(report: Vec<ReleaseOutcome>) -> Vec<String> {
 
 /// The error reply a client logged in as the clients' user (not the kit's admin) gets for
 /// `args`.
-fn as_client(node: &Node, args: &[&str]) -> String {
+pub(crate) fn as_client(node: &Node, args: &[&str]) -> String {
     let mut conn = Conn::open(node.addr(), SECOND).expect("connect");
     match conn.command(args).expect("a reply") {
         Reply::Error(text) => text,

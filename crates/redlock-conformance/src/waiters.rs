@@ -1,8 +1,9 @@
 //! The waiters' queue (docs/design.md, "The waiters' queue") on real servers, with every
 //! default on: the waiters of two other clients take the lock in the order they came, each
 //! woken by the release ahead of it; a waiter that died heads the queue no longer than its
-//! place's deadline; a contested line's release places its next call; and a line that hands
-//! over lets a new waiter of another client in within a few sections.
+//! place's deadline; a contested line's release places its next call; a line that hands
+//! over lets a new waiter of another client in within a few sections; and a waiter that
+//! cannot hear the release (no RESP3) polls instead of leaving the lock free.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -86,6 +87,39 @@ pub fn waiters_of_other_clients_take_turns_in_order<D: Driver>() {
         eventually(Duration::from_secs(5), gone),
         "a place was left behind"
     );
+}
+
+/// Every node's ACL denies the clients' user every channel (`resetchannels`): no client
+/// hears a release or its turn in the queue. A waiter then polls
+/// (docs/design.md, "A waiter that cannot hear polls"): with a retry delay of a second, it
+/// gets the lock within milliseconds of the holder's release, trying every few milliseconds
+/// meanwhile, where its timer alone would leave the lock free for most of that second.
+pub fn a_waiter_that_cannot_hear_polls_and_gets_the_lock_soon<D: Driver>() {
+    let c = cluster(3);
+    for node in c.nodes() {
+        let reply = node.command(&["ACL", "SETUSER", "default", "resetchannels"]);
+        assert!(!matches!(reply, Ok(Reply::Error(_)) | Err(_)), "{reply:?}");
+        let noperm = crate::errors::as_client(node, &["SUBSCRIBE", "redlock:released:queued"]);
+        assert!(noperm.starts_with("NOPERM"), "{noperm}");
+    }
+    let build = || D::build(&c.urls(), |b| b.retry(slow_retry())).unwrap();
+    let (a, b) = (build(), build());
+    let held = a.lock_with(KEY, LockOptions::default()).unwrap();
+    let first = waiter(&b);
+    wait_for_waiters(&c, 1);
+    thread::sleep(Duration::from_millis(200));
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = first.join().expect("the waiter");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "the waiter took {wait:?} after the release"
+    );
+    // Its timer alone makes one attempt a second; it polled.
+    let attempts = guard.stats().attempts;
+    assert!(attempts >= 5, "{attempts} attempts");
+    guard.release().unwrap();
 }
 
 /// The node's clock in ms (`TIME`).

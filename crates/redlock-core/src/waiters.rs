@@ -88,7 +88,7 @@ pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
 /// tries: a waiter that learned it heads the queue only at its place's renewal (a third of
 /// its patience, about 280 ms by default) left the lock idle that long at every turn. And a
 /// call outside the queue (fenced, another kind) competes with such waiters for the moments
-/// the key is free (docs/design.md, "A waiter that cannot hear"). Each try is a command on
+/// the key is free (docs/design.md, "A waiter that cannot hear polls"). Each try is a command on
 /// every node: the cost of not hearing, paid by the waiters that cannot.
 pub(crate) const UNHEARD_POLL_EVERY: Duration = Duration::from_millis(10);
 
