@@ -46,6 +46,24 @@ fn waiter<D: Driver>(client: &D) -> thread::JoinHandle<(D::Guard, Instant)> {
     })
 }
 
+/// Releases `held` and returns the guard of `waiting` (`who`), which must get the lock
+/// within 500 ms of the release: woken by it, not by its retry delay of a second.
+fn handed<D: Driver>(
+    held: D::Guard,
+    waiting: thread::JoinHandle<(D::Guard, Instant)>,
+    who: &str,
+) -> D::Guard {
+    let released_at = Instant::now();
+    held.release().unwrap();
+    let (guard, got_at) = waiting.join().expect("the waiter's thread");
+    let wait = got_at.saturating_duration_since(released_at);
+    assert!(
+        wait < Duration::from_millis(500),
+        "{who} took {wait:?} after the release"
+    );
+    guard
+}
+
 /// Client A holds; B starts waiting, then C. A's release goes to B, within milliseconds
 /// (the retry delay is a second), and only B's release goes to C: first come, first served
 /// across processes, one waiter woken per release. Once both are done, no place is left.
@@ -62,26 +80,13 @@ pub fn waiters_of_other_clients_take_turns_in_order<D: Driver>() {
     let second = waiter(&third);
     wait_for_waiters(&c, 2);
 
-    let released_at = Instant::now();
-    held.release().unwrap();
-    let (guard, got_at) = first.join().expect("first waiter");
-    let wait = got_at.saturating_duration_since(released_at);
-    assert!(
-        wait < Duration::from_millis(500),
-        "the first waiter took {wait:?} after the release"
-    );
+    let guard = handed::<D>(held, first, "the first waiter");
     // The second waiter is still waiting: the release woke the head only.
     thread::sleep(Duration::from_millis(100));
     assert!(!second.is_finished(), "the second waiter passed the first");
-    let released_at = Instant::now();
-    guard.release().unwrap();
-    let (guard, got_at) = second.join().expect("second waiter");
-    let wait = got_at.saturating_duration_since(released_at);
-    assert!(
-        wait < Duration::from_millis(500),
-        "the second waiter took {wait:?} after its turn came"
-    );
-    guard.release().unwrap();
+    handed::<D>(guard, second, "the second waiter")
+        .release()
+        .unwrap();
     let gone = || (0..c.nodes().len()).all(|i| waiting(&c, i) == 0);
     assert!(
         eventually(Duration::from_secs(5), gone),
@@ -108,14 +113,7 @@ pub fn a_waiter_that_cannot_hear_polls_and_gets_the_lock_soon<D: Driver>() {
     let first = waiter(&b);
     wait_for_waiters(&c, 1);
     thread::sleep(Duration::from_millis(200));
-    let released_at = Instant::now();
-    held.release().unwrap();
-    let (guard, got_at) = first.join().expect("the waiter");
-    let wait = got_at.saturating_duration_since(released_at);
-    assert!(
-        wait < Duration::from_millis(500),
-        "the waiter took {wait:?} after the release"
-    );
+    let guard = handed::<D>(held, first, "the waiter");
     // Its timer alone makes one attempt a second; it polled.
     let attempts = guard.stats().attempts;
     assert!(attempts >= 5, "{attempts} attempts");

@@ -450,18 +450,7 @@ fn a_line_goes_through_the_nodes_once_a_node_that_came_back_listens_again() {
     h.disconnect(2, ConnectionError::Closed);
     support::fire_until_connect(&mut h);
     h.connect(2);
-    let mut replies = hello3();
-    replies.extend_from_slice(&time_reply(NODE_SECS));
-    for script in [
-        &redlock_core::RELEASE_SCRIPT,
-        &redlock_core::EXTEND_SCRIPT,
-        &QUEUE_ACQUIRE_SCRIPT,
-        &QUEUE_LEAVE_SCRIPT,
-        &QUEUE_RELEASE_SCRIPT,
-    ] {
-        replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
-    }
-    let out = h.reply(2, &replies);
+    let out = h.reply(2, &handshake(true));
     assert!(
         String::from_utf8_lossy(&out.sent_to(2)).contains(LISTEN),
         "it listens on node 2 again: {out:?}"
@@ -553,26 +542,30 @@ fn connected_with(config: Config, resp3: bool) -> Harness {
     h.drain();
     for i in 0..3 {
         h.connect(i);
-        let mut replies = match resp3 {
-            true => hello3(),
-            false => {
-                b"-NOPERM User default has no permissions to run the 'hello' command\r\n".to_vec()
-            }
-        };
-        replies.extend_from_slice(&time_reply(NODE_SECS));
-        let scripts = [
-            &redlock_core::RELEASE_SCRIPT,
-            &redlock_core::EXTEND_SCRIPT,
-            &QUEUE_ACQUIRE_SCRIPT,
-            &QUEUE_LEAVE_SCRIPT,
-            &QUEUE_RELEASE_SCRIPT,
-        ];
-        for script in scripts {
-            replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
-        }
-        h.reply(i, &replies);
+        h.reply(i, &handshake(resp3));
     }
     h
+}
+
+/// A node's replies to the handshake: `HELLO` answered in RESP3 if `resp3`, else refused (the
+/// connection stays on RESP2), then `TIME` and the scripts' loads.
+fn handshake(resp3: bool) -> Vec<u8> {
+    let mut replies = match resp3 {
+        true => hello3(),
+        false => b"-NOPERM User default has no permissions to run the 'hello' command\r\n".to_vec(),
+    };
+    replies.extend_from_slice(&time_reply(NODE_SECS));
+    let scripts = [
+        &redlock_core::RELEASE_SCRIPT,
+        &redlock_core::EXTEND_SCRIPT,
+        &QUEUE_ACQUIRE_SCRIPT,
+        &QUEUE_LEAVE_SCRIPT,
+        &QUEUE_RELEASE_SCRIPT,
+    ];
+    for script in scripts {
+        replies.extend_from_slice(format!("$40\r\n{}\r\n", script.sha1).as_bytes());
+    }
+    replies
 }
 
 /// A waiter behind the queue's head whose client cannot hear its turn (`resp3` false: every

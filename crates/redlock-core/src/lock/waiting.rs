@@ -73,8 +73,8 @@ impl Lock {
     /// [`handle_next_notice`](Self::handle_next_notice)) from `hearing` nodes only. With
     /// fewer than a quorum, a waiting call polls instead: its next attempt comes within 10
     /// ms, not counted against the retry policy's attempts (docs/design.md, "A waiter that
-    /// cannot hear polls"). A place it holds in the waiters' queue then never leaves the lock free
-    /// for long while the others wait behind it.
+    /// cannot hear polls"). A place it holds in the waiters' queue then never leaves the lock
+    /// free for long while the others wait behind it.
     ///
     /// While [`is_waiting_for_release`](Self::is_waiting_for_release) is true, a driver that
     /// does not listen on a quorum of nodes MUST call this after every input it feeds the
