@@ -2,9 +2,13 @@
 //! QUEUE_LEAVE and QUEUE_RELEASE on the states of a resource's three keys (R, R:queue,
 //! R:queue:until) that matter to them, with the reply, every key afterwards (each waiter's
 //! ticket, each place's deadline, each set's expiry) and what a subscriber to R's release
-//! channel hears, in order (the channel and the message: `next:<id>`, or a release's empty
-//! one), run against any [`Target`](crate::Target) by `queue_run`. The table's rows for
-//! QUEUE_RELEASE name the holder's place `me` and its line's next call `me2`.
+//! channel hears, in order (the channel and the message: `next:<id>`, `grant:<id>`, or a
+//! release's empty one), run against any [`Target`](crate::Target) by `queue_run`. The
+//! table's rows for QUEUE_RELEASE name the holder's place `me` and its line's next call
+//! `me2`; a waiter's id that ends in `~<ms>` carries its call's ttl, for which a release
+//! grants R to it when it heads the queue (R set to its id; QUEUE_ACQUIRE turns R holding
+//! the caller's id into the caller's hold, QUEUE_LEAVE deletes it: docs/design.md, "A
+//! release that grants").
 //!
 //! | script | R, queue, deadlines | reply |
 //! |---|---|---|
@@ -16,10 +20,14 @@
 //! | QUEUE_ACQUIRE | free, the head lapsed (or lapsing at `now`) | 1, the lapsed place pruned, R set |
 //! | QUEUE_ACQUIRE | held, the one waiter lapsed | `{0, now}`, pruned, placed first |
 //! | QUEUE_ACQUIRE | ttl 0; queue or deadlines a string | ERR invalid expire time; WRONGTYPE, = |
+//! | QUEUE_ACQUIRE | R granted to our id (we head); granted to `w1` (it heads) | 1, R our token for our ttl, our place renewed, nothing heard; `{1, the stored ticket}`, R = |
+//! | QUEUE_ACQUIRE | R a sorted set | WRONGTYPE after our place was taken |
 //! | QUEUE_LEAVE | held, we head before another | 1, our place gone, `next:w1` heard |
 //! | QUEUE_LEAVE | held, behind another (a subscriber); alone | 1, our place gone, nothing heard; sets gone |
 //! | QUEUE_LEAVE | not a waiter; no queue | 0, = |
 //! | QUEUE_LEAVE | queue a string | WRONGTYPE, = |
+//! | QUEUE_LEAVE | R granted to our id, we head; R granted to `w1`, it heads | 1, R gone, `next:w1` heard; 1, R =, nothing heard |
+//! | QUEUE_LEAVE | R a sorted set | WRONGTYPE, =, nothing heard |
 //! | QUEUE_RELEASE | ours, we head before another (heard; unheard) | `{2, -1}`; `{1, -1}`, R gone, our place gone, `next:w1` then the release heard |
 //! | QUEUE_RELEASE | ours, we wait behind another | `{2, -1}`, R gone, our place gone, the release heard alone |
 //! | QUEUE_RELEASE | ours, our next call placed behind a waiter (we had no place; we headed) | `{2, 1}`, its ticket the node's now, the release heard (after `next:w1`) |
@@ -30,7 +38,13 @@
 //! | QUEUE_RELEASE | ours, the sets live longer | `{1, 1}`, their expiry stays |
 //! | QUEUE_RELEASE | ours, neither id; a leaving id with no place | `{1, -1}`; `{2, -1}`: the release alone, the queue = |
 //! | QUEUE_RELEASE | no R, no queue, neither id | `{-1, -1}`, nothing heard |
-//! | QUEUE_RELEASE | R a sorted set; queue a string | WRONGTYPE after our place left and `next:w1` heard; WRONGTYPE, = |
+//! | QUEUE_RELEASE | R a sorted set; queue a string | WRONGTYPE after our place left, nothing heard; WRONGTYPE, = |
+//! | QUEUE_RELEASE | ours, we head before `w1~10000` living the patience (`w1~100000` close to its end) | `{2, -1}`, R `w1~…` for its ttl (what is left of its place), its place kept, `grant:w1~…` alone heard |
+//! | QUEUE_RELEASE | the same, nobody listening | `{1, -1}`, granted |
+//! | QUEUE_RELEASE | R our leaving id, not our value | `{2, -1}`, deleted and granted to `w1~100000` |
+//! | QUEUE_RELEASE | ours, we were alone, our next call `me2~10000` placed | `{2, 0}`, R gone (never granted to the release's own next call), `next:me2~10000` then the release heard |
+//! | QUEUE_RELEASE | ours, the next head `w1~` (`w1~0`; `w1~10000` with no deadline) | `{2, -1}`, not granted: `next:<id>` then the release heard |
+//! | QUEUE_RELEASE | R an empty string, neither id | `{0, -1}`, = |
 //!
 //! [`QUEUE_NEVER_PRUNES_CONTRACT`] is what the negative control's body
 //! (QUEUE_ACQUIRE_NEVER_PRUNES) does instead where a place lapsed: keeps it, so the waiter
@@ -286,6 +300,29 @@ const ME2_UNTIL: QueueKey = Until(&[("me2", Patience)], Patience);
 const W1_ME2_UNTIL: QueueKey = Until(&[("w1", Short), ("me2", Patience)], Patience);
 /// R's name as a sorted set: a key of the wrong type for `GET`.
 const R_A_SET: QueueKey = Tickets(&[("x", Given(1))], Forever);
+/// R granted to our id `me` by a release.
+const GRANT_TO_ME: QueueKey = Str("me", Short);
+/// R granted to `w1` by a release.
+const GRANT_TO_W1: QueueKey = Str("w1", Short);
+/// Our value `t`; our place `me` leaves; our line's next call `me2~10000` (its id carrying
+/// its call's ttl, [`SHORT_TTL_MS`](crate::SHORT_TTL_MS)) placed with the node's ticket.
+const LEAVE_AND_NEXT_WITH_TTL: &[&str] = &["t", "me", "me2~10000", "0", "50000"];
+/// We head the queue (ticket 1), `w1~10000` next (ticket 2): its id carries its call's ttl,
+/// [`SHORT_TTL_MS`](crate::SHORT_TTL_MS).
+const ME_THEN_W1_10S: QueueKey = Tickets(&[("me", Given(1)), ("w1~10000", Given(2))], Patience);
+/// Our place live, `w1~10000`'s living the patience: longer than its ttl.
+const ME_W1_10S_UNTIL: QueueKey = Until(&[("me", Short), ("w1~10000", Patience)], Patience);
+/// We head the queue (ticket 1), `w1~100000` next (ticket 2): its call's ttl
+/// [`TTL_MS`](crate::TTL_MS).
+const ME_THEN_W1_100S: QueueKey = Tickets(&[("me", Given(1)), ("w1~100000", Given(2))], Short);
+/// Both places close to their end: `w1~100000`'s shorter than its ttl.
+const ME_W1_100S_UNTIL: QueueKey = Until(&[("me", Short), ("w1~100000", Short)], Short);
+/// `w1~100000` alone once we left.
+const W1_100S: QueueKey = Tickets(&[("w1~100000", Given(2))], Short);
+/// `w1~100000`'s live place, the set expiring with it.
+const W1_100S_UNTIL: QueueKey = Until(&[("w1~100000", Short)], Short);
+/// R granted to `w1~100000` for what is left of its place.
+const GRANTED_W1_100S: QueueKey = Str("w1~100000", Short);
 
 /// The waiters' queue's part of the contract, run by `run_queue`.
 #[rustfmt::skip]
@@ -307,6 +344,9 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Acquire, "a bad ttl: placed, R not set", (&[Absent, Absent, Absent], &["t", "0", "me", "0", "50000"]), Error("ERR invalid expire time"), &[Absent, ME_PLACED, ME_UNTIL]),
     row(Acquire, "the queue of the wrong type", (&[HELD, STRING, Absent], ME), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
     row(Acquire, "the deadlines of the wrong type", (&[HELD, Absent, STRING], ME), Error("WRONGTYPE"), &[HELD, Absent, STRING]),
+    row(Acquire, "a grant to our id: R ours, our token for our ttl", (&[GRANT_TO_ME, ME_THEN_W1, BOTH_UNTIL], ME), Int(1), &[GRANTED, Tickets(&[("me", Given(1)), ("w1", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]).heard(),
+    row(Acquire, "a grant to another id: we stay queued", (&[GRANT_TO_W1, W1_THEN_ME, BOTH_UNTIL], ME), Queued(1, Given(2)), &[GRANT_TO_W1, Tickets(&[("w1", Given(1)), ("me", Given(2))], Patience), Until(&[("me", Patience), ("w1", Short)], Patience)]).heard(),
+    row(Acquire, "R of the wrong type: placed, then WRONGTYPE", (&[R_A_SET, Absent, Absent], ME), Error("WRONGTYPE"), &[R_A_SET, ME_PLACED, ME_UNTIL]),
     // QUEUE_LEAVE: the place goes; the next head is told if the head left.
     row(Leave, "the head leaves: the next head announced", (&[HELD, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES), Int(1), &[HELD, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
     row(Leave, "a waiter behind leaves: nobody announced", (&[HELD, W1_THEN_ME, BOTH_UNTIL], ME_LEAVES), Int(1), &[HELD, W1, W1_UNTIL]).heard(),
@@ -314,6 +354,9 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Leave, "not a waiter: 0", (&[HELD, W1, W1_UNTIL], ME_LEAVES), Int(0), &[HELD, W1, W1_UNTIL]),
     row(Leave, "no queue: 0", (&[Absent, Absent, Absent], ME_LEAVES), Int(0), &[Absent, Absent, Absent]),
     row(Leave, "the queue of the wrong type", (&[HELD, STRING, Absent], ME_LEAVES), Error("WRONGTYPE"), &[HELD, STRING, Absent]),
+    row(Leave, "a grant to our id goes with us: R deleted, the next head announced", (&[GRANT_TO_ME, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES), Int(1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Leave, "a grant to another id kept", (&[GRANT_TO_W1, W1_THEN_ME, BOTH_UNTIL], ME_LEAVES), Int(1), &[GRANT_TO_W1, W1, W1_UNTIL]).heard(),
+    row(Leave, "R of the wrong type: WRONGTYPE, nothing changed", (&[R_A_SET, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES), Error("WRONGTYPE"), &[R_A_SET, ME_THEN_W1, BOTH_UNTIL]).heard(),
     // QUEUE_RELEASE: prune, our place out, our next call in, the head told if it changed, then the release.
     row(Release, "the head leaves: the next head announced, then the release", (&[OURS, ME_THEN_W1, BOTH_UNTIL], LEAVE), Released(2, -1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1", ""]).heard(),
     row(Release, "the head leaves, nobody listening: 1", (&[OURS, ME_THEN_W1, BOTH_UNTIL], LEAVE), Released(1, -1), &[Absent, W1_SECOND, W1_UNTIL]).saying(&["next:w1", ""]),
@@ -331,8 +374,18 @@ pub const QUEUE_CONTRACT: &[QueueCase] = &[
     row(Release, "neither id: the release alone", (&[OURS, W1, W1_UNTIL], RELEASE_ONLY), Released(1, -1), &[Absent, W1, W1_UNTIL]).saying(&[""]),
     row(Release, "a leaving id that has no place: the release alone", (&[OURS, W1, W1_UNTIL], LEAVE), Released(2, -1), &[Absent, W1, W1_UNTIL]).saying(&[""]).heard(),
     row(Release, "no R, no queue, neither id: -1, nothing announced", (&[Absent, Absent, Absent], RELEASE_ONLY), Released(-1, -1), &[Absent, Absent, Absent]).heard(),
-    row(Release, "R of the wrong type: the places moved and announced, then WRONGTYPE", (&[R_A_SET, ME_THEN_W1, BOTH_UNTIL], LEAVE), Error("WRONGTYPE"), &[R_A_SET, W1_SECOND, W1_UNTIL]).saying(&["next:w1"]).heard(),
+    row(Release, "R of the wrong type: the places moved, then WRONGTYPE, nothing announced", (&[R_A_SET, ME_THEN_W1, BOTH_UNTIL], LEAVE), Error("WRONGTYPE"), &[R_A_SET, W1_SECOND, W1_UNTIL]).heard(),
     row(Release, "the queue of the wrong type", (&[OURS, STRING, Absent], LEAVE), Error("WRONGTYPE"), &[OURS, STRING, Absent]).heard(),
+    // QUEUE_RELEASE that grants: R deleted, set for a head whose id ends in `~<ms>`, `grant:<id>` alone told.
+    row(Release, "a head with a ttl shorter than its place: granted for its ttl, told alone", (&[OURS, ME_THEN_W1_10S, ME_W1_10S_UNTIL], LEAVE), Released(2, -1), &[Str("w1~10000", Short), Tickets(&[("w1~10000", Given(2))], Patience), Until(&[("w1~10000", Patience)], Patience)]).saying(&["grant:w1~10000"]).heard(),
+    row(Release, "a head whose place has less left than its ttl: granted for what is left", (&[OURS, ME_THEN_W1_100S, ME_W1_100S_UNTIL], LEAVE), Released(2, -1), &[GRANTED_W1_100S, W1_100S, W1_100S_UNTIL]).saying(&["grant:w1~100000"]).heard(),
+    row(Release, "a grant nobody hears: 1", (&[OURS, ME_THEN_W1_100S, ME_W1_100S_UNTIL], LEAVE), Released(1, -1), &[GRANTED_W1_100S, W1_100S, W1_100S_UNTIL]).saying(&["grant:w1~100000"]),
+    row(Release, "R holding the leaving id, not the value: deleted, granted to the head", (&[GRANT_TO_ME, ME_THEN_W1_100S, ME_W1_100S_UNTIL], LEAVE), Released(2, -1), &[GRANTED_W1_100S, W1_100S, W1_100S_UNTIL]).saying(&["grant:w1~100000"]).heard(),
+    row(Release, "the holder alone leaves, its next call heads with a ttl: not granted (its line's), announced, rank 0", (&[OURS, Tickets(&[("me", Given(1))], Short), Until(&[("me", Short)], Short)], LEAVE_AND_NEXT_WITH_TTL), Released(2, 0), &[Absent, Tickets(&[("me2~10000", Node)], Patience), Until(&[("me2~10000", Patience)], Patience)]).saying(&["next:me2~10000", ""]).heard(),
+    row(Release, "a head with `~` and no digits: announced, then the release, no grant", (&[OURS, Tickets(&[("me", Given(1)), ("w1~", Given(2))], Short), Until(&[("me", Short), ("w1~", Short)], Short)], LEAVE), Released(2, -1), &[Absent, Tickets(&[("w1~", Given(2))], Short), Until(&[("w1~", Short)], Short)]).saying(&["next:w1~", ""]).heard(),
+    row(Release, "a head asking for 0 ms: announced, then the release, no grant", (&[OURS, Tickets(&[("me", Given(1)), ("w1~0", Given(2))], Short), Until(&[("me", Short), ("w1~0", Short)], Short)], LEAVE), Released(2, -1), &[Absent, Tickets(&[("w1~0", Given(2))], Short), Until(&[("w1~0", Short)], Short)]).saying(&["next:w1~0", ""]).heard(),
+    row(Release, "a head with a ttl but no deadline: announced, then the release, no grant", (&[OURS, ME_THEN_W1_10S, Until(&[("me", Short)], Short)], LEAVE), Released(2, -1), &[Absent, Tickets(&[("w1~10000", Given(2))], Patience), Absent]).saying(&["next:w1~10000", ""]).heard(),
+    row(Release, "an empty R and no leaving id: another value, 0", (&[Str("", Long), W1, W1_UNTIL], RELEASE_ONLY), Released(0, -1), &[Str("", Long), W1, W1_UNTIL]).heard(),
 ];
 
 /// What QUEUE_ACQUIRE_NEVER_PRUNES does where it differs from QUEUE_ACQUIRE: a lapsed place
@@ -388,8 +441,17 @@ mod tests {
             LEAVE_AND_NEXT,
             NEXT_TICKET_7,
             RELEASE_ONLY,
+            LEAVE_AND_NEXT_WITH_TTL,
         ] {
             assert_eq!(argv[4], ME[4]);
         }
+        let asked = |id: &str| {
+            id.rsplit_once('~')
+                .map(|(_, ms)| ms.parse::<u64>().unwrap())
+        };
+        assert_eq!(asked(LEAVE_AND_NEXT_WITH_TTL[2]), Some(crate::SHORT_TTL_MS));
+        let ids = [ME_THEN_W1_10S, ME_THEN_W1_100S].map(|k| k.members()[1]);
+        let ids = ids.map(|id| asked(id).unwrap());
+        assert_eq!(ids, [crate::SHORT_TTL_MS, crate::TTL_MS]);
     }
 }

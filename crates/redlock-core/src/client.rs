@@ -540,6 +540,7 @@ impl<R: CryptoRng> Client<R> {
             match notice {
                 Notice::Released => lock.handle_release_notice(now, node, &mut self.rng),
                 Notice::Next(id) => lock.handle_next_notice(now, node, &id, &mut self.rng),
+                Notice::Grant(id) => lock.handle_grant_notice(now, node, &id, &mut self.rng),
             }
             self.pump(now, op);
         }

@@ -119,6 +119,7 @@ mod config;
 mod error;
 mod fault;
 mod fencing;
+mod grant;
 mod health;
 mod id;
 mod identity;
@@ -180,6 +181,7 @@ pub use config::{
 };
 pub use error::{ConfigError, UsageError};
 pub use fencing::{FENCED_ACQUIRE_SCRIPT, RAISE_FENCE_SCRIPT};
+pub use grant::GRANT_PREFIX;
 pub use id::{ConnId, MAX_NODES, NodeId, NodeName, OpId, RequestId};
 pub use inspection::{
     Agreed, HolderSet, Inspection, KeyState, MAX_INSPECTED_HOLDERS, SharedHolders, SharedKeys,

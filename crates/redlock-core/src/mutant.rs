@@ -104,4 +104,9 @@ pub enum Mutant {
     /// waiter that gave up unheard or died heads the queue for good, and the key is granted
     /// to no one else.
     QueueNeverPrunes,
+    /// A waiter that holds by a quorum of grants (grant.rs) counts its validity over the
+    /// whole ttl, as if every node had set the key for that long, and does not extend at
+    /// once: a node sets it for what is left of the waiter's place when that is shorter, and
+    /// the holder believes in the lock after its keys expire.
+    GrantSpansTtl,
 }

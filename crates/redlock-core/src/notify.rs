@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::grant::GRANT_PREFIX;
 use crate::id::{NodeId, OpId};
 use crate::resp::{self, ProtocolError, Reply};
 use crate::token::Resource;
@@ -122,6 +123,8 @@ pub(crate) enum Notice {
     Released,
     /// The resource's waiters' queue has this id at its head now (waiters.rs).
     Next(Bytes),
+    /// A release granted the key to this id, now the queue's head there (grant.rs).
+    Grant(Bytes),
 }
 
 /// A RESP3 push frame, as far as the client reads it.
@@ -341,9 +344,12 @@ impl Watching {
         match push {
             Push::Message { channel, payload } => match self.channels.get(&channel)? {
                 Watcher::Lock(op) => {
-                    let notice = match payload.strip_prefix(NEXT_PREFIX) {
-                        Some(id) => Notice::Next(payload.slice_ref(id)),
-                        None => Notice::Released,
+                    let notice = if let Some(id) = payload.strip_prefix(NEXT_PREFIX) {
+                        Notice::Next(payload.slice_ref(id))
+                    } else if let Some(id) = payload.strip_prefix(GRANT_PREFIX) {
+                        Notice::Grant(payload.slice_ref(id))
+                    } else {
+                        Notice::Released
                     };
                     Some(Heard::Lock(*op, notice))
                 }

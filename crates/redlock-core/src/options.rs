@@ -170,6 +170,7 @@ impl LockOptions {
             carry_deadline: true,
             hand_over_within_ttl: true,
             head_tries_at_once: true,
+            grant_within_place: true,
             kind: self.kind,
             kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
@@ -262,6 +263,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         },
         Mutant::HeadWaitsForRelease => LockParams {
             head_tries_at_once: false,
+            ..params
+        },
+        Mutant::GrantSpansTtl => LockParams {
+            grant_within_place: false,
             ..params
         },
         Mutant::SemAcquireOffByOne
@@ -419,6 +424,10 @@ pub(crate) struct LockParams {
     /// at once (lock/acquire/place.rs, `on_next`; a negative control waits for a release
     /// after it, which a head announced with no release behind it never hears).
     pub(crate) head_tries_at_once: bool,
+    /// Whether a hold by grants counts its validity over what the nodes set the key for at
+    /// the least, the ttl or the place's patience (grant.rs; a negative control counts the
+    /// ttl, as if the nodes always set it for that long).
+    pub(crate) grant_within_place: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::grant::Grants;
 use crate::id::NodeId;
 use crate::io::NodeFault;
 use crate::script::Script;
@@ -43,21 +44,22 @@ use crate::vote::Vote;
 /// A waiter's attempt (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` token, `ARGV[2]` ttl
 /// ms, `ARGV[3]` the waiter's id, `ARGV[4]` its ticket (0: the one it has here, or the
 /// node's clock now), `ARGV[5]` its patience ms): prunes the places whose deadline passed
-/// (the node's `TIME`); 1 and R set if R is free and the queue empty or headed by this
+/// (the node's `TIME`); 1 and R set to the token if a release granted R to this waiter
+/// (grant.rs: R holds its id), or if R is free and the queue empty or headed by this
 /// waiter (its place kept: the waiter leaves once a quorum granted it); else the place
 /// taken or renewed (ticket, deadline now + patience, both sets' expiry at least that far)
 /// and `{rank, ticket}`.
 pub const QUEUE_ACQUIRE_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "a7609380b5d8e1112807c15b94f93cb5a3c177fb",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('GET', KEYS[1]) == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "be6c33dc24a3b66256bbbb56a099fca83ec3027c",
 };
 
-/// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): its place
-/// removed from both sets; if it was the head, the next head announced. 1 if it had a place,
+/// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): R deleted if a
+/// release granted it to the waiter (grant.rs), its place removed from both sets; if it was the head, the next head announced. 1 if it had a place,
 /// else 0.
 pub const QUEUE_LEAVE_SCRIPT: Script = Script {
-    body: "local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n",
-    sha1: "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
+    body: "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n",
+    sha1: "981baee101392ca6685fa8288bd2894386a0af56",
 };
 
 /// A release from the queue (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` the stored
@@ -65,21 +67,25 @@ pub const QUEUE_LEAVE_SCRIPT: Script = Script {
 /// holder's line or '', `ARGV[4]` its ticket (0: the node's clock now), `ARGV[5]` its
 /// patience ms): prunes the lapsed places (at most 64), removes the holder's place, places
 /// the next call (ticket, deadline now + patience, both sets' expiry at least that far),
-/// announces the head as `next:<id>` if it changed, then deletes R if it holds the value
-/// and announces the release as [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) does. Answers
-/// `{outcome, rank}`: the outcome as the release script's (2, 1, 0, -1), and the next
-/// call's rank (-1 if none was placed).
+/// then deletes R if it holds the value or the leaving id. Having deleted it, it grants R
+/// to the head if the head's id carries a ttl and is not the next call just placed (its
+/// line hands it the turn): R set to the head's id for the ttl or what is left of the
+/// head's place, whichever is shorter, and `grant:<id>` published (grant.rs). Else it
+/// announces the head as `next:<id>` if it changed, and the release as
+/// [`RELEASE_SCRIPT`](crate::RELEASE_SCRIPT) does. Answers `{outcome, rank}`: the outcome
+/// as the release script's (2, 1, 0, -1; 2 when the grant or release was heard), and the
+/// next call's rank (-1 if none was placed).
 pub const QUEUE_RELEASE_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) redis.call('ZREM', KEYS[3], ARGV[2]) end local rank = -1 if ARGV[3] ~= '' then local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = now end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end rank = redis.call('ZRANK', KEYS[2], ARGV[3]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head and head ~= first then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end local v = redis.call('GET', KEYS[1]) local out = 0 if v == ARGV[1] then redis.call('DEL', KEYS[1]) local n = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], '') if type(n) == 'number' and n > 0 then out = 2 else out = 1 end elseif v == false then out = -1 end return {out, rank}",
-    sha1: "fe125a5489bef1ee2a4b5e6faa7fc390973f0b60",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) redis.call('ZREM', KEYS[3], ARGV[2]) end local rank = -1 if ARGV[3] ~= '' then local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = now end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end rank = redis.call('ZRANK', KEYS[2], ARGV[3]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ch = 'redlock:released:' .. KEYS[1] local v = redis.call('GET', KEYS[1]) local out = 0 if v == ARGV[1] or (ARGV[2] ~= '' and v == ARGV[2]) then redis.call('DEL', KEYS[1]) local g = head and head ~= ARGV[3] and tonumber(string.match(head, '~(%d+)$')) if g then local left = tonumber(redis.call('ZSCORE', KEYS[3], head) or 0) - now if left < g then g = left end end local n if g and g >= 1 then redis.call('SET', KEYS[1], head, 'PX', g) n = redis.pcall('PUBLISH', ch, 'grant:' .. head) else if head and head ~= first then redis.pcall('PUBLISH', ch, 'next:' .. head) end n = redis.pcall('PUBLISH', ch, '') end if type(n) == 'number' and n > 0 then out = 2 else out = 1 end else if head and head ~= first then redis.pcall('PUBLISH', ch, 'next:' .. head) end if v == false then out = -1 end end return {out, rank}",
+    sha1: "12dfd65967c5704cb57c9e933afa3d6e47c50b3b",
 };
 
 /// A negative control's QUEUE_ACQUIRE (`_mutants`, `QueueNeverPrunes`): the same without
 /// the pruning, so a dead waiter's place heads the queue for good.
 #[cfg(feature = "_mutants")]
 pub const QUEUE_ACQUIRE_NEVER_PRUNES_SCRIPT: Script = Script {
-    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
-    sha1: "084318a488aee202bd862ec2cb6392ae95fdf564",
+    body: "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('GET', KEYS[1]) == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}",
+    sha1: "fbef26a1c0e8dec6738f9966f3ee2e34dde91d7e",
 };
 
 /// How soon a waiting call tries again when its client cannot hear a release or its turn on
@@ -361,6 +367,8 @@ pub(crate) struct Place {
     /// ([`Place::on_early_next`]): whether the last `next:` named it, and whether a release
     /// followed.
     early: Vec<Early>,
+    /// The grants of the key to the call that releases made (grant.rs).
+    grants: Grants,
 }
 
 /// What a node announced to a placed call before its ranks were read.
@@ -373,10 +381,16 @@ struct Early {
 }
 
 impl Place {
-    /// A new place for a call over `nodes` nodes, with `patience_ms` and its `ticket` (0:
-    /// the nodes give one).
-    pub(crate) fn new(id: Token, nodes: usize, patience_ms: u64, ticket: u64) -> Self {
+    /// A new place for a call over `nodes` nodes, drawn at `drawn`, with `patience_ms` and
+    /// its `ticket` (0: the nodes give one).
+    pub(crate) fn new(
+        id: Token,
+        (nodes, drawn): (usize, Instant),
+        patience_ms: u64,
+        ticket: u64,
+    ) -> Self {
         Self {
+            grants: Grants::new(nodes, drawn),
             id,
             ticket,
             patience_ms,
@@ -485,6 +499,16 @@ impl Place {
         }
     }
 
+    /// `node` announced that a release granted the key to `id` while the call waited in its
+    /// line (see [`on_early_next`](Self::on_early_next)); a grant to this call counts from
+    /// the moment its place was drawn, before the release that placed it went out.
+    pub(crate) fn on_early_grant(&mut self, node: NodeId, id: &[u8]) {
+        self.on_early_next(node, id);
+        if id == self.id.as_bytes() {
+            self.grants.heard(node);
+        }
+    }
+
     /// `node` announced a release while the call waited in its line (see
     /// [`on_early_next`](Self::on_early_next)).
     pub(crate) fn on_early_release(&mut self, node: NodeId) {
@@ -521,6 +545,51 @@ impl Place {
         if let Some(head) = self.head.get_mut(node.index()) {
             *head = id == self.id.as_bytes();
         }
+    }
+
+    /// An attempt of the call goes out with this place: its grants no longer count
+    /// (grant.rs).
+    pub(crate) fn attempt_sent(&mut self) {
+        self.grants.attempted();
+    }
+
+    /// `node` announced that a release granted the key to `id` (grant.rs): if it is this
+    /// call's, the call heads the queue there and the grant is counted where it may be.
+    /// Returns whether it was this call's.
+    pub(crate) fn on_grant(&mut self, node: NodeId, id: &[u8]) -> bool {
+        self.on_next(node, id);
+        let ours = id == self.id.as_bytes();
+        if ours {
+            self.grants.heard(node);
+        }
+        ours
+    }
+
+    /// With grants counted from `quorum` nodes: the moment the hold's validity counts from,
+    /// and how long it lasts at the least from there (grant.rs).
+    pub(crate) fn granted(&self, quorum: usize, ttl: Duration) -> Option<(Instant, Duration)> {
+        let origin = self.grants.origin(quorum)?;
+        Some((origin, crate::grant::span(ttl, self.patience_ms)))
+    }
+
+    /// Whether a grant to the call was heard since its last attempt (grant.rs).
+    pub(crate) fn heard_grants(&self) -> bool {
+        self.grants.heard_any()
+    }
+
+    /// Whether the grants heard count: the call sent no attempt with its place (grant.rs).
+    pub(crate) fn grants_count(&self) -> bool {
+        self.grants.count()
+    }
+
+    /// Per node, whether its grant is counted.
+    pub(crate) fn counted_grants(&self) -> impl Iterator<Item = bool> + '_ {
+        self.grants.counted()
+    }
+
+    /// Forgets the grants heard: the next attempt turns them into its own hold.
+    pub(crate) fn forget_grants(&mut self) {
+        self.grants.forget();
     }
 
     /// Whether the call has a place and heads the queue on fewer than `quorum` nodes: a
@@ -562,7 +631,12 @@ mod tests {
 
     #[test]
     fn a_place_follows_ranks_tickets_and_announcements() {
-        let mut place = Place::new(Token::new("w1").unwrap(), 3, 500, 0);
+        let mut place = Place::new(
+            Token::new("w1").unwrap(),
+            (3, crate::test_epoch::epoch()),
+            500,
+            0,
+        );
         let votes = [
             Vote::Queued { rank: 0, ticket: 5 },
             Vote::Queued { rank: 1, ticket: 9 },

@@ -605,3 +605,101 @@ fn a_waiter_that_cannot_hear_its_turn_polls() {
     assert!(polls(quiet, true), "notifications off: it polls");
     assert!(!polls(config(), true), "a waiter that hears does not poll");
 }
+
+/// A release's grant of the key to `id` on the release channel (grant.rs).
+fn grant(id: &str) -> Vec<u8> {
+    let payload = format!("grant:{id}");
+    format!(
+        ">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n${}\r\n{payload}\r\n",
+        payload.len()
+    )
+    .into_bytes()
+}
+
+/// A contested line's release placed its next call second in the queue on every node: the
+/// harness, the call, its id (the release's third argument) and the moment the release,
+/// after which the place was drawn, went out.
+fn placed_behind() -> (Harness, redlock_core::OpId, String, std::time::Instant) {
+    let mut h = connected();
+    let (first, second) = held_with_one_in_line(&mut h);
+    h.ms(2);
+    let released_at = h.now;
+    h.client.release(h.now, first).unwrap();
+    let out = h.drain();
+    let id = release_argv(&out, 0).expect("a queue release")[2].clone();
+    for i in 0..3 {
+        let replies = format!("{UNCONFIRM}{CONFIRM}*2\r\n:2\r\n:1\r\n");
+        h.reply(i, replies.as_bytes());
+    }
+    for i in 0..3 {
+        h.reply(i, ANNOUNCED.as_bytes());
+    }
+    (h, second, id, released_at)
+}
+
+#[test]
+fn a_placed_call_granted_by_a_quorum_holds_with_its_id_and_extends_to_its_ttl() {
+    let (mut h, op, id, drawn) = placed_behind();
+    // The id carries the call's ttl, which a granting node reads.
+    assert!(id.ends_with("~10000"), "{id}");
+    h.ms(40);
+    let out = h.reply(0, &grant(&id));
+    assert!(h.client.held(op).is_none() && queued_argv(&out, 0).is_none());
+    // The second grant is a quorum: held at once, no attempt, its value the id.
+    let out = h.reply(2, &grant(&id));
+    let acquired = support::acquired(&out.events);
+    assert_eq!((acquired.op, acquired.stats.attempts), (op, 0));
+    assert_eq!(acquired.token.as_bytes(), id.as_bytes());
+    // The nodes set the key for the place's patience at the least (900 ms, shorter than the
+    // ttl), counted from when the place was drawn (the release that placed it was built
+    // then): the deadline is that less the ttl's drift (100 ms and 2 ms).
+    let (_, deadline) = h.client.held(op).expect("held");
+    assert_eq!(deadline, drawn + Duration::from_millis(798));
+    // And it extends at once to its ttl, with the id, on every node.
+    for i in 0..3 {
+        let sent = words(&out.sent_to(i));
+        assert!(
+            sent.contains(&id) && sent.contains(&"10000".to_string()),
+            "{sent:?}"
+        );
+        assert!(queued_argv(&out, i).is_none());
+    }
+}
+
+#[test]
+fn a_call_that_attempted_takes_its_grants_by_an_attempt() {
+    let (mut h, op, id, _) = placed_behind();
+    // Heading the queue on two nodes by `next:`, the call tries at once.
+    h.reply(0, &next(&id));
+    let out = h.reply(1, &next(&id));
+    assert!(queued_argv(&out, 0).is_some(), "the head's attempt");
+    // Grants on every node: not counted (the attempt may have taken each as its own hold,
+    // and a cleanup deleted it).
+    for i in 0..3 {
+        let out = h.reply(i, &grant(&id));
+        assert!(out.events.is_empty() && queued_argv(&out, i).is_none());
+    }
+    assert!(h.client.held(op).is_none());
+    // Its attempt, granted (turned the grants into its own hold): held as any attempt.
+    let events: Vec<_> = (0..3).flat_map(|i| h.reply(i, b":1\r\n").events).collect();
+    let acquired = support::acquired(&events);
+    assert_eq!(acquired.stats.attempts, 1);
+    assert_ne!(acquired.token.as_bytes(), id.as_bytes());
+}
+
+#[test]
+fn a_grant_to_another_waiter_makes_it_the_head_not_this_call() {
+    let (mut h, op, id, _) = placed_behind();
+    for i in 0..3 {
+        let out = h.reply(i, &grant("other~10000"));
+        assert!(queued_argv(&out, i).is_none() && out.events.is_empty());
+    }
+    assert!(h.client.held(op).is_none());
+    // Its own grants still count.
+    h.reply(0, &grant(&id));
+    let out = h.reply(1, &grant(&id));
+    assert_eq!(
+        support::acquired(&out.events).token.as_bytes(),
+        id.as_bytes()
+    );
+}

@@ -8,31 +8,13 @@
 
 mod common;
 
-use common::{Broken, Emphasis, Found, broken, defaults, defaults_with, first_broken};
+use common::{Broken, Emphasis, Found, broken, defaults, first_broken, long_holds};
 use redlock_core::Mutant;
-use std::time::Duration;
 
-use redlock_sim::{Dice, Scenario, Sim};
+use redlock_sim::{Scenario, Sim};
 
 /// Seeds each test looks at.
 const BUDGET: u64 = 200;
-
-/// The queued emphasis with holds that use 10% to 90% of the validity the call was given
-/// (the emphasis gives a section of 1 to 10 ms): a hold handed over early in its life is
-/// used past what is left of it by a holder told it has the whole validity again. One
-/// client starts, and 2 to 5 more come within its first 3 s: a line hands over only while
-/// no other client waits (it hears of one: docs/design.md, "Hearing of waiters"), so the
-/// others must come while a hold handed over is in use for a hand-over to meet them.
-fn long_holds(seed: u64, mutant: Option<Mutant>) -> Scenario {
-    let mut scenario = defaults_with(seed, Emphasis::Queued, mutant);
-    scenario.workload.hold = (0.1, 0.9);
-    let mut d = Dice::new(seed ^ 0x10a6_4015);
-    scenario.clients = 1;
-    scenario.late_clients = (0..d.range(2, 5))
-        .map(|_| d.millis(Duration::ZERO, Duration::from_secs(3)))
-        .collect();
-    scenario
-}
 
 /// Calls that took their hold by a hand-over (acquired after no attempt of their own).
 fn hand_overs(scenario: Scenario) -> usize {

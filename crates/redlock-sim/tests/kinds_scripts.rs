@@ -70,19 +70,19 @@ const SHA1S: [(&str, &str); 19] = [
     ),
     (
         queue::QUEUE_ACQUIRE_SOURCE,
-        "a7609380b5d8e1112807c15b94f93cb5a3c177fb",
+        "be6c33dc24a3b66256bbbb56a099fca83ec3027c",
     ),
     (
         queue::QUEUE_LEAVE_SOURCE,
-        "3eefc35d8ee43d4c27f92f6adec19a36297b993b",
+        "981baee101392ca6685fa8288bd2894386a0af56",
     ),
     (
         queue_release::QUEUE_RELEASE_SOURCE,
-        "fe125a5489bef1ee2a4b5e6faa7fc390973f0b60",
+        "12dfd65967c5704cb57c9e933afa3d6e47c50b3b",
     ),
     (
         queue::QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE,
-        "084318a488aee202bd862ec2cb6392ae95fdf564",
+        "fbef26a1c0e8dec6738f9966f3ee2e34dde91d7e",
     ),
 ];
 

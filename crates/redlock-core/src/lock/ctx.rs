@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
@@ -212,12 +212,18 @@ impl Ctx {
 
     /// `t0 + ttl - drift` for a round started at `t0` and decided at `t1` (algorithm.md §4).
     pub(super) fn deadline_from(&self, t0: Instant, t1: Instant) -> Instant {
+        self.deadline_over(t0, self.params.timing.ttl(), t1)
+    }
+
+    /// `t0 + span - drift` for a hold the nodes set for at least `span` from `t0`, decided
+    /// at `t1` (a hold by grants: grant.rs); [`deadline_from`](Self::deadline_from) is the
+    /// ttl's.
+    pub(super) fn deadline_over(&self, t0: Instant, span: Duration, t1: Instant) -> Instant {
         let start = match self.params.validity_from {
             ValidityFrom::AttemptStart => t0,
             ValidityFrom::Decision => t1,
         };
-        let timing = &self.params.timing;
-        quorum::deadline(start, timing.ttl(), timing.drift())
+        quorum::deadline(start, span, self.params.timing.drift())
     }
 
     /// Whether a round's votes decide it.

@@ -83,7 +83,13 @@ impl Queued {
         let at = time::add(now, gap.saturating_add(jitter));
         if let Some(place) = place {
             let ranks = ranks.unwrap_or_default();
-            return Phase::Acquiring(Acquiring::start_placed(ctx, (now, at), place, &ranks, rng));
+            let mut placed = Acquiring::start_placed(ctx, (now, at), place, &ranks, rng);
+            // A release may have granted it the key already (grant.rs).
+            if let Some(held) = placed.hold_by_grants(ctx, now) {
+                return held;
+            }
+            placed.claim_grants(ctx, now, rng);
+            return Phase::Acquiring(placed);
         }
         // In the waiters' queue if the lock can wait there (one that cannot is handed off
         // `Contested`); after a courtesy hand-off too, so that a waiter that hears of

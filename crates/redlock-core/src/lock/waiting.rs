@@ -68,6 +68,35 @@ impl Lock {
         }
     }
 
+    /// `node` announced at `now` that a release granted the key to `id`
+    /// ([`GRANT_PREFIX`](crate::GRANT_PREFIX) and the id on the release channel), which
+    /// heads the resource's waiters' queue there: if it is this lock's, the grant counts,
+    /// and with a quorum of grants the lock holds, its value the id (docs/design.md, "A
+    /// release that grants"); short of that, it heads the queue there as on
+    /// [`handle_next_notice`](Self::handle_next_notice).
+    pub fn handle_grant_notice<R: CryptoRng + ?Sized>(
+        &mut self,
+        now: Instant,
+        node: NodeId,
+        id: &[u8],
+        rng: &mut R,
+    ) {
+        match &mut self.phase {
+            Phase::Acquiring(a) => {
+                if let Some(phase) = a.on_grant(&mut self.ctx, now, (node, id), rng) {
+                    self.phase = phase;
+                }
+            }
+            // Placed by the release of the call ahead, not started yet (lock/queued.rs).
+            Phase::Queued(q) => {
+                if let Some(place) = &mut q.place {
+                    place.on_early_grant(node, id);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Your IO hands this lock's release notices (a release, or its turn in the waiters'
     /// queue: [`handle_release_notice`](Self::handle_release_notice),
     /// [`handle_next_notice`](Self::handle_next_notice)) from `hearing` nodes only. With
@@ -135,7 +164,7 @@ impl Lock {
             return None;
         };
         self.ctx.wall?;
-        let mut place = Acquiring::new_place(&self.ctx, now, rng)?;
+        let mut place = Acquiring::new_place(&self.ctx, (now, true), rng)?;
         let args = place.args()?;
         queued.place = Some(Box::new(place));
         Some(args)

@@ -4,13 +4,15 @@
 //! place lapses unless renewed).
 //!
 //! QUEUE_ACQUIRE prunes the lapsed places (at most 64 a call, the earliest first), takes or
-//! renews the caller's place, and sets R for the caller if it is free and the caller heads
-//! the queue (the place stays until it leaves), else answers `{rank, ticket}`.
-//! QUEUE_LEAVE removes a place, announcing the next head as `next:<id>` on R's release
-//! channel if it was the head's. QUEUE_RELEASE, a release that leaves the holder's place
-//! and places its line's next call, is in queue_release.rs on the steps shared here. Order
-//! only: who may set R; R itself is the mutex's key, set in one atomic step per node
-//! (algorithm.md §3, §4).
+//! renews the caller's place, turns a grant made to the caller's id (R holding that id, set
+//! by a release, queue_release.rs) into the caller's value and ttl, and sets R for the caller
+//! if it is free and the caller heads the queue (the place stays until it leaves), else
+//! answers `{rank, ticket}`. QUEUE_LEAVE deletes a grant made to the leaving id, then
+//! removes its place, announcing the next head as `next:<id>` on R's release channel if it
+//! was the head's. QUEUE_RELEASE, a release that leaves the holder's place, places its
+//! line's next call and grants R to the head, is in queue_release.rs on the steps shared
+//! here. Order only: who may set R; R itself is the mutex's key, set in one atomic step per
+//! node (algorithm.md §3, §4).
 
 use bytes::Bytes;
 
@@ -25,17 +27,17 @@ use crate::resp::ServerReply;
 /// ticket (0: the stored one, or the node's now), `ARGV[5]` its patience ms), word for word
 /// from the core's waiters.rs: the body the core sends and the model was written from. Change
 /// both together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('GET', KEYS[1]) == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// QUEUE_LEAVE (`ARGV[1]` the waiter's id), word for word from the core's waiters.rs: the
 /// body the core sends and the model was written from. Change both together
 /// (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_LEAVE_SOURCE: &str = "local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n";
+pub const QUEUE_LEAVE_SOURCE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n";
 
 /// The mutant QUEUE_ACQUIRE_NEVER_PRUNES (a negative control: a dead waiter's place heads
 /// the queue for good), word for word from the core's waiters.rs (`_mutants`). Change both
 /// together (tests/kinds_scripts.rs pins its SHA1).
-pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
+pub const QUEUE_ACQUIRE_NEVER_PRUNES_SOURCE: &str = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] local ticket = tonumber(ARGV[4]) if ticket == 0 then ticket = tonumber(redis.call('ZSCORE', KEYS[2], ARGV[3]) or now) end redis.call('ZADD', KEYS[2], ticket, ARGV[3]) redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3]) for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[i], ARGV[5]) end end if redis.call('GET', KEYS[1]) == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if head ~= first and head ~= ARGV[3] then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. head) end if redis.call('EXISTS', KEYS[1]) == 0 and head == ARGV[3] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end return {redis.call('ZRANK', KEYS[2], ARGV[3]), ticket}";
 
 /// What a head's leave publishes before the next head's id
 /// (the core's `NEXT_PREFIX`; a release publishes an empty message).
@@ -50,9 +52,9 @@ pub(super) const NIL_ARGUMENT: &str =
 
 /// QUEUE_ACQUIRE: prunes the lapsed places; takes or renews the caller's place (its ticket:
 /// the one given, or the one stored, or the node's now; its deadline now + patience; both
-/// sets' expiry at least the patience); announces the head if that made another waiter the
-/// head; then 1 and R set (`PX ttl`) if R is free and the caller heads the queue, else
-/// `{rank, ticket}`.
+/// sets' expiry at least the patience); 1 and R set to the token (`PX ttl`) if R holds the
+/// caller's id (a grant); else announces the head if that made another waiter the head;
+/// then 1 and R set if R is free and the caller heads the queue, else `{rank, ticket}`.
 pub fn queue_acquire(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     reply(acquire_steps(keys, k, argv, true))
 }
@@ -85,6 +87,13 @@ fn acquire_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes], prunes: bool)
     // The place, taken or renewed, also when granted (a grant on too few nodes keeps the
     // turn; the waiter leaves, QUEUE_LEAVE, once a quorum granted it).
     place(keys, [queue, until], (id, ticket), (now, patience))?;
+    // R granted to our id by a release (queue_release.rs): ours, as this attempt's token
+    // and ttl, whoever heads the queue now. `GET` raises on a key of another type, the
+    // place written.
+    if keys.get(r)?.as_ref() == Some(id) {
+        keys.set(r, token.clone(), Some(set_px_arg(ttl)?));
+        return Ok(ServerReply::Int(1));
+    }
     // Another waiter heads the queue now (a lapsed head pruned, or this call's ticket
     // moved it back): it is told, as a leave would tell it.
     let head = head(keys, queue)?;
@@ -126,8 +135,9 @@ pub(super) fn rank(keys: &mut Keys<'_>, queue: &Bytes, id: &Bytes) -> Result<i64
     Ok(at.unwrap_or(0) as i64)
 }
 
-/// QUEUE_LEAVE: the caller's place removed from both sets; if it headed the queue, the
-/// next head announced. 1 if it had a place, else 0.
+/// QUEUE_LEAVE: R deleted if it holds the caller's id (a grant it will not take up); the
+/// caller's place removed from both sets; if it headed the queue, the next head announced.
+/// 1 if it had a place, else 0.
 pub fn queue_leave(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> ServerReply {
     reply(leave_steps(keys, k, argv))
 }
@@ -137,6 +147,11 @@ fn leave_steps(keys: &mut Keys<'_>, k: &[Bytes], argv: &[Bytes]) -> Steps {
     let ([r, queue, until, ..], [id, ..]) = (k, argv) else {
         return Err(arity_error());
     };
+    // A grant to our id, made by a release, goes with us (`GET` raises on a key of another
+    // type, before anything is written).
+    if keys.get(r)?.as_ref() == Some(id) {
+        keys.del(r);
+    }
     let head = head(keys, queue)?;
     keys.zrem(until, id)?;
     let left = keys.zrem(queue, id)?;
@@ -188,6 +203,12 @@ pub(super) fn announce_next(
 pub(super) const HELD: State = Str("u", Some(100));
 /// R set by a grant: our token `t` for the call's 100 ms.
 const GRANTED: State = Str("t", Some(100));
+/// R granted to our id `me` by a release, 50 ms left.
+const GRANT_TO_ME: State = Str("me", Some(50));
+/// R granted to `w1` by a release, 50 ms left.
+const GRANT_TO_W1: State = Str("w1", Some(50));
+/// R's name as a sorted set: a key of the wrong type for `GET`.
+pub(super) const R_A_SET: State = Tickets(&[("x", Ticket::Given(1))], None);
 /// The keys of the waiters' queue of `r`.
 pub(super) const QUEUE_KEYS: &[&str] = &["r", "r:queue", "r:queue:until"];
 /// Token `t`, ttl 100 ms, our id `me`, ticket 0 (the stored one or the node's), patience
@@ -417,6 +438,40 @@ pub const QUEUE_ACQUIRE_CASES: Table = Table {
             Expect::Error("WRONGTYPE"),
             &[HELD, Absent, Str("x", None)],
         ),
+        Case::new(
+            "a grant to our id: R ours, our token for our ttl",
+            (&[GRANT_TO_ME, ME_THEN_W1, BOTH_UNTIL], ME),
+            Expect::Int(1),
+            &[
+                GRANTED,
+                Tickets(
+                    &[("me", Ticket::Given(1)), ("w1", Ticket::Given(2))],
+                    Some(300),
+                ),
+                Deadlines(&[("me", 300), ("w1", 50)], Some(300)),
+            ],
+        )
+        .heard(&["r"]),
+        Case::new(
+            "a grant to another id: we stay queued",
+            (&[GRANT_TO_W1, W1_THEN_ME, BOTH_UNTIL], ME),
+            Expect::Queued(1, Ticket::Given(2)),
+            &[
+                GRANT_TO_W1,
+                Tickets(
+                    &[("w1", Ticket::Given(1)), ("me", Ticket::Given(2))],
+                    Some(300),
+                ),
+                Deadlines(&[("me", 300), ("w1", 50)], Some(300)),
+            ],
+        )
+        .heard(&["r"]),
+        Case::new(
+            "R of the wrong type: placed, then WRONGTYPE",
+            (&[R_A_SET, Absent, Absent], ME),
+            Expect::Error("WRONGTYPE"),
+            &[R_A_SET, ME_PLACED, ME_UNTIL],
+        ),
     ],
 };
 
@@ -510,6 +565,29 @@ pub const QUEUE_LEAVE_CASES: Table = Table {
             Expect::Error("WRONGTYPE"),
             &[HELD, Str("x", None), Absent],
         ),
+        Case::new(
+            "a grant to our id goes with us: R deleted, the next head announced",
+            (&[GRANT_TO_ME, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES),
+            Expect::Int(1),
+            &[Absent, W1_SECOND, W1_UNTIL],
+        )
+        .publishing(&["r"])
+        .saying(&["next:w1"])
+        .heard(&["r"]),
+        Case::new(
+            "a grant to another id kept",
+            (&[GRANT_TO_W1, W1_THEN_ME, BOTH_UNTIL], ME_LEAVES),
+            Expect::Int(1),
+            &[GRANT_TO_W1, W1, W1_UNTIL],
+        )
+        .heard(&["r"]),
+        Case::new(
+            "R of the wrong type: WRONGTYPE, nothing changed",
+            (&[R_A_SET, ME_THEN_W1, BOTH_UNTIL], ME_LEAVES),
+            Expect::Error("WRONGTYPE"),
+            &[R_A_SET, ME_THEN_W1, BOTH_UNTIL],
+        )
+        .heard(&["r"]),
     ],
 };
 

@@ -71,6 +71,24 @@ pub fn defaults_with(seed: u64, emphasis: Emphasis, mutant: Option<Mutant>) -> S
     defaults_changed(seed, emphasis, mutant, |b| b)
 }
 
+/// The queued emphasis with holds that use 10% to 90% of the validity the call was given
+/// (the emphasis gives a section of 1 to 10 ms): a hold used past what is left of it shows
+/// as two holders (a hand-over that counts the old validity again, a hold by grants
+/// counted over more than the nodes set the key for). One client starts, and 2 to 5 more
+/// come within its first 3 s: a line hands over only while no other client waits (it hears
+/// of one: docs/design.md, "Hearing of waiters"), and its release grants the key only to a
+/// call of another client that waits, so the others must come while the holds are in use.
+pub fn long_holds(seed: u64, mutant: Option<Mutant>) -> Scenario {
+    let mut scenario = defaults_with(seed, Emphasis::Queued, mutant);
+    scenario.workload.hold = (0.1, 0.9);
+    let mut d = Dice::new(seed ^ 0x10a6_4015);
+    scenario.clients = 1;
+    scenario.late_clients = (0..d.range(2, 5))
+        .map(|_| d.millis(Duration::ZERO, Duration::from_secs(3)))
+        .collect();
+    scenario
+}
+
 /// [`defaults_with`], with one default changed by `change` (a detection that needs a
 /// default off to show its defect).
 pub fn defaults_changed(

@@ -25,6 +25,7 @@ use crate::waiters::Place;
 use place::{answers, settled};
 
 mod end;
+mod granted;
 mod place;
 
 /// The acquiring phase: an attempt in flight, or the wait before the next one.
@@ -132,7 +133,9 @@ impl Acquiring {
         queued: bool,
         rng: &mut R,
     ) -> Self {
-        let place = queued.then(|| Self::new_place(ctx, now, rng)).flatten();
+        let place = queued
+            .then(|| Self::new_place(ctx, (now, false), rng))
+            .flatten();
         let mut acquiring = Self {
             attempts: 0,
             first_start: now,
@@ -168,9 +171,12 @@ impl Acquiring {
             }
             (None, None) => match self.place.as_mut().and_then(|p| p.args()) {
                 // A waiter: its place renewed, the key set only if it heads the queue.
-                Some(place) => {
+                Some(args) => {
+                    if let Some(place) = &mut self.place {
+                        place.attempt_sent();
+                    }
                     let at = (&ctx.resource, &self.token, timing.ttl_ms);
-                    Command::queued_acquire(ctx.params.queue_script, at, place)
+                    Command::queued_acquire(ctx.params.queue_script, at, args)
                 }
                 None => Command::set_nx_px(&ctx.resource, &self.token, timing.ttl_ms),
             },
@@ -278,7 +284,8 @@ impl Acquiring {
         // attempt also waits for every node's answer (or the attempt's deadline): each one
         // says where the call stands in that node's queue (waiters.rs).
         let round = self.round.take_if(|r| Ctx::decided(r) && settled(r))?;
-        self.on_decided(round, ctx, now, rng)
+        // Failed, its waiter may have heard a quorum of grants meanwhile (grant.rs).
+        (self.on_decided(round, ctx, now, rng)).or_else(|| self.hold_by_grants(ctx, now))
     }
 
     /// The attempt in flight is decided: held, or failed.
@@ -416,33 +423,47 @@ impl Acquiring {
         // algorithm.md §4: validity = ttl - (t1 - t0) - drift, t0 = the attempt's start, and
         // the deadline is t0 + ttl - drift.
         let deadline = ctx.deadline_from(started, now);
-        match quorum::validity(deadline, now) {
-            Some(validity) if validity > ctx.params.timing.min_validity => {
-                let acquired = Acquired {
-                    op: ctx.op,
-                    resource: ctx.resource.clone(),
-                    token: self.token.clone(),
-                    deadline,
-                    validity,
-                    stats: AcquireStats {
-                        attempts: self.attempts,
-                        elapsed: now.saturating_duration_since(self.first_start),
-                        nodes,
-                        written_back,
-                        handed_over: false,
-                    },
-                    fencing_token,
-                };
-                self.keep_place(ctx);
-                let held = Held::new(&ctx.params, self.token.clone(), deadline, now);
-                ctx.events.push_back(Event::Acquired(acquired));
-                Some(Phase::Held(held))
-            }
-            _ => {
+        match self.hold(ctx, now, deadline, (fencing_token, nodes, written_back)) {
+            Ok(held) => Some(Phase::Held(held)),
+            Err(nodes) => {
                 self.last_nodes = nodes;
                 self.on_attempt_failed(ctx, now, rng, AcquireFailure::ValidityExhausted)
             }
         }
+    }
+
+    /// Held until `deadline`, if more than the minimum validity is left at `now`: the
+    /// call's place kept for its release, and the caller told; else the nodes' outcomes
+    /// back.
+    pub(super) fn hold(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        deadline: Instant,
+        (fencing_token, nodes, written_back): (Option<u64>, Vec<NodeOutcome>, Vec<NodeName>),
+    ) -> Result<Held, Vec<NodeOutcome>> {
+        let validity = quorum::validity(deadline, now);
+        let Some(validity) = validity.filter(|v| *v > ctx.params.timing.min_validity) else {
+            return Err(nodes);
+        };
+        let acquired = Acquired {
+            op: ctx.op,
+            resource: ctx.resource.clone(),
+            token: self.token.clone(),
+            deadline,
+            validity,
+            stats: AcquireStats {
+                attempts: self.attempts,
+                elapsed: now.saturating_duration_since(self.first_start),
+                nodes,
+                written_back,
+                handed_over: false,
+            },
+            fencing_token,
+        };
+        self.keep_place(ctx);
+        ctx.events.push_back(Event::Acquired(acquired));
+        Ok(Held::new(&ctx.params, self.token.clone(), deadline, now))
     }
 
     /// Fails the lock, or schedules the next attempt (still acquiring).
@@ -491,7 +512,7 @@ impl Acquiring {
         // Another client holds it: listen for its release and read when its keys expire.
         let held = matches!(reason, AcquireFailure::Contended { .. });
         let first_place = held && self.place.is_none() && !self.queue_refused;
-        if first_place && let Some(place) = Self::new_place(ctx, now, rng) {
+        if first_place && let Some(place) = Self::new_place(ctx, (now, false), rng) {
             // The call takes its place in the queue at once (an early attempt, not counted):
             // waiting without one, it would be passed by every waiter that placed itself
             // meanwhile.

@@ -9,20 +9,21 @@ use rand_core::CryptoRng;
 use super::Wait;
 use super::{Acquiring, Ctx};
 use crate::command::Vote;
+use crate::grant;
 use crate::id::NodeId;
 use crate::io::NodeFault;
 use crate::quorum::Decision;
 use crate::round::{Round, Slot};
 use crate::time;
-use crate::token::Token;
 use crate::waiters::{Place, UNHEARD_POLL_EVERY};
 
 impl Acquiring {
     /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
-    /// queue on (options.rs); its id drawn from `rng`, the same on every node.
+    /// queue on (options.rs); its id drawn from `rng`, the same on every node. `placed`: the
+    /// release of the call ahead in its line places it (waiters.rs, `Succession`).
     pub(crate) fn new_place<R: CryptoRng + ?Sized>(
         ctx: &Ctx,
-        now: Instant,
+        (now, placed): (Instant, bool),
         rng: &mut R,
     ) -> Option<Place> {
         let patience = ctx.params.queue?;
@@ -32,7 +33,16 @@ impl Acquiring {
             let since = now.saturating_duration_since(at).as_millis();
             ms.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
         });
-        plain.then(|| Place::new(Token::generate(rng), ctx.params.nodes, patience, ticket))
+        // A release may grant the key (grant.rs) to a call that a release placed: its ticket
+        // is the same on every node from the first, and it sends no attempt before its turn,
+        // so it can count its grants. Not to a call that takes its place by an attempt (it
+        // could not count them), nor to one that cannot hear them (notifications off: the
+        // key would wait for its next attempt), nor where the caller supplied the value the
+        // key must hold.
+        let grantable = placed && ctx.params.notify && ctx.supplied_token.is_none();
+        let grant_ttl = grantable.then_some(ctx.params.timing.ttl_ms);
+        let id = grant::place_id(rng, grant_ttl);
+        plain.then(|| Place::new(id, (ctx.params.nodes, now), patience, ticket))
     }
 
     /// A call whose place the release of the call ahead in its client's line took
@@ -107,12 +117,24 @@ impl Acquiring {
         let Some(place) = &mut self.place else {
             return;
         };
-        let quorum = ctx.params.quorum;
-        let was_head = place.is_head(quorum);
+        let was_head = place.is_head(ctx.params.quorum);
         place.on_next(node, id);
+        self.try_as_head(ctx, now, was_head, rng);
+    }
+
+    /// A waiting call that heads the queue on a quorum of nodes now, and did not before
+    /// (`was_head`), tries at once.
+    pub(super) fn try_as_head<R: CryptoRng + ?Sized>(
+        &mut self,
+        ctx: &mut Ctx,
+        now: Instant,
+        was_head: bool,
+        rng: &mut R,
+    ) {
+        let heads = (self.place.as_ref()).is_some_and(|p| p.is_head(ctx.params.quorum));
         if !was_head
             && ctx.params.head_tries_at_once
-            && place.is_head(quorum)
+            && heads
             && let Some(wait) = &mut self.wait
         {
             wait.bring_forward(ctx, now, rng);
