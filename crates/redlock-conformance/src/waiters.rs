@@ -177,7 +177,9 @@ pub fn a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts<D: Driver>()
 /// Client A's line holds three calls, client B waits with two in turn: the turns alternate
 /// across the two clients in the order they came (B, A, B, A after A's first), and once A's
 /// line met B, its release places its next call in the queue (QUEUE_RELEASE): that call
-/// waits its turn without a place attempt of its own and is granted at its one attempt.
+/// waits its turn without a place attempt of its own, and B's release grants it the key
+/// (docs/design.md, "A release that grants"): it holds on hearing the grants, or takes them
+/// at its one attempt.
 pub fn a_contested_lines_next_call_takes_its_turn_at_one_attempt<D: Driver>() {
     use std::sync::{Arc, Mutex};
     let c = cluster(3);
@@ -216,11 +218,11 @@ pub fn a_contested_lines_next_call_takes_its_turn_at_one_attempt<D: Driver>() {
     let a3_attempts = a3.join().expect("A3");
     let order = order.lock().unwrap().clone();
     assert_eq!(order, ["B1", "A2", "B2", "A3"], "turns across clients");
-    // A3 came into the queue with A2's release, behind B2: one attempt.
-    assert_eq!(
-        a3_attempts,
-        [1],
-        "A3's attempts (A2: {a2_attempts:?}, B: {b_attempts:?})"
+    // A3 came into the queue with A2's release, behind B2: granted by B2's release, at
+    // most one attempt.
+    assert!(
+        a3_attempts.iter().all(|a| *a <= 1),
+        "A3's attempts {a3_attempts:?} (A2: {a2_attempts:?}, B: {b_attempts:?})"
     );
     let gone = || (0..c.nodes().len()).all(|i| waiting(&c, i) == 0);
     assert!(

@@ -1,14 +1,15 @@
 //! A release that grants (docs/design.md, "A release that grants"): when the holder of a
 //! contended mutex releases through the waiters' queue (waiters.rs,
-//! [`QUEUE_RELEASE_SCRIPT`](crate::QUEUE_RELEASE_SCRIPT)), each node sets the key for the
-//! queue's head in the same step, to the head's id, and tells it on the release channel
+//! [`QUEUE_RELEASE_SCRIPT`](crate::QUEUE_RELEASE_SCRIPT)), each node may set the key for the
+//! queue's head in the same step, to the head's id, and tell it on the release channel
 //! (`grant:<id>`). A head that hears a quorum of grants holds at once, without an attempt
 //! of its own: a hand-off across processes costs one fan-out, not two.
 //!
-//! The head's id carries its ttl (`<40 hex>~<ttl ms>`), so that the node knows how long to
-//! set the key for; a node sets it for the ttl or for what is left of the head's place,
-//! whichever is shorter, so that a head that died holds the key no longer than its place
-//! would have held the queue.
+//! Only a call that a release placed (its line's predecessor's, waiters.rs `Succession`)
+//! and that listens for releases has an id that carries its ttl (`<40 hex>~<ttl ms>`), the
+//! mark a node grants by; a node sets the key for the ttl or for what is left of the head's
+//! place, whichever is shorter, so that a head that died holds the key no longer than its
+//! place would have held the queue. A release never grants the call it places itself.
 //!
 //! The validity of a hold by grants counts from the moment the call's place was drawn: no
 //! node can have placed the call, so granted it the key, before. It lasts `min(ttl,
@@ -19,9 +20,10 @@
 //! grant, and no other client deletes a key holding the call's id. So the hold needs
 //! nothing of the announcements but that they were made: one lost, written twice or held
 //! back behind later replies counts from the same origin, and one that comes after the
-//! grant expired finds no validity left. A call that attempted takes its grants by its next
-//! attempt, as an attempt that meets its grant does. Order only adds no safety: the key is
-//! set by one atomic step per node, and a quorum of them decides (algorithm.md §3, §4).
+//! grant ended finds no validity left. A call claims a grant it heard and does not hold by
+//! with an attempt, which takes the grant as its own hold. Order only adds no safety: the
+//! key is set by one atomic step per node, and a quorum of them decides (algorithm.md §3,
+//! §4).
 
 use std::time::{Duration, Instant};
 

@@ -55,8 +55,8 @@ pub const QUEUE_ACQUIRE_SCRIPT: Script = Script {
 };
 
 /// A waiter leaves (`KEYS` = R, R:queue, R:queue:until; `ARGV[1]` its id): R deleted if a
-/// release granted it to the waiter (grant.rs), its place removed from both sets; if it was the head, the next head announced. 1 if it had a place,
-/// else 0.
+/// release granted it to the waiter (grant.rs), its place removed from both sets; if it
+/// was the head, the next head announced. 1 if it had a place, else 0.
 pub const QUEUE_LEAVE_SCRIPT: Script = Script {
     body: "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] redis.call('ZREM', KEYS[3], ARGV[1]) local n = redis.call('ZREM', KEYS[2], ARGV[1]) if n == 1 and head == ARGV[1] then local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1] if nxt then redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], 'next:' .. nxt) end end return n",
     sha1: "981baee101392ca6685fa8288bd2894386a0af56",
@@ -547,12 +547,6 @@ impl Place {
         }
     }
 
-    /// An attempt of the call goes out with this place: its grants no longer count
-    /// (grant.rs).
-    pub(crate) fn attempt_sent(&mut self) {
-        self.grants.attempted();
-    }
-
     /// `node` announced that a release granted the key to `id` (grant.rs): if it is this
     /// call's, the call heads the queue there and the grant is counted where it may be.
     /// Returns whether it was this call's.
@@ -565,31 +559,21 @@ impl Place {
         ours
     }
 
+    /// The grants of the key to the call that releases made (grant.rs).
+    pub(crate) fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    /// [`grants`](Self::grants), to change.
+    pub(crate) fn grants_mut(&mut self) -> &mut Grants {
+        &mut self.grants
+    }
+
     /// With grants counted from `quorum` nodes: the moment the hold's validity counts from,
     /// and how long it lasts at the least from there (grant.rs).
     pub(crate) fn granted(&self, quorum: usize, ttl: Duration) -> Option<(Instant, Duration)> {
         let origin = self.grants.origin(quorum)?;
         Some((origin, crate::grant::span(ttl, self.patience_ms)))
-    }
-
-    /// Whether a grant to the call was heard since its last attempt (grant.rs).
-    pub(crate) fn heard_grants(&self) -> bool {
-        self.grants.heard_any()
-    }
-
-    /// Whether the grants heard count: the call sent no attempt with its place (grant.rs).
-    pub(crate) fn grants_count(&self) -> bool {
-        self.grants.count()
-    }
-
-    /// Per node, whether its grant is counted.
-    pub(crate) fn counted_grants(&self) -> impl Iterator<Item = bool> + '_ {
-        self.grants.counted()
-    }
-
-    /// Forgets the grants heard: the next attempt turns them into its own hold.
-    pub(crate) fn forget_grants(&mut self) {
-        self.grants.forget();
     }
 
     /// Whether the call has a place and heads the queue on fewer than `quorum` nodes: a

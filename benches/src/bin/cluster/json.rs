@@ -177,8 +177,19 @@ struct ContendedJson {
     attempts_mean: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     attempts_p99: Option<u32>,
+    /// Attempts past each section's first, per section (0 for a section that needed one or
+    /// none), where the client says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_attempts_per_section: Option<f64>,
     /// The critical sections' own length, p50 (their 1 ms sleep on the subject's runtime).
     section_p50_us: Option<f64>,
+    /// The fan-out round trip to a quorum of the nodes while the rounds ran, p50 and p99.
+    loaded_fan_out_p50_us: Option<f64>,
+    loaded_fan_out_p99_us: Option<f64>,
+    /// The lock's dead time at each hand-off (a section's end to the next one's start), p50
+    /// and p99.
+    gap_p50_us: Option<f64>,
+    gap_p99_us: Option<f64>,
 }
 
 impl ContendedJson {
@@ -191,9 +202,14 @@ impl ContendedJson {
             handoff_p50_us: us(c.handoff.p50),
             handoff_p99_us: us(c.handoff.p99),
             handoffs_before_release_returned: c.handoffs_early,
-            attempts_mean: c.attempts.and_then(|(mean, _)| rounded(mean, 3)),
-            attempts_p99: c.attempts.map(|(_, p99)| p99),
+            attempts_mean: c.attempts.and_then(|(mean, _, _)| rounded(mean, 3)),
+            attempts_p99: c.attempts.map(|(_, p99, _)| p99),
+            extra_attempts_per_section: c.attempts.and_then(|(_, _, extra)| rounded(extra, 3)),
             section_p50_us: us(c.section.p50),
+            loaded_fan_out_p50_us: us(c.loaded_fan_out.p50),
+            loaded_fan_out_p99_us: us(c.loaded_fan_out.p99),
+            gap_p50_us: us(c.gap.p50),
+            gap_p99_us: us(c.gap.p99),
         }
     }
 }

@@ -503,7 +503,7 @@ async fn contended_scenario(
         }
         peers.push(others);
     }
-    let results = scenario::contended(&subjects, &mut peers, each, plan).await?;
+    let results = scenario::contended(&subjects, &mut peers, (each, addrs), plan).await?;
     drop(peers);
     let counts: Vec<String> = subjects
         .iter()

@@ -74,11 +74,17 @@ pub(crate) struct ContendedRow {
     pub(crate) handoff: Summary,
     /// Hand-offs where the next holder had the lock before the releaser's call returned.
     pub(crate) handoffs_early: u64,
-    /// Attempts per section entered: mean and p99 (`None` where the client does not say).
-    /// Above 1 under contention; how far above shows waiters colliding (the herd).
-    pub(crate) attempts: Option<(f64, u32)>,
+    /// Attempts per section entered: mean, p99, and the extra ones per section (each
+    /// section's attempts past its first); `None` where the client does not say. A
+    /// section may need none (a local hand-over, a hold by grants); how far the extra ones
+    /// are above 0 shows waiters colliding (the herd).
+    pub(crate) attempts: Option<(f64, u32, f64)>,
     /// The critical sections' own length (their 1 ms sleep on the subject's runtime).
     pub(crate) section: Summary,
+    /// The fan-out round trip to a quorum while the rounds ran (scenario/fan_out.rs).
+    pub(crate) loaded_fan_out: Summary,
+    /// The lock's dead time at each hand-off (section end to the next one's start).
+    pub(crate) gap: Summary,
 }
 
 impl ContendedRow {
@@ -86,12 +92,20 @@ impl ContendedRow {
         c.attempts.sort_unstable();
         let attempts = (!c.attempts.is_empty()).then(|| {
             let sum: u64 = c.attempts.iter().map(|&a| u64::from(a)).sum();
+            let extra: u64 = c
+                .attempts
+                .iter()
+                .map(|&a| u64::from(a.saturating_sub(1)))
+                .sum();
             let p99 = c.attempts[(c.attempts.len() - 1) * 99 / 100];
-            (sum as f64 / c.attempts.len() as f64, p99)
+            let n = c.attempts.len() as f64;
+            (sum as f64 / n, p99, extra as f64 / n)
         });
         Self {
             attempts,
             section: c.sections.clone().summary(),
+            loaded_fan_out: c.loaded_fan_out.clone().summary(),
+            gap: c.gaps.clone().summary(),
             violations: c.violations,
             gave_up: c.gave_up,
             held_locally: c.held_locally,
@@ -519,15 +533,17 @@ fn contended_table(s: &mut String, rows: &[Row]) {
          holder's returned first, an early hand-off):\n\n\
          | scenario | runtime | subject | sections/s | wait p50 | wait p99 | hand-off p50 | \
          hand-off p99 | early hand-offs | sections per worker | busiest / least | violations \
-         | gave up (held locally) | attempts per section, mean / p99 | section p50 |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | gave up (held locally) | attempts per section, mean / p99 / extra | section p50 \
+         | fan-out under load, p50 / p99 | gap p50 / p99 |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let Some(c) = &r.contended else { continue };
         let per_worker: Vec<String> = c.per_worker.iter().map(u64::to_string).collect();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) | {} | {} |",
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} of {} | {} | {} | {} | {} ({}) | {} | {} \
+             | {} / {} | {} / {} |",
             r.scenario,
             r.runtime,
             r.subject,
@@ -543,9 +559,14 @@ fn contended_table(s: &mut String, rows: &[Row]) {
             c.violations,
             c.gave_up,
             c.held_locally,
-            c.attempts
-                .map_or("–".to_owned(), |(mean, p99)| format!("{mean:.2} / {p99}")),
+            c.attempts.map_or("–".to_owned(), |(mean, p99, extra)| {
+                format!("{mean:.2} / {p99} / {extra:.2}")
+            }),
             micros(c.section.p50),
+            micros(c.loaded_fan_out.p50),
+            micros(c.loaded_fan_out.p99),
+            micros(c.gap.p50),
+            micros(c.gap.p99),
         );
     }
     let peers = ContendedPeer::from_rows(rows);

@@ -6,6 +6,7 @@
 //! them alike. Timing is `std::time::Instant`.
 
 mod contended;
+mod fan_out;
 mod peer;
 mod record;
 mod sweep;

@@ -97,9 +97,10 @@ impl Lock {
         }
     }
 
-    /// Your IO hands this lock's release notices (a release, or its turn in the waiters'
-    /// queue: [`handle_release_notice`](Self::handle_release_notice),
-    /// [`handle_next_notice`](Self::handle_next_notice)) from `hearing` nodes only. With
+    /// Your IO hands this lock's release notices (a release, its turn in the waiters' queue,
+    /// or a grant: [`handle_release_notice`](Self::handle_release_notice),
+    /// [`handle_next_notice`](Self::handle_next_notice),
+    /// [`handle_grant_notice`](Self::handle_grant_notice)) from `hearing` nodes only. With
     /// fewer than a quorum, a waiting call polls instead: its next attempt comes within 10
     /// ms, not counted against the retry policy's attempts (docs/design.md, "A waiter that
     /// cannot hear polls"). A place it holds in the waiters' queue then never leaves the lock

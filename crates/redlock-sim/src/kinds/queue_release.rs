@@ -112,8 +112,9 @@ fn answer(outcome: ServerReply, placed: i64) -> ServerReply {
     ServerReply::Array(vec![outcome, ServerReply::Int(placed)])
 }
 
-/// `local g = head and head ~= ARGV[3] and tonumber(string.match(head, '~(%d+)$'))`, lowered to what is left of
-/// the head's place (`ZSCORE` on the deadlines, 0 if none, minus now); `if g and g >= 1`,
+/// `local g = head and head ~= ARGV[3] and tonumber(string.match(head, '~(%d+)$'))` (the
+/// caller passes the head only if it is not the next call just placed), lowered to what is
+/// left of the head's place (`ZSCORE` on the deadlines, 0 if none, minus now); `if g and g >= 1`,
 /// `SET R head PX g` and `redis.pcall('PUBLISH', ch, 'grant:' .. head)`: whether a
 /// subscriber heard the grant, `None` where nothing was granted.
 fn grant(
@@ -461,7 +462,7 @@ pub const QUEUE_RELEASE_CASES: Table = Table {
         .saying(&["grant:w1~100000"])
         .heard(&["r"]),
         Case::new(
-            "the holder alone leaves, its next call heads with a ttl: not granted (its line's), announced, rank 0",
+            "its next call heads with a ttl: not granted (its own line's), announced, rank 0",
             (&[OURS, ME_ALONE, ME_UNTIL], LEAVE_AND_NEXT_WITH_TTL),
             Expect::Released(2, 0),
             &[

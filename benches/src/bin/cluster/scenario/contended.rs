@@ -5,6 +5,7 @@
 //! ([`SectionRecord`]); once a round is over the records of every process give the hand-off
 //! latencies, overlapping sections, sections per worker and attempts per section.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use redlock_core::{AcquireFailure, ReleaseOutcome};
 use tokio::task::JoinSet;
 
+use super::fan_out::FanOutProbe;
 use super::peer::{self, Peer, PeerSpec};
 use super::record::RoundPart;
 use super::record::{self, SectionRecord, now_ns};
@@ -38,12 +40,18 @@ pub(crate) struct Contended {
     pub(crate) held_locally: u64,
     /// Sections per worker, workers numbered across processes.
     pub(crate) per_worker: Vec<u64>,
-    /// Attempts per section, where the client says (see [`SectionRecord::attempts`]).
+    /// Attempts per section, where the client says (see [`SectionRecord::attempts`]): 0 for
+    /// a section whose lock call sent none (a local hand-over, a hold by grants).
     pub(crate) attempts: Vec<u32>,
     /// How long each critical section took (entered to left): its 1 ms sleep as the
     /// subject's runtime keeps it. No lock can hand over more sections per second than one
     /// over this.
     pub(crate) sections: Samples,
+    /// The lock's dead time at each hand-off (see [`record::analyse`]).
+    pub(crate) gaps: Samples,
+    /// The round trip of a fan-out to a quorum of the nodes while the rounds ran
+    /// ([`FanOutProbe`]): what one fan-out of a hand-off costs under the rounds' load.
+    pub(crate) loaded_fan_out: Samples,
 }
 
 /// Shared state of one process's workers on one subject's key in one round.
@@ -143,7 +151,7 @@ impl Subject {
                         Err(e) => return refused(e),
                     };
                     let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
-                    let attempts = guard.stats().attempts;
+                    let attempts = Some(guard.stats().attempts);
                     critical_section().await?;
                     let left = shared.leave();
                     let nodes = guard.release().await.map_err(|e| format!("release: {e}"))?;
@@ -158,7 +166,7 @@ impl Subject {
                     critical_section().await?;
                     let left = shared.leave();
                     manager.unlock(&lock).await;
-                    (wait, acquired, entered, left, 0)
+                    (wait, acquired, entered, left, None)
                 }
                 _ => return Err("not an async subject of the contended scenarios".to_owned()),
             };
@@ -194,7 +202,7 @@ impl Subject {
             Err(e) => return refused(e).map_err(|e| format!("blocking: {e}")),
         };
         let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
-        let attempts = guard.stats().attempts;
+        let attempts = Some(guard.stats().attempts);
         std::thread::sleep(CRITICAL);
         let left = shared.leave();
         let nodes = guard
@@ -295,7 +303,7 @@ pub(crate) fn key(subject: &Subject) -> String {
 pub(crate) async fn contended(
     subjects: &[Arc<Subject>],
     peers: &mut [Vec<Peer>],
-    workers: u32,
+    (workers, nodes): (u32, &[SocketAddr]),
     plan: &Plan,
 ) -> Result<Vec<Contended>, String> {
     let slice = plan.contended_time / plan.concurrent_rounds;
@@ -309,6 +317,7 @@ pub(crate) async fn contended(
                 peer.go(slice)?;
             }
             let until = start.started() + slice;
+            let probe = FanOutProbe::start(nodes);
             let mut part = run_part(&subjects[i], &key, 0, workers, until).await?;
             let mut all = workers as usize;
             for peer in others.iter_mut() {
@@ -317,6 +326,7 @@ pub(crate) async fn contended(
             }
             let mut waits = record::waits(&part.records);
             waits.add_block(&start);
+            out[i].loaded_fan_out.merge(probe.finish()?);
             add_round(&mut out[i], part, waits, all);
         }
     }
@@ -330,6 +340,9 @@ fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: us
     for h in analysis.handoffs {
         handoffs.push(h);
     }
+    for g in analysis.gaps {
+        total.gaps.push(g);
+    }
     total.waits.merge(waits);
     total.handoffs.merge(handoffs);
     total.handoffs_early += analysis.handoffs_early;
@@ -340,8 +353,9 @@ fn add_round(total: &mut Contended, part: RoundPart, waits: Samples, workers: us
         total.per_worker.resize(workers, 0);
     }
     record::count_workers(&mut total.per_worker, &part.records);
-    let said = part.records.iter().filter(|r| r.attempts > 0);
-    total.attempts.extend(said.map(|r| r.attempts));
+    total
+        .attempts
+        .extend(part.records.iter().filter_map(|r| r.attempts));
     for r in &part.records {
         total
             .sections

@@ -26,10 +26,10 @@ pub(crate) struct SectionRecord {
     pub(crate) left: u64,
     /// When the release call returned (its reply).
     pub(crate) released: u64,
-    /// Attempts the lock call made (its `AcquireStats`); 0 where the client does not say
-    /// (rslock).
+    /// Attempts the lock call made (its `AcquireStats`: 0 for a local hand-over or a hold
+    /// by grants); `None` where the client does not say (rslock).
     #[serde(default)]
-    pub(crate) attempts: u32,
+    pub(crate) attempts: Option<u32>,
 }
 
 /// What one round showed, from the records of every process that ran it.
@@ -43,6 +43,10 @@ pub(crate) struct RoundAnalysis {
     pub(crate) handoffs_early: u64,
     /// Critical sections that started before an earlier one (in start order) ended.
     pub(crate) overlaps: u64,
+    /// The lock's dead time at each hand-off: the next section's `entered` minus the
+    /// previous one's `left` (zero for an overlap). What a hand-off costs the throughput:
+    /// sections per second are one over the section plus this.
+    pub(crate) gaps: Vec<Duration>,
 }
 
 /// Now, in nanoseconds since the Unix epoch; 0 if the clock is before it.
@@ -64,6 +68,8 @@ pub(crate) fn analyse(records: &[SectionRecord]) -> RoundAnalysis {
         }
         latest_left = latest_left.max(r.left);
         if let Some(prev) = i.checked_sub(1).map(|j| sorted[j]) {
+            let gap = r.entered.saturating_sub(prev.left);
+            out.gaps.push(Duration::from_nanos(gap));
             match r.acquired.checked_sub(prev.released) {
                 Some(ns) => out.handoffs.push(Duration::from_nanos(ns)),
                 None => {
@@ -136,7 +142,7 @@ mod tests {
             entered: acquired + 1,
             left: released - 1,
             released,
-            attempts: 1,
+            attempts: Some(1),
         }
     }
 

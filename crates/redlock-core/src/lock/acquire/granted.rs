@@ -53,10 +53,10 @@ impl Acquiring {
         now: Instant,
         rng: &mut R,
     ) {
-        let Some(place) = self.place.as_ref().filter(|p| p.heard_grants()) else {
+        let Some(place) = self.place.as_ref().filter(|p| p.grants().heard_any()) else {
             return;
         };
-        let at = match place.grants_count() {
+        let at = match place.grants().count() {
             true => time::add(now, GRANT_GATHER),
             false => now,
         };
@@ -81,7 +81,7 @@ impl Acquiring {
         if !ctx.params.grant_within_place {
             span = ttl;
         }
-        let nodes: Vec<NodeOutcome> = (ctx.names.iter().zip(place.counted_grants()))
+        let nodes: Vec<NodeOutcome> = (ctx.names.iter().zip(place.grants().counted()))
             .map(|(node, counted)| NodeOutcome {
                 node: node.clone(),
                 outcome: match counted {
@@ -106,7 +106,7 @@ impl Acquiring {
             Err(_) => {
                 self.token = token;
                 if let Some(place) = &mut self.place {
-                    place.forget_grants();
+                    place.grants_mut().forget();
                 }
                 None
             }

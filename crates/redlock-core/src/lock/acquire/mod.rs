@@ -6,18 +6,15 @@ use std::time::Instant;
 
 use rand_core::CryptoRng;
 
-use super::extend::Held;
 use super::wait::Wait;
 use super::{Ctx, Phase};
 use crate::command::{Command, Vote};
 use crate::fencing::{self, FenceQuorum, QuorumToken};
 use crate::id::{NodeId, NodeName};
-use crate::io::{
-    AcquireFailure, AcquireOutcome, AcquireStats, Acquired, Event, NodeFault, NodeOutcome,
-};
+use crate::io::{AcquireFailure, AcquireOutcome, NodeFault, NodeOutcome};
 use crate::kinds::{self, LockKind};
 use crate::options::LockParams;
-use crate::quorum::{self, Decision};
+use crate::quorum::Decision;
 use crate::round::{self, Round, Slot};
 use crate::time;
 use crate::token::Token;
@@ -173,7 +170,7 @@ impl Acquiring {
                 // A waiter: its place renewed, the key set only if it heads the queue.
                 Some(args) => {
                     if let Some(place) = &mut self.place {
-                        place.attempt_sent();
+                        place.grants_mut().attempted();
                     }
                     let at = (&ctx.resource, &self.token, timing.ttl_ms);
                     Command::queued_acquire(ctx.params.queue_script, at, args)
@@ -284,8 +281,7 @@ impl Acquiring {
         // attempt also waits for every node's answer (or the attempt's deadline): each one
         // says where the call stands in that node's queue (waiters.rs).
         let round = self.round.take_if(|r| Ctx::decided(r) && settled(r))?;
-        // Failed, its waiter may have heard a quorum of grants meanwhile (grant.rs).
-        (self.on_decided(round, ctx, now, rng)).or_else(|| self.hold_by_grants(ctx, now))
+        self.on_decided(round, ctx, now, rng)
     }
 
     /// The attempt in flight is decided: held, or failed.
@@ -430,40 +426,6 @@ impl Acquiring {
                 self.on_attempt_failed(ctx, now, rng, AcquireFailure::ValidityExhausted)
             }
         }
-    }
-
-    /// Held until `deadline`, if more than the minimum validity is left at `now`: the
-    /// call's place kept for its release, and the caller told; else the nodes' outcomes
-    /// back.
-    pub(super) fn hold(
-        &mut self,
-        ctx: &mut Ctx,
-        now: Instant,
-        deadline: Instant,
-        (fencing_token, nodes, written_back): (Option<u64>, Vec<NodeOutcome>, Vec<NodeName>),
-    ) -> Result<Held, Vec<NodeOutcome>> {
-        let validity = quorum::validity(deadline, now);
-        let Some(validity) = validity.filter(|v| *v > ctx.params.timing.min_validity) else {
-            return Err(nodes);
-        };
-        let acquired = Acquired {
-            op: ctx.op,
-            resource: ctx.resource.clone(),
-            token: self.token.clone(),
-            deadline,
-            validity,
-            stats: AcquireStats {
-                attempts: self.attempts,
-                elapsed: now.saturating_duration_since(self.first_start),
-                nodes,
-                written_back,
-                handed_over: false,
-            },
-            fencing_token,
-        };
-        self.keep_place(ctx);
-        ctx.events.push_back(Event::Acquired(acquired));
-        Ok(Held::new(&ctx.params, self.token.clone(), deadline, now))
     }
 
     /// Fails the lock, or schedules the next attempt (still acquiring).
