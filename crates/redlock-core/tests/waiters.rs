@@ -98,7 +98,11 @@ fn rank(rank: u64, ticket: u64) -> String {
 }
 
 fn next(id: &str) -> Vec<u8> {
-    let payload = format!("next:{id}");
+    release_channel_message(&format!("next:{id}"))
+}
+
+/// A RESP3 push of `payload` on the release channel of "res".
+fn release_channel_message(payload: &str) -> Vec<u8> {
     format!(
         ">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n${}\r\n{payload}\r\n",
         payload.len()
@@ -608,12 +612,7 @@ fn a_waiter_that_cannot_hear_its_turn_polls() {
 
 /// A release's grant of the key to `id` on the release channel (grant.rs).
 fn grant(id: &str) -> Vec<u8> {
-    let payload = format!("grant:{id}");
-    format!(
-        ">3\r\n$7\r\nmessage\r\n$20\r\nredlock:released:res\r\n${}\r\n{payload}\r\n",
-        payload.len()
-    )
-    .into_bytes()
+    release_channel_message(&format!("grant:{id}"))
 }
 
 /// A contested line's release placed its next call second in the queue on every node: the
