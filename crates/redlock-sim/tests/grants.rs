@@ -2,8 +2,9 @@
 //! family's queued emphasis with long holds (`common::long_holds`): a contested line's
 //! release places its next call, and a later release of another client grants the key to
 //! that call, which holds on a quorum of grants without an attempt. The correct core keeps
-//! every property with holds by grants among the others (counted here, so that the family
-//! keeps making them); a hold by grants that counts its validity over the whole ttl
+//! every property with holds by grants among the others (tests/hand_over.rs runs the same
+//! family over more seeds; here the holds by grants are counted, so that the family keeps
+//! making them); a hold by grants that counts its validity over the whole ttl
 //! (`Mutant::GrantSpansTtl`), where the nodes set the key for what was left of the place
 //! when that was shorter, breaks mutual exclusion.
 
@@ -13,12 +14,16 @@ use common::{Broken, broken, first_broken, long_holds};
 use redlock_core::Mutant;
 use redlock_sim::{Report, Sim};
 
-/// Seeds each test looks at.
+/// Seeds the mutant's detection looks at.
 const BUDGET: u64 = 200;
 
-/// Holds by grants the correct core must make over [`BUDGET`] seeds (measured: 11,193; a
+/// Seeds whose holds by grants are counted (tests/hand_over.rs checks the properties of
+/// the same family over [`BUDGET`]).
+const COUNTED: u64 = 60;
+
+/// Holds by grants the correct core must make over [`COUNTED`] seeds (measured: 3,348; a
 /// family that stops granting would keep every property and test nothing).
-const GRANTED_FLOOR: usize = 5_000;
+const GRANTED_FLOOR: usize = 1_500;
 
 /// Calls that held by grants: no attempt of their own, and the call's place id (which
 /// carries its ttl after a `~`) as the value.
@@ -36,7 +41,7 @@ fn granted(report: &Report) -> usize {
 #[test]
 fn correct_core_keeps_every_property_with_holds_by_grants() {
     let (mut failures, mut holds) = (Vec::new(), 0);
-    for seed in 0..BUDGET {
+    for seed in 0..COUNTED {
         let scenario = long_holds(seed, None);
         let report = Sim::new(scenario.clone()).run();
         holds += granted(&report);
@@ -45,7 +50,7 @@ fn correct_core_keeps_every_property_with_holds_by_grants() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    println!("holds by grants in {BUDGET} seeds: {holds}");
+    println!("holds by grants in {COUNTED} seeds: {holds}");
     assert!(holds >= GRANTED_FLOOR, "only {holds} holds by grants");
 }
 
