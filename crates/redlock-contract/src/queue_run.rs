@@ -27,7 +27,7 @@ pub struct QueueScripts {
 }
 
 impl QueueScripts {
-    /// The bodies the core sends (its waiters.rs).
+    /// The bodies the core sends (its waiters/mod.rs).
     pub const SPEC: Self = Self {
         acquire: redlock_core::QUEUE_ACQUIRE_SCRIPT.body,
         leave: redlock_core::QUEUE_LEAVE_SCRIPT.body,

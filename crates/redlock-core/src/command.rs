@@ -142,7 +142,7 @@ pub(crate) enum ScriptUse {
     RaiseFence,
     /// A script of a lock kind beyond the mutex (kinds/mod.rs): its own keys and reading.
     Kind(KindUse),
-    /// A script of the waiters' queue (waiters.rs): its own keys and reading.
+    /// A script of the waiters' queue (waiters/mod.rs): its own keys and reading.
     Queue(QueueUse),
 }
 
@@ -252,7 +252,7 @@ impl Command {
         }
     }
 
-    /// A waiter's attempt (waiters.rs): `script` (QUEUE_ACQUIRE or a negative control's)
+    /// A waiter's attempt (waiters/mod.rs): `script` (QUEUE_ACQUIRE or a negative control's)
     /// for `resource`, `token` and the ttl `ttl_ms`, with the waiter's `place` args packed.
     pub(crate) fn queued_acquire(
         script: &'static Script,
@@ -266,13 +266,13 @@ impl Command {
         }
     }
 
-    /// A waiter's leave (waiters.rs, QUEUE_LEAVE): its place on `resource`'s queue, by `id`.
+    /// A waiter's leave (waiters/mod.rs, QUEUE_LEAVE): its place on `resource`'s queue, by `id`.
     pub(crate) fn leave_queue(resource: &Resource, id: &Token) -> Self {
         let kind = CommandKind::EvalSha(&QUEUE_LEAVE_SCRIPT, ScriptUse::Queue(QueueUse::Leave));
         Self::new(kind, resource, id, 0)
     }
 
-    /// A held mutex's release from the waiters' queue (waiters.rs, QUEUE_RELEASE): the key
+    /// A held mutex's release from the waiters' queue (waiters/mod.rs, QUEUE_RELEASE): the key
     /// of `resource` if it holds `token`, with the queue work `args` packed
     /// (`waiters::pack_release`).
     pub(crate) fn queue_release(resource: &Resource, token: &Token, args: Bytes) -> Self {
@@ -304,7 +304,7 @@ impl Command {
         }
     }
 
-    /// Whether the command is a waiter's attempt (waiters.rs).
+    /// Whether the command is a waiter's attempt (waiters/mod.rs).
     pub(crate) fn is_queued_acquire(&self) -> bool {
         let queued = ScriptUse::Queue(QueueUse::Acquire);
         matches!(self.kind, CommandKind::EvalSha(_, u) | CommandKind::Eval(_, u) if u == queued)

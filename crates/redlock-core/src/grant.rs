@@ -1,11 +1,11 @@
 //! A release that grants (docs/design.md, "A release that grants"): when the holder of a
-//! contended mutex releases through the waiters' queue (waiters.rs,
+//! contended mutex releases through the waiters' queue (waiters/mod.rs,
 //! [`QUEUE_RELEASE_SCRIPT`](crate::QUEUE_RELEASE_SCRIPT)), each node may set the key for the
 //! queue's head in the same step, to the head's id, and tell it on the release channel
 //! (`grant:<id>`). A head that hears a quorum of grants holds at once, without an attempt
 //! of its own: a hand-off across processes costs one fan-out, not two.
 //!
-//! Only a call that a release placed (its line's predecessor's, waiters.rs `Succession`)
+//! Only a call that a release placed (its line's predecessor's, waiters/mod.rs `Succession`)
 //! and that listens for releases has an id that carries its ttl (`<40 hex>~<ttl ms>`), the
 //! mark a node grants by; a node sets the key for the ttl or for what is left of the head's
 //! place, whichever is shorter, so that a head that died holds the key no longer than its

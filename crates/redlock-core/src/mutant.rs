@@ -65,7 +65,7 @@ pub enum Mutant {
     SilentWaitersUnheard,
     /// A waiting call that cannot hear a release or its turn on a quorum of nodes (no RESP3
     /// connection, channels denied) waits for its retry timer or its place's renewal instead
-    /// of polling (waiters.rs, `UNHEARD_POLL_EVERY`): as the queue's head it leaves the key
+    /// of polling (waiters/mod.rs, `UNHEARD_POLL_EVERY`): as the queue's head it leaves the key
     /// free for up to that long, every other waiter behind it.
     UnheardWaitersDoNotPoll,
     /// A release refused as unsupported (a probed native command) after its round ended

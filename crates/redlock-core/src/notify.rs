@@ -121,7 +121,7 @@ pub(crate) enum Notice {
     /// A release (an empty message; anything else but a queue's announcement reads so too:
     /// a notification is a hint).
     Released,
-    /// The resource's waiters' queue has this id at its head now (waiters.rs).
+    /// The resource's waiters' queue has this id at its head now (waiters/mod.rs).
     Next(Bytes),
     /// A release granted the key to this id, now the queue's head there (grant.rs).
     Grant(Bytes),

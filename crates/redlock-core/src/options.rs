@@ -185,7 +185,7 @@ impl LockOptions {
 }
 
 /// The patience of a lock's place in the waiters' queue in ms, if it queues: an unfenced
-/// mutex does, when the queue is on (waiters.rs). By default three longest retry delays and
+/// mutex does, when the queue is on (waiters/mod.rs). By default three longest retry delays and
 /// two attempt timeouts, at least 100 ms: a live waiter renews its place with every attempt.
 fn waiter_queue(
     queue: WaiterQueue,
@@ -396,7 +396,7 @@ pub(crate) struct LockParams {
     /// and sends 0).
     pub(crate) pipeline_floor: bool,
     /// The patience in ms of the lock's place in the waiters' queue, if it queues
-    /// (waiters.rs).
+    /// (waiters/mod.rs).
     pub(crate) queue: Option<u64>,
     /// The script a queued attempt runs (a negative control's never prunes).
     pub(crate) queue_script: &'static Script,

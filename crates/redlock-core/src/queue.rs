@@ -62,7 +62,7 @@ pub(crate) struct Lines {
     /// A negative control's (`_mutants`): a line that listens on every node never goes
     /// through the nodes for the waiters that cannot announce.
     deaf_to_silent: bool,
-    /// A node refused the waiters' queue's script (waiters.rs): contested hand-offs yield
+    /// A node refused the waiters' queue's script (waiters/mod.rs): contested hand-offs yield
     /// as without the queue.
     queue_refused: bool,
     /// Resources whose line ended while contested, until when they count as contested: a
@@ -113,7 +113,7 @@ pub(crate) enum HandOff {
     Direct,
     /// [`CONTESTED_YIELD`] later: a waiter of another client heard of the release.
     Contested,
-    /// At once, in the waiters' queue on the nodes (waiters.rs): a waiter of another client
+    /// At once, in the waiters' queue on the nodes (waiters/mod.rs): a waiter of another client
     /// heard of the release, and the nodes keep the order, so there is nothing to yield.
     /// [`Contested`](Self::Contested) for a lock that does not queue.
     Queued,
@@ -361,7 +361,7 @@ impl Lines {
         (line.first == op && heard && fair).then_some(next)
     }
 
-    /// The call whose place in the waiters' queue `op`'s release takes (waiters.rs,
+    /// The call whose place in the waiters' queue `op`'s release takes (waiters/mod.rs,
     /// `Succession`): the next in `resource`'s line if `op` is first, while the line is
     /// contested at `now` and the nodes run the queue's script.
     pub(crate) fn next_to_place(

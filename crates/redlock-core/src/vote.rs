@@ -26,7 +26,7 @@ pub(crate) enum Vote {
     NoScript,
     /// Fenced acquire only: locked, and the node's fencing counter is now this number.
     Counter(u64),
-    /// A waiter's attempt only (waiters.rs): not granted; the waiter's place is `rank`
+    /// A waiter's attempt only (waiters/mod.rs): not granted; the waiter's place is `rank`
     /// (0: the head) and its ticket there `ticket`.
     Queued {
         /// The waiter's position in the node's queue, from 0.

@@ -234,7 +234,7 @@ fn a_node_that_kept_resp2_is_never_subscribed_and_the_waiter_polls() {
         assert!(sent(&out, i).contains(PTTL));
         h.reply(i, b":-1\r\n:9000\r\n");
     }
-    // It cannot hear a release on any node: it tries again within 10 ms (waiters.rs,
+    // It cannot hear a release on any node: it tries again within 10 ms (waiters/mod.rs,
     // `UNHEARD_POLL_EVERY`), not at the retry delay (a second here).
     let out = h.drain();
     assert_eq!(

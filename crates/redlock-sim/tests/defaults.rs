@@ -49,7 +49,7 @@ fn starved_behind_native_releases(family: impl Fn(u64) -> Scenario) -> Option<Fo
 /// Defect 2, the other way in: a waiter that never subscribes (release notifications off)
 /// is never counted, whatever the release command, and waits on its retry timer: only a
 /// line's courtesy hand-off lets it in. (A waiter that would subscribe but cannot, on nodes
-/// that deny every channel, polls instead: waiters.rs in the core, `UNHEARD_POLL_EVERY`,
+/// that deny every channel, polls instead: waiters/mod.rs in the core, `UNHEARD_POLL_EVERY`,
 /// and a line's hand-off through the nodes lets it in too.)
 fn starved_without_subscription(family: impl Fn(u64) -> Scenario) -> Option<Found> {
     first_broken(DETECTION_BUDGET, family, |s, b| {
@@ -224,7 +224,7 @@ fn correct_core_keeps_every_property_with_every_default_on_with_queued_calls() {
 }
 
 /// Release notifications off (a user may turn them off): every waiter waits on its timer,
-/// the queue's waiters polling (waiters.rs in the core, `UNHEARD_POLL_EVERY`); with the
+/// the queue's waiters polling (waiters/mod.rs in the core, `UNHEARD_POLL_EVERY`); with the
 /// queue on and off, the correct core keeps every property, as the deaf line's control
 /// needs (`finds_waiter_starved_without_subscription_with_a_deaf_line`).
 #[test]

@@ -28,7 +28,7 @@ pub(super) struct ClientControls {
     /// `HEAR_SILENT_WAITERS_EVERY`); off under `Mutant::SilentWaitersUnheard`.
     hear_silent_waiters: bool,
     /// Whether a waiter that cannot hear its turn on a quorum of nodes polls (client/pump.rs;
-    /// waiters.rs, `UNHEARD_POLL_EVERY`); off under `Mutant::UnheardWaitersDoNotPoll`.
+    /// waiters/mod.rs, `UNHEARD_POLL_EVERY`); off under `Mutant::UnheardWaitersDoNotPoll`.
     pub(super) poll_unheard: bool,
 }
 

@@ -124,7 +124,7 @@ impl Locks {
     }
 
     /// Before the lock `op` releases in a contested line: the next call of its line takes
-    /// its place in the waiters' queue with that release (waiters.rs, `Succession`), if the
+    /// its place in the waiters' queue with that release (waiters/mod.rs, `Succession`), if the
     /// line is contested and both locks can; that call, returned, then listens for releases
     /// (the client pumps it before the release goes out). Nothing changes otherwise.
     pub(super) fn place_next<R: CryptoRng + ?Sized>(

@@ -63,7 +63,7 @@ impl<R: CryptoRng> Client<R> {
         let in_line = !options.kind.is_shared();
         let first = !in_line || self.lines.is_free(&resource);
         // A resource that other clients wanted a moment ago: the call starts in the
-        // waiters' queue, as a contested line's next call does (queue.rs, waiters.rs).
+        // waiters' queue, as a contested line's next call does (queue.rs, waiters/mod.rs).
         let in_queue = first && self.lines.recently_contested(&resource, now);
         self.start(now, in_line, |now, op, (config, defaults), rng| {
             let asked = (options, defaults);

@@ -41,7 +41,7 @@ impl<R: CryptoRng> Client<R> {
 
     /// [`pump`](Self::pump) for one lock; returns the next call in line if this lock just
     /// left the front, and how it starts (queue.rs; with its ranks in the waiters' queue if
-    /// this lock's release placed it: waiters.rs).
+    /// this lock's release placed it: waiters/mod.rs).
     fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let entry = self.locks.entry_mut(op)?;
         if entry.lock.is_waiting_for_release() != entry.subscribed {
@@ -49,7 +49,7 @@ impl<R: CryptoRng> Client<R> {
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
         }
         if entry.subscribed && self.controls.poll_unheard {
-            // A waiter that cannot hear its turn polls (waiters.rs, `UNHEARD_POLL_EVERY`).
+            // A waiter that cannot hear its turn polls (waiters/mod.rs, `UNHEARD_POLL_EVERY`).
             entry.lock.poll_unheard(now, notify::hearing(&self.nodes));
         }
         if entry.lock.take_waits() {

@@ -72,7 +72,7 @@ pub struct Config {
     pub(crate) native_commands: bool,
     /// Release notifications (notify.rs), if on: waiters subscribe (`HELLO 3`).
     pub(crate) release_notifications: Option<ReleaseNotifications>,
-    /// The waiters' queue (waiters.rs), if on: contended mutexes queue on the nodes.
+    /// The waiters' queue (waiters/mod.rs), if on: contended mutexes queue on the nodes.
     pub(crate) waiter_queue: Option<WaiterQueue>,
     /// Whether locks are fenced by default, and the fencing counter key's suffix.
     pub(crate) fencing: Fencing,

@@ -127,7 +127,7 @@ impl Default for ReleaseNotifications {
     }
 }
 
-/// The waiters' queue (on by default; waiters.rs, docs/design.md, "The waiters' queue"):
+/// The waiters' queue (on by default; waiters/mod.rs, docs/design.md, "The waiters' queue"):
 /// the calls that wait for a contended mutex, of every client, queue on the nodes, a node
 /// grants the key only to its queue's head, and a release wakes the head alone instead of
 /// every waiter. Fenced locks and the other kinds wait as before. Needs scripting on the

@@ -303,7 +303,7 @@ pub(crate) struct Health {
     /// The widest window so far: every restart quarantine lasts at least that long.
     widest: Duration,
     /// The nodes' wall clock in ms at an instant, from their last `TIME` readings: a waiter's
-    /// ticket (waiters.rs), kept here so that a lock started reads it without a sort.
+    /// ticket (waiters/mod.rs), kept here so that a lock started reads it without a sort.
     wall: Option<(Instant, u64)>,
 }
 
@@ -324,7 +324,7 @@ impl Health {
     }
 
     /// The nodes' wall clock in ms at an instant, as their last `TIME` readings estimate it
-    /// (`None` before any): a waiter's ticket (waiters.rs).
+    /// (`None` before any): a waiter's ticket (waiters/mod.rs).
     pub(crate) fn wall(&self) -> Option<(Instant, u64)> {
         self.wall
     }
@@ -461,7 +461,7 @@ impl Health {
 
 /// How far apart the `nodes`' wall clocks are, from their last `TIME` readings (fencing.rs,
 /// `wall_spread`).
-/// A waiter's ticket at `now` from the nodes' last `TIME` readings (waiters.rs, `ticket`).
+/// A waiter's ticket at `now` from the nodes' last `TIME` readings (waiters/mod.rs, `ticket`).
 fn wall_ticket<N: AsRef<NodeHealth>>(nodes: &[N], now: Instant) -> Option<u64> {
     let readings = (nodes.iter()).filter_map(|n| n.as_ref().last_clock);
     crate::waiters::ticket(readings.map(|c| (c.since_epoch, c.read_at)), now)

@@ -64,9 +64,9 @@ pub(super) struct Ctx {
     /// A node refused the waiters' queue's script since the client last asked.
     pub(super) queue_refused: bool,
     /// The nodes' wall clock in ms at an instant, as the client estimated it when the lock
-    /// started: a waiter's ticket (waiters.rs).
+    /// started: a waiter's ticket (waiters/mod.rs).
     pub(super) wall: Option<(Instant, u64)>,
-    /// What the lock's release does in the waiters' queue (waiters.rs): the place it kept
+    /// What the lock's release does in the waiters' queue (waiters/mod.rs): the place it kept
     /// from its grant, and the next call of its line it places (boxed: most locks have none).
     pub(super) succession: Option<Box<Succession>>,
 }

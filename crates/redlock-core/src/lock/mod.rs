@@ -156,7 +156,7 @@ impl Lock {
 
     /// The call ahead in line let go: a queued lock starts its first attempt as `how` says
     /// (queue.rs): now, or later to let a waiter of another client go first; in the
-    /// waiters' queue at its `ranks` if that call's release placed it there (waiters.rs).
+    /// waiters' queue at its `ranks` if that call's release placed it there (waiters/mod.rs).
     pub(crate) fn start_queued<R: CryptoRng + ?Sized>(
         &mut self,
         now: Instant,

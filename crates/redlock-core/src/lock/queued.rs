@@ -20,7 +20,7 @@ pub(super) struct Queued {
     since: Instant,
     give_up_at: Instant,
     /// The place in the waiters' queue that the release of the call ahead takes for this
-    /// call (QUEUE_RELEASE; waiters.rs), once the client asked for it.
+    /// call (QUEUE_RELEASE; waiters/mod.rs), once the client asked for it.
     pub(super) place: Option<Box<Place>>,
 }
 
@@ -48,7 +48,7 @@ impl Queued {
     /// A call whose place the release of the call ahead took (QUEUE_RELEASE, `ranks`: its
     /// rank on each node that answered that release) starts in the waiters' queue with that
     /// place: its first attempt at the same moment if it heads the queue on a quorum, else it
-    /// waits its turn without one (waiters.rs).
+    /// waits its turn without one (waiters/mod.rs).
     pub(super) fn start<R: CryptoRng + ?Sized>(
         &mut self,
         ctx: &mut Ctx,
@@ -65,14 +65,14 @@ impl Queued {
         let gap = match how {
             // At once, its request right behind the release on every connection; in the
             // waiters' queue if it can wait there, so that a waiter of another client that
-            // the line has not heard of yet keeps its turn (waiters.rs).
+            // the line has not heard of yet keeps its turn (waiters/mod.rs).
             HandOff::Direct if place.is_none() => {
                 return Phase::Acquiring(Acquiring::start_in_queue(ctx, now, rng));
             }
             HandOff::Direct => Duration::ZERO,
             // The waiters of other clients try as soon as they hear of the release: this
             // call lets them go first (queue.rs); in the waiters' queue, its first attempt
-            // then takes its place behind those already there (waiters.rs), and those that
+            // then takes its place behind those already there (waiters/mod.rs), and those that
             // wait without it (a fenced lock, another kind) had their head start.
             HandOff::Contested | HandOff::Queued => CONTESTED_YIELD,
             // A waiter that hears of nothing tries on its timer within its longest retry

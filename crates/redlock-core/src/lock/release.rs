@@ -115,7 +115,7 @@ impl Ctx {
     /// Reads `node`'s `reply` to the release round for what it says beyond the outcome:
     /// someone was subscribed to the release (the script answered 2: another client waits;
     /// command.rs, `RELEASE_SCRIPT`), and the rank of the next call the release placed
-    /// (QUEUE_RELEASE's `{outcome, rank}`; waiters.rs).
+    /// (QUEUE_RELEASE's `{outcome, rank}`; waiters/mod.rs).
     pub(super) fn read_release(&mut self, node: NodeId, reply: Option<&Reply>) {
         let outcome = match reply {
             Some(Reply::Integer(n)) => *n,
@@ -147,7 +147,7 @@ impl Ctx {
         let command = match kind.and_then(|k| k.release(&self.resource, token, held)) {
             Some(command) => command,
             // A held mutex with work in the waiters' queue: its place to leave, or the next
-            // call of its line to place (waiters.rs, `Succession`). Never native.
+            // call of its line to place (waiters/mod.rs, `Succession`). Never native.
             None => match (self.succession.as_ref())
                 .and_then(|s| s.release_args())
                 .filter(|_| held && kind.is_none())
@@ -169,7 +169,7 @@ impl Ctx {
         Round::new(self.seq(), command, now, deadline, (n, n), slots)
     }
 
-    /// A waiter that gives up leaves the waiters' queue (QUEUE_LEAVE, waiters.rs) on every
+    /// A waiter that gives up leaves the waiters' queue (QUEUE_LEAVE, waiters/mod.rs) on every
     /// node, silently, as a cleanup: a node where `id` headed the queue announces the next.
     pub(super) fn push_leave(&mut self, now: Instant, id: &Token) {
         let command = Command::leave_queue(&self.resource, id);
@@ -197,7 +197,7 @@ impl Ctx {
     }
 
     /// [`push_cleanup`](Self::push_cleanup) to the nodes `to` marks only (a waiter's
-    /// attempt that a node answered with its place did not set the key there: waiters.rs);
+    /// attempt that a node answered with its place did not set the key there: waiters/mod.rs);
     /// nothing if it marks none.
     pub(super) fn push_cleanup_to(&mut self, now: Instant, token: &Token, to: &[bool]) {
         if !to.iter().any(|t| *t) {

@@ -40,7 +40,7 @@ pub(super) struct Wait {
 impl Wait {
     /// A wait until `at`, the retry delay's end; if `listening`, counting release notices,
     /// and if `probing` too, with a probe started now (a waiter behind the queue's head
-    /// listens without probing: waiters.rs).
+    /// listens without probing: waiters/mod.rs).
     pub(super) fn new(
         ctx: &mut Ctx,
         now: Instant,
@@ -70,7 +70,7 @@ impl Wait {
     }
 
     /// Whether the attempt at the end of this wait only renews a place behind the waiters'
-    /// queue's head (waiters.rs): not counted against the policy's attempts, as an attempt
+    /// queue's head (waiters/mod.rs): not counted against the policy's attempts, as an attempt
     /// brought forward is not (the policy's overall wait still bounds it).
     pub(super) fn renewing(&mut self, renewing: bool) {
         self.early |= renewing;
@@ -180,7 +180,7 @@ impl Wait {
 
     /// The next attempt at `at` plus a random delay of at most the jitter, if that is
     /// earlier than planned (a quorum announced a release, or the waiter just learned it
-    /// heads the queue: waiters.rs).
+    /// heads the queue: waiters/mod.rs).
     pub(super) fn bring_forward<R: CryptoRng + ?Sized>(
         &mut self,
         ctx: &Ctx,

@@ -1,4 +1,4 @@
-//! What the client asks and tells a [`Lock`] about the waiters' queue (waiters.rs;
+//! What the client asks and tells a [`Lock`] about the waiters' queue (waiters/mod.rs;
 //! docs/design.md, "The waiters' queue") and about other clients: whether it queues, the
 //! nodes' wall clock for its ticket, a refusal of the queue's script, a node's announcement
 //! of the next head, a call that starts in the queue, and whether the lock met another
@@ -22,7 +22,7 @@ impl Lock {
     /// [`acquire`](Self::acquire), with the default options' parameters if the caller
     /// resolved them already (a client does, once). `in_queue`: the resource met other
     /// clients a moment ago (queue.rs), so the first attempt takes a place in the waiters'
-    /// queue (waiters.rs), and cannot pass the waiters there while the key is free between
+    /// queue (waiters/mod.rs), and cannot pass the waiters there while the key is free between
     /// two holds.
     pub(crate) fn acquire_asked<R: CryptoRng + ?Sized>(
         now: Instant,
@@ -130,19 +130,19 @@ impl Lock {
     }
 
     /// Whether a node refused the waiters' queue's script to this lock since the last call
-    /// (waiters.rs): the client then waits without the queue.
+    /// (waiters/mod.rs): the client then waits without the queue.
     #[inline]
     pub(crate) fn take_queue_refused(&mut self) -> bool {
         std::mem::take(&mut self.ctx.queue_refused)
     }
 
-    /// Whether the lock would wait in the waiters' queue if contended (waiters.rs).
+    /// Whether the lock would wait in the waiters' queue if contended (waiters/mod.rs).
     pub(crate) fn queues(&self) -> bool {
         self.ctx.params.queue.is_some()
     }
 
     /// The nodes' wall clock read `ms` at `at`, as the client estimates it: a waiter's
-    /// ticket (waiters.rs).
+    /// ticket (waiters/mod.rs).
     pub(crate) fn set_wall_clock(&mut self, at: Instant, ms: u64) {
         self.ctx.wall = Some((at, ms));
     }
@@ -153,7 +153,7 @@ impl Lock {
     }
 
     /// The call ahead in this queued lock's line is about to release in a contested line:
-    /// this call takes its place in the waiters' queue with that release (waiters.rs,
+    /// this call takes its place in the waiters' queue with that release (waiters/mod.rs,
     /// `Succession`), if it would wait there and its ticket is known (the nodes' wall clock
     /// was read). Returns the place's packed args for the release to carry.
     pub(crate) fn take_place_at<R: CryptoRng + ?Sized>(

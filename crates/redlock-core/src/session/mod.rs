@@ -82,7 +82,7 @@ pub(crate) struct Session {
     settings: NodeSettings,
     /// Whether the release and extend scripts are loaded on each connection.
     preload_scripts: bool,
-    /// Whether the waiters' queue's scripts are too (the queue is on: waiters.rs).
+    /// Whether the waiters' queue's scripts are too (the queue is on: waiters/mod.rs).
     preload_queue: bool,
     /// Whether each new connection asks `HELLO`, to use the server's native commands or to
     /// switch to RESP3.

@@ -25,10 +25,11 @@ const EVERY: Duration = Duration::from_millis(10);
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 
-/// A running probe; [`finish`](Self::finish) stops it and returns its samples.
+/// A running probe; [`finish`](Self::finish) stops it and returns its samples, and a probe
+/// dropped unfinished (its round failed) stops within [`EVERY`].
 pub(crate) struct FanOutProbe {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Result<Samples, String>>,
+    thread: Option<JoinHandle<Result<Samples, String>>>,
 }
 
 impl FanOutProbe {
@@ -43,13 +44,23 @@ impl FanOutProbe {
                 .map_err(|e| format!("fan-out probe: runtime: {e}"))?;
             runtime.block_on(probe(nodes, flag))
         });
-        Self { stop, thread }
+        Self {
+            stop,
+            thread: Some(thread),
+        }
     }
 
     /// Stops the probe; the quorum round trips it timed.
-    pub(crate) fn finish(self) -> Result<Samples, String> {
+    pub(crate) fn finish(mut self) -> Result<Samples, String> {
         self.stop.store(true, Ordering::Relaxed);
-        (self.thread.join()).map_err(|_| "fan-out probe panicked".to_owned())?
+        let thread = self.thread.take().ok_or("fan-out probe finished twice")?;
+        (thread.join()).map_err(|_| "fan-out probe panicked".to_owned())?
+    }
+}
+
+impl Drop for FanOutProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -1,7 +1,7 @@
 //! How an acquisition ends: held, the call's place kept for its release and the caller
 //! told; or without a hold, the caller giving up (a cancel) or its retry policy. What the
 //! attempt in flight may have set is released, a writer's waiting mark deleted
-//! (docs/kinds.md), the call's place in the waiters' queue left (waiters.rs), and the
+//! (docs/kinds.md), the call's place in the waiters' queue left (waiters/mod.rs), and the
 //! failure reported with the call's statistics.
 
 use std::time::Instant;

@@ -66,15 +66,12 @@ impl Acquiring {
         }
     }
 
-    /// Holds if grants from a quorum are counted and no attempt is in flight (an attempt
-    /// in flight turns the grants it meets into its own hold). The validity counts from the
-    /// grants' origin over what the nodes set the key for at the least (grant.rs); a hold
-    /// shorter than the ttl is extended at once. With too little validity left, the grants
-    /// are forgotten: the next attempt turns them into its own hold.
+    /// Holds if grants from a quorum are counted (only a call that never attempted counts
+    /// them: an attempt turns the grants it meets into its own hold). The validity counts
+    /// from the grants' origin over what the nodes set the key for at the least (grant.rs);
+    /// a hold shorter than the ttl is extended at once. With too little validity left, the
+    /// grants are forgotten: the next attempt turns them into its own hold.
     pub(crate) fn hold_by_grants(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
-        if self.round.is_some() {
-            return None;
-        }
         let place = self.place.as_mut()?;
         let ttl = ctx.params.timing.ttl();
         let (origin, mut span) = place.granted(ctx.params.quorum, ttl)?;

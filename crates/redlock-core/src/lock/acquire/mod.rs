@@ -52,7 +52,7 @@ pub(super) struct Acquiring {
     /// A fenced attempt granted by a quorum whose counters disagreed: the write-back is the
     /// round in flight (docs/safety.md, "Fencing").
     confirming: Option<Box<Confirming>>,
-    /// The call's place in the waiters' queue on the nodes (waiters.rs), once it found the
+    /// The call's place in the waiters' queue on the nodes (waiters/mod.rs), once it found the
     /// lock held (or started in a contested line).
     place: Option<Box<Place>>,
     /// A node refused the queue's script: this call waits as if the queue were off.
@@ -99,7 +99,7 @@ impl Acquiring {
     }
 
     /// The first attempt, started at `now`, in the waiters' queue if the lock can wait there
-    /// (its resource met other clients a moment ago: waiters.rs).
+    /// (its resource met other clients a moment ago: waiters/mod.rs).
     pub(super) fn start_in_queue<R: CryptoRng + ?Sized>(
         ctx: &mut Ctx,
         now: Instant,
@@ -123,7 +123,7 @@ impl Acquiring {
 
     /// The first attempt at `at`, later than `now` (the call's start, from which its wait
     /// counts); `queued`: in the waiters' queue, if the lock can wait there (its line met
-    /// other clients: waiters.rs).
+    /// other clients: waiters/mod.rs).
     pub(super) fn start_at<R: CryptoRng + ?Sized>(
         ctx: &mut Ctx,
         (now, at): (Instant, Instant),
@@ -222,7 +222,7 @@ impl Acquiring {
         rng: &mut R,
     ) {
         // A waiter behind the queue's head lets the head go: a release wakes one waiter, not
-        // every one (waiters.rs); one on a node it heads counts for when it heads a quorum
+        // every one (waiters/mod.rs); one on a node it heads counts for when it heads a quorum
         // (QUEUE_RELEASE announces a new head just before the release).
         if let Some(place) = (self.place.as_ref()).filter(|p| p.is_behind(ctx.params.quorum)) {
             if let Some(wait) = self.wait.as_mut().filter(|_| place.heads(node)) {
@@ -279,7 +279,7 @@ impl Acquiring {
         }
         // Not decided yet: still acquiring, the round stays in flight. A waiter's failed
         // attempt also waits for every node's answer (or the attempt's deadline): each one
-        // says where the call stands in that node's queue (waiters.rs).
+        // says where the call stands in that node's queue (waiters/mod.rs).
         let round = self.round.take_if(|r| Ctx::decided(r) && settled(r))?;
         self.on_decided(round, ctx, now, rng)
     }
@@ -438,7 +438,7 @@ impl Acquiring {
     ) -> Option<Phase> {
         // algorithm.md §6: release on ALL N nodes, also those that did not answer, since a
         // lost reply can hide a successful SET; but for a waiter's attempt, not where the
-        // node answered with the call's place: its key was not set there (waiters.rs).
+        // node answered with the call's place: its key was not set there (waiters/mod.rs).
         match self.may_hold.take() {
             Some(to) => ctx.push_cleanup_to(now, &self.token, &to),
             None => ctx.push_cleanup(now, &self.token),
@@ -486,7 +486,7 @@ impl Acquiring {
         }
         if (self.place.as_ref()).is_some_and(|p| p.needs_agreement()) {
             // Placed with the nodes' own tickets: the agreed one goes out at once, before
-            // the nodes' orders can wake two heads (waiters.rs).
+            // the nodes' orders can wake two heads (waiters/mod.rs).
             return self.attempt_at_once(ctx, now, rng);
         }
         self.listening |= ctx.params.notify && held;
@@ -567,7 +567,7 @@ fn attempt_token<R: CryptoRng + ?Sized>(
 fn acquire_outcome(slot: &Slot) -> AcquireOutcome {
     match slot {
         Slot::Done(Vote::Yes | Vote::Counter(_)) => AcquireOutcome::Locked,
-        // Queued: held, or kept for the queue's head (waiters.rs).
+        // Queued: held, or kept for the queue's head (waiters/mod.rs).
         Slot::Done(Vote::No | Vote::Queued { .. }) => AcquireOutcome::Held,
         Slot::Done(Vote::Fault(f)) => AcquireOutcome::Failed(f.clone()),
         // The semaphore's `-PERMITS k` error reply (kinds/mod.rs).

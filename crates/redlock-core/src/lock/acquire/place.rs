@@ -1,4 +1,4 @@
-//! The acquiring phase's part in the waiters' queue (waiters.rs; docs/design.md, "The
+//! The acquiring phase's part in the waiters' queue (waiters/mod.rs; docs/design.md, "The
 //! waiters' queue"): the call's place, read from each answer as it comes and from the
 //! nodes' announcements, and left once the call holds or gives up.
 
@@ -20,7 +20,7 @@ use crate::waiters::{Place, UNHEARD_POLL_EVERY};
 impl Acquiring {
     /// A place in the waiters' queue for this call, if it queues: an unfenced mutex with the
     /// queue on (options.rs); its id drawn from `rng`, the same on every node. `placed`: the
-    /// release of the call ahead in its line places it (waiters.rs, `Succession`).
+    /// release of the call ahead in its line places it (waiters/mod.rs, `Succession`).
     pub(crate) fn new_place<R: CryptoRng + ?Sized>(
         ctx: &Ctx,
         (now, placed): (Instant, bool),
@@ -46,7 +46,7 @@ impl Acquiring {
     }
 
     /// A call whose place the release of the call ahead in its client's line took
-    /// (waiters.rs, `Succession`; `ranks`: its rank on each node that answered that
+    /// (waiters/mod.rs, `Succession`; `ranks`: its rank on each node that answered that
     /// release). Behind another waiter on a quorum of nodes, it makes no attempt yet: it
     /// waits its turn, listening, its retry timer renewing the place. Heading the queue (or
     /// placed by too few nodes), its first attempt is at `at`, with the same id and ticket.
@@ -94,7 +94,7 @@ impl Acquiring {
         Some(renew.max(time::add(now, time::MIN_RETRY_DELAY)))
     }
 
-    /// The call holds: it keeps its place until its release, which leaves it (waiters.rs,
+    /// The call holds: it keeps its place until its release, which leaves it (waiters/mod.rs,
     /// `Succession`): its leave folded into the release, one script fewer per hold.
     pub(super) fn keep_place(&mut self, ctx: &mut Ctx) {
         if let Some(place) = self.place.take() {
@@ -106,7 +106,7 @@ impl Acquiring {
     /// heads it on a quorum of nodes tries at once: the key may be free already (QUEUE_RELEASE
     /// announces the new head in the same step as it releases, and a head that left or was
     /// ordered anew is announced with no release after it), and a refused attempt leaves it
-    /// waiting as the head, for the next release (waiters.rs).
+    /// waiting as the head, for the next release (waiters/mod.rs).
     pub(crate) fn on_next<R: CryptoRng + ?Sized>(
         &mut self,
         ctx: &mut Ctx,
@@ -144,7 +144,7 @@ impl Acquiring {
 
     /// Whether the call can hear a release or its turn on a quorum of nodes, as its client
     /// sees it at `now`. If not and it waits, its next attempt comes [`UNHEARD_POLL_EVERY`]
-    /// from `now` at the latest, not counted against the policy's attempts (waiters.rs), and
+    /// from `now` at the latest, not counted against the policy's attempts (waiters/mod.rs), and
     /// its waits read no holder's expiry (the poll comes first). Called after every change
     /// while it waits, so it polls.
     pub(crate) fn poll_unheard(&mut self, now: Instant, unheard: bool) {
@@ -178,7 +178,7 @@ impl Acquiring {
     }
 
     /// Leaves the queue on every node, if the call has a place: a node where it headed the
-    /// queue announces the next head (waiters.rs).
+    /// queue announces the next head (waiters/mod.rs).
     pub(super) fn leave(&mut self, ctx: &mut Ctx, now: Instant) {
         if let Some(place) = self.place.take() {
             ctx.push_leave(now, place.id());
