@@ -81,6 +81,9 @@ pub fn traced_lock<S: Subject>() {
     assert!(matches!(S::extend(&lost), Err(LockError::Lost(_))));
     drop(lost);
     cluster.node(1).kill().expect("kill node 1");
+    // A request to every node, so that the client reads node 1's connection whatever its
+    // idle sockets are watched for (its answer does not matter: node 2 refuses the client).
+    let _ = d.inspect("observe:after-kill");
     let seen = wait_for(|| {
         let seen = capture.seen();
         let down = seen
