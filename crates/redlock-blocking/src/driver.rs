@@ -166,10 +166,11 @@ impl Driver {
                 }
                 // Any readiness of a connected socket may be bytes, an end or an error, so
                 // read; writability needs nothing here, as every turn starts with a flush.
+                let ending = ready.is_read_closed() || ready.is_error();
                 match self.conns[i].connecting {
                     Some(_) if self.conns[i].handshaking => self.handshake(NodeId::new(i)),
                     Some(connecting) => self.finish_connect(NodeId::new(i), connecting),
-                    None => self.read(NodeId::new(i)),
+                    None => self.read(NodeId::new(i), ending),
                 }
             }
             self.resolved();
@@ -218,7 +219,16 @@ impl Driver {
     /// arrival is a new edge, so the read that would only answer `WouldBlock` (one per reply
     /// in a serial lock cycle) is skipped, as tokio skips it (benches/README.md, "Client CPU
     /// per lock").
-    fn read(&mut self, node: NodeId) {
+    ///
+    /// Not when the event says that the peer's end of stream or an error is there
+    /// (`ending`): an end that came in with the last bytes, before this read, is no later
+    /// arrival and brings no new edge, so a short read would leave it unread, and the core
+    /// would take the connection for up until a write to it fails, which an idle client
+    /// never makes (a node that answers and closes at once, or is killed right after a
+    /// reply). Then it reads on until the end (`Ok(0)`), an error or `WouldBlock`, so that
+    /// the core hears `Disconnected` with the wire's reason (`Client`'s MUST list, duty 6);
+    /// tokio's shortcut keeps a read-closed readiness for the same reason.
+    fn read(&mut self, node: NodeId, ending: bool) {
         let (conn, reason) = loop {
             let c = &mut self.conns[node.index()];
             let (Some(stream), None, Some(conn)) = (&mut c.stream, c.connecting, c.id) else {
@@ -238,7 +248,7 @@ impl Driver {
                         }
                         Err(reason) => break (conn, reason),
                     }
-                    if len < self.read_buf.len() && DRAINED_BY_SHORT_READ {
+                    if len < self.read_buf.len() && DRAINED_BY_SHORT_READ && !ending {
                         return;
                     }
                 }

@@ -18,6 +18,7 @@ pub use redlock_driver::LockError;
 
 pub mod acl;
 pub mod broken_link;
+pub mod closed_after_reply;
 pub mod composition;
 pub mod defects;
 pub mod errors;
@@ -217,6 +218,7 @@ macro_rules! conformance_suite {
             release_quorum::release_returns_at_quorum_and_finishes_on_the_paused_node,
             release_quorum::a_release_lost_on_a_broken_link_is_resent_in_the_background,
             broken_link::an_extension_lost_on_a_broken_link_is_not_resent,
+            closed_after_reply::a_node_that_closes_right_after_a_reply_is_reconnected_while_idle,
             late_delivery::late_release_of_an_earlier_attempt_spares_the_next,
             late_delivery::late_release_of_an_earlier_call_with_the_same_value_spares_the_next,
             late_delivery::reused_values_under_late_delivery_never_overlap,

@@ -1,7 +1,7 @@
-//! A loopback TCP proxy in front of one node that can delay, blackhole or cut the link, or
-//! hold a connection's bytes and deliver them after its client side is gone (a middlebox or
-//! half-closed connection), with plain threads and blocking sockets. It forwards bytes and
-//! never looks inside them.
+//! A loopback TCP proxy in front of one node that can delay, blackhole or cut the link, close
+//! it right behind a reply (a server that answers and hangs up), or hold a connection's bytes
+//! and deliver them after its client side is gone (a middlebox or half-closed connection),
+//! with plain threads and blocking sockets. It forwards bytes and never looks inside them.
 //!
 //! Each client connection gets four threads: a reader and a writer per direction, joined by a
 //! channel of `(due, bytes)` chunks, so latency delays every chunk without reordering or
@@ -45,6 +45,7 @@ impl Proxy {
             latency_nanos: AtomicU64::new(0),
             blackhole: AtomicBool::new(false),
             dropped_to_node: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
             late_replies: Mutex::new(Vec::new()),
             links: Mutex::new(Vec::new()),
             handlers: Mutex::new(Vec::new()),
@@ -125,6 +126,27 @@ impl Proxy {
     /// client side was cut by [`Proxy::cut_client_side`] while their node side lives.
     pub fn connections(&self) -> usize {
         self.shared.links().len()
+    }
+
+    /// How many connections the proxy has accepted since it started, whether still open or
+    /// not: a count that grows tells a test that its client connected again, at once, where
+    /// [`Proxy::connections`] counts a closed connection until its threads have ended.
+    pub fn accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// On the connections open now, the next chunk of bytes the node sends towards the
+    /// client is written to it and the client side is shut down at once behind it, as a
+    /// server does that answers and closes (Redis's `-ERR max number of clients reached`, a
+    /// server or proxy closing right after a reply or a push): the client gets the bytes and
+    /// the end of stream back to back, often before it has read the bytes. Then the link
+    /// ends, the node side too. A chunk is what one read from the node returned, so a reply
+    /// the node wrote in one go is forwarded whole before the close. Connections opened
+    /// later are not affected.
+    pub fn close_after_next_reply(&self) {
+        for link in self.shared.links().iter() {
+            link.close_after_reply.store(true, Ordering::Relaxed);
+        }
     }
 
     /// From now on, bytes that clients write on the connections open now are kept by the
@@ -223,6 +245,8 @@ struct Shared {
     blackhole: AtomicBool,
     /// Bytes from clients that the blackhole dropped, ever.
     dropped_to_node: AtomicU64,
+    /// Connections accepted, ever.
+    accepted: AtomicU64,
     /// Replies of the node on connections whose client side was cut.
     late_replies: Mutex<Vec<u8>>,
     links: Mutex<Vec<Arc<Link>>>,
@@ -271,6 +295,8 @@ struct Link {
     held: Mutex<Vec<u8>>,
     /// The client side was closed on purpose; the node side lives on.
     client_cut: AtomicBool,
+    /// The next chunk towards the client is the last: the link closes right behind it.
+    close_after_reply: AtomicBool,
 }
 
 /// Which way a pump copies bytes.
@@ -313,6 +339,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
     while !shared.stopping() {
         match listener.accept() {
             Ok((stream, _)) => {
+                shared.accepted.fetch_add(1, Ordering::Relaxed);
                 let worker = Arc::clone(shared);
                 let spawned = thread::Builder::new()
                     .name("proxy-conn".to_owned())
@@ -381,6 +408,7 @@ fn register(client: &TcpStream, shared: &Shared) -> Option<Arc<Link>> {
         holding: AtomicBool::new(false),
         held: Mutex::new(Vec::new()),
         client_cut: AtomicBool::new(false),
+        close_after_reply: AtomicBool::new(false),
     });
     // Registered before any stop check (in `forward`), so a concurrent drop either closes
     // this link or is seen by it.
@@ -498,7 +526,9 @@ fn pump(
 
 /// Writes each chunk once its due time has come; on the reader's EOF, half-closes `to`.
 /// Towards a client whose side was cut, chunks are kept as late replies instead, and the
-/// node side is not half-closed (the node would drop the connection).
+/// node side is not half-closed (the node would drop the connection). Towards a client
+/// whose link is to close after a reply, the chunk written is followed at once by the end
+/// of stream, and the link is closed.
 fn write_due(
     dir: Dir,
     rx: mpsc::Receiver<(Instant, Vec<u8>)>,
@@ -522,7 +552,16 @@ fn write_due(
             lock(&shared.late_replies).extend_from_slice(&bytes);
             continue;
         }
+        // Read before the write: a control set while an earlier chunk was being written
+        // (its client may have read it already) is for the next chunk, not that one.
+        let last = dir == Dir::ToClient && link.close_after_reply.load(Ordering::Relaxed);
         if to.write_all(&bytes).is_err() {
+            link.close();
+            return;
+        }
+        if last {
+            // The FIN right behind the bytes, before anything else can run here.
+            let _ = to.shutdown(Shutdown::Write);
             link.close();
             return;
         }

@@ -1,5 +1,5 @@
 //! The TCP proxy in front of a real node: forwarding, latency (lower bounds only), blackhole,
-//! cut, node death behind the proxy, and a bounded drop.
+//! cut, a close right behind a reply, node death behind the proxy, and a bounded drop.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -127,6 +127,32 @@ fn cut_closes_the_clients_connection() {
 
     let mut again = Conn::open(proxy.addr(), TIMEOUT).unwrap();
     assert_eq!(again.command(&["PING"]).unwrap(), pong());
+}
+
+/// A link told to close after its next reply delivers that reply whole, then the end of
+/// stream; the proxy counts the client's new connection, which is not closed after its own.
+#[test]
+fn close_after_next_reply_delivers_the_reply_then_the_end() {
+    let cluster = Cluster::start(1).unwrap();
+    let proxy = cluster.proxy(0);
+    let mut conn = Conn::open(proxy.addr(), TIMEOUT).unwrap();
+    assert_eq!(conn.command(&["PING"]).unwrap(), pong());
+    assert_eq!(proxy.accepted(), 1);
+
+    proxy.close_after_next_reply();
+    assert_eq!(
+        conn.command(&["ECHO", "last"]).unwrap(),
+        Reply::bulk("last")
+    );
+    let err = conn.recv().unwrap_err();
+    assert!(err.is_disconnect(), "{err}");
+    eventually("no open connection", || proxy.connections() == 0);
+
+    let mut again = Conn::open(proxy.addr(), TIMEOUT).unwrap();
+    for _ in 0..2 {
+        assert_eq!(again.command(&["PING"]).unwrap(), pong());
+    }
+    assert_eq!(proxy.accepted(), 2);
 }
 
 #[test]
