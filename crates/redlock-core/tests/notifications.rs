@@ -186,7 +186,7 @@ fn a_contended_attempt_subscribes_then_probes_and_a_quorum_of_notices_retries_at
 }
 
 #[test]
-fn holding_unsubscribes_and_a_notice_after_that_is_ignored() {
+fn holding_keeps_the_channel_ignores_its_notices_and_the_release_gives_it_up() {
     let mut h = connected(config(Duration::ZERO), &[true, true, true]);
     let (op, _) = contended(&mut h);
     // Every key is gone already (the release came before the subscription was active):
@@ -200,10 +200,23 @@ fn holding_unsubscribes_and_a_notice_after_that_is_ignored() {
         matches!(&decided.events[..], [Event::Acquired(a)] if a.op == op && a.stats.attempts == 2),
         "{decided:?}"
     );
+    // Held: the channel stays (nobody else releases the key meanwhile, and a next call of
+    // the line would watch it on), and nothing is sent.
     for i in 0..3 {
-        assert_eq!(sent(&decided, i), UNSUBSCRIBE, "node {i}");
+        assert_eq!(sent(&decided, i), "", "node {i}");
     }
     let out = h.reply(0, MESSAGE);
+    assert!(out.transmits.is_empty() && out.events.is_empty());
+    // Released, with nothing of the client waiting: the channel goes once the call is done.
+    h.client.release(h.now, op).unwrap();
+    h.drain();
+    h.reply(0, b":1\r\n");
+    h.reply(1, b":1\r\n");
+    let out = h.reply(2, b":1\r\n");
+    for i in 0..3 {
+        assert_eq!(sent(&out, i), UNSUBSCRIBE, "node {i}");
+    }
+    let out = h.reply(0, &[UNCONFIRM.as_bytes(), MESSAGE].concat());
     assert!(out.transmits.is_empty() && out.events.is_empty());
 }
 
@@ -332,17 +345,22 @@ fn a_contested_line_hands_over_when_the_release_is_done() {
             sent(&out, i)
         );
     }
-    // The release script answers 2: another client is subscribed, waiting (after the
-    // confirmation of the unsubscription that followed the acquisition).
-    h.reply(0, format!("{UNCONFIRM}:2\r\n").as_bytes());
-    let out = h.reply(1, format!("{UNCONFIRM}:2\r\n").as_bytes());
+    // The release script answers 2: another client is subscribed, waiting.
+    h.reply(0, b":2\r\n");
+    let out = h.reply(1, b":2\r\n");
     // Decided at the quorum: the next call starts a millisecond later, letting the other
     // client's waiter, told of the release now, go first.
     assert!(matches!(&out.events[..], [Event::Released { op, .. }] if *op == first));
     assert!(!sent(&out, 0).contains("SET"));
-    h.reply(2, format!("{UNCONFIRM}:2\r\n").as_bytes());
+    // The first call kept the channel while it held and passed it to the second with the
+    // line: no subscription changes hands on any node.
+    let out = h.reply(2, b":2\r\n");
+    for i in 0..3 {
+        assert_eq!(sent(&out, i), "", "node {i}");
+    }
     let out = h.timeout_at(h.now + MS);
     assert!(sent(&out, 0).contains("SET"));
+    assert!(!sent(&out, 0).contains("SUBSCRIBE"), "{}", sent(&out, 0));
     for i in 0..3 {
         h.reply(i, b"+OK\r\n");
     }

@@ -123,6 +123,19 @@ impl Locks {
         Some(next)
     }
 
+    /// The line's next call `to` takes over the release channel `from` kept (client/locks.rs,
+    /// [`Entry::wants_channel`]), subscribed as it is on every node that has it, so that the
+    /// line's hand-off sends no `UNSUBSCRIBE` and its next wait no `SUBSCRIBE` (notify.rs,
+    /// `Watching::pass`).
+    pub(super) fn pass_channel(&mut self, watching: &mut Watching, (from, to): (OpId, OpId)) {
+        let [Some(old), Some(new)] = self.0.get_disjoint_mut([&from, &to]) else {
+            return;
+        };
+        if std::mem::take(&mut old.subscribed) {
+            new.subscribed = watching.pass(old.lock.resource(), (from, to)) || new.subscribed;
+        }
+    }
+
     /// Before the lock `op` releases in a contested line: the next call of its line takes
     /// its place in the waiters' queue with that release (waiters/mod.rs, `Succession`), if the
     /// line is contested and both locks can; that call, returned, then listens for releases
@@ -189,15 +202,24 @@ impl Entry {
         Some((next, (how, ranks)))
     }
 
-    /// Watches the lock's release channel while it waits for a release, and stops once it
-    /// does not or is finished (notify.rs); nodes with commands to send join `dirty`.
+    /// Whether the lock's release channel is to be watched for it: from when it first waits
+    /// for a release until it is finished, so also while it holds and releases (docs/design.md,
+    /// "Kept while held"). Nobody else releases the key while it holds, so the channel is
+    /// quiet then, and the line's next call, placed by its release, watches it on, with no
+    /// `UNSUBSCRIBE` and `SUBSCRIBE` on every node at each hand-off.
+    pub(super) fn wants_channel(&self) -> bool {
+        !self.lock.is_finished() && (self.subscribed || self.lock.is_waiting_for_release())
+    }
+
+    /// Watches the lock's release channel or stops, as [`wants_channel`](Self::wants_channel)
+    /// says (notify.rs); nodes with commands to send join `dirty`.
     pub(super) fn watch(
         &mut self,
         watching: &mut Watching,
         nodes: &mut [Node],
         dirty: &mut VecDeque<NodeId>,
     ) {
-        let wants = self.lock.is_waiting_for_release() && !self.lock.is_finished();
+        let wants = self.wants_channel();
         self.subscribed = wants;
         let (op, resource) = (self.lock.op(), self.lock.resource());
         watching.watch(op, resource, wants, nodes, dirty);

@@ -227,6 +227,7 @@ impl<R: CryptoRng> Client<R> {
             let (watching, nodes) = (&self.watching, &self.nodes[..]);
             let everywhere = |resource: &Resource| watching.hears_everywhere(resource, nodes);
             if let Some(next) = self.locks.hand_over(&mut self.lines, now, op, everywhere) {
+                self.locks.pass_channel(&mut self.watching, (op, next));
                 // The new holder's `Acquired` goes out before the old one's `Released`: a
                 // driver that wakes each caller as it reads its event starts the next
                 // section first (docs/design.md, "Hand-over").

@@ -44,11 +44,12 @@ impl<R: CryptoRng> Client<R> {
     /// this lock's release placed it: waiters/mod.rs).
     fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let entry = self.locks.entry_mut(op)?;
-        if entry.lock.is_waiting_for_release() != entry.subscribed {
-            // Before its requests: the subscription goes out ahead of the probe.
+        if !entry.subscribed && entry.wants_channel() {
+            // Before its requests: the subscription goes out ahead of the probe. (It is
+            // given up after them, below, unless the line's next call takes it over.)
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
         }
-        if entry.subscribed && self.controls.poll_unheard {
+        if entry.subscribed && self.controls.poll_unheard && entry.lock.is_waiting_for_release() {
             // A waiter that cannot hear its turn polls (waiters/mod.rs, `UNHEARD_POLL_EVERY`).
             entry.lock.poll_unheard(now, notify::hearing(&self.nodes));
         }
@@ -76,8 +77,14 @@ impl<R: CryptoRng> Client<R> {
             hearing::follow_line(&mut self.lines, &mut self.watching, nodes, resource, now);
         }
         let finished = entry.lock.is_finished();
-        if entry.subscribed && (finished || !entry.lock.is_waiting_for_release()) {
-            entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
+        let kept = entry.subscribed;
+        match next.as_ref().map(|(to, _)| *to) {
+            // The line's next call takes the channel over, subscribed as it is.
+            Some(to) if kept => self.locks.pass_channel(&mut self.watching, (op, to)),
+            _ if kept && !entry.wants_channel() => {
+                entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty)
+            }
+            _ => {}
         }
         if finished {
             self.locks.remove(&op);

@@ -29,6 +29,9 @@ pub(super) struct Held {
     acquired_at: Instant,
     renewals: u32,
     renew_at: Option<Instant>,
+    /// Held for less than the ttl (a hold by grants: grant.rs) and not extended since: it is
+    /// extended to the ttl once half of what it had is gone ([`top_up`](Self::top_up)).
+    short: bool,
     retry_at: Option<Instant>,
     /// Faults of the last failed extension, reported if the deadline passes before the next
     /// succeeds.
@@ -47,12 +50,25 @@ impl Held {
             acquired_at: now,
             renewals: 0,
             renew_at: None,
+            short: false,
             retry_at: None,
             last_failure: None,
             extension: None,
         };
         held.renew_at = held.renewal_time(params, now);
         held
+    }
+
+    /// The hold is shorter than the ttl (docs/design.md, "Why a hold by grants is safe"): it
+    /// is extended to the ttl once half of what it has left at `now` is gone, or earlier if
+    /// auto-extension renews first. Not at once: a critical section shorter than that (most
+    /// on a contended key) ends with no extension on any node, and the extension of a hold
+    /// taken in a hand-off is not sent in the middle of it, where every node is busy.
+    pub(super) fn top_up(&mut self, now: Instant) {
+        let half = self.deadline.saturating_duration_since(now) / 2;
+        let at = time::add(now, half);
+        self.short = true;
+        self.renew_at = Some(self.renew_at.map_or(at, |r| r.min(at)));
     }
 
     pub(super) fn token_and_deadline(&self) -> (&Token, Instant) {
@@ -78,6 +94,10 @@ impl Held {
     pub(super) fn handed_over(&self, params: &LockParams, deadline: Instant, now: Instant) -> Self {
         let mut held = Self::new(params, self.token.clone(), deadline, now);
         held.last_failure = self.last_failure.clone();
+        if self.short {
+            // Still short of the ttl: the new call tops it up as the old one would have.
+            held.top_up(now);
+        }
         held
     }
 
@@ -195,6 +215,7 @@ impl Held {
         self.deadline = deadline;
         self.validity = validity;
         self.renewals += 1;
+        self.short = false;
         self.last_failure = None;
         self.renew_at = self.renewal_time(&ctx.params, now);
         ctx.events.push_back(Event::Extended {

@@ -287,6 +287,7 @@ pub(crate) async fn run_part(
         part.records
             .extend(joined.map_err(|e| format!("worker panicked: {e}"))??);
     }
+    record::append_to_env_file(subject.name, &part.records);
     part.flag_violations = shared.violations.load(Ordering::Relaxed);
     part.gave_up = shared.gave_up.load(Ordering::Relaxed);
     part.held_locally = shared.held_locally.load(Ordering::Relaxed);

@@ -82,6 +82,40 @@ pub(crate) fn analyse(records: &[SectionRecord]) -> RoundAnalysis {
     out
 }
 
+/// The environment variable naming a file that every process of a contended scenario
+/// appends its sections to, one JSON line each (`subject`, `pid` and the record's fields),
+/// for an outside analysis such as `benches/scripts/handoff_gap.py` (benches/README.md,
+/// "Where a hand-off's dead time goes").
+pub(crate) const RECORDS_ENV: &str = "REDLOCK_BENCH_RECORDS";
+
+/// Appends `records` of `subject` to the file [`RECORDS_ENV`] names, if it is set, in one
+/// write (the processes of a round append to the same file). A file that cannot be written
+/// is reported on stderr, and the run goes on.
+pub(crate) fn append_to_env_file(subject: &str, records: &[SectionRecord]) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os(RECORDS_ENV) else {
+        return;
+    };
+    let pid = std::process::id();
+    let mut lines = String::new();
+    for r in records {
+        let line = serde_json::json!({ "subject": subject, "pid": pid, "record": r });
+        lines.push_str(&line.to_string());
+        lines.push('\n');
+    }
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(lines.as_bytes()));
+    if let Err(e) = written {
+        eprintln!(
+            "cluster bench: {RECORDS_ENV}={}: {e}",
+            path.to_string_lossy()
+        );
+    }
+}
+
 /// Sections per worker: `counts[w]` gains one per record of worker `w` (grown as needed).
 pub(crate) fn count_workers(counts: &mut Vec<u64>, records: &[SectionRecord]) {
     for r in records {

@@ -69,7 +69,7 @@ impl Acquiring {
     /// Holds if grants from a quorum are counted (only a call that never attempted counts
     /// them: an attempt turns the grants it meets into its own hold). The validity counts
     /// from the grants' origin over what the nodes set the key for at the least (grant.rs);
-    /// a hold shorter than the ttl is extended at once. With too little validity left, the
+    /// a hold shorter than the ttl is extended to it before half of it is gone. With too little validity left, the
     /// grants are forgotten: the next attempt turns them into its own hold.
     pub(crate) fn hold_by_grants(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         let place = self.place.as_mut()?;
@@ -94,9 +94,9 @@ impl Acquiring {
             Ok(mut held) => {
                 self.wait = None;
                 if span < ttl {
-                    // Validity to the ttl, as an attempt's hold has: the grant was as long
-                    // as the place had left.
-                    held.start_extend(ctx, now);
+                    // The grant was as long as the place had left: extended to the ttl, as
+                    // an attempt's hold lasts, before half of it is gone.
+                    held.top_up(now);
                 }
                 Some(Phase::Held(held))
             }
