@@ -116,6 +116,14 @@ pub fn a_dropped_subscription_falls_back_to_the_timer_and_is_made_again<D: Drive
     let (guard, _) = waiting.join().expect("waiter");
     assert!(guard.stats().attempts >= 2);
     guard.release().unwrap();
+    // The channel it kept while it held goes once its release is done (docs/design.md,
+    // "Kept while held"), so a subscription seen below is the next wait's: the waiter found
+    // the lock held and listens.
+    let none = || c.nodes().iter().all(|n| subscribers(n) == 0);
+    assert!(
+        eventually(Duration::from_secs(5), none),
+        "the channel kept while the lock was held was not given up after its release"
+    );
 
     // The waiter's connections were replaced: its next wait subscribes on them, and the
     // next release reaches it at once.
