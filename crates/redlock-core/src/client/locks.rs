@@ -203,12 +203,15 @@ impl Entry {
     }
 
     /// Whether the lock's release channel is to be watched for it: from when it first waits
-    /// for a release until it is finished, so also while it holds and releases (docs/design.md,
-    /// "Kept while held"). Nobody else releases the key while it holds, so the channel is
-    /// quiet then, and the line's next call, placed by its release, watches it on, with no
-    /// `UNSUBSCRIBE` and `SUBSCRIBE` on every node at each hand-off.
+    /// for a release, also while it holds, until its release starts (docs/design.md, "Kept
+    /// while held"). Nobody else releases the key while it holds, so the channel is quiet
+    /// then; the line's next call, placed ahead of the release, takes it over, and a release
+    /// that nobody of the line waits behind gives it up before it goes out, so that the
+    /// nodes' count of the release's listeners (`release_awaited`) is of other clients.
     pub(super) fn wants_channel(&self) -> bool {
-        !self.lock.is_finished() && (self.subscribed || self.lock.is_waiting_for_release())
+        let lock = &self.lock;
+        lock.is_waiting_for_release()
+            || (self.subscribed && !lock.is_releasing() && !lock.is_finished())
     }
 
     /// Watches the lock's release channel or stops, as [`wants_channel`](Self::wants_channel)

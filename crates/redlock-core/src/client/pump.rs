@@ -44,10 +44,9 @@ impl<R: CryptoRng> Client<R> {
     /// this lock's release placed it: waiters/mod.rs).
     fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let entry = self.locks.entry_mut(op)?;
-        if !entry.subscribed && entry.lock.is_waiting_for_release() {
-            // Before its requests: the subscription goes out ahead of the probe. Not
-            // subscribed, a lock wants its channel only while it waits (`wants_channel`); it
-            // gives it up after its requests, below, unless its line's next call takes it.
+        if entry.subscribed != entry.wants_channel() {
+            // Before its requests: the subscription goes out ahead of the probe, and giving it
+            // up ahead of the release, which then counts only other clients' listeners.
             entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
         }
         if entry.subscribed && self.controls.poll_unheard && entry.lock.is_waiting_for_release() {
