@@ -283,10 +283,16 @@ fn expect_one_holder<D: Driver>(c: &Cluster, x: &Proxy, holder: &D::Guard, secon
         ),
         Err(other) => panic!("second client: {other}"),
     }
-    assert!(
-        !late.contains(":1\r\n"),
-        "a late release deleted a key on node 0 (replies {late:?})"
-    );
+    // A release script answers 1 when it deleted. A native release is answered by the
+    // `PUBLISH` that follows it too, whose count of listeners may be 1: the holder keeps its
+    // release channel while it holds (docs/design.md, "Kept while held"), so there only the
+    // key itself, below, tells.
+    if servers::release_command(c.server()) == "EVALSHA" {
+        assert!(
+            !late.contains(":1\r\n"),
+            "a late release deleted a key on node 0 (replies {late:?})"
+        );
+    }
     assert_eq!(
         value_on(c, 0, KEY),
         Reply::bulk(&holder.token()),
