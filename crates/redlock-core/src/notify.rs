@@ -22,9 +22,11 @@
 //! waiters"). A hint too: lost, it costs the waiter what the line's periodic release
 //! through the nodes bounds.
 //!
-//! A lock keeps its release channel from its first wait until it is done, and its line's
-//! next call takes it over (docs/design.md, "Kept while held"): a contended key changes hands
-//! without unsubscribing and subscribing again on every node.
+//! A lock keeps its release channel from its first wait while it holds, and its line's next
+//! call takes it over (docs/design.md, "Kept while held"): a contended key changes hands
+//! without unsubscribing and subscribing again on every node. A release that nothing of the
+//! line waits behind gives it up ahead of itself, so that the release's count of listeners
+//! is of other clients.
 //!
 //! The client's routing of them is [`Watching`]: which lock waits on which channel and
 //! which line listens on which, what each node must subscribe to or unsubscribe from for
@@ -282,8 +284,8 @@ impl Watching {
 
     /// The line of `resource` hands off from `from` to its next call `to`: the release
     /// channel `from` watched is now `to`'s, still subscribed on every node that had it, so
-    /// the line's next wait needs no `SUBSCRIBE` (a call keeps its channel from its first
-    /// wait until it is done: client/locks.rs, `wants_channel`). Whether `from` watched it.
+    /// the line's next wait needs no `SUBSCRIBE` (client/locks.rs, `wants_channel`).
+    /// Whether `from` watched it.
     pub(crate) fn pass(&mut self, resource: &Resource, (from, to): (OpId, OpId)) -> bool {
         match self.channels.get_mut(&release_channel(resource)) {
             Some(w) if *w == Watcher::Lock(from) => {

@@ -123,8 +123,8 @@ impl Locks {
         Some(next)
     }
 
-    /// The line's next call `to` takes over the release channel `from` kept (client/locks.rs,
-    /// [`Entry::wants_channel`]), subscribed as it is on every node that has it, so that the
+    /// The line's next call `to` takes over the release channel `from` kept
+    /// ([`Entry::wants_channel`]), subscribed as it is on every node that has it, so that the
     /// line's hand-off sends no `UNSUBSCRIBE` and its next wait no `SUBSCRIBE` (notify.rs,
     /// `Watching::pass`).
     pub(super) fn pass_channel(&mut self, watching: &mut Watching, (from, to): (OpId, OpId)) {

@@ -69,8 +69,9 @@ impl Acquiring {
     /// Holds if grants from a quorum are counted (only a call that never attempted counts
     /// them: an attempt turns the grants it meets into its own hold). The validity counts
     /// from the grants' origin over what the nodes set the key for at the least (grant.rs);
-    /// a hold shorter than the ttl is extended to it before half of it is gone. With too little validity left, the
-    /// grants are forgotten: the next attempt turns them into its own hold.
+    /// a hold shorter than the ttl is extended to it once half of it is gone. With too
+    /// little validity left, the grants are forgotten: the next attempt turns them into its
+    /// own hold.
     pub(crate) fn hold_by_grants(&mut self, ctx: &mut Ctx, now: Instant) -> Option<Phase> {
         let place = self.place.as_mut()?;
         let ttl = ctx.params.timing.ttl();
