@@ -4,9 +4,9 @@
 //! [`Mutant::SightingAtConnection`] alone are read where a node's connection is set up
 //! (health.rs, `NodeHealth::new`), as settings of the node, and
 //! [`Mutant::LineDeafToWaiters`], [`Mutant::LateRefusalDropped`],
-//! [`Mutant::DeafToAnnouncements`], [`Mutant::SilentWaitersUnheard`] and
-//! [`Mutant::UnheardWaitersDoNotPoll`] where the client is built, as its controls
-//! (client/controls.rs).
+//! [`Mutant::DeafToAnnouncements`], [`Mutant::SilentWaitersUnheard`],
+//! [`Mutant::UnheardWaitersDoNotPoll`] and [`Mutant::ChannelKeptThroughRelease`] where the
+//! client is built, as its controls (client/controls.rs).
 
 /// Deliberate bugs for the simulation's negative controls (test-only feature `_mutants`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +71,17 @@ pub enum Mutant {
     /// A release refused as unsupported (a probed native command) after its round ended
     /// is dropped instead of sent again as the script: the key lives until its ttl.
     LateRefusalDropped,
+    /// A lock that kept its release channel while it held keeps it through its own
+    /// release, instead of giving it up ahead of a release nothing of its line waits
+    /// behind: the release's count of listeners (the script's 2) then counts its own
+    /// client, so a line whose call waited once hears itself at every trip through the
+    /// nodes, stays contested, and stops handing over.
+    ChannelKeptThroughRelease,
+    /// A release that placed the next call of its line reads the nodes' count of its
+    /// listeners, which counts that call (it listens from when the release goes out): the
+    /// line hears its own call as another client's waiter, and stays contested for as long
+    /// as it has a call waiting.
+    PlacedCallCounted,
     /// A semaphore whose acquire admits k + 1 holders per node (`n > k` for `n >= k`:
     /// [`SEM_ACQUIRE_OFF_BY_ONE_SCRIPT`](crate::SEM_ACQUIRE_OFF_BY_ONE_SCRIPT)).
     SemAcquireOffByOne,

@@ -171,6 +171,7 @@ impl LockOptions {
             hand_over_within_ttl: true,
             head_tries_at_once: true,
             grant_within_place: true,
+            placed_not_counted: true,
             kind: self.kind,
             kind_scripts: &KindScripts::SPEC,
             kind_quorum: true,
@@ -269,6 +270,10 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
             grant_within_place: false,
             ..params
         },
+        Mutant::PlacedCallCounted => LockParams {
+            placed_not_counted: false,
+            ..params
+        },
         Mutant::SemAcquireOffByOne
         | Mutant::WriteAcquireIgnoresReaders
         | Mutant::ReadExtendResurrects
@@ -283,6 +288,7 @@ fn with_mutant(params: LockParams, mutant: crate::mutant::Mutant) -> LockParams 
         | Mutant::DeafToAnnouncements
         | Mutant::SilentWaitersUnheard
         | Mutant::UnheardWaitersDoNotPoll
+        | Mutant::ChannelKeptThroughRelease
         | Mutant::LateRefusalDropped => params,
     }
 }
@@ -428,6 +434,10 @@ pub(crate) struct LockParams {
     /// the least, the ttl or the place's patience (grant.rs; a negative control counts the
     /// ttl, as if the nodes always set it for that long).
     pub(crate) grant_within_place: bool,
+    /// Whether the release that placed the next call of its line leaves the nodes' count of
+    /// its listeners unread, that call among them (lock/release.rs, `read_release`; a
+    /// negative control reads it, and the line hears its own call).
+    pub(crate) placed_not_counted: bool,
     /// The kind of lock (docs/kinds.md).
     pub(crate) kind: LockKind,
     /// The scripts of the kinds (a negative control swaps one).

@@ -137,6 +137,24 @@ impl Checker {
     /// died while they waited and cancelled calls are left out; `end` is when the run
     /// stopped.
     pub fn idle_while_waiting(&self, end: SimTime) -> Option<Idle> {
+        self.idle_beyond(end, Duration::ZERO)
+    }
+
+    /// [`idle_while_waiting`](Self::idle_while_waiting), leaving out a stretch of at most
+    /// `courtesy` that began when the waiting call's own client let go: a line's courtesy
+    /// hand-off (the core's queue.rs), whose next call waits the retry policy's longest delay
+    /// on purpose, so that a waiter of another client that hears of nothing and is not in the
+    /// waiters' queue finds the lock free at its next try. A waiter of another client is
+    /// never left out.
+    pub fn idle_while_waiting_but_courtesy(
+        &self,
+        end: SimTime,
+        courtesy: Duration,
+    ) -> Option<Idle> {
+        self.idle_beyond(end, courtesy)
+    }
+
+    fn idle_beyond(&self, end: SimTime, courtesy: Duration) -> Option<Idle> {
         let mut worst: Option<Idle> = None;
         let waited = (self.ops().iter())
             .filter(|r| r.kind == HoldKind::Exclusive && r.more.is_empty())
@@ -146,24 +164,38 @@ impl Checker {
                 .find(|iv| (iv.client, iv.op) == (op.client, op.op))
                 .map(|iv| iv.start);
             let until = acquired.or(op.failed_at).unwrap_or(end);
-            let mut holds: Vec<(SimTime, SimTime)> = (self.intervals().iter())
+            let mut holds: Vec<(SimTime, SimTime, usize)> = (self.intervals().iter())
                 .filter(|iv| iv.resource == op.resource)
-                .map(|iv| (iv.start, iv.end))
+                .map(|iv| (iv.start, iv.end, iv.client))
                 .collect();
             holds.sort();
             let mut free_from = op.started_at;
+            // Whether the stretch from `free_from` began with a hold of the call's client.
+            let mut own = (holds.iter())
+                .filter(|&&(_, stop, _)| stop <= free_from)
+                .max_by_key(|&&(_, stop, _)| stop)
+                .is_some_and(|&(_, _, client)| client == op.client);
             let mut longest = (Duration::ZERO, free_from);
-            for (start, stop) in holds {
+            let mut stretch = |from: SimTime, to: SimTime, own: bool| {
+                let gap = to.saturating_sub(from);
+                if !(own && gap <= courtesy) {
+                    longest = longest.max((gap, from));
+                }
+            };
+            for (start, stop, client) in holds {
                 if start >= until {
                     break;
                 }
                 if start > free_from {
-                    longest = longest.max((start.saturating_sub(free_from), free_from));
+                    stretch(free_from, start, own);
                 }
-                free_from = free_from.max(stop);
+                if stop > free_from {
+                    free_from = stop;
+                    own = client == op.client;
+                }
             }
             if until > free_from {
-                longest = longest.max((until.saturating_sub(free_from), free_from));
+                stretch(free_from, until, own);
             }
             if worst.as_ref().is_none_or(|w| longest.0 > w.gap) {
                 worst = Some(Idle {

@@ -30,6 +30,10 @@ pub(super) struct ClientControls {
     /// Whether a waiter that cannot hear its turn on a quorum of nodes polls (client/pump.rs;
     /// waiters/mod.rs, `UNHEARD_POLL_EVERY`); off under `Mutant::UnheardWaitersDoNotPoll`.
     pub(super) poll_unheard: bool,
+    /// Whether a lock gives up the release channel it kept while it held ahead of a release
+    /// that nothing of its line waits behind (client/locks.rs, `Entry::wants_channel`); off
+    /// under `Mutant::ChannelKeptThroughRelease`.
+    pub(super) free_channel_to_release: bool,
 }
 
 impl ClientControls {
@@ -43,6 +47,7 @@ impl ClientControls {
             hear_waiters: true,
             hear_silent_waiters: true,
             poll_unheard: true,
+            free_channel_to_release: true,
         };
         #[cfg(feature = "_mutants")]
         {
@@ -52,6 +57,7 @@ impl ClientControls {
                 Some(Mutant::DeafToAnnouncements) => &mut controls.hear_waiters,
                 Some(Mutant::SilentWaitersUnheard) => &mut controls.hear_silent_waiters,
                 Some(Mutant::UnheardWaitersDoNotPoll) => &mut controls.poll_unheard,
+                Some(Mutant::ChannelKeptThroughRelease) => &mut controls.free_channel_to_release,
                 _ => return controls,
             };
             *off = false;

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use rand_core::CryptoRng;
 
+use super::controls::ClientControls;
 use crate::id::{NodeId, OpId, OpIdHasher};
 use crate::lock::Lock;
 use crate::node::Node;
@@ -208,21 +209,24 @@ impl Entry {
     /// then; the line's next call, placed ahead of the release, takes it over, and a release
     /// that nobody of the line waits behind gives it up before it goes out, so that the
     /// nodes' count of the release's listeners (`release_awaited`) is of other clients.
-    pub(super) fn wants_channel(&self) -> bool {
+    /// `controls`: the client's, whose negative control keeps the channel through the
+    /// release.
+    pub(super) fn wants_channel(&self, controls: &ClientControls) -> bool {
         let lock = &self.lock;
-        lock.is_waiting_for_release()
-            || (self.subscribed && !lock.is_releasing() && !lock.is_finished())
+        let released = lock.is_releasing() && controls.free_channel_to_release;
+        lock.is_waiting_for_release() || (self.subscribed && !released && !lock.is_finished())
     }
 
     /// Watches the lock's release channel or stops, as [`wants_channel`](Self::wants_channel)
     /// says (notify.rs); nodes with commands to send join `dirty`.
     pub(super) fn watch(
         &mut self,
+        controls: &ClientControls,
         watching: &mut Watching,
         nodes: &mut [Node],
         dirty: &mut VecDeque<NodeId>,
     ) {
-        let wants = self.wants_channel();
+        let wants = self.wants_channel(controls);
         self.subscribed = wants;
         let (op, resource) = (self.lock.op(), self.lock.resource());
         watching.watch(op, resource, wants, nodes, dirty);

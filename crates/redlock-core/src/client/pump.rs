@@ -44,10 +44,15 @@ impl<R: CryptoRng> Client<R> {
     /// this lock's release placed it: waiters/mod.rs).
     fn pump_one(&mut self, now: Instant, op: OpId) -> Option<(OpId, (HandOff, Option<Ranks>))> {
         let entry = self.locks.entry_mut(op)?;
-        if entry.subscribed != entry.wants_channel() {
+        if entry.subscribed != entry.wants_channel(&self.controls) {
             // Before its requests: the subscription goes out ahead of the probe, and giving it
             // up ahead of the release, which then counts only other clients' listeners.
-            entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty);
+            entry.watch(
+                &self.controls,
+                &mut self.watching,
+                &mut self.nodes,
+                &mut self.dirty,
+            );
         }
         if entry.subscribed && self.controls.poll_unheard && entry.lock.is_waiting_for_release() {
             // A waiter that cannot hear its turn polls (waiters/mod.rs, `UNHEARD_POLL_EVERY`).
@@ -81,9 +86,12 @@ impl<R: CryptoRng> Client<R> {
         match next.as_ref().map(|(to, _)| *to) {
             // The line's next call takes the channel over, subscribed as it is.
             Some(to) if kept => self.locks.pass_channel(&mut self.watching, (op, to)),
-            _ if kept && !entry.wants_channel() => {
-                entry.watch(&mut self.watching, &mut self.nodes, &mut self.dirty)
-            }
+            _ if kept && !entry.wants_channel(&self.controls) => entry.watch(
+                &self.controls,
+                &mut self.watching,
+                &mut self.nodes,
+                &mut self.dirty,
+            ),
             _ => {}
         }
         if finished {

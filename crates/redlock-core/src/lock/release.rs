@@ -116,22 +116,32 @@ impl Ctx {
     /// someone was subscribed to the release (the script answered 2: another client waits;
     /// command.rs, `RELEASE_SCRIPT`), and the rank of the next call the release placed
     /// (QUEUE_RELEASE's `{outcome, rank}`; waiters/mod.rs).
+    ///
+    /// A release that placed the next call of its line does not count as meeting another
+    /// client by its listeners: that call listens from when the release goes out
+    /// (lock/acquire/place.rs), so the nodes count it among them, and a line that read its
+    /// own call there as another client would stay contested for as long as it had a call
+    /// waiting, handing off through the nodes at every section with no other client left. A
+    /// waiter of another client already in the queue shows as the placed call's rank
+    /// instead: behind it, the call marks the line contested itself; one that comes later is
+    /// heard as any is (docs/design.md, "Hearing of waiters"). The next call still yields as
+    /// after any release that was listened for.
     pub(super) fn read_release(&mut self, node: NodeId, reply: Option<&Reply>) {
-        let outcome = match reply {
-            Some(Reply::Integer(n)) => *n,
+        let (outcome, placed) = match reply {
+            Some(Reply::Integer(n)) => (*n, false),
             Some(Reply::Array(items)) => match waiters::released(items) {
                 Some((outcome, rank)) => {
                     if let Some(succession) = &mut self.succession {
                         succession.on_rank(node, rank);
                     }
-                    outcome
+                    (outcome, rank.is_some() && self.params.placed_not_counted)
                 }
                 None => return,
             },
             _ => return,
         };
         if outcome == 2 {
-            self.contested = true;
+            self.contested |= !placed;
             self.awaited = true;
         }
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use redlock_core::{Config, ConfigBuilder, Mutant, RetryPolicy};
 use redlock_sim::{
     Dice, FaultKnobs, FencingViolation, KindMix, Linger, Report, Resources, Scenario,
-    ServerProfile, Sim, SlowLink, Starvation, Violation,
+    ServerProfile, Sim, SlowLink, Starvation, Violation, WorkloadKnobs,
 };
 
 use super::ms;
@@ -86,6 +86,36 @@ pub fn long_holds(seed: u64, mutant: Option<Mutant>) -> Scenario {
     scenario.late_clients = (0..d.range(2, 5))
         .map(|_| d.millis(Duration::ZERO, Duration::from_secs(3)))
         .collect();
+    scenario
+}
+
+/// The client of [`lone_line`] that visits only at the start.
+pub const LONE_VISITOR: usize = 1;
+
+/// The queued emphasis with one client's line alone for most of the run: a second client
+/// ([`LONE_VISITOR`]) makes one to three calls at the start, so that the line's first calls
+/// find the lock held by another client, wait in the waiters' queue and listen on the
+/// release channel (notify.rs), and the line counts as contested; then only the line runs,
+/// 2 to 4 tasks of 60 to 120 calls each.
+///
+/// No node faults: a node that missed a holder's leave keeps its place until the place's
+/// patience lapses (waiters/mod.rs), and the line's next calls, placed behind it there,
+/// count as contested meanwhile (lock/acquire/place.rs), which is the queue's bound on a dead
+/// waiter and not what this family measures: whether the line hands over again once the
+/// other client is gone.
+pub fn lone_line(seed: u64, mutant: Option<Mutant>) -> Scenario {
+    let mut scenario = defaults_with(seed, Emphasis::Queued, mutant);
+    let mut d = Dice::new(seed ^ 0x10e1_11e5);
+    scenario.clients = 2;
+    scenario.late_clients = Vec::new();
+    scenario.faults.every = None;
+    scenario.workload.ops_per_client = d.range(60, 120) as u32;
+    let visitor = WorkloadKnobs {
+        tasks: 1,
+        ops_per_client: d.range(1, 3) as u32,
+        ..scenario.workload
+    };
+    scenario.workload_of = vec![(LONE_VISITOR, visitor)];
     scenario
 }
 
