@@ -204,6 +204,7 @@ macro_rules! conformance_suite {
             waiters::a_dead_waiter_holds_the_queue_no_longer_than_its_place_lasts,
             waiters::a_contested_lines_next_call_takes_its_turn_at_one_attempt,
             waiters::a_line_handing_over_lets_a_new_waiter_in_within_a_few_sections,
+            waiters::a_line_that_met_another_client_hands_over_again_once_alone,
             waiters::a_waiter_that_cannot_hear_polls_and_gets_the_lock_soon,
             node_faults::a_release_after_client_kill_leaves_no_key,
             node_faults::an_extension_refused_for_good_is_lost_at_once,

@@ -12,7 +12,7 @@ use redlock_testkit::{Cluster, Reply};
 
 use crate::notification::slow_retry;
 use crate::scenarios::{cluster, eventually};
-use crate::{Driver, Guard, LockOptions, RetryPolicy};
+use crate::{Driver, Guard, LockOptions, ReleaseOutcome, RetryPolicy};
 
 const KEY: &str = "queued";
 const QUEUE: &str = "queued:queue";
@@ -285,5 +285,69 @@ pub fn a_line_handing_over_lets_a_new_waiter_in_within_a_few_sections<D: Driver>
     assert!(
         passed <= 6,
         "client A's line entered {passed} sections while client B waited"
+    );
+}
+
+/// A line that met another client hands over again once it is alone (docs/design.md,
+/// "Kept while held"), on real servers with every default on. Client B holds the key while
+/// two threads of client A wait for it, so A's line counts as contested and its releases
+/// place its next call in the waiters' queue; B goes away, and A's threads take 1 ms
+/// sections back to back for 2.5 s (at most 3,000 each). From 1.3 s after B's release (a
+/// line counts as contested for a second after it last met another client: queue.rs,
+/// `CONTESTED_FOR`), at least a quarter of A's releases hand over. A line that counted the
+/// call its release placed (which listens from before that release) as another client's
+/// waiter stayed contested and handed over none.
+pub fn a_line_that_met_another_client_hands_over_again_once_alone<D: Driver>() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let c = cluster(3);
+    let (a, b) = (
+        D::build(&c.urls(), |b| b).unwrap(),
+        D::build(&c.urls(), |b| b).unwrap(),
+    );
+    let held = b.lock_with(KEY, LockOptions::default()).unwrap();
+    let (started, handed, late) = (
+        Instant::now(),
+        Arc::new(AtomicU32::new(0)),
+        Arc::new(AtomicU32::new(0)),
+    );
+    let alone_from = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let worker = || {
+        let (a, handed, late) = (a.clone(), Arc::clone(&handed), Arc::clone(&late));
+        let alone_from = Arc::clone(&alone_from);
+        thread::spawn(move || {
+            for _ in 0..3_000 {
+                if started.elapsed() > Duration::from_millis(2_500) {
+                    break;
+                }
+                let guard = a.lock_with(KEY, LockOptions::default()).unwrap();
+                thread::sleep(Duration::from_millis(1));
+                let report = guard.release().unwrap();
+                let alone = alone_from.lock().unwrap().map(|t| t.elapsed());
+                if alone.is_some_and(|t| t > Duration::from_millis(1_300)) {
+                    late.fetch_add(1, Ordering::SeqCst);
+                    let over = report.iter().all(|o| *o == ReleaseOutcome::HandedOver);
+                    handed.fetch_add(u32::from(over), Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let workers = [worker(), worker()];
+    // A's two calls find the key held and wait in the queue (its line met B).
+    let queued = eventually(Duration::from_secs(5), || waiting(&c, 0) >= 1);
+    thread::sleep(Duration::from_millis(20));
+    *alone_from.lock().unwrap() = Some(Instant::now());
+    let released = held.release();
+    for w in workers {
+        w.join().expect("client A's thread");
+    }
+    assert!(queued, "client A never waited in the queue");
+    released.expect("client B releases");
+    let (handed, late) = (handed.load(Ordering::SeqCst), late.load(Ordering::SeqCst));
+    println!("client A's line handed over {handed} of {late} sections once alone");
+    assert!(late >= 20, "client A made {late} sections once alone");
+    assert!(
+        handed * 4 >= late,
+        "client A's line handed over {handed} of {late} sections once alone"
     );
 }
