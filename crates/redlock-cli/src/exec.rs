@@ -61,6 +61,7 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
         Ok(child) => child,
         Err(exit) => {
             report_release(&redlock, guard.release().await, args.nodes.quiet);
+            settle(&redlock, &args).await;
             return exit;
         }
     };
@@ -69,6 +70,8 @@ pub(crate) async fn run(args: ExecArgs) -> Exit {
     let ended = job::supervise(child, &guard, &job, &mut caught, jobs, why).await;
     // Only now, with the command's whole process group gone (crate::job).
     report_release(&redlock, guard.release().await, args.nodes.quiet);
+    // The release returns at a quorum; the other nodes' share runs before `redlock` exits.
+    settle(&redlock, &args).await;
     verdict(ended, &locked, why)
 }
 
@@ -312,7 +315,8 @@ async fn lock(
 /// Waits until every release sent so far has run on the nodes that answer: an inspection
 /// (of the first name: a multi-lock's release is one command per node) is queued behind
 /// them on each node's connection, which answers in order. (Dropping a `lock()` future
-/// releases in the background; `redlock` must not exit first.)
+/// releases in the background, and a release returns at a quorum while the other nodes'
+/// share goes on in the background; `redlock` must not exit first.)
 async fn settle(redlock: &Redlock, args: &ExecArgs) {
     if let Some(resource) = args.resources.first() {
         let _ = redlock.inspect(resource).await;
