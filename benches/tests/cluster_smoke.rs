@@ -318,3 +318,39 @@ const CHARTS: [&str; 13] = [
 /// `--quick` takes about 40 s in a debug build (held's two 3 s windows, the contended
 /// scenarios' 12 s and sweep's 4 s included); allow for a loaded machine.
 const RUN_BOUND: Duration = Duration::from_secs(150);
+
+/// `raw-grant`, the floor of a hand-off between processes: in `contended4x2` its ring gives
+/// every worker of the four processes its turns, each taken by a grant (no attempt) after
+/// the round's first, with no two sections overlapping.
+#[test]
+fn raw_grant_rings_through_every_process() {
+    let args = [
+        "--runtime",
+        "current_thread",
+        "--scenario",
+        "contended4x2",
+        "--subject",
+        "raw-grant",
+    ];
+    let (stdout, _, _, _) = run_quick(&args);
+    let prefix = "| contended4x2 | current_thread | raw-grant | ";
+    let row = stdout
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .find(|l| l.matches('|').count() > 14)
+        .unwrap_or_else(|| panic!("no contended row {prefix:?} in:\n{stdout}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    let per_worker: Vec<u64> = (cells[10].split(' '))
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("{row}")))
+        .collect();
+    assert_eq!(per_worker.len(), 8, "{row}");
+    assert!(
+        per_worker.iter().all(|n| *n >= 5),
+        "a worker missed its turns: {row}"
+    );
+    assert_eq!(cells[12], "0", "violations: {row}");
+    let mean: f64 = (cells[14].split(" / ").next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("{row}"));
+    assert!(mean < 0.1, "turns not taken by grants: {row}");
+}

@@ -19,6 +19,7 @@ mod json;
 mod kinds;
 mod lock_kind;
 mod raw;
+mod raw_grant;
 mod release_paused;
 mod report;
 mod scenario;
@@ -66,11 +67,11 @@ struct Args {
     /// The nodes of a child process (`--held-nodes` or `--child-nodes`).
     child_nodes: Vec<SocketAddr>,
     /// Internal: be `contended2x4`'s second process for this subject
-    /// (`--contended-child SUBJECT --contended-key KEY --contended-workers FIRST,COUNT
+    /// (`--contended-child SUBJECT --contended-key KEY --contended-workers FIRST,COUNT,TOTAL
     /// --child-nodes ADDR,...`); see [`scenario::child`].
     contended_child: Option<String>,
     contended_key: String,
-    contended_workers: (u32, u32),
+    contended_workers: (u32, u32, u32),
     /// The TLS and unix-socket URLs of the passes' nodes, for the transport subjects.
     transport: TransportUrls,
 }
@@ -135,6 +136,7 @@ fn run() -> Result<(), String> {
             key: args.contended_key.clone(),
             first: args.contended_workers.0,
             workers: args.contended_workers.1,
+            total: args.contended_workers.2,
         };
         return scenario::child(&spec, plan);
     }
@@ -402,8 +404,13 @@ async fn subjects(
 /// or `tokio-noq` and `blocking-noq`: ours without the waiters' queue), with the issue's retry: 20
 /// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
-/// attempts in all, delay uniform in whole ms 0..10.
-fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
+/// attempts in all, delay uniform in whole ms 0..10. Or `raw-grant`, the floor of a hand-off
+/// between processes ([`raw_grant`]), which has no retry: it never tries twice.
+async fn contended_subject(
+    name: &str,
+    urls: &[String],
+    addrs: &[SocketAddr],
+) -> Result<Subject, String> {
     let flavour = Flavour::CurrentThread.name();
     let retry = redlock_core::RetryPolicy {
         max_attempts: Some(CONTENDED_ATTEMPTS),
@@ -432,6 +439,9 @@ fn contended_subject(name: &str, urls: &[String]) -> Result<Subject, String> {
             .and_then(|b| b.config(config).build())
             .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
+        "raw-grant" => raw_grant::RawGrant::connect(addrs, TTL)
+            .await
+            .map(|g| Subject::raw_grant(g, flavour)),
         "rslock" => {
             let mut manager = rslock::LockManager::new(urls.to_vec());
             manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
@@ -474,10 +484,11 @@ async fn contended_scenario(
         ("blocking-j1", OWN_THREAD),
         ("blocking-noq", OWN_THREAD),
         ("rslock", name),
+        ("raw-grant", name),
     ];
     for (subject, runtime) in candidates {
         if args.wants_subject(subject, runtime) {
-            subjects.push(Arc::new(contended_subject(subject, urls)?));
+            subjects.push(Arc::new(contended_subject(subject, urls, addrs).await?));
         }
     }
     for subject in &subjects {
@@ -498,6 +509,7 @@ async fn contended_scenario(
                 key: scenario::key(subject),
                 first: p * each,
                 workers: each,
+                total: workers,
             };
             others.push(Peer::spawn(&spec, args.quick).await?);
         }
@@ -689,7 +701,7 @@ fn parse_args() -> Result<Args, String> {
         child_nodes: Vec::new(),
         contended_child: None,
         contended_key: String::new(),
-        contended_workers: (0, 0),
+        contended_workers: (0, 0, 0),
         transport: TransportUrls::default(),
     };
     let mut it = std::env::args().skip(1);
@@ -717,12 +729,16 @@ fn parse_args() -> Result<Args, String> {
                 args.contended_key = it.next().ok_or("--contended-key needs a key")?;
             }
             "--contended-workers" => {
-                let spec = it.next().ok_or("--contended-workers needs FIRST,COUNT")?;
-                let (first, count) = spec
-                    .split_once(',')
-                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-                    .ok_or_else(|| format!("--contended-workers {spec:?}: not FIRST,COUNT"))?;
-                args.contended_workers = (first, count);
+                let spec = it
+                    .next()
+                    .ok_or("--contended-workers needs FIRST,COUNT,TOTAL")?;
+                let numbers: Vec<u32> = (spec.split(',')).map_while(|n| n.parse().ok()).collect();
+                let [first, count, total] = numbers[..] else {
+                    return Err(format!(
+                        "--contended-workers {spec:?}: not FIRST,COUNT,TOTAL"
+                    ));
+                };
+                args.contended_workers = (first, count, total);
             }
             "--subject" => {
                 let names = it.next().ok_or("--subject needs a name")?;
@@ -805,8 +821,10 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// native commands turned off (scripts on every server), to set against `tokio`; and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
 /// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off"),
-/// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 13] = [
+/// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it,
+/// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]).
+pub(crate) const OPT_IN_SUBJECTS: [&str; 14] = [
+    "raw-grant",
     "tokio-j1",
     "blocking-j1",
     "tokio-noq",
@@ -825,6 +843,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 13] = [
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
-                     [--subject raw,tokio,rslock,async-std,blocking,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
+                     [--subject raw,tokio,rslock,async-std,blocking,raw-grant,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
                      raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -159,6 +159,32 @@ impl RawClient {
         }
     }
 
+    /// Loads `body` on every node; its SHA1, which every node must agree on.
+    pub(crate) async fn load(&self, body: &[u8]) -> Result<Vec<u8>, String> {
+        let mut sha = None;
+        for conn in &self.conns {
+            match conn.send(&[b"SCRIPT", b"LOAD", body]).await {
+                Ok(Reply::Bulk(s)) if sha.as_ref().is_none_or(|known| *known == s) => {
+                    sha = Some(s);
+                }
+                other => return Err(format!("raw: SCRIPT LOAD answered {other:?}")),
+            }
+        }
+        sha.ok_or_else(|| "raw: no node".to_owned())
+    }
+
+    /// Sends `args` to every node; true once a majority's replies satisfy `yes`, false once
+    /// too many did not. The other replies are dropped as they come.
+    pub(crate) async fn at_quorum(&self, args: &[&[u8]], yes: impl Fn(&Reply) -> bool) -> bool {
+        let mut replies = self.fan_out(args);
+        votes(&mut replies, self.quorum, yes).await
+    }
+
+    /// The majority of the nodes.
+    pub(crate) fn quorum(&self) -> usize {
+        self.quorum
+    }
+
     fn fan_out(&self, args: &[&[u8]]) -> Replies {
         let mut replies = Replies::default();
         for (slot, conn) in replies.0.iter_mut().zip(&self.conns) {

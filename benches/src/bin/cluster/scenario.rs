@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::lock_kind::Kind;
 use crate::raw::RawClient;
+use crate::raw_grant::RawGrant;
 use crate::stats::{Samples, Stopwatch};
 
 pub(crate) use contended::{Contended, child, contended, key};
@@ -116,6 +117,9 @@ enum Driver {
     AsyncStd(redlock_async_std::Redlock),
     /// Its calls block: every cycle runs on an OS thread of the runtime's blocking pool.
     Blocking(redlock_blocking::Redlock),
+    /// The floor of a hand-off between processes (contended scenarios only): its cycles
+    /// (the warm-up) are the raw client's.
+    RawGrant(RawGrant),
 }
 
 /// When a run of back-to-back cycles stops.
@@ -254,6 +258,11 @@ impl Subject {
         }
     }
 
+    /// `raw-grant`, the floor of a hand-off between processes ([`crate::raw_grant`]).
+    pub(crate) fn raw_grant(grant: RawGrant, flavour: &'static str) -> Self {
+        Self::new(Driver::RawGrant(grant), "raw-grant", flavour, flavour)
+    }
+
     pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
         Self::new(Driver::Rslock(manager), "rslock", flavour, flavour)
     }
@@ -320,6 +329,7 @@ impl Subject {
         let cycle = async {
             match &self.driver {
                 Driver::Raw(raw) => raw.cycle(key.as_bytes()).await,
+                Driver::RawGrant(grant) => grant.raw().cycle(key.as_bytes()).await,
                 Driver::Tokio(redlock) => {
                     let name = self.name;
                     let guard = (self.kind.lock(redlock, key).await)

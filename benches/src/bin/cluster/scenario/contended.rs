@@ -18,6 +18,7 @@ use super::peer::{self, Peer, PeerSpec};
 use super::record::RoundPart;
 use super::record::{self, SectionRecord, now_ns};
 use super::{CYCLE_TIMEOUT, Driver, Plan, Subject, order};
+use crate::raw_grant::Ring;
 use crate::stats::{Samples, Stopwatch};
 
 /// What a contended scenario measured for one subject, over every round and process.
@@ -86,6 +87,8 @@ enum Outcome {
     Held(SectionRecord),
     GaveUp,
     HeldLocally,
+    /// `raw-grant` only: the round ended before the worker's turn came.
+    Ended,
 }
 
 /// A failed lock call: "gave up" if it failed for want of the lock, an error otherwise.
@@ -139,12 +142,51 @@ async fn critical_section() -> Result<(), String> {
 }
 
 impl Subject {
+    /// Before workers `first..first + count` of `total` run on `key`: `raw-grant` subscribes
+    /// to their channels (the first time) and, if `round`, starts a round (see
+    /// [`RawGrant::prepare`](crate::raw_grant::RawGrant::prepare)); nothing for the other
+    /// subjects.
+    async fn prepare(
+        &self,
+        key: &str,
+        (first, count, total): (u32, u32, u32),
+        round: bool,
+    ) -> Result<(), String> {
+        match &self.driver {
+            Driver::RawGrant(grant) => {
+                let ring = Ring {
+                    first,
+                    count,
+                    total,
+                };
+                grant.prepare(key, ring, round).await
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// One critical section on `key`: acquire (with the subject's own retry), enter (holder
     /// flag), sleep 1 ms, leave, release; recorded with its times.
-    async fn section(&self, key: &str, worker: u32, shared: &Shared) -> Result<Outcome, String> {
+    async fn section(
+        &self,
+        key: &str,
+        worker: u32,
+        shared: &Shared,
+        until: Instant,
+    ) -> Result<Outcome, String> {
         let t0 = Instant::now();
         let run = async {
             let (wait, acquired, entered, left, attempts) = match &self.driver {
+                Driver::RawGrant(grant) => {
+                    let Some(hold) = grant.hold(key, worker, until).await? else {
+                        return Ok(Outcome::Ended);
+                    };
+                    let (wait, acquired, entered) = (t0.elapsed(), now_ns(), shared.enter());
+                    critical_section().await?;
+                    let left = shared.leave();
+                    grant.grant(key, worker, &hold).await?;
+                    (wait, acquired, entered, left, Some(hold.attempts))
+                }
                 Driver::Tokio(redlock) => {
                     let guard = match redlock.lock(key.to_owned()).await {
                         Ok(guard) => guard,
@@ -247,7 +289,7 @@ impl Subject {
         }
         let mut records = Vec::with_capacity(1024);
         while Instant::now() < until {
-            let outcome = self.section(&key, worker, &shared).await?;
+            let outcome = self.section(&key, worker, &shared, until).await?;
             tally(outcome, &shared, &mut records);
         }
         Ok(records)
@@ -264,18 +306,19 @@ fn tally(outcome: Outcome, shared: &Shared, records: &mut Vec<SectionRecord>) {
             shared.gave_up.fetch_add(1, Ordering::Relaxed);
             shared.held_locally.fetch_add(1, Ordering::Relaxed);
         }
+        Outcome::Ended => {}
     }
 }
 
-/// This process's part of one round: workers `first..first + count` (tasks, or OS threads
-/// for `blocking`) on `key` until `until`.
+/// This process's part of one round: workers `first..first + count` of `total` (tasks, or OS
+/// threads for `blocking`) on `key` until `until`.
 pub(crate) async fn run_part(
     subject: &Arc<Subject>,
     key: &Arc<String>,
-    first: u32,
-    count: u32,
+    (first, count, total): (u32, u32, u32),
     until: Instant,
 ) -> Result<RoundPart, String> {
+    subject.prepare(key, (first, count, total), true).await?;
     let shared = Arc::new(Shared::default());
     let mut workers = JoinSet::new();
     for worker in first..first + count {
@@ -319,7 +362,8 @@ pub(crate) async fn contended(
             }
             let until = start.started() + slice;
             let probe = FanOutProbe::start(nodes);
-            let mut part = run_part(&subjects[i], &key, 0, workers, until).await?;
+            let total = workers * (others.len() as u32 + 1);
+            let mut part = run_part(&subjects[i], &key, (0, workers, total), until).await?;
             let mut all = workers as usize;
             for peer in others.iter_mut() {
                 part.merge(peer.part(slice + CYCLE_TIMEOUT).await?);
@@ -378,9 +422,11 @@ pub(crate) fn child(spec: &PeerSpec, plan: Plan) -> Result<(), String> {
 
 async fn serve(spec: PeerSpec, plan: Plan) -> Result<(), String> {
     let urls: Vec<String> = spec.nodes.iter().map(|a| format!("redis://{a}")).collect();
-    let subject = crate::contended_subject(&spec.subject, &urls)?;
+    let subject = crate::contended_subject(&spec.subject, &urls, &spec.nodes).await?;
     let subject = Arc::new(subject);
     subject.warm_up(plan.warmup.min(20)).await?;
+    let workers = (spec.first, spec.workers, spec.total);
+    subject.prepare(&spec.key, workers, false).await?;
     println!("ready");
     let key = Arc::new(spec.key);
     for _ in 0..peer::MAX_ROUNDS {
@@ -403,7 +449,7 @@ async fn serve(spec: PeerSpec, plan: Plan) -> Result<(), String> {
             .and_then(|m| m.parse().ok())
             .ok_or_else(|| format!("expected go MICROS, got {line:?}"))?;
         let until = Instant::now() + Duration::from_micros(micros);
-        let part = run_part(&subject, &key, spec.first, spec.workers, until).await?;
+        let part = run_part(&subject, &key, workers, until).await?;
         let json = serde_json::to_string(&part).map_err(|e| format!("part: {e}"))?;
         println!("part {json}");
     }

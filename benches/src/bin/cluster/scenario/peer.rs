@@ -1,5 +1,5 @@
 //! Another process of `contended2x4` or `contended4x2`: this binary re-run with
-//! `--contended-child SUBJECT`.
+//! `--contended-child SUBJECT` (and `--contended-workers FIRST,COUNT,TOTAL`).
 //! The parent ([`Peer`]) starts it, waits for `ready` (client built, warmed up), then per
 //! round writes `go MICROS` on its stdin and reads back one `part JSON` line
 //! ([`RoundPart`]) on its stdout. The child (`contended::child`) ends at the end of its stdin; the
@@ -36,6 +36,8 @@ pub(crate) struct PeerSpec {
     /// The first worker's number (workers are numbered across the processes).
     pub(crate) first: u32,
     pub(crate) workers: u32,
+    /// Every process's workers together.
+    pub(crate) total: u32,
 }
 
 impl Peer {
@@ -53,7 +55,7 @@ impl Peer {
             ])
             .args([
                 "--contended-workers",
-                &format!("{},{}", spec.first, spec.workers),
+                &format!("{},{},{}", spec.first, spec.workers, spec.total),
             ])
             .args(["--child-nodes", &nodes.join(",")])
             .stdin(Stdio::piped())
