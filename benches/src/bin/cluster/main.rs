@@ -345,6 +345,12 @@ async fn subjects(
             .map_err(|e| format!("tokio: build: {e}"))?;
         subjects.push(Subject::tokio(redlock, name));
     }
+    if args.wants_subject("tokio-quiet", name) {
+        let redlock = redlock_tokio::Redlock::builder(urls)
+            .and_then(|b| b.config(|c| c.ttl(TTL).release_notifications(None)).build())
+            .map_err(|e| format!("tokio-quiet: build: {e}"))?;
+        subjects.push(Subject::tokio_over(redlock, "tokio-quiet", name));
+    }
     if args.wants_subject("tokio-scripts", name) {
         let redlock = redlock_tokio::Redlock::builder(urls)
             .and_then(|b| b.config(|c| c.ttl(TTL).native_commands(false)).build())
@@ -818,13 +824,16 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// Subjects that run only when `--subject` names them, in the `serial` and `concurrent32`
 /// scenarios of the tokio flavours: the raw client releasing by plain `DEL` (a
 /// ceiling, not a correct release) or by `DELIFEQ` (Valkey 9), and redlock-tokio with
-/// native commands turned off (scripts on every server), to set against `tokio`; and, in the
+/// native commands turned off (scripts on every server), to set against `tokio`, or with
+/// release notifications off (`tokio-quiet`: a release without its `PUBLISH`, as the raw
+/// client's); and, in the
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
 /// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off"),
 /// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it,
 /// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]).
-pub(crate) const OPT_IN_SUBJECTS: [&str; 14] = [
+pub(crate) const OPT_IN_SUBJECTS: [&str; 15] = [
     "raw-grant",
+    "tokio-quiet",
     "tokio-j1",
     "blocking-j1",
     "tokio-noq",
@@ -844,5 +853,5 @@ const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
                      [--subject raw,tokio,rslock,async-std,blocking,raw-grant,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
-                     raw-del,raw-delifeq,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
+                     raw-del,raw-delifeq,tokio-quiet,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -157,7 +157,7 @@ impl Subject {
     }
 
     /// redlock-tokio under another name: over another transport (`tokio-tls`, `tokio-unix`),
-    /// or configured otherwise (`tokio-j1`).
+    /// or configured otherwise (`tokio-j1`, `tokio-quiet`).
     pub(crate) fn tokio_over(
         redlock: redlock_tokio::Redlock,
         name: &'static str,
