@@ -319,7 +319,8 @@ const CHARTS: [&str; 13] = [
 /// scenarios' 12 s and sweep's 4 s included); allow for a loaded machine.
 const RUN_BOUND: Duration = Duration::from_secs(150);
 
-/// `raw-grant`, the floor of a hand-off between processes: in `contended4x2` its ring gives
+/// `raw-grant`, the floor of a hand-off between processes, with its grants addressed to the
+/// next worker or heard by every process (`raw-grant-all`): in `contended4x2` the ring gives
 /// every worker of the four processes its turns, each taken by a grant (no attempt) after
 /// the round's first, with no two sections overlapping.
 #[test]
@@ -330,13 +331,20 @@ fn raw_grant_rings_through_every_process() {
         "--scenario",
         "contended4x2",
         "--subject",
-        "raw-grant",
+        "raw-grant,raw-grant-all",
     ];
     let (stdout, _, _, _) = run_quick(&args);
-    let prefix = "| contended4x2 | current_thread | raw-grant | ";
+    for subject in ["raw-grant", "raw-grant-all"] {
+        rings_through_every_process(&stdout, subject);
+    }
+}
+
+/// The checks of [`raw_grant_rings_through_every_process`] on one subject's row.
+fn rings_through_every_process(stdout: &str, subject: &str) {
+    let prefix = format!("| contended4x2 | current_thread | {subject} | ");
     let row = stdout
         .lines()
-        .filter(|l| l.starts_with(prefix))
+        .filter(|l| l.starts_with(&prefix))
         .find(|l| l.matches('|').count() > 14)
         .unwrap_or_else(|| panic!("no contended row {prefix:?} in:\n{stdout}"));
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();

@@ -411,7 +411,8 @@ async fn subjects(
 /// attempts, delay uniform in 0–10 ms. Our drivers: `RetryPolicy` with `delay_min` 0 and
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
 /// attempts in all, delay uniform in whole ms 0..10. Or `raw-grant`, the floor of a hand-off
-/// between processes ([`raw_grant`]), which has no retry: it never tries twice.
+/// between processes ([`raw_grant`]; `raw-grant-all` with its grants on one channel that
+/// every process hears), which has no retry: it never tries twice.
 async fn contended_subject(
     name: &str,
     urls: &[String],
@@ -445,9 +446,11 @@ async fn contended_subject(
             .and_then(|b| b.config(config).build())
             .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
-        "raw-grant" => raw_grant::RawGrant::connect(addrs, TTL)
-            .await
-            .map(|g| Subject::raw_grant(g, flavour)),
+        "raw-grant" | "raw-grant-all" => {
+            raw_grant::RawGrant::connect(addrs, TTL, name != "raw-grant")
+                .await
+                .map(|g| Subject::raw_grant(g, contended_name(name), flavour))
+        }
         "rslock" => {
             let mut manager = rslock::LockManager::new(urls.to_vec());
             manager.set_retry(CONTENDED_ATTEMPTS, CONTENDED_DELAY_MAX);
@@ -465,6 +468,8 @@ fn contended_name(name: &str) -> &'static str {
         "blocking" => "blocking",
         "blocking-j1" => "blocking-j1",
         "blocking-noq" => "blocking-noq",
+        "raw-grant" => "raw-grant",
+        "raw-grant-all" => "raw-grant-all",
         _ => "tokio",
     }
 }
@@ -491,6 +496,7 @@ async fn contended_scenario(
         ("blocking-noq", OWN_THREAD),
         ("rslock", name),
         ("raw-grant", name),
+        ("raw-grant-all", name),
     ];
     for (subject, runtime) in candidates {
         if args.wants_subject(subject, runtime) {
@@ -830,9 +836,11 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
 /// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off"),
 /// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it,
-/// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]).
-pub(crate) const OPT_IN_SUBJECTS: [&str; 15] = [
+/// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]), and
+/// `raw-grant-all`, the same with every grant heard by every process.
+pub(crate) const OPT_IN_SUBJECTS: [&str; 16] = [
     "raw-grant",
+    "raw-grant-all",
     "tokio-quiet",
     "tokio-j1",
     "blocking-j1",
@@ -852,6 +860,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 15] = [
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
-                     [--subject raw,tokio,rslock,async-std,blocking,raw-grant,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
+                     [--subject raw,tokio,rslock,async-std,blocking,raw-grant,raw-grant-all,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
                      raw-del,raw-delifeq,tokio-quiet,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

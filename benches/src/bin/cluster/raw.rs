@@ -75,12 +75,7 @@ impl RawClient {
         let mut conns = Vec::new();
         let mut readers = Vec::new();
         for addr in addrs {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("raw: connect {addr}: {e}"))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| format!("raw: nodelay: {e}"))?;
+            let stream = connect(*addr, "raw").await?;
             let conn = Arc::new(Conn {
                 stream,
                 state: Mutex::new(State::default()),
@@ -210,6 +205,18 @@ impl Drop for RawClient {
             reader.abort();
         }
     }
+}
+
+/// A TCP connection to a node with Nagle's algorithm off; `who` names the subject in an
+/// error.
+pub(crate) async fn connect(addr: SocketAddr, who: &str) -> Result<TcpStream, String> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("{who}: connect {addr}: {e}"))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| format!("{who}: nodelay: {e}"))?;
+    Ok(stream)
 }
 
 /// The reply receivers of one fan-out, indexed by node.

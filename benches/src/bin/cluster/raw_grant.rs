@@ -10,6 +10,9 @@
 //! That is one fan-out and one push per node per hand-off, the least any lock whose holder
 //! is decided by a majority of independent nodes can do; our grants
 //! (docs/design.md, "A release that grants") do the same plus the queue's bookkeeping.
+//! `raw-grant-all` publishes every grant on one channel per key instead, which every process
+//! hears, as ours go on the resource's release channel: the difference is the price of
+//! waking the processes a grant is not for.
 //!
 //! The round's first holder (worker 0, position 0) sets the key unconditionally. It is not
 //! a lock: it assumes every worker takes its turn, and a round ends with the key given to a
@@ -18,7 +21,7 @@
 //! never taken in the next. Pipelined commands go over [`RawClient`]'s connections; pushes
 //! come on one more connection per node in RESP2 subscriber mode.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,7 +32,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::raw::{RawClient, Release};
+use crate::raw::{self, RawClient, Release};
 
 /// The release: if the node holds the holder's value, give the key to the next worker and
 /// tell it on its channel. `KEYS[1]` the key; `ARGV` the holder's value, the next value,
@@ -44,6 +47,9 @@ const SUBSCRIBE_BOUND: Duration = Duration::from_secs(5);
 /// The raw client plus one subscriber connection per node and the workers' mailboxes.
 pub(crate) struct RawGrant {
     raw: RawClient,
+    /// `raw-grant-all`: every grant on one channel per key, which every process hears (as
+    /// our grants go on the resource's release channel), instead of on the next worker's.
+    broadcast: bool,
     grant_sha: Vec<u8>,
     ttl_ms: Vec<u8>,
     /// The subscriber connections, written to when subscribing (their readers own reading).
@@ -65,26 +71,25 @@ pub(crate) struct Hold {
 impl RawGrant {
     /// Connects the raw client and one subscriber connection per node, and loads the
     /// release script.
-    pub(crate) async fn connect(addrs: &[SocketAddr], ttl: Duration) -> Result<Self, String> {
+    pub(crate) async fn connect(
+        addrs: &[SocketAddr],
+        ttl: Duration,
+        broadcast: bool,
+    ) -> Result<Self, String> {
         let raw = RawClient::connect(addrs, ttl, Release::EvalSha).await?;
         let grant_sha = raw.load(GRANT_SCRIPT.as_bytes()).await?;
         let mailbox = Arc::new(Mailbox::new(raw.quorum()));
         let mut subscribers = Vec::new();
         let mut readers = Vec::new();
         for addr in addrs {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("raw-grant: connect {addr}: {e}"))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| format!("raw-grant: nodelay: {e}"))?;
-            let stream = Arc::new(stream);
+            let stream = Arc::new(raw::connect(*addr, "raw-grant").await?);
             let reader = listen(Arc::clone(&stream), Arc::clone(&mailbox));
             readers.push(tokio::spawn(reader));
             subscribers.push(stream);
         }
         Ok(Self {
             raw,
+            broadcast,
             grant_sha,
             ttl_ms: ttl.as_millis().to_string().into_bytes(),
             subscribers,
@@ -105,9 +110,9 @@ impl RawGrant {
     /// if `round`, starts this process's next round (grants of earlier ones are dropped).
     pub(crate) async fn prepare(&self, key: &str, ring: Ring, round: bool) -> Result<(), String> {
         let channels: Vec<Vec<u8>> = (ring.first..ring.first + ring.count)
-            .map(|w| channel(key, w))
+            .map(|w| self.channel(key, w))
             .collect();
-        let fresh = self.mailbox.open(&channels, ring, round);
+        let fresh = self.mailbox.open(ring, channels, round);
         if fresh.is_empty() {
             return Ok(());
         }
@@ -132,8 +137,7 @@ impl RawGrant {
         worker: u32,
         until: Instant,
     ) -> Result<Option<Hold>, String> {
-        let channel = channel(key, worker);
-        if self.mailbox.starts(&channel, worker) {
+        if self.mailbox.starts(worker) {
             let value = self.value(worker, self.mailbox.round());
             let set: [&[u8]; 5] = [b"SET", key.as_bytes(), &value, b"PX", &self.ttl_ms];
             let ok = |r: &Reply| matches!(r, Reply::Simple(s) if s == "OK");
@@ -142,9 +146,9 @@ impl RawGrant {
             }
             return Ok(Some(Hold { value, attempts: 1 }));
         }
-        let notify = self.mailbox.notify(&channel)?;
+        let notify = self.mailbox.notify(worker)?;
         loop {
-            if let Some(value) = self.mailbox.take(&channel) {
+            if let Some(value) = self.mailbox.take(worker) {
                 return Ok(Some(Hold { value, attempts: 0 }));
             }
             let left = until.saturating_duration_since(Instant::now());
@@ -157,9 +161,9 @@ impl RawGrant {
     /// Gives the key from `worker`'s `hold` to the next worker in the ring; an error unless a
     /// majority of the nodes still held the value.
     pub(crate) async fn grant(&self, key: &str, worker: u32, hold: &Hold) -> Result<(), String> {
-        let next = self.mailbox.next(&channel(key, worker), worker)?;
+        let next = self.mailbox.next(worker)?;
         let value = self.value(next, self.mailbox.round());
-        let to = channel(key, next);
+        let to = self.channel(key, next);
         let args: [&[u8]; 8] = [
             b"EVALSHA",
             &self.grant_sha,
@@ -177,7 +181,16 @@ impl RawGrant {
         }
     }
 
-    /// A fresh value for `worker` in `round`; the round's number first ([`round_of`]).
+    /// The channel `worker`'s grants on `key` go on: its own, or the key's one.
+    fn channel(&self, key: &str, worker: u32) -> Vec<u8> {
+        match self.broadcast {
+            true => format!("{key}:grant").into_bytes(),
+            false => format!("{key}:grant:{worker}").into_bytes(),
+        }
+    }
+
+    /// A fresh value for `worker` in `round`: the round's number, the worker's
+    /// ([`round_of`], [`worker_of`]), a counter.
     fn value(&self, worker: u32, round: u64) -> Vec<u8> {
         let n = self.next_value.fetch_add(1, Ordering::Relaxed) ^ self.salt;
         format!("{round}:{worker}:{n:x}").into_bytes()
@@ -219,12 +232,14 @@ fn round_of(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(&value[..end]).ok()?.parse().ok()
 }
 
-/// A worker's channel on `key`.
-fn channel(key: &str, worker: u32) -> Vec<u8> {
-    format!("{key}:grant:{worker}").into_bytes()
+/// The worker a value was made for ([`RawGrant::value`]).
+fn worker_of(value: &[u8]) -> Option<u32> {
+    let mut fields = value.split(|b| *b == b':');
+    let worker = fields.nth(1)?;
+    std::str::from_utf8(worker).ok()?.parse().ok()
 }
 
-/// The workers' mailboxes, keyed by channel, and the subscriptions confirmed.
+/// This process's workers' mailboxes, and its subscriptions.
 struct Mailbox {
     quorum: usize,
     state: Mutex<Boxes>,
@@ -233,7 +248,9 @@ struct Mailbox {
 
 #[derive(Default)]
 struct Boxes {
-    by_channel: HashMap<Vec<u8>, WorkerBox>,
+    by_worker: HashMap<u32, WorkerBox>,
+    /// The channels subscribed to, and the confirmations heard.
+    channels: HashSet<Vec<u8>>,
     confirmed: usize,
     /// This process's rounds so far: the current one's number.
     round: u64,
@@ -262,25 +279,27 @@ impl Mailbox {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Opens the boxes of `channels` not there yet and, if `next_round`, starts a new round
-    /// for all of them, dropping what earlier rounds granted; the channels it opened, to
-    /// subscribe to.
-    fn open(&self, channels: &[Vec<u8>], ring: Ring, next_round: bool) -> Vec<Vec<u8>> {
+    /// Opens the boxes of `ring`'s workers not there yet and, if `next_round`, starts a new
+    /// round for all of them, dropping what earlier rounds granted; of `channels`, those not
+    /// subscribed to yet.
+    fn open(&self, ring: Ring, channels: Vec<Vec<u8>>, next_round: bool) -> Vec<Vec<u8>> {
         let mut boxes = self.lock();
         boxes.round += u64::from(next_round);
         let round = boxes.round;
         let current = |v: &Vec<u8>| round_of(v).is_some_and(|r| r >= round);
         let mut fresh = Vec::new();
         for channel in channels {
-            let entry = boxes.by_channel.entry(channel.clone()).or_insert_with(|| {
-                fresh.push(channel.clone());
-                WorkerBox {
-                    ring,
-                    heard: HashMap::new(),
-                    granted: None,
-                    fresh: true,
-                    notify: Arc::new(Notify::new()),
-                }
+            if boxes.channels.insert(channel.clone()) {
+                fresh.push(channel);
+            }
+        }
+        for worker in ring.first..ring.first + ring.count {
+            let entry = boxes.by_worker.entry(worker).or_insert_with(|| WorkerBox {
+                ring,
+                heard: HashMap::new(),
+                granted: None,
+                fresh: true,
+                notify: Arc::new(Notify::new()),
             });
             entry.heard.retain(|v, _| current(v));
             entry.granted = entry.granted.take().filter(current);
@@ -301,9 +320,9 @@ impl Mailbox {
     }
 
     /// Whether `worker` is the round's first holder and has not held yet this round.
-    fn starts(&self, channel: &[u8], worker: u32) -> bool {
+    fn starts(&self, worker: u32) -> bool {
         let mut boxes = self.lock();
-        let Some(b) = boxes.by_channel.get_mut(channel) else {
+        let Some(b) = boxes.by_worker.get_mut(&worker) else {
             return false;
         };
         let starts = b.fresh && worker == 0;
@@ -311,14 +330,14 @@ impl Mailbox {
         starts
     }
 
-    fn notify(&self, channel: &[u8]) -> Result<Arc<Notify>, String> {
-        (self.lock().by_channel.get(channel))
+    fn notify(&self, worker: u32) -> Result<Arc<Notify>, String> {
+        (self.lock().by_worker.get(&worker))
             .map(|b| Arc::clone(&b.notify))
             .ok_or_else(|| "raw-grant: a worker with no mailbox".to_owned())
     }
 
-    fn next(&self, channel: &[u8], worker: u32) -> Result<u32, String> {
-        (self.lock().by_channel.get(channel))
+    fn next(&self, worker: u32) -> Result<u32, String> {
+        (self.lock().by_worker.get(&worker))
             .map(|b| b.ring.next(worker))
             .ok_or_else(|| "raw-grant: a worker with no mailbox".to_owned())
     }
@@ -328,12 +347,12 @@ impl Mailbox {
         self.lock().round
     }
 
-    /// The value a majority granted on `channel` in this round, once; what else was heard
-    /// in this round is dropped.
-    fn take(&self, channel: &[u8]) -> Option<Vec<u8>> {
+    /// The value a majority granted `worker` in this round, once; what else was heard in
+    /// this round is dropped.
+    fn take(&self, worker: u32) -> Option<Vec<u8>> {
         let mut boxes = self.lock();
         let round = boxes.round;
-        let b = boxes.by_channel.get_mut(channel)?;
+        let b = boxes.by_worker.get_mut(&worker)?;
         if b.granted.as_deref().and_then(round_of) != Some(round) {
             return None;
         }
@@ -342,15 +361,16 @@ impl Mailbox {
         b.granted.take()
     }
 
-    /// A grant of `value` heard on `channel` from one node; dropped if it is of a round
-    /// that is over (a later round's is kept: another process may start it first).
-    fn deliver(&self, channel: &[u8], value: Vec<u8>) {
+    /// A grant of `value` heard from one node, for the worker the value names if it is one
+    /// of this process's; dropped if it is of a round that is over (a later round's is kept:
+    /// another process may start it first).
+    fn deliver(&self, value: Vec<u8>) {
         let mut boxes = self.lock();
         let round = boxes.round;
         if round_of(&value).is_none_or(|r| r < round) {
             return;
         }
-        let Some(b) = boxes.by_channel.get_mut(channel) else {
+        let Some(b) = worker_of(&value).and_then(|w| boxes.by_worker.get_mut(&w)) else {
             return;
         };
         let heard = b.heard.entry(value.clone()).or_insert(0);
@@ -404,10 +424,8 @@ async fn listen(stream: Arc<TcpStream>, mailbox: Arc<Mailbox>) {
                 [Reply::Bulk(kind), _, Reply::Int(_)] if kind == b"subscribe" => {
                     mailbox.subscribed();
                 }
-                [Reply::Bulk(kind), Reply::Bulk(channel), Reply::Bulk(value)]
-                    if kind == b"message" =>
-                {
-                    mailbox.deliver(channel, value.clone());
+                [Reply::Bulk(kind), _, Reply::Bulk(value)] if kind == b"message" => {
+                    mailbox.deliver(value.clone());
                 }
                 _ => {}
             }

@@ -258,9 +258,10 @@ impl Subject {
         }
     }
 
-    /// `raw-grant`, the floor of a hand-off between processes ([`crate::raw_grant`]).
-    pub(crate) fn raw_grant(grant: RawGrant, flavour: &'static str) -> Self {
-        Self::new(Driver::RawGrant(grant), "raw-grant", flavour, flavour)
+    /// `raw-grant` (or `raw-grant-all`, named `name`), the floor of a hand-off between
+    /// processes ([`crate::raw_grant`]).
+    pub(crate) fn raw_grant(grant: RawGrant, name: &'static str, flavour: &'static str) -> Self {
+        Self::new(Driver::RawGrant(grant), name, flavour, flavour)
     }
 
     pub(crate) fn rslock(manager: rslock::LockManager, flavour: &'static str) -> Self {
