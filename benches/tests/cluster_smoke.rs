@@ -320,7 +320,8 @@ const CHARTS: [&str; 13] = [
 const RUN_BOUND: Duration = Duration::from_secs(150);
 
 /// `raw-grant`, the floor of a hand-off between processes, with its grants addressed to the
-/// next worker or heard by every process (`raw-grant-all`): in `contended4x2` the ring gives
+/// next worker, heard by every process (`raw-grant-all`) or made by the queue script's calls
+/// (`raw-grant-q`): in `contended4x2` the ring gives
 /// every worker of the four processes its turns, each taken by a grant (no attempt) after
 /// the round's first, with no two sections overlapping.
 #[test]
@@ -331,10 +332,10 @@ fn raw_grant_rings_through_every_process() {
         "--scenario",
         "contended4x2",
         "--subject",
-        "raw-grant,raw-grant-all",
+        "raw-grant,raw-grant-all,raw-grant-q",
     ];
     let (stdout, _, _, _) = run_quick(&args);
-    for subject in ["raw-grant", "raw-grant-all"] {
+    for subject in ["raw-grant", "raw-grant-all", "raw-grant-q"] {
         rings_through_every_process(&stdout, subject);
     }
 }

@@ -412,7 +412,8 @@ async fn subjects(
 /// `delay_max` 10 ms (the core never waits under 1 ms); rslock: `set_retry(20, 10 ms)`, 20
 /// attempts in all, delay uniform in whole ms 0..10. Or `raw-grant`, the floor of a hand-off
 /// between processes ([`raw_grant`]; `raw-grant-all` with its grants on one channel that
-/// every process hears), which has no retry: it never tries twice.
+/// every process hears, `raw-grant-q` with the queue script's calls), which has no retry:
+/// it never tries twice.
 async fn contended_subject(
     name: &str,
     urls: &[String],
@@ -446,8 +447,9 @@ async fn contended_subject(
             .and_then(|b| b.config(config).build())
             .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
-        "raw-grant" | "raw-grant-all" => {
-            raw_grant::RawGrant::connect(addrs, TTL, name != "raw-grant")
+        "raw-grant" | "raw-grant-all" | "raw-grant-q" => {
+            let floor = raw_grant::Floor::named(name).ok_or("a floor")?;
+            raw_grant::RawGrant::connect(addrs, TTL, floor)
                 .await
                 .map(|g| Subject::raw_grant(g, contended_name(name), flavour))
         }
@@ -470,6 +472,7 @@ fn contended_name(name: &str) -> &'static str {
         "blocking-noq" => "blocking-noq",
         "raw-grant" => "raw-grant",
         "raw-grant-all" => "raw-grant-all",
+        "raw-grant-q" => "raw-grant-q",
         _ => "tokio",
     }
 }
@@ -497,6 +500,7 @@ async fn contended_scenario(
         ("rslock", name),
         ("raw-grant", name),
         ("raw-grant-all", name),
+        ("raw-grant-q", name),
     ];
     for (subject, runtime) in candidates {
         if args.wants_subject(subject, runtime) {
@@ -836,11 +840,13 @@ const SUBJECTS: [&str; 5] = ["raw", "tokio", "rslock", "async-std", "blocking"];
 /// contended scenarios only, `tokio-j1` and `blocking-j1`: ours with a
 /// release-notification jitter of 1 ms, to set against the default of none (the herd: benches/README.md, "Hand-off"),
 /// and `tokio-noq` and `blocking-noq`: ours without the waiters' queue, to set against it,
-/// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]), and
-/// `raw-grant-all`, the same with every grant heard by every process.
-pub(crate) const OPT_IN_SUBJECTS: [&str; 16] = [
+/// and `raw-grant`: the floor of a hand-off between processes ([`raw_grant`]), with
+/// `raw-grant-all` (every grant heard by every process) and `raw-grant-q` (the queue
+/// script's calls).
+pub(crate) const OPT_IN_SUBJECTS: [&str; 17] = [
     "raw-grant",
     "raw-grant-all",
+    "raw-grant-q",
     "tokio-quiet",
     "tokio-j1",
     "blocking-j1",
@@ -860,6 +866,6 @@ pub(crate) const OPT_IN_SUBJECTS: [&str; 16] = [
 const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--runtime current_thread|multi_thread|own-thread] \
                      [--scenario serial|concurrent32|sweep|contended8|contended2x4|contended4x2|nodes|release|held|kinds] \
-                     [--subject raw,tokio,rslock,async-std,blocking,raw-grant,raw-grant-all,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
+                     [--subject raw,tokio,rslock,async-std,blocking,raw-grant,raw-grant-all,raw-grant-q,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
                      raw-del,raw-delifeq,tokio-quiet,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";

@@ -12,7 +12,10 @@
 //! (docs/design.md, "A release that grants") do the same plus the queue's bookkeeping.
 //! `raw-grant-all` publishes every grant on one channel per key instead, which every process
 //! hears, as ours go on the resource's release channel: the difference is the price of
-//! waking the processes a grant is not for.
+//! waking the processes a grant is not for. `raw-grant-q` keeps the addressed grant but
+//! runs QUEUE_RELEASE's calls on the path that grants (two sorted sets beside the key: the
+//! holder's place left, the next worker's taken, pruned, ranked, its deadline read): the
+//! difference is the price of the queue's script. Neither changes who holds next.
 //!
 //! The round's first holder (worker 0, position 0) sets the key unconditionally. It is not
 //! a lock: it assumes every worker takes its turn, and a round ends with the key given to a
@@ -41,15 +44,54 @@ const GRANT_SCRIPT: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) \
      redis.call('PUBLISH', ARGV[4], ARGV[2]) return 1 end return 0";
 
+/// [`GRANT_SCRIPT`] with QUEUE_RELEASE's calls on the path that grants, in its order
+/// (`KEYS[2]`, `KEYS[3]`: the places by ticket and by deadline): its cost, not its queue;
+/// each set holds the next worker's place alone.
+const QUEUED_GRANT_SCRIPT: &str = "local t = redis.call('TIME') \
+     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+     local first = redis.call('ZRANGE', KEYS[2], 0, 0)[1] \
+     local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 64) \
+     for i = 1, #gone do redis.call('ZREM', KEYS[2], gone[i]) redis.call('ZREM', KEYS[3], gone[i]) end \
+     redis.call('ZREM', KEYS[2], ARGV[1]) redis.call('ZREM', KEYS[3], ARGV[1]) \
+     redis.call('ZADD', KEYS[2], now, ARGV[2]) redis.call('ZADD', KEYS[3], now + 10000, ARGV[2]) \
+     for i = 2, 3 do if redis.call('PTTL', KEYS[i]) < 10000 then redis.call('PEXPIRE', KEYS[i], 10000) end end \
+     local rank = redis.call('ZRANK', KEYS[2], ARGV[2]) \
+     local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1] \
+     if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) \
+     local left = tonumber(redis.call('ZSCORE', KEYS[3], head) or 0) - now \
+     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) \
+     redis.call('PUBLISH', ARGV[4], ARGV[2]) return 1 end return 0";
+
+/// Which floor: how a grant is told and what the nodes do besides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Floor {
+    /// `raw-grant`: the grant on the next worker's channel.
+    Addressed,
+    /// `raw-grant-all`: every grant on one channel that every process hears.
+    Broadcast,
+    /// `raw-grant-q`: addressed, with QUEUE_RELEASE's calls ([`QUEUED_GRANT_SCRIPT`]).
+    Queued,
+}
+
+impl Floor {
+    /// The floor a subject name asks for.
+    pub(crate) fn named(name: &str) -> Option<Self> {
+        match name {
+            "raw-grant" => Some(Self::Addressed),
+            "raw-grant-all" => Some(Self::Broadcast),
+            "raw-grant-q" => Some(Self::Queued),
+            _ => None,
+        }
+    }
+}
+
 /// How long subscribing to a process's channels may take.
 const SUBSCRIBE_BOUND: Duration = Duration::from_secs(5);
 
 /// The raw client plus one subscriber connection per node and the workers' mailboxes.
 pub(crate) struct RawGrant {
     raw: RawClient,
-    /// `raw-grant-all`: every grant on one channel per key, which every process hears (as
-    /// our grants go on the resource's release channel), instead of on the next worker's.
-    broadcast: bool,
+    floor: Floor,
     grant_sha: Vec<u8>,
     ttl_ms: Vec<u8>,
     /// The subscriber connections, written to when subscribing (their readers own reading).
@@ -74,10 +116,14 @@ impl RawGrant {
     pub(crate) async fn connect(
         addrs: &[SocketAddr],
         ttl: Duration,
-        broadcast: bool,
+        floor: Floor,
     ) -> Result<Self, String> {
         let raw = RawClient::connect(addrs, ttl, Release::EvalSha).await?;
-        let grant_sha = raw.load(GRANT_SCRIPT.as_bytes()).await?;
+        let script = match floor {
+            Floor::Queued => QUEUED_GRANT_SCRIPT,
+            Floor::Addressed | Floor::Broadcast => GRANT_SCRIPT,
+        };
+        let grant_sha = raw.load(script.as_bytes()).await?;
         let mailbox = Arc::new(Mailbox::new(raw.quorum()));
         let mut subscribers = Vec::new();
         let mut readers = Vec::new();
@@ -89,7 +135,7 @@ impl RawGrant {
         }
         Ok(Self {
             raw,
-            broadcast,
+            floor,
             grant_sha,
             ttl_ms: ttl.as_millis().to_string().into_bytes(),
             subscribers,
@@ -164,16 +210,15 @@ impl RawGrant {
         let next = self.mailbox.next(worker)?;
         let value = self.value(next, self.mailbox.round());
         let to = self.channel(key, next);
-        let args: [&[u8]; 8] = [
-            b"EVALSHA",
-            &self.grant_sha,
-            b"1",
-            key.as_bytes(),
-            &hold.value,
-            &value,
-            &self.ttl_ms,
-            &to,
-        ];
+        let (places, until) = (format!("{key}:q"), format!("{key}:q:until"));
+        let mut args: Vec<&[u8]> = vec![b"EVALSHA", &self.grant_sha];
+        match self.floor {
+            Floor::Queued => {
+                args.extend([b"3", key.as_bytes(), places.as_bytes(), until.as_bytes()])
+            }
+            Floor::Addressed | Floor::Broadcast => args.extend([b"1", key.as_bytes()]),
+        }
+        args.extend([&hold.value[..], &value, &self.ttl_ms, &to]);
         if self.raw.at_quorum(&args, |r| *r == Reply::Int(1)).await {
             Ok(())
         } else {
@@ -183,9 +228,9 @@ impl RawGrant {
 
     /// The channel `worker`'s grants on `key` go on: its own, or the key's one.
     fn channel(&self, key: &str, worker: u32) -> Vec<u8> {
-        match self.broadcast {
-            true => format!("{key}:grant").into_bytes(),
-            false => format!("{key}:grant:{worker}").into_bytes(),
+        match self.floor {
+            Floor::Broadcast => format!("{key}:grant").into_bytes(),
+            Floor::Addressed | Floor::Queued => format!("{key}:grant:{worker}").into_bytes(),
         }
     }
 
