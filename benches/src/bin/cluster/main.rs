@@ -448,7 +448,7 @@ async fn contended_subject(
             .map(|r| Subject::blocking_over(r, contended_name(name), flavour))
             .map_err(|e| format!("{name}: build: {e}")),
         "raw-grant" | "raw-grant-all" | "raw-grant-q" => {
-            let floor = raw_grant::Floor::named(name).ok_or("a floor")?;
+            let floor = raw_grant::Floor::named(name).ok_or(format!("{name}: not a floor"))?;
             raw_grant::RawGrant::connect(addrs, TTL, floor)
                 .await
                 .map(|g| Subject::raw_grant(g, contended_name(name), flavour))
@@ -745,16 +745,8 @@ fn parse_args() -> Result<Args, String> {
                 args.contended_key = it.next().ok_or("--contended-key needs a key")?;
             }
             "--contended-workers" => {
-                let spec = it
-                    .next()
-                    .ok_or("--contended-workers needs FIRST,COUNT,TOTAL")?;
-                let numbers: Vec<u32> = (spec.split(',')).map_while(|n| n.parse().ok()).collect();
-                let [first, count, total] = numbers[..] else {
-                    return Err(format!(
-                        "--contended-workers {spec:?}: not FIRST,COUNT,TOTAL"
-                    ));
-                };
-                args.contended_workers = (first, count, total);
+                let spec = it.next().unwrap_or_default();
+                args.contended_workers = contended_workers(&spec)?;
             }
             "--subject" => {
                 let names = it.next().ok_or("--subject needs a name")?;
@@ -763,6 +755,23 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown argument {arg:?}; {USAGE}")),
         }
     }
+    check_names(&args)?;
+    Ok(args)
+}
+
+/// `--contended-workers FIRST,COUNT,TOTAL`: a child's workers and every process's together.
+fn contended_workers(spec: &str) -> Result<(u32, u32, u32), String> {
+    let numbers: Vec<u32> = (spec.split(',')).map_while(|n| n.parse().ok()).collect();
+    match numbers[..] {
+        [first, count, total] => Ok((first, count, total)),
+        _ => Err(format!(
+            "--contended-workers {spec:?}: not FIRST,COUNT,TOTAL"
+        )),
+    }
+}
+
+/// Every `--runtime`, `--scenario` and `--subject` named is one the bench knows.
+fn check_names(args: &Args) -> Result<(), String> {
     let runtime_ok = args.runtime.as_deref().is_none_or(|r| {
         [
             Flavour::CurrentThread.name(),
@@ -785,7 +794,7 @@ fn parse_args() -> Result<Args, String> {
             "unknown --runtime, --scenario or --subject; {USAGE}"
         ));
     }
-    Ok(args)
+    Ok(())
 }
 
 /// Nodes in the cluster, as the issue asks.
@@ -869,3 +878,20 @@ const USAGE: &str = "usage: cluster [--quick] [--out PATH] \
                      [--subject raw,tokio,rslock,async-std,blocking,raw-grant,raw-grant-all,raw-grant-q,tokio-j1,blocking-j1,tokio-noq,blocking-noq,\
                      raw-del,raw-delifeq,tokio-quiet,tokio-scripts,tokio-fenced,tokio-fenced-scripts,\
                      tokio-tls,tokio-unix,blocking-tls,blocking-unix]";
+
+#[cfg(test)]
+mod tests {
+    use super::contended_workers;
+
+    #[test]
+    fn contended_workers_takes_three_numbers_and_names_a_bad_spec() {
+        assert_eq!(contended_workers("4,2,8"), Ok((4, 2, 8)));
+        for bad in ["", "4,2", "4,2,8,1", "4,x,8", "-1,2,8", "4,,8"] {
+            let err = contended_workers(bad).unwrap_err();
+            assert!(
+                err.contains("FIRST,COUNT,TOTAL") && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
+}

@@ -158,7 +158,7 @@ impl RawGrant {
         let channels: Vec<Vec<u8>> = (ring.first..ring.first + ring.count)
             .map(|w| self.channel(key, w))
             .collect();
-        let fresh = self.mailbox.open(ring, channels, round);
+        let (fresh, subscribed) = self.mailbox.open(ring, channels, round);
         if fresh.is_empty() {
             return Ok(());
         }
@@ -166,13 +166,18 @@ impl RawGrant {
         args.extend(fresh.iter().map(Vec::as_slice));
         let mut bytes = Vec::new();
         resp::encode_command(&mut bytes, &args);
-        for stream in &self.subscribers {
-            write_all(stream, &bytes).await?;
-        }
-        let want = fresh.len() * self.subscribers.len();
-        tokio::time::timeout(SUBSCRIBE_BOUND, self.mailbox.confirmed(want))
+        // Every channel so far, on every node: confirmations are counted since the start.
+        let want = subscribed * self.subscribers.len();
+        let subscribe = async {
+            for stream in &self.subscribers {
+                write_all(stream, &bytes).await?;
+            }
+            self.mailbox.confirmed(want).await;
+            Ok(())
+        };
+        tokio::time::timeout(SUBSCRIBE_BOUND, subscribe)
             .await
-            .map_err(|_| format!("raw-grant: {want} subscriptions not confirmed"))
+            .map_err(|_| format!("raw-grant: {want} subscriptions not confirmed"))?
     }
 
     /// Waits for `worker`'s turn on `key`, until `until`: `None` if the round ended first.
@@ -325,9 +330,9 @@ impl Mailbox {
     }
 
     /// Opens the boxes of `ring`'s workers not there yet and, if `next_round`, starts a new
-    /// round for all of them, dropping what earlier rounds granted; of `channels`, those not
-    /// subscribed to yet.
-    fn open(&self, ring: Ring, channels: Vec<Vec<u8>>, next_round: bool) -> Vec<Vec<u8>> {
+    /// round for all of them, dropping what earlier rounds granted. Of `channels`, those not
+    /// subscribed to yet, and how many channels that makes in all.
+    fn open(&self, ring: Ring, channels: Vec<Vec<u8>>, next_round: bool) -> (Vec<Vec<u8>>, usize) {
         let mut boxes = self.lock();
         boxes.round += u64::from(next_round);
         let round = boxes.round;
@@ -350,7 +355,7 @@ impl Mailbox {
             entry.granted = entry.granted.take().filter(current);
             entry.fresh = true;
         }
-        fresh
+        (fresh, boxes.channels.len())
     }
 
     /// Waits until `want` subscriptions are confirmed in all.

@@ -258,8 +258,8 @@ impl Subject {
         }
     }
 
-    /// `raw-grant` (or `raw-grant-all`, named `name`), the floor of a hand-off between
-    /// processes ([`crate::raw_grant`]).
+    /// `raw-grant`, `raw-grant-all` or `raw-grant-q` (`name`): the floor of a hand-off
+    /// between processes and its variants ([`crate::raw_grant`]).
     pub(crate) fn raw_grant(grant: RawGrant, name: &'static str, flavour: &'static str) -> Self {
         Self::new(Driver::RawGrant(grant), name, flavour, flavour)
     }
