@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_core::AutoExtend;
-use redlock_testkit::{Cluster, Reply};
+use redlock_testkit::{Cluster, Reply, refused_port, refused_ports};
 
 use redlock_core::AcquireOutcome;
 
@@ -391,8 +391,11 @@ pub fn silent_node_is_outwaited<D: Driver>() {
 
 /// Nodes that refuse connections fail the lock quickly and cleanly.
 pub fn refused_connections_fail_fast<D: Driver>() {
-    let ports: Vec<String> = (0..3)
-        .map(|_| format!("redis://{}", closed_port()))
+    // Three different ports: a configuration naming one server twice is refused.
+    let ports: Vec<String> = refused_ports(3)
+        .expect("three free ports")
+        .iter()
+        .map(|addr| format!("redis://{addr}"))
         .collect();
     let d = D::build(&ports, |b| b.retry(RetryPolicy::once())).unwrap();
     let start = Instant::now();
@@ -434,7 +437,8 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
         assert!(!shown.contains("hunter2"), "the password leaked: {shown}");
     }
     // A bad per-lock option is a configuration error, not a hang.
-    let d = D::build(&[format!("redis://{}", closed_port())], |b| b).unwrap();
+    let port = refused_port().expect("a free port");
+    let d = D::build(&[format!("redis://{port}")], |b| b).unwrap();
     let bad = LockOptions::default().retry(RetryPolicy {
         max_attempts: Some(0),
         ..RetryPolicy::default()
@@ -446,9 +450,12 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
 /// No password in a driver handle's `Debug` (it reaches the configuration, every node's
 /// settings and the builder's): `***` stands in for it. Nothing listens on the ports.
 pub fn debug_output_hides_passwords<D: Driver>() {
+    let [one, two] = refused_ports(2).expect("two free ports")[..] else {
+        unreachable!("refused_ports gives as many ports as asked")
+    };
     let urls = [
-        format!("redis://app:hunter2@{}/2", closed_port()),
-        format!("redis://hunter2@{}", closed_port()),
+        format!("redis://app:hunter2@{one}/2"),
+        format!("redis://hunter2@{two}"),
     ];
     let d = D::build(&urls, |b| b).unwrap();
     let shown = d.handle_debug();
@@ -558,12 +565,6 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         thread::sleep(10 * MS);
     }
-}
-
-/// A loopback port with nothing listening (bound, then closed).
-fn closed_port() -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
 }
 
 /// A fake node on loopback: each accepted connection is handed to `serve` on its own
