@@ -450,12 +450,10 @@ pub fn bad_urls_and_configs_are_named<D: Driver>() {
 /// No password in a driver handle's `Debug` (it reaches the configuration, every node's
 /// settings and the builder's): `***` stands in for it. Nothing listens on the ports.
 pub fn debug_output_hides_passwords<D: Driver>() {
-    let [one, two] = refused_ports(2).expect("two free ports")[..] else {
-        unreachable!("refused_ports gives as many ports as asked")
-    };
+    let ports = refused_ports(2).expect("two free ports");
     let urls = [
-        format!("redis://app:hunter2@{one}/2"),
-        format!("redis://hunter2@{two}"),
+        format!("redis://app:hunter2@{}/2", ports[0]),
+        format!("redis://hunter2@{}", ports[1]),
     ];
     let d = D::build(&urls, |b| b).unwrap();
     let shown = d.handle_debug();
